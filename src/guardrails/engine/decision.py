@@ -1,0 +1,161 @@
+"""The result of evaluating one tool call: immutable, JSON-safe, secret-free on export."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+
+class Effect(str, enum.Enum):
+    """What happens to the call. Ordered by severity: halt > deny > require_approval > allow."""
+
+    ALLOW = "allow"
+    REQUIRE_APPROVAL = "require_approval"
+    DENY = "deny"
+    HALT = "halt"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_SEVERITY = {Effect.ALLOW: 0, Effect.REQUIRE_APPROVAL: 1, Effect.DENY: 2, Effect.HALT: 3}
+
+
+class Action(str, enum.Enum):
+    """What a rule contributes when it fires. ``warn`` is recorded and changes nothing."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    HALT = "halt"
+    REQUIRE_APPROVAL = "require_approval"
+    WARN = "warn"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class FiredRule:
+    policy: str
+    rule: str
+    action: Action
+    message: str
+    audit: bool = False
+    """True when the policy runs in audit mode: a would-be outcome that changed nothing."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "rule": self.rule, "action": self.action.value,
+                "message": self.message, "audit": self.audit}
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedRepair:
+    policy: str
+    repair: str
+    set: tuple[str, ...]
+    """Argument names the repair assigned (names only: values may be secret)."""
+    unset: tuple[str, ...]
+    audit: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "repair": self.repair, "set": list(self.set),
+                "unset": list(self.unset), "audit": self.audit}
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationError:
+    """An expression that failed at run time, and what the engine did about it."""
+
+    policy: str
+    element: str
+    """``match``, ``variables.<name>``, ``repairs.<name>``, ``rules.<name>`` or
+    ``rules.<name>.messageExpression``."""
+    message: str
+    handled_as: str
+    """``fired`` (failurePolicy Fail), ``skipped`` (Ignore) or ``not-applied`` (repairs)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "element": self.element, "message": self.message,
+                "handled_as": self.handled_as}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The engine's verdict on one call. Build it only through the engine."""
+
+    id: str
+    tool: str
+    effect: Effect
+    arguments: Mapping[str, Any]
+    """The repaired arguments the call runs with (before secret injection)."""
+    rules: tuple[FiredRule, ...] = ()
+    """Every rule that fired, in policy then rule order, warn rules included."""
+    repairs: tuple[AppliedRepair, ...] = ()
+    errors: tuple[EvaluationError, ...] = ()
+    policies: tuple[str, ...] = ()
+    """Names of the policies that matched the call."""
+    revision: str = ""
+    secret_arguments: frozenset[str] = field(default_factory=frozenset)
+    """Argument names declared secret by a matched policy (their values never leave)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.arguments, MappingProxyType):
+            object.__setattr__(self, "arguments", MappingProxyType(dict(self.arguments)))
+
+    @property
+    def warnings(self) -> tuple[FiredRule, ...]:
+        return tuple(r for r in self.rules if r.action is Action.WARN and not r.audit)
+
+    @property
+    def message(self) -> str:
+        """The messages of the rules that decided the effect, joined; "" for allow."""
+        if self.effect is Effect.ALLOW:
+            return ""
+        action = Action(self.effect.value)
+        msgs = [r.message for r in self.rules if r.action is action and not r.audit]
+        if not msgs and self.errors:
+            msgs = [f"policy {e.policy}: {e.element} failed" for e in self.errors]
+        if not msgs:
+            msgs = [f"{self.effect.value} by default action of policy {p}" for p in self.policies]
+        seen: dict[str, None] = dict.fromkeys(m for m in msgs if m)
+        return " ".join(seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; the values of secret arguments are replaced by ``[REDACTED]``."""
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "effect": self.effect.value,
+            "message": self.message,
+            "arguments": redact_arguments(self.arguments, self.secret_arguments),
+            "rules": [r.to_dict() for r in self.rules],
+            "repairs": [r.to_dict() for r in self.repairs],
+            "errors": [e.to_dict() for e in self.errors],
+            "policies": list(self.policies),
+            "revision": self.revision,
+        }
+
+
+def redact_arguments(arguments: Mapping[str, Any], secret: frozenset[str]) -> dict[str, Any]:
+    return {k: (REDACTED if k in secret else _json_safe(v)) for k, v in arguments.items()}
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, str | bool | int | float):
+        return value if not (isinstance(value, float) and value != value) else "NaN"
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

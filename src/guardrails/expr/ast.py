@@ -1,0 +1,118 @@
+"""The CEL abstract syntax tree shared by the parser, the compiler and the checks.
+
+Every node records ``offset``, the index of its first character in the expression
+source, so that a load-time problem can be reported at ``file:line:column`` once the
+engine adds where the expression starts in its YAML file. Macros (``has``, ``all``,
+``exists``, ``exists_one``, ``map``, ``filter``) are expanded by the parser into
+``Select(test_only=True)`` and ``Comprehension`` nodes, as cel-go does, so the compiler
+only has to know the core forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Node):
+    """int, ``UInt``, float, str, bytes, bool or None."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Ident(Node):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Node):
+    operand: Node
+    field: str
+    test_only: bool = False
+    """True for the ``has(x.f)`` macro."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Node):
+    """A function, method or operator call.
+
+    Operators use cel-go's internal names: ``_+_``, ``_-_``, ``_*_``, ``_/_``, ``_%_``,
+    ``_==_``, ``_!=_``, ``_<_``, ``_<=_``, ``_>_``, ``_>=_``, ``@in``, ``_&&_``, ``_||_``,
+    ``_?_:_``, ``!_``, ``-_``, ``_[_]``. A method call ``t.f(a)`` has ``target=t``.
+    A namespaced call such as ``sets.contains(a, b)`` arrives as a method call on
+    ``Ident("sets")``; the compiler resolves it to the global function ``sets.contains``.
+    """
+
+    function: str
+    args: tuple[Node, ...]
+    target: Node | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListLit(Node):
+    elements: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MapLit(Node):
+    entries: tuple[tuple[Node, Node], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StructLit(Node):
+    """``Msg{field: value}``: parsed so it can be rejected with a position."""
+
+    type_name: str
+    fields: tuple[tuple[str, Node], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Comprehension(Node):
+    """cel-go's comprehension, produced by macro expansion.
+
+    ``macro`` names the macro it came from (``all``, ``exists``, ``exists_one``, ``map``,
+    ``filter``) so the compiler may specialise it and errors can name it.
+    """
+
+    macro: str
+    iter_var: str
+    iter_range: Node
+    accu_var: str
+    accu_init: Node
+    loop_condition: Node
+    loop_step: Node
+    result: Node
+
+
+def walk(node: Node) -> list[Node]:
+    """All nodes of a tree, parents before children (for load-time checks)."""
+    out: list[Node] = []
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if isinstance(n, Select):
+            stack.append(n.operand)
+        elif isinstance(n, Call):
+            stack.extend(reversed(n.args))
+            if n.target is not None:
+                stack.append(n.target)
+        elif isinstance(n, ListLit):
+            stack.extend(reversed(n.elements))
+        elif isinstance(n, MapLit):
+            for k, v in reversed(n.entries):
+                stack.extend((v, k))
+        elif isinstance(n, StructLit):
+            stack.extend(v for _, v in reversed(n.fields))
+        elif isinstance(n, Comprehension):
+            stack.extend(
+                (n.result, n.loop_step, n.loop_condition, n.accu_init, n.iter_range)
+            )
+    return out

@@ -1,0 +1,122 @@
+"""CEL runtime values as Python values.
+
+The mapping is chosen so the common case costs nothing: JSON-decoded arguments are
+already CEL values. ``int`` is CEL int (int64), ``UInt`` CEL uint, ``float`` double,
+``bool`` bool (always test ``type(x) is bool`` first: bool is an int in Python),
+``str`` string, ``bytes`` bytes, ``None`` null, ``list``/``tuple`` list,
+``dict`` (or any ``Mapping``) map, ``datetime`` (aware, UTC) timestamp,
+``timedelta`` duration, ``CelType`` type values. Extension types (URL, IP, CIDR) are
+plain Python classes that declare ``cel_type``.
+
+Evaluation errors are raised as ``CelError``; ``&&``, ``||`` and ``?:`` absorb them as
+cel-spec says. Raising keeps the error-free path (almost every call) free of checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+UINT64_MAX: Final = 2**64 - 1
+
+
+class CelError(Exception):
+    """An evaluation error: a value in CEL's semantics, an exception in Python."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CostLimitExceeded(CelError):
+    """The per-evaluation cost budget ran out (a run-time bound, see ``Limits``)."""
+
+
+class UInt(int):
+    """CEL ``uint``: an int tagged so arithmetic and ``type()`` can tell it apart."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{int(self)}u"
+
+
+class CelType:
+    """A CEL type value, as returned by ``type(x)``; compared by name."""
+
+    __slots__ = ("name",)
+    registry: ClassVar[dict[str, CelType]] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def named(cls, name: str) -> CelType:
+        found = cls.registry.get(name)
+        if found is None:
+            found = cls.registry[name] = cls(name)
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CelType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("CelType", self.name))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+INT: Final = CelType.named("int")
+UINT: Final = CelType.named("uint")
+DOUBLE: Final = CelType.named("double")
+BOOL: Final = CelType.named("bool")
+STRING: Final = CelType.named("string")
+BYTES: Final = CelType.named("bytes")
+LIST: Final = CelType.named("list")
+MAP: Final = CelType.named("map")
+NULL_TYPE: Final = CelType.named("null_type")
+TYPE: Final = CelType.named("type")
+TIMESTAMP: Final = CelType.named("google.protobuf.Timestamp")
+DURATION: Final = CelType.named("google.protobuf.Duration")
+
+
+def type_name(value: Any) -> str:
+    """The CEL type name of a runtime value, for error messages and ``type()``."""
+    return cel_type(value).name
+
+
+def cel_type(value: Any) -> CelType:
+    import datetime
+    from collections.abc import Mapping
+
+    t = type(value)
+    if t is bool:
+        return BOOL
+    if t is UInt:
+        return UINT
+    if t is int:
+        return INT
+    if t is float:
+        return DOUBLE
+    if t is str:
+        return STRING
+    if t is bytes:
+        return BYTES
+    if value is None:
+        return NULL_TYPE
+    if t is list or t is tuple:
+        return LIST
+    if t is dict or isinstance(value, Mapping):
+        return MAP
+    if t is CelType:
+        return TYPE
+    if isinstance(value, datetime.datetime):
+        return TIMESTAMP
+    if isinstance(value, datetime.timedelta):
+        return DURATION
+    declared = getattr(value, "cel_type", None)
+    if isinstance(declared, CelType):
+        return declared
+    raise CelError(f"value of Python type {t.__name__} is not a CEL value")
