@@ -11,7 +11,7 @@ from typing import Any
 REDACTED = "[REDACTED]"
 
 
-class Effect(str, enum.Enum):
+class Effect(enum.StrEnum):
     """What happens to the call. Ordered by severity: halt > deny > require_approval > allow."""
 
     ALLOW = "allow"
@@ -23,14 +23,11 @@ class Effect(str, enum.Enum):
     def severity(self) -> int:
         return _SEVERITY[self]
 
-    def __str__(self) -> str:
-        return self.value
-
 
 _SEVERITY = {Effect.ALLOW: 0, Effect.REQUIRE_APPROVAL: 1, Effect.DENY: 2, Effect.HALT: 3}
 
 
-class Action(str, enum.Enum):
+class Action(enum.StrEnum):
     """What a rule contributes when it fires. ``warn`` is recorded and changes nothing."""
 
     ALLOW = "allow"
@@ -38,9 +35,6 @@ class Action(str, enum.Enum):
     HALT = "halt"
     REQUIRE_APPROVAL = "require_approval"
     WARN = "warn"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True, slots=True)

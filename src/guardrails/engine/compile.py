@@ -1,0 +1,201 @@
+"""Compile loaded policy documents into a ``PolicySet``: the load-time half of the engine.
+
+The loader (``guardrails.model``) has checked the documents' shape; this step compiles
+every CEL expression once, checks the names it uses, and reports every problem with the
+file, line and column of the offending character. As with the loader, it is all or
+nothing: one problem and nothing is returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import re2
+
+from guardrails.engine.decision import Action, Effect
+from guardrails.engine.policy import (
+    CompiledExpression,
+    CompiledPolicy,
+    CompiledRepair,
+    CompiledRule,
+    CompiledVariable,
+    RedactPattern,
+    SecretRef,
+)
+from guardrails.engine.policyset import PolicySet
+from guardrails.expr import ExpressionError, compile_expression
+from guardrails.expr import ast as cel
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.model import Documents, load_documents
+from guardrails.model.documents import ToolPolicy
+from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.source import Expression
+
+Backend = Literal["compiled", "interpreter"]
+
+CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "params", "now"})
+"""Names every expression can use; ``variables`` is added where variables exist."""
+
+PathLike = str | os.PathLike[str]
+
+
+def load(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    limits: Limits | None = None,
+    backend: Backend = "compiled",
+) -> PolicySet:
+    """Load, validate and compile policies from files and directories.
+
+    Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
+    """
+    documents = load_documents(paths)
+    return compile_documents(documents, limits=limits or DEFAULT_LIMITS, backend=backend)
+
+
+def compile_documents(
+    documents: Documents, *, limits: Limits = DEFAULT_LIMITS, backend: Backend = "compiled"
+) -> PolicySet:
+    problems: list[Problem] = []
+    compiled = [
+        _Compiler(policy, limits, backend, problems).policy() for policy in documents.policies
+    ]
+    if problems:
+        raise PolicyError(problems)
+    return PolicySet(
+        [p for p in compiled if p is not None], revision=revision(documents), limits=limits
+    )
+
+
+def revision(documents: Documents) -> str:
+    """Hash of the files' contents only, so the same policies loaded from another path
+    or working directory have the same revision."""
+    digests = sorted(hashlib.sha256(b).hexdigest() for b in documents.sources.values())
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
+
+
+class _Compiler:
+    """Compiles one policy, appending problems instead of stopping at the first."""
+
+    def __init__(
+        self, policy: ToolPolicy, limits: Limits, backend: Backend, problems: list[Problem]
+    ) -> None:
+        self.src = policy
+        self.limits = limits
+        self.backend = backend
+        self.problems = problems
+
+    def policy(self) -> CompiledPolicy | None:
+        p = self.src
+        before = len(self.problems)
+        when = self.expr(p.match.when, CALL_NAMES, condition=True) if p.match.when else None
+        variables: list[CompiledVariable] = []
+        for i, v in enumerate(p.variables):
+            earlier = frozenset(x.name for x in p.variables[:i])
+            e = self.expr(v.expression, CALL_NAMES | {"variables"}, variables=earlier)
+            if e is not None:
+                variables.append(CompiledVariable(v.name, e))
+        all_vars = frozenset(v.name for v in p.variables)
+        repairs = []
+        for r in p.repairs:
+            rwhen = self.expr(r.when, CALL_NAMES, condition=True) if r.when else None
+            sets = [(arg, self.expr(e, CALL_NAMES)) for arg, e in r.set]
+            repairs.append(CompiledRepair(
+                r.name, rwhen, tuple((a, e) for a, e in sets if e is not None), r.unset))
+        rules = []
+        for rule in p.rules:
+            rwhen = self.expr(rule.when, CALL_NAMES | {"variables"}, variables=all_vars,
+                              condition=True)
+            mexpr = (self.expr(rule.message_expression, CALL_NAMES | {"variables"},
+                               variables=all_vars)
+                     if rule.message_expression else None)
+            if rwhen is not None:
+                rules.append(CompiledRule(rule.name, rwhen, Action(rule.action),
+                                          rule.message or "", mexpr, rule.position))
+        redact = []
+        for red in p.redact:
+            try:
+                redact.append(RedactPattern(red.name, re2.compile(red.regex), red.replacement))
+            except Exception as e:  # the loader checked it; keep the guard anyway
+                self.problem(red.regex_position.line, red.regex_position.column,
+                             f"redact {red.name}: invalid RE2 pattern: {e}")
+        if len(self.problems) > before:
+            return None
+        return CompiledPolicy(
+            name=p.name,
+            position=p.position,
+            mode=p.mode,
+            failure_policy=p.failure_policy,
+            default_action=Effect(p.default_action),
+            tools=p.match.tools,
+            when=when,
+            params=_freeze(p.params),
+            variables=tuple(variables),
+            repairs=tuple(repairs),
+            rules=tuple(rules),
+            secret_arguments=p.secrets.secret_arguments,
+            inject={i.argument: SecretRef(env=i.env) for i in p.secrets.inject},
+            redact=tuple(redact),
+        )
+
+    def problem(self, line: int, column: int, message: str) -> None:
+        self.problems.append(Problem(self.src.file, line, column, message))
+
+    def expr(
+        self,
+        expression: Expression,
+        names: frozenset[str],
+        *,
+        variables: frozenset[str] = frozenset(),
+        condition: bool = False,
+    ) -> CompiledExpression | None:
+        try:
+            program = compile_expression(
+                expression.source, declared=names, limits=self.limits, backend=self.backend
+            )
+        except ExpressionError as e:
+            pos = expression.position_of(e.offset)
+            self.problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+            return None
+        ok = True
+        for node in cel.walk(program.ast):
+            name = _variable_reference(node)
+            if name is not None and name not in variables:
+                pos = expression.position_of(node.offset)
+                known = ", ".join(sorted(variables)) or "none"
+                hint = ("variables can only use variables defined before them"
+                        if "variables" in names and name in {v.name for v in self.src.variables}
+                        else f"defined variables: {known}")
+                self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                             f"unknown variable '{name}' ({hint})"))
+                ok = False
+        if condition and isinstance(program.ast, cel.Literal) and type(program.ast.value) is not bool:
+            pos = expression.position_of(0)
+            self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                         "condition must be a bool expression"))
+            ok = False
+        return CompiledExpression(expression, program) if ok else None
+
+
+def _variable_reference(node: cel.Node) -> str | None:
+    """The name in ``variables.x`` or ``variables["x"]``, else None."""
+    if (isinstance(node, cel.Select) and isinstance(node.operand, cel.Ident)
+            and node.operand.name == "variables"):
+        return node.field
+    if (isinstance(node, cel.Call) and node.function == "_[_]" and len(node.args) == 2
+            and isinstance(node.args[0], cel.Ident) and node.args[0].name == "variables"
+            and isinstance(node.args[1], cel.Literal) and isinstance(node.args[1].value, str)):
+        return node.args[1].value
+    return None
+
+
+def _freeze(value: Any) -> Any:
+    """Params are shared by every call: copy them once into plain CEL data."""
+    if isinstance(value, dict):
+        return {str(k): _freeze(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_freeze(v) for v in value]
+    return value

@@ -1,0 +1,489 @@
+"""Evaluation of one tool call against compiled policies: a pure function.
+
+Order, per call: match every candidate policy (globs were checked by the index;
+``match.when`` here), apply the repairs of matched policies in policy then repair
+order to the raw arguments, then evaluate each matched policy's rules against the
+repaired arguments, with that policy's ``params`` and lazily computed ``variables``.
+Every evaluation error is data: it is recorded and handled by the policy's
+``failurePolicy``, so ``evaluate`` itself never raises for any input.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardrails.engine.decision import (
+    REDACTED,
+    Action,
+    AppliedRepair,
+    Decision,
+    Effect,
+    EvaluationError,
+    FiredRule,
+)
+from guardrails.engine.policy import CompiledExpression, CompiledPolicy, CompiledVariable
+from guardrails.expr import CelError
+from guardrails.expr.limits import Limits
+
+MAX_MESSAGE_LENGTH = 1024
+"""Rule messages are cut here: they are shown to the model and written to logs."""
+
+
+class InputError(Exception):
+    """The call's inputs are outside the run-time bounds or are not JSON-like data."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call as the engine sees it, already normalised to CEL values."""
+
+    tool: str
+    args: Mapping[str, Any]
+    principal: Mapping[str, Any]
+    history: Sequence[Mapping[str, Any]]
+    request: str
+    description: str
+    now: datetime.datetime
+
+
+# --- explanation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One expression the engine evaluated, and what it produced (for ``--explain``)."""
+
+    element: str
+    value: Any = None
+    error: str | None = None
+    fired: bool | None = None
+
+
+@dataclass
+class PolicyTrace:
+    policy: str
+    matched: bool
+    audit: bool
+    steps: list[Step] = field(default_factory=list)
+
+    def to_dict(self, secret: frozenset[str]) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "matched": self.matched,
+            "audit": self.audit,
+            "steps": [_step_dict(s, secret) for s in self.steps],
+        }
+
+
+def _step_dict(step: Step, secret: frozenset[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"element": step.element}
+    if step.error is not None:
+        out["error"] = step.error
+    else:
+        from guardrails.engine.decision import _json_safe
+
+        # A repair that sets a secret argument, or a variable read from one, may hold
+        # the secret itself: the element names it, so redact by argument name.
+        name = step.element.rsplit(".", 1)[-1]
+        out["value"] = REDACTED if name in secret else _json_safe(step.value)
+    if step.fired is not None:
+        out["fired"] = step.fired
+    return out
+
+
+# --- input normalisation -------------------------------------------------------------
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+def normalize(value: Any, limits: Limits) -> Any:
+    """A CEL-ready copy of JSON-like data, within the input bounds.
+
+    Copying is what makes ``evaluate`` pure (repairs never touch the caller's objects)
+    and bounding it here is what keeps a huge argument from making evaluation slow.
+    """
+    return _normalize(value, 0, _Budget(limits.max_input_bytes), limits.max_input_depth)
+
+
+def _normalize(value: Any, depth: int, budget: _Budget, max_depth: int) -> Any:
+    t = type(value)
+    if t is str:
+        budget.left -= len(value) + 2
+    elif t is bool or t is int or value is None:
+        budget.left -= 8
+    elif t is float:
+        if not math.isfinite(value):
+            pass  # JSON has no NaN/inf, but Python callers may pass them: CEL has both
+        budget.left -= 8
+    elif t is dict or isinstance(value, Mapping):
+        if depth >= max_depth:
+            raise InputError(f"input nested deeper than {max_depth} levels")
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise InputError("map keys in inputs must be strings")
+            budget.left -= len(k) + 4
+            out[k] = _normalize(v, depth + 1, budget, max_depth)
+        value = out
+    elif t is list or t is tuple:
+        if depth >= max_depth:
+            raise InputError(f"input nested deeper than {max_depth} levels")
+        value = [_normalize(v, depth + 1, budget, max_depth) for v in value]
+        budget.left -= 2
+    elif isinstance(value, bool | int | float | str):
+        # subclasses (IntEnum, str Enum...) become their plain CEL value
+        base = bool if isinstance(value, bool) else int if isinstance(value, int) else (
+            float if isinstance(value, float) else str)
+        return _normalize(base(value), depth, budget, max_depth)
+    else:
+        raise InputError(f"input value of type {t.__name__} is not JSON data")
+    if budget.left < 0:
+        raise InputError("inputs exceed the size bound")
+    return value
+
+
+# --- evaluation ------------------------------------------------------------------------
+
+
+class _Variables(Mapping[str, Any]):
+    """``variables`` for one policy and call: each evaluated at most once, on first use."""
+
+    __slots__ = ("_bindings", "_defs", "_done", "_errors")
+
+    def __init__(self, defs: Mapping[str, CompiledVariable]) -> None:
+        self._defs = defs
+        self._done: dict[str, Any] = {}
+        self._errors: dict[str, CelError] = {}
+        self._bindings: Mapping[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._done[name]
+        except KeyError:
+            pass
+        if name in self._errors:
+            raise self._errors[name]
+        var = self._defs.get(name)
+        if var is None:
+            raise KeyError(name)
+        try:
+            value = var.value.evaluate(self._bindings)
+        except CelError as e:
+            err = CelError(f"variable {name}: {e.message}")
+            self._errors[name] = err
+            raise err from None
+        except RecursionError:
+            err = CelError(f"variable {name}: evaluation too deep")
+            self._errors[name] = err
+            raise err from None
+        self._done[name] = value
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._defs)
+
+    def __len__(self) -> int:
+        return len(self._defs)
+
+
+def _run(expr: CompiledExpression, bindings: Mapping[str, Any]) -> Any:
+    """Evaluate, turning every failure into CelError: a guard must never crash a call."""
+    try:
+        return expr.program.evaluate(bindings)
+    except CelError:
+        raise
+    except RecursionError:
+        raise CelError("evaluation too deep") from None
+    except Exception as e:  # an engine bug must fail closed, not escape
+        raise CelError(f"internal evaluation error: {type(e).__name__}") from None
+
+
+class Scrubber:
+    """Removes secret argument values and redact patterns from text that leaves the engine."""
+
+    __slots__ = ("_patterns", "_values")
+
+    def __init__(self, values: Sequence[str], patterns: Sequence[Any]) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self._values = sorted({v for v in values if v}, key=len, reverse=True)
+        self._patterns = patterns
+
+    def __call__(self, text: str) -> str:
+        for v in self._values:
+            if v in text:
+                text = text.replace(v, REDACTED)
+        for p in self._patterns:
+            text = p.pattern.sub(p.replacement, text)
+        return text
+
+
+def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[str]:
+    """String forms of the values of secret arguments (nested strings included)."""
+    out: list[str] = []
+    for name in names:
+        if name in args:
+            _collect_strings(args[name], out)
+    return out
+
+
+def _collect_strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            _collect_strings(v, out)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _collect_strings(v, out)
+    elif value is not None and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def evaluate_call(
+    call: Call,
+    candidates: Sequence[CompiledPolicy],
+    *,
+    revision: str,
+    input_error: str | None = None,
+    trace: list[PolicyTrace] | None = None,
+) -> Decision:
+    """The decision for one call, given the policies whose tool globs match it."""
+    args: dict[str, Any] = dict(call.args)
+    raw_args = call.args
+    base: dict[str, Any] = {
+        "tool": {"name": call.tool, "description": call.description},
+        "args": raw_args,
+        "principal": call.principal,
+        "history": call.history,
+        "request": {"text": call.request},
+        "now": call.now,
+    }
+    fired: list[FiredRule] = []
+    repairs: list[AppliedRepair] = []
+    errors: list[EvaluationError] = []
+    matched: list[CompiledPolicy] = []
+    effect = Effect.ALLOW
+
+    # 1. match
+    for policy in candidates:
+        pt = PolicyTrace(policy.name, False, policy.audit) if trace is not None else None
+        if pt is not None:
+            trace.append(pt)  # type: ignore[union-attr]
+        if input_error is not None:
+            matched.append(policy)
+            if pt is not None:
+                pt.matched = True
+            continue
+        if policy.when is None:
+            matched.append(policy)
+            if pt is not None:
+                pt.matched = True
+            continue
+        bindings = dict(base, params=policy.params, variables={})
+        try:
+            value = _run(policy.when, bindings)
+            if type(value) is not bool:
+                raise CelError(f"match.when returned {_cel_type_name(value)}, not bool")
+        except CelError as e:
+            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+            errors.append(EvaluationError(policy.name, "match.when", e.message, handled))
+            if pt is not None:
+                pt.steps.append(Step("match.when", error=e.message))
+            if policy.failure_policy == "Fail":
+                # Fail closed: an unreadable match condition is a match whose result is deny.
+                matched.append(policy)
+                if pt is not None:
+                    pt.matched = True
+            continue
+        if pt is not None:
+            pt.steps.append(Step("match.when", value=value, fired=value))
+            pt.matched = value
+        if value:
+            matched.append(policy)
+
+    secret_names = frozenset().union(*(p.secret_arguments for p in matched)) if matched else (
+        frozenset())
+    scrub = Scrubber(secret_values(raw_args, secret_names),
+                     [r for p in matched for r in p.redact])
+
+    if input_error is not None:
+        for policy in matched:
+            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+            errors.append(EvaluationError(policy.name, "input", input_error, handled))
+            if policy.failure_policy == "Fail" and not policy.audit:
+                effect = Effect.DENY
+        return _decision(call, effect, args, fired, repairs, errors, matched, revision,
+                         secret_names)
+
+    traces = {t.policy: t for t in trace} if trace is not None else {}
+
+    # 2. repairs, on the raw arguments, in order; each sees the previous ones' output
+    for policy in matched:
+        if not policy.repairs:
+            continue
+        pt = traces.get(policy.name)
+        for repair in policy.repairs:
+            bindings = dict(base, args=args, params=policy.params, variables={})
+            element = f"repairs.{repair.name}"
+            try:
+                if repair.when is not None:
+                    cond = _run(repair.when, bindings)
+                    if type(cond) is not bool:
+                        raise CelError(f"when returned {_cel_type_name(cond)}, not bool")
+                    if pt is not None:
+                        pt.steps.append(Step(f"{element}.when", value=cond, fired=cond))
+                    if not cond:
+                        continue
+                new_values = {}
+                for name, expr in repair.set:
+                    new_values[name] = _run(expr, bindings)
+                    if pt is not None:
+                        pt.steps.append(Step(f"{element}.set.{name}", value=new_values[name]))
+            except CelError as e:
+                errors.append(EvaluationError(policy.name, element, scrub(e.message),
+                                              "not-applied"))
+                if pt is not None:
+                    pt.steps.append(Step(element, error=scrub(e.message)))
+                continue
+            repairs.append(AppliedRepair(policy.name, repair.name, tuple(new_values),
+                                         tuple(n for n in repair.unset if n in args),
+                                         policy.audit))
+            if policy.audit:
+                continue
+            args.update(new_values)
+            for name in repair.unset:
+                args.pop(name, None)
+            base["args"] = args
+
+    if repairs:
+        # A repair may have produced a secret argument's value: scrub those too.
+        scrub = Scrubber(secret_values(raw_args, secret_names)
+                         + secret_values(args, secret_names),
+                         [r for p in matched for r in p.redact])
+
+    # 3. rules
+    for policy in matched:
+        pt = traces.get(policy.name)
+        variables = _Variables(policy.variable_index)
+        bindings = dict(base, args=args, params=policy.params, variables=variables)
+        variables._bindings = bindings
+        acted: list[Action] = []
+        for rule in policy.rules:
+            element = f"rules.{rule.name}"
+            try:
+                value = _run(rule.when, bindings)
+                if type(value) is not bool:
+                    raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+            except CelError as e:
+                message = scrub(e.message)
+                if pt is not None:
+                    pt.steps.append(Step(element, error=message))
+                if policy.failure_policy == "Ignore":
+                    errors.append(EvaluationError(policy.name, element, message, "skipped"))
+                    continue
+                errors.append(EvaluationError(policy.name, element, message, "fired"))
+                # Fail closed: an errored allow or warn rule must not let the call through.
+                action = rule.action if rule.action not in (Action.ALLOW, Action.WARN) else (
+                    Action.DENY)
+                text = _message(rule.message or f"rule {policy.name}/{rule.name} failed",
+                                scrub)
+                fired.append(FiredRule(policy.name, rule.name, action, text, policy.audit))
+                acted.append(action)
+                continue
+            if pt is not None:
+                pt.steps.append(Step(element, value=value, fired=value))
+            if not value:
+                continue
+            text = rule.message
+            if rule.message_expression is not None:
+                try:
+                    produced = _run(rule.message_expression, bindings)
+                    if type(produced) is not str:
+                        raise CelError(f"returned {_cel_type_name(produced)}, not string")
+                    text = produced
+                except CelError as e:
+                    errors.append(EvaluationError(policy.name, f"{element}.messageExpression",
+                                                  scrub(e.message), "fallback"))
+            text = _message(text or f"{policy.name}/{rule.name}", scrub)
+            fired.append(FiredRule(policy.name, rule.name, rule.action, text, policy.audit))
+            acted.append(rule.action)
+        if pt is not None:
+            for name, value in variables._done.items():
+                pt.steps.append(Step(f"variables.{name}", value=value))
+            for name, err in variables._errors.items():
+                pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
+        if not policy.audit:
+            result = _policy_effect(acted, policy.default_action)
+            if result.severity > effect.severity:
+                effect = result
+
+    return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names)
+
+
+def _policy_effect(acted: list[Action], default: Effect) -> Effect:
+    """Most severe fired action; else the default, which a fired allow rule satisfies."""
+    worst = Effect.ALLOW
+    allowed = False
+    for a in acted:
+        if a is Action.WARN:
+            continue
+        if a is Action.ALLOW:
+            allowed = True
+            continue
+        e = Effect(a.value)
+        if e.severity > worst.severity:
+            worst = e
+    if worst is not Effect.ALLOW or allowed:
+        return worst
+    return default
+
+
+def _message(text: str, scrub: Scrubber) -> str:
+    text = " ".join(scrub(text).split())
+    if len(text) > MAX_MESSAGE_LENGTH:
+        text = text[: MAX_MESSAGE_LENGTH - 1] + "…"
+    return text
+
+
+def _cel_type_name(value: Any) -> str:
+    from guardrails.expr.values import type_name
+
+    try:
+        return type_name(value)
+    except CelError:
+        return type(value).__name__
+
+
+def _decision(
+    call: Call,
+    effect: Effect,
+    args: Mapping[str, Any],
+    fired: list[FiredRule],
+    repairs: list[AppliedRepair],
+    errors: list[EvaluationError],
+    matched: list[CompiledPolicy],
+    revision: str,
+    secret_names: frozenset[str],
+) -> Decision:
+    return Decision(
+        id=uuid.uuid4().hex,
+        tool=call.tool,
+        effect=effect,
+        arguments=args,
+        rules=tuple(fired),
+        repairs=tuple(repairs),
+        errors=tuple(errors),
+        policies=tuple(p.name for p in matched),
+        revision=revision,
+        secret_arguments=secret_names,
+    )

@@ -1,0 +1,123 @@
+"""Compiled policies: what the loader's records become once every expression is compiled.
+
+These records are built once at load time by ``engine.compile`` and are read-only
+afterwards, so one ``PolicySet`` can serve concurrent calls without locks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from guardrails.engine.decision import Action, Effect
+from guardrails.expr import Program
+from guardrails.model.source import Expression, Position
+
+Mode = Literal["enforce", "audit"]
+FailurePolicy = Literal["Fail", "Ignore"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """A compiled CEL program together with where its text sits in the policy file."""
+
+    expression: Expression
+    program: Program
+
+    def evaluate(self, bindings: Mapping[str, Any]) -> Any:
+        return self.program.evaluate(bindings)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledVariable:
+    name: str
+    value: CompiledExpression
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRepair:
+    name: str
+    when: CompiledExpression | None
+    set: tuple[tuple[str, CompiledExpression], ...]
+    unset: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    name: str
+    when: CompiledExpression
+    action: Action
+    message: str
+    message_expression: CompiledExpression | None
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """Where an injected secret comes from; only the provider ever sees the value."""
+
+    env: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactPattern:
+    name: str
+    pattern: Any
+    """A compiled RE2 pattern (google-re2 has no type stubs)."""
+    replacement: str
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    name: str
+    position: Position
+    mode: Mode
+    failure_policy: FailurePolicy
+    default_action: Effect
+    tools: tuple[str, ...] | None
+    """Shell-style globs on the tool name; None matches every tool."""
+    when: CompiledExpression | None
+    params: Mapping[str, Any]
+    variables: tuple[CompiledVariable, ...]
+    repairs: tuple[CompiledRepair, ...]
+    rules: tuple[CompiledRule, ...]
+    secret_arguments: frozenset[str]
+    inject: Mapping[str, SecretRef]
+    redact: tuple[RedactPattern, ...]
+    _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    variable_index: Mapping[str, CompiledVariable] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        regex = None
+        if self.tools is not None:
+            regex = re.compile("|".join(fnmatch.translate(g) for g in self.tools) or "(?!)")
+        object.__setattr__(self, "_tool_regex", regex)
+        object.__setattr__(self, "variable_index", {v.name: v for v in self.variables})
+
+    @property
+    def audit(self) -> bool:
+        return self.mode == "audit"
+
+    def matches_tool(self, tool: str) -> bool:
+        """Glob match only (``match.when`` is evaluated per call)."""
+        return self._tool_regex is None or self._tool_regex.fullmatch(tool) is not None
+
+    def expressions(self) -> Iterator[tuple[str, Expression, Program]]:
+        """Every compiled expression with the element it belongs to (for linting)."""
+        if self.when is not None:
+            yield "match.when", self.when.expression, self.when.program
+        for v in self.variables:
+            yield f"variables.{v.name}", v.value.expression, v.value.program
+        for r in self.repairs:
+            if r.when is not None:
+                yield f"repairs.{r.name}.when", r.when.expression, r.when.program
+            for arg, e in r.set:
+                yield f"repairs.{r.name}.set.{arg}", e.expression, e.program
+        for rule in self.rules:
+            yield f"rules.{rule.name}.when", rule.when.expression, rule.when.program
+            if rule.message_expression is not None:
+                me = rule.message_expression
+                yield f"rules.{rule.name}.messageExpression", me.expression, me.program

@@ -1,0 +1,184 @@
+"""``PolicySet``: a loaded, compiled, immutable set of policies and its public methods."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from guardrails.engine.decision import Decision
+from guardrails.engine.evaluate import (
+    Call,
+    InputError,
+    PolicyTrace,
+    Scrubber,
+    evaluate_call,
+    normalize,
+)
+from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+
+_TOOL_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A decision plus every expression the engine evaluated for it (``eval --explain``)."""
+
+    decision: Decision
+    policies: tuple[PolicyTrace, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        secret = self.decision.secret_arguments
+        return {
+            "decision": self.decision.to_dict(),
+            "policies": [t.to_dict(secret) for t in self.policies],
+        }
+
+
+class PolicySet:
+    """Compiled policies, ready to evaluate calls. Immutable and safe to share across tasks."""
+
+    def __init__(
+        self,
+        policies: Sequence[CompiledPolicy],
+        *,
+        revision: str,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self._policies = tuple(policies)
+        self._revision = revision
+        self._limits = limits
+        self._by_tool: dict[str, tuple[CompiledPolicy, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<PolicySet {len(self._policies)} policies revision={self._revision[:12]}>"
+
+    @property
+    def revision(self) -> str:
+        """Content hash of the policy files (and params files) this set was loaded from."""
+        return self._revision
+
+    @property
+    def policies(self) -> tuple[CompiledPolicy, ...]:
+        return self._policies
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    def for_tool(self, tool: str) -> tuple[CompiledPolicy, ...]:
+        """Policies whose globs match ``tool``: others cost nothing for its calls."""
+        found = self._by_tool.get(tool)
+        if found is None:
+            found = tuple(p for p in self._policies if p.matches_tool(tool))
+            with self._lock:
+                if len(self._by_tool) >= _TOOL_CACHE_SIZE:
+                    self._by_tool.clear()
+                self._by_tool[tool] = found
+        return found
+
+    def evaluate(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        principal: Mapping[str, Any] | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
+        request: str | None = None,
+        description: str = "",
+        now: datetime.datetime | None = None,
+    ) -> Decision:
+        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
+        call, error = self._call(tool, args, principal, history, request, description, now)
+        return evaluate_call(call, self.for_tool(call.tool), revision=self._revision,
+                             input_error=error)
+
+    def explain(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        principal: Mapping[str, Any] | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
+        request: str | None = None,
+        description: str = "",
+        now: datetime.datetime | None = None,
+    ) -> Explanation:
+        """Like ``evaluate``, also returning the value every expression produced."""
+        call, error = self._call(tool, args, principal, history, request, description, now)
+        traces: list[PolicyTrace] = []
+        decision = evaluate_call(call, self.for_tool(call.tool), revision=self._revision,
+                                 input_error=error, trace=traces)
+        return Explanation(decision, tuple(traces))
+
+    def _call(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None,
+        principal: Mapping[str, Any] | None,
+        history: Sequence[Mapping[str, Any]] | None,
+        request: str | None,
+        description: str,
+        now: datetime.datetime | None,
+    ) -> tuple[Call, str | None]:
+        limits = self._limits
+        error: str | None = None
+        tool = tool if isinstance(tool, str) else str(tool)
+        if now is None:
+            now = datetime.datetime.now(datetime.UTC)
+        elif now.tzinfo is None:
+            now = now.replace(tzinfo=datetime.UTC)
+        hist = list(history or ())[-limits.max_history:]
+        try:
+            if args is not None and not isinstance(args, Mapping):
+                raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
+            n_args = normalize(args or {}, limits)
+            n_principal = normalize(principal or {}, limits)
+            if not isinstance(n_principal, dict):
+                raise InputError("principal must be a map")
+            n_history = normalize(hist, limits)
+            text = request or ""
+            if not isinstance(text, str):
+                raise InputError("request must be text")
+            if len(text) > limits.max_input_bytes:
+                raise InputError("request text exceeds the size bound")
+        except (InputError, RecursionError) as e:
+            error = str(e) if isinstance(e, InputError) else "input nested too deeply"
+            raw = args if isinstance(args, Mapping) else {}
+            n_args = {k: v for k, v in raw.items() if isinstance(k, str)}
+            n_principal, n_history, text = {}, [], ""
+        call = Call(tool, n_args, n_principal, n_history, text, description or "", now)
+        return call, error
+
+    def with_mode(self, mode: Mode) -> PolicySet:
+        """A copy where every policy runs in ``mode`` ("audit" for a shadow rollout)."""
+        if mode not in ("enforce", "audit"):
+            raise ValueError(f"mode must be 'enforce' or 'audit', not {mode!r}")
+        policies = [dataclasses.replace(p, mode=mode) for p in self._policies]
+        return PolicySet(policies, revision=self._revision, limits=self._limits)
+
+    def secret_arguments(self, tool: str) -> frozenset[str]:
+        """Argument names any policy matching ``tool`` declares secret (or injects)."""
+        names: set[str] = set()
+        for p in self.for_tool(tool):
+            names |= p.secret_arguments
+            names |= set(p.inject)
+        return frozenset(names)
+
+    def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
+        """Secrets to inject into the call: from the policies that matched and enforce."""
+        out: dict[str, SecretRef] = {}
+        matched = set(decision.policies)
+        for p in self.for_tool(decision.tool):
+            if p.name in matched and not p.audit:
+                out.update(p.inject)
+        return out
+
+    def redact(self, text: str) -> str:
+        """Apply every policy's redact patterns to a text (tool results, error text)."""
+        return Scrubber((), [r for p in self._policies for r in p.redact])(text)

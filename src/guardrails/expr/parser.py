@@ -1,0 +1,753 @@
+"""A hand-written CEL parser producing the tree in ``guardrails.expr.ast``.
+
+Policies are loaded (and re-loaded) as a whole, so parsing thousands of expressions must
+stay cheap: the lexer is one compiled regular expression and the parser is a small
+recursive-descent / precedence-climbing parser over the token list. It follows the
+cel-spec grammar (langdef.md) and cel-go's lexer and macro expansion, so an expression
+accepted by cel-go is accepted here with the same meaning.
+
+Node offsets (0-based character index in the source):
+
+* literals, identifiers, lists, maps, struct literals, global calls, unary operators and
+  macros written as global calls (``has``): the first character of their first token;
+* infix and postfix forms point at their operator, as cel-go does: binary operators at
+  the operator, ``?:`` at the ``?``, indexing at the ``[``, field selection and method
+  calls (including the comprehension macros) at the field or method name;
+* nodes synthesised by macro expansion take the offset of the macro's name.
+
+A parenthesised expression has no node of its own. ``-`` directly before an int or
+double literal is folded into the literal (cel-go's grammar has a signed literal), which
+is what lets ``-9223372036854775808`` parse; any other ``-`` or ``!`` is kept as a call.
+
+Bounds (``Limits``): the expression length, the parser's recursion (every descent into
+a sub-expression and every unary operator counts one level), the height of the
+resulting tree (so long operator chains cannot build a tree that later recursion over
+it could not handle) and the nesting of comprehension macros inside the predicates of
+other macros. Breaking any of them is a ``CelSyntaxError`` at the offending character.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NoReturn
+
+from guardrails.expr.ast import (
+    Call,
+    Comprehension,
+    Ident,
+    ListLit,
+    Literal,
+    MapLit,
+    Node,
+    Select,
+    StructLit,
+)
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.values import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
+
+__all__ = ["ACCUMULATOR", "RESERVED_WORDS", "CelSyntaxError", "parse"]
+
+ACCUMULATOR: Final = "__result__"
+"""The accumulator variable of expanded macros (cel-go's historical name)."""
+
+RESERVED_WORDS: Final = frozenset(
+    {
+        "as", "break", "const", "continue", "else", "for", "function", "if", "import",
+        "let", "loop", "package", "namespace", "return", "var", "void", "while",
+    }
+)  # fmt: skip
+"""Words that cannot name a variable or global function (they may still be field names)."""
+
+
+class CelSyntaxError(Exception):
+    """An expression that is not valid CEL, or that breaks a load-time bound.
+
+    ``offset`` is the 0-based character index in the expression; ``line`` and
+    ``column`` are 1-based and relative to the expression (lines end at ``\\n``), so
+    the engine can add where the expression starts in its file.
+    """
+
+    def __init__(self, message: str, offset: int, line: int, column: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        return f"{self.message} (line {self.line}, column {self.column})"
+
+
+# ---------------------------------------------------------------------------- lexer
+
+_TRIPLE_ESC = r'"""(?:\\[\s\S]|[^\\])*?"""' r"|'''(?:\\[\s\S]|[^\\])*?'''"
+_SINGLE_ESC = r'"(?!"")(?:\\[\s\S]|[^\\"\n\r])*"' r"|'(?!'')(?:\\[\s\S]|[^\\'\n\r])*'"
+_TRIPLE_RAW = r'"""[\s\S]*?"""' r"|'''[\s\S]*?'''"
+_SINGLE_RAW = r'"(?!"")[^"\n\r]*"' r"|'(?!'')[^'\n\r]*'"
+_EXP = r"[eE][+-]?[0-9]+"
+
+_TOKEN_RE: Final = re.compile(
+    rf"""
+    (?P<ws>[ \t\n\r\f]+|//[^\n]*)
+  | (?P<float>[0-9]+\.[0-9]+(?:{_EXP})?|[0-9]+{_EXP}|\.[0-9]+(?:{_EXP})?)
+  | (?P<uint>(?:0x[0-9a-fA-F]+|[0-9]+)[uU])
+  | (?P<int>0x[0-9a-fA-F]+|[0-9]+)
+  | (?P<raw>[bB]?[rR](?:{_TRIPLE_RAW}|{_SINGLE_RAW}))
+  | (?P<str>[bB]?(?:{_TRIPLE_ESC}|{_SINGLE_ESC}))
+  | (?P<unterminated>[bB]?[rR]?(?:\"\"\"|'''|"|'))
+  | (?P<word>[_a-zA-Z][_a-zA-Z0-9]*)
+  | (?P<quoted>`[_a-zA-Z0-9./\- ]+`)
+  | (?P<op>\|\||&&|==|!=|<=|>=|[-+*/%<>!?:.,()\[\]{{}}])
+  | (?P<bad>[\s\S])
+    """,
+    re.VERBOSE,
+)
+
+_ESCAPE_RE: Final = re.compile(
+    r"""\\(?:
+        (?P<simple>[abfnrtv"'\\?`])
+      | [xX](?P<hex>[0-9a-fA-F]{2})
+      | u(?P<u4>[0-9a-fA-F]{4})
+      | U(?P<u8>[0-9a-fA-F]{8})
+      | (?P<oct>[0-3][0-7]{2})
+      | (?P<bad>[\s\S])
+    )""",
+    re.VERBOSE,
+)
+
+_SIMPLE_ESCAPES: Final = {
+    "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+    '"': '"', "'": "'", "\\": "\\", "?": "?", "`": "`",
+}  # fmt: skip
+
+_KEYWORDS: Final = {"true": "lit", "false": "lit", "null": "lit", "in": "in"}
+_KEYWORD_VALUES: Final = {"true": True, "false": False, "null": None}
+
+_HINTS: Final = {"=": "'=='", "&": "'&&'", "|": "'||'"}
+
+# Kinds of token: an operator's kind is its own text ("&&", "(", ...); otherwise
+# "lit" (value is the literal's value), "int" and "float" (value is the unsigned
+# number, range-checked by the parser so a leading '-' can be folded in), "word"
+# (identifiers, reserved words too), "quoted" (a backquoted field name such as
+# `content-type`, only valid after '.' and as a struct field name), "in", "eof".
+
+
+class _Lexed:
+    __slots__ = ("kinds", "offsets", "values")
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.values: list[object] = []
+        self.offsets: list[int] = []
+
+
+def _tokenize(src: str, fail: _Fail) -> _Lexed:
+    out = _Lexed()
+    kinds = out.kinds
+    values = out.values
+    offsets = out.offsets
+    for m in _TOKEN_RE.finditer(src):
+        group = m.lastgroup or "bad"
+        if group == "ws":
+            continue
+        text = m.group()
+        start = m.start()
+        if group == "op":
+            kinds.append(text)
+            values.append(text)
+        elif group == "word":
+            kind = _KEYWORDS.get(text, "word")
+            kinds.append(kind)
+            values.append(_KEYWORD_VALUES.get(text, text))
+        elif group == "int":
+            kinds.append("int")
+            values.append(_int_value(text, start, fail))
+        elif group == "str":
+            kinds.append("lit")
+            values.append(_decode_string(text, start, fail))
+        elif group == "float":
+            kinds.append("float")
+            values.append(float(text))
+        elif group == "uint":
+            value = _int_value(text[:-1], start, fail)
+            if value > UINT64_MAX:
+                fail.at("unsigned integer literal out of range", start)
+            kinds.append("lit")
+            values.append(UInt(value))
+        elif group == "raw":
+            kinds.append("lit")
+            values.append(_decode_raw(text, start, fail))
+        elif group == "quoted":
+            kinds.append("quoted")
+            values.append(text[1:-1])
+        elif group == "unterminated":
+            fail.at("unterminated string", start)
+        else:
+            hint = _HINTS.get(text)
+            if hint is not None:
+                fail.at(f"unexpected character {text!r}; did you mean {hint}?", start)
+            fail.at(f"unexpected character {text!r}", start)
+        offsets.append(start)
+    kinds.append("eof")
+    values.append(None)
+    offsets.append(len(src))
+    return out
+
+
+def _int_value(text: str, start: int, fail: _Fail) -> int:
+    # Longer than any uint64 (20 digits, 16 hex digits) is out of range anyway, and
+    # checking first keeps int() away from huge digit strings.
+    if text.startswith("0x"):
+        if len(text) > 2 + 16 + 16:
+            fail.at("integer literal out of range", start)
+        return int(text[2:], 16)
+    if len(text) > 40:
+        fail.at("integer literal out of range", start)
+    return int(text)
+
+
+def _decode_raw(text: str, start: int, fail: _Fail) -> str | bytes:
+    is_bytes = text[0] in "bB"
+    body_start = 2 if is_bytes else 1
+    q = 3 if text.startswith(('"""', "'''"), body_start) and len(text) - body_start >= 6 else 1
+    body = text[body_start + q : len(text) - q]
+    if is_bytes:
+        return _utf8(body, start, fail)
+    return body
+
+
+def _utf8(text: str, start: int, fail: _Fail) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        fail.at("bytes literal contains a surrogate code point", start)
+
+
+def _decode_string(text: str, start: int, fail: _Fail) -> str | bytes:
+    is_bytes = text[0] in "bB"
+    body_start = 1 if is_bytes else 0
+    q = 3 if text.startswith(('"""', "'''"), body_start) and len(text) - body_start >= 6 else 1
+    first = body_start + q
+    body = text[first : len(text) - q]
+    if "\\" not in body:
+        return _utf8(body, start, fail) if is_bytes else body
+    base = start + first
+    if is_bytes:
+        return _unescape_bytes(body, base, fail)
+    return _unescape_str(body, base, fail)
+
+
+def _bad_escape(text: str) -> str:
+    if text.isprintable():
+        return f"invalid escape sequence {text}"
+    return f"invalid escape sequence: backslash followed by {text[1:]!r}"
+
+
+def _unescape_str(body: str, base: int, fail: _Fail) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _ESCAPE_RE.finditer(body):
+        parts.append(body[pos : m.start()])
+        pos = m.end()
+        group = m.lastgroup or "bad"
+        if group == "simple":
+            parts.append(_SIMPLE_ESCAPES[m.group(group)])
+        elif group == "bad":
+            fail.at(_bad_escape(m.group()), base + m.start())
+        else:
+            digits = m.group(group)
+            code = int(digits, 8 if group == "oct" else 16)
+            if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+                fail.at(f"invalid code point in escape sequence {m.group()}", base + m.start())
+            parts.append(chr(code))
+    parts.append(body[pos:])
+    return "".join(parts)
+
+
+def _unescape_bytes(body: str, base: int, fail: _Fail) -> bytes:
+    out = bytearray()
+    pos = 0
+    for m in _ESCAPE_RE.finditer(body):
+        out += _utf8(body[pos : m.start()], base + pos, fail)
+        pos = m.end()
+        group = m.lastgroup or "bad"
+        if group == "simple":
+            out += _SIMPLE_ESCAPES[m.group(group)].encode("ascii")
+        elif group == "hex":
+            out.append(int(m.group(group), 16))
+        elif group == "oct":
+            out.append(int(m.group(group), 8))
+        elif group == "bad":
+            fail.at(_bad_escape(m.group()), base + m.start())
+        else:
+            fail.at(
+                f"unicode escape sequence {m.group()[:2]} is not allowed in bytes literals",
+                base + m.start(),
+            )
+    out += _utf8(body[pos:], base + pos, fail)
+    return bytes(out)
+
+
+class _Fail:
+    """Turns an offset into a ``CelSyntaxError`` with the line and column."""
+
+    __slots__ = ("src",)
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+
+    def at(self, message: str, offset: int) -> NoReturn:
+        raise _error(self.src, message, offset)
+
+
+def _error(src: str, message: str, offset: int) -> CelSyntaxError:
+    line = src.count("\n", 0, offset) + 1
+    column = offset - (src.rfind("\n", 0, offset) + 1) + 1
+    return CelSyntaxError(message, offset, line, column)
+
+
+# --------------------------------------------------------------------------- parser
+
+_BINARY_PREC: Final = {
+    "||": 1, "&&": 2,
+    "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, "in": 3,
+    "+": 4, "-": 4, "*": 5, "/": 5, "%": 5,
+}  # fmt: skip
+_BINARY_FUNC: Final = {
+    "||": "_||_", "&&": "_&&_", "<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_",
+    "==": "_==_", "!=": "_!=_", "in": "@in", "+": "_+_", "-": "_-_", "*": "_*_",
+    "/": "_/_", "%": "_%_",
+}  # fmt: skip
+
+_COMPREHENSION_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_MACRO_ARITY: Final = {
+    "all": (2,),
+    "exists": (2,),
+    "exists_one": (2,),
+    "map": (2, 3),
+    "filter": (2,),
+}
+
+
+def _describe(kind: str, value: object) -> str:
+    if kind == "eof":
+        return "end of expression"
+    if kind in ("word", "in"):
+        return f"'{value}'"
+    if kind == "quoted":
+        return f"'`{value}`'"
+    if kind in ("lit", "int", "float"):
+        text = repr(value)
+        if len(text) > 20:
+            text = text[:17] + "..."
+        return f"literal {text}"
+    return f"'{kind}'"
+
+
+class _Parser:
+    __slots__ = (
+        "comprehension_depth",
+        "depth",
+        "fail",
+        "kinds",
+        "limits",
+        "offsets",
+        "pos",
+        "values",
+    )
+
+    def __init__(self, lexed: _Lexed, fail: _Fail, limits: Limits) -> None:
+        self.kinds = lexed.kinds
+        self.values = lexed.values
+        self.offsets = lexed.offsets
+        self.pos = 0
+        self.depth = 0
+        self.comprehension_depth = 0
+        self.fail = fail
+        self.limits = limits
+
+    # -- helpers
+
+    def unexpected(self) -> NoReturn:
+        pos = self.pos
+        kind = self.kinds[pos]
+        if kind == "eof":
+            self.fail.at("unexpected end of expression", self.offsets[pos])
+        self.fail.at(f"unexpected token {_describe(kind, self.values[pos])}", self.offsets[pos])
+
+    def expect(self, kind: str, what: str) -> None:
+        pos = self.pos
+        if self.kinds[pos] != kind:
+            found = _describe(self.kinds[pos], self.values[pos])
+            self.fail.at(f"expected {what}, found {found}", self.offsets[pos])
+        self.pos = pos + 1
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > self.limits.max_nesting_depth:
+            self.fail.at(
+                f"expression nested too deeply (more than {self.limits.max_nesting_depth} levels)",
+                self.offsets[self.pos],
+            )
+
+    def optional_syntax(self, what: str) -> NoReturn:
+        self.fail.at(f"optional syntax ({what}) is not supported", self.offsets[self.pos])
+
+    # -- grammar
+
+    def expr(self) -> Node:
+        """Expr = ConditionalOr ["?" ConditionalOr ":" Expr]"""
+        self.enter()
+        node = self.binary(1)
+        if self.kinds[self.pos] == "?":
+            offset = self.offsets[self.pos]
+            self.pos += 1
+            then = self.binary(1)
+            self.expect(":", "':'")
+            otherwise = self.expr()
+            node = Call(offset, "_?_:_", (node, then, otherwise))
+        self.depth -= 1
+        return node
+
+    def binary(self, min_prec: int) -> Node:
+        left = self.unary()
+        kinds = self.kinds
+        while True:
+            kind = kinds[self.pos]
+            prec = _BINARY_PREC.get(kind)
+            if prec is None or prec < min_prec:
+                return left
+            offset = self.offsets[self.pos]
+            self.pos += 1
+            right = self.binary(prec + 1)
+            left = Call(offset, _BINARY_FUNC[kind], (left, right))
+
+    def unary(self) -> Node:
+        kinds = self.kinds
+        op = kinds[self.pos]
+        if op != "!" and op != "-":
+            return self.member(self.primary())
+        ops: list[int] = []
+        while kinds[self.pos] == op:
+            self.enter()
+            ops.append(self.offsets[self.pos])
+            self.pos += 1
+        pos = self.pos
+        nxt = kinds[pos]
+        if nxt in ("!", "-"):
+            self.fail.at(
+                f"unexpected token '{nxt}': write {op}({nxt}...) to combine unary operators",
+                self.offsets[pos],
+            )
+        if op == "-" and (nxt == "int" or nxt == "float"):
+            # cel-go's signed literal: fold the innermost '-' into the number.
+            offset = ops.pop()
+            self.depth -= 1
+            value = self.values[pos]
+            assert isinstance(value, (int, float))
+            self.pos = pos + 1
+            operand = self.member(self.number(-value, offset))
+        else:
+            operand = self.member(self.primary())
+        function = "!_" if op == "!" else "-_"
+        for offset in reversed(ops):
+            operand = Call(offset, function, (operand,))
+        self.depth -= len(ops)
+        return operand
+
+    def number(self, value: int | float, offset: int) -> Literal:
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            self.fail.at("integer literal out of range", offset)
+        if value in (float("inf"), float("-inf")):
+            self.fail.at("double literal out of range", offset)
+        return Literal(offset, value)
+
+    def member(self, node: Node) -> Node:
+        kinds = self.kinds
+        while True:
+            kind = kinds[self.pos]
+            if kind == ".":
+                self.pos += 1
+                pos = self.pos
+                if kinds[pos] != "word" and kinds[pos] != "quoted":
+                    if kinds[pos] == "?":
+                        self.optional_syntax(".?")
+                    found = _describe(kinds[pos], self.values[pos])
+                    self.fail.at(
+                        f"expected a field name after '.', found {found}", self.offsets[pos]
+                    )
+                name = self.values[pos]
+                assert isinstance(name, str)
+                offset = self.offsets[pos]
+                self.pos = pos + 1
+                if kinds[self.pos] == "(":
+                    node = self.method_call(node, name, offset)
+                else:
+                    node = Select(offset, node, name)
+            elif kind == "[":
+                offset = self.offsets[self.pos]
+                self.pos += 1
+                if kinds[self.pos] == "?":
+                    self.optional_syntax("[?")
+                index = self.expr()
+                self.expect("]", "']'")
+                node = Call(offset, "_[_]", (node, index))
+            else:
+                return node
+
+    def method_call(self, target: Node, name: str, offset: int) -> Node:
+        macro = name in _COMPREHENSION_MACROS
+        if macro:
+            self.comprehension_depth += 1
+        args = self.arguments()
+        if macro:
+            self.comprehension_depth -= 1
+            if len(args) in _MACRO_ARITY[name]:
+                return self.expand(name, target, args, offset)
+        return Call(offset, name, args, target)
+
+    def arguments(self) -> tuple[Node, ...]:
+        self.pos += 1  # the '('
+        args: list[Node] = []
+        if self.kinds[self.pos] != ")":
+            while True:
+                args.append(self.expr())
+                if self.kinds[self.pos] != ",":
+                    break
+                self.pos += 1
+        self.expect(")", "',' or ')'")
+        return tuple(args)
+
+    def primary(self) -> Node:
+        pos = self.pos
+        kind = self.kinds[pos]
+        offset = self.offsets[pos]
+        if kind == "word":
+            return self.identifier(pos, "")
+        if kind == "lit":
+            self.pos = pos + 1
+            return Literal(offset, self.values[pos])
+        if kind == "int" or kind == "float":
+            self.pos = pos + 1
+            value = self.values[pos]
+            assert isinstance(value, (int, float))
+            return self.number(value, offset)
+        if kind == "(":
+            self.pos = pos + 1
+            node = self.expr()
+            self.expect(")", "')'")
+            return node
+        if kind == "[":
+            return self.list_literal()
+        if kind == "{":
+            return self.map_literal()
+        if kind == "." and self.kinds[pos + 1] == "word":
+            self.pos = pos + 1
+            return self.identifier(pos + 1, ".")
+        self.unexpected()
+
+    def identifier(self, pos: int, prefix: str) -> Node:
+        """``[.]IDENT``, ``[.]IDENT(args)`` or ``[.]A.B.C{fields}``; ``pos`` is the IDENT."""
+        kinds = self.kinds
+        name = self.values[pos]
+        assert isinstance(name, str)
+        start = self.offsets[pos - 1] if prefix else self.offsets[pos]
+        if name in RESERVED_WORDS:
+            self.fail.at(
+                f"reserved word '{name}' cannot be used as an identifier", self.offsets[pos]
+            )
+        nxt = kinds[pos + 1]
+        if nxt == "(":
+            self.pos = pos + 1
+            args = self.arguments()
+            if name == "has" and len(args) == 1 and not prefix:
+                arg = args[0]
+                if not isinstance(arg, Select) or arg.test_only:
+                    self.fail.at(
+                        "invalid argument to has() macro: expected a field selection", arg.offset
+                    )
+                return Select(start, arg.operand, arg.field, test_only=True)
+            return Call(start, name, args)
+        if nxt == "{" or nxt == ".":
+            # A struct literal's type name is a dotted name directly followed by '{'.
+            end = pos + 1
+            while kinds[end] == "." and kinds[end + 1] == "word":
+                end += 2
+            if kinds[end] == "{":
+                type_name = prefix + ".".join(str(self.values[i]) for i in range(pos, end, 2))
+                self.pos = end
+                return self.struct_literal(start, type_name)
+        self.pos = pos + 1
+        return Ident(start, name)
+
+    def list_literal(self) -> Node:
+        offset = self.offsets[self.pos]
+        self.pos += 1
+        elements: list[Node] = []
+        kinds = self.kinds
+        while kinds[self.pos] != "]":
+            if kinds[self.pos] == "?":
+                self.optional_syntax("?element")
+            elements.append(self.expr())
+            if kinds[self.pos] != ",":
+                break
+            self.pos += 1
+        self.expect("]", "',' or ']'")
+        return ListLit(offset, tuple(elements))
+
+    def map_literal(self) -> Node:
+        offset = self.offsets[self.pos]
+        self.pos += 1
+        entries: list[tuple[Node, Node]] = []
+        kinds = self.kinds
+        while kinds[self.pos] != "}":
+            if kinds[self.pos] == "?":
+                self.optional_syntax("?key")
+            key = self.expr()
+            self.expect(":", "':'")
+            entries.append((key, self.expr()))
+            if kinds[self.pos] != ",":
+                break
+            self.pos += 1
+        self.expect("}", "',' or '}'")
+        return MapLit(offset, tuple(entries))
+
+    def struct_literal(self, offset: int, type_name: str) -> Node:
+        self.pos += 1  # the '{'
+        fields: list[tuple[str, Node]] = []
+        kinds = self.kinds
+        while kinds[self.pos] != "}":
+            pos = self.pos
+            if kinds[pos] == "?":
+                self.optional_syntax("?field")
+            if kinds[pos] != "word" and kinds[pos] != "quoted":
+                found = _describe(kinds[pos], self.values[pos])
+                self.fail.at(f"expected a field name, found {found}", self.offsets[pos])
+            name = self.values[pos]
+            assert isinstance(name, str)
+            self.pos = pos + 1
+            self.expect(":", "':'")
+            fields.append((name, self.expr()))
+            if kinds[self.pos] != ",":
+                break
+            self.pos += 1
+        self.expect("}", "',' or '}'")
+        return StructLit(offset, type_name, tuple(fields))
+
+    # -- macros
+
+    def expand(self, name: str, target: Node, args: tuple[Node, ...], offset: int) -> Node:
+        """Expand a comprehension macro exactly as cel-go's parser/macro.go does."""
+        var = args[0]
+        if not isinstance(var, Ident):
+            self.fail.at(
+                f"{name}() macro: the iteration variable must be a simple name", var.offset
+            )
+        if var.name == ACCUMULATOR:
+            self.fail.at(
+                f"{name}() macro: the iteration variable cannot be named {ACCUMULATOR}", var.offset
+            )
+        limit = self.limits.max_comprehension_nesting
+        if self.comprehension_depth + 1 > limit:
+            self.fail.at(f"comprehensions nested too deeply (more than {limit})", offset)
+        accu = Ident(offset, ACCUMULATOR)
+        true = Literal(offset, True)
+        step: Node
+        result: Node = accu
+        if name == "all":
+            init: Node = Literal(offset, True)
+            condition: Node = Call(offset, "@not_strictly_false", (accu,))
+            step = Call(offset, "_&&_", (accu, args[1]))
+        elif name == "exists":
+            init = Literal(offset, False)
+            condition = Call(offset, "@not_strictly_false", (Call(offset, "!_", (accu,)),))
+            step = Call(offset, "_||_", (accu, args[1]))
+        elif name == "exists_one":
+            init = Literal(offset, 0)
+            condition = true
+            one = Literal(offset, 1)
+            step = Call(offset, "_?_:_", (args[1], Call(offset, "_+_", (accu, one)), accu))
+            result = Call(offset, "_==_", (accu, one))
+        elif name == "map":
+            init = ListLit(offset, ())
+            condition = true
+            appended = Call(offset, "_+_", (accu, ListLit(offset, (args[-1],))))
+            step = appended if len(args) == 2 else Call(offset, "_?_:_", (args[1], appended, accu))
+        else:  # filter
+            init = ListLit(offset, ())
+            condition = true
+            appended = Call(offset, "_+_", (accu, ListLit(offset, (Ident(offset, var.name),))))
+            step = Call(offset, "_?_:_", (args[1], appended, accu))
+        return Comprehension(
+            offset, name, var.name, target, ACCUMULATOR, init, condition, step, result
+        )
+
+
+def _height_offender(root: Node, limit: int) -> Node | None:
+    """The first node found deeper than ``limit`` levels, without recursion."""
+    stack: list[tuple[Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return node
+        depth += 1
+        if isinstance(node, Call):
+            stack.extend((arg, depth) for arg in node.args)
+            if node.target is not None:
+                stack.append((node.target, depth))
+        elif isinstance(node, Select):
+            stack.append((node.operand, depth))
+        elif isinstance(node, ListLit):
+            stack.extend((e, depth) for e in node.elements)
+        elif isinstance(node, MapLit):
+            for k, v in node.entries:
+                stack.append((k, depth))
+                stack.append((v, depth))
+        elif isinstance(node, StructLit):
+            stack.extend((v, depth) for _, v in node.fields)
+        elif isinstance(node, Comprehension):
+            stack.extend(
+                (child, depth)
+                for child in (
+                    node.iter_range,
+                    node.accu_init,
+                    node.loop_condition,
+                    node.loop_step,
+                    node.result,
+                )
+            )
+    return None
+
+
+def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
+    """Parse one CEL expression into its syntax tree, macros expanded.
+
+    Raises ``CelSyntaxError`` for invalid syntax and for expressions that break the
+    load-time bounds in ``limits``; never anything else.
+    """
+    fail = _Fail(source)
+    if len(source) > limits.max_expression_length:
+        fail.at(
+            f"expression too long ({len(source)} characters, "
+            f"at most {limits.max_expression_length})",
+            limits.max_expression_length,
+        )
+    lexed = _tokenize(source, fail)
+    parser = _Parser(lexed, fail, limits)
+    try:
+        node = parser.expr()
+    except RecursionError:
+        # Only reachable when the caller's stack is already deep or the nesting
+        # limit is set very high: still a syntax error, never a crash.
+        fail.at(
+            "expression nested too deeply", lexed.offsets[min(parser.pos, len(lexed.offsets) - 1)]
+        )
+    if lexed.kinds[parser.pos] != "eof":
+        parser.unexpected()
+    # A tree is never higher than its token count, so only long expressions need the walk.
+    limit = limits.max_nesting_depth
+    if len(lexed.kinds) > limit:
+        offender = _height_offender(node, limit)
+        if offender is not None:
+            fail.at(f"expression nested too deeply (more than {limit} levels)", offender.offset)
+    return node
