@@ -1,0 +1,421 @@
+"""Run ``PolicyTest`` documents against the production engine and report the results.
+
+The shape follows OPA's tester: a ``Runner`` turns test documents into ``CaseResult``
+records, and reporters (``render_text``, ``render_json``) turn those into output. Cases
+are decided by ``PolicySet.evaluate`` itself, never by a re-implementation, so a passing
+suite says something about what runs in production.
+
+Which policies a test runs against:
+
+- ``spec.policies`` (paths relative to the test file) when it is given;
+- otherwise the ``ToolPolicy`` documents in the test's own file, when there are any;
+- otherwise every policy found under the paths given to the runner (tests that sit in a
+  directory beside the policies they test).
+
+Expectations (all optional except ``effect``): ``effect`` equal; ``arguments`` a subset
+of the repaired arguments (numbers compare by value, booleans only with booleans);
+``rules`` exactly the fired rules as ``policy/rule`` (order ignored, warn and audit rules
+included); ``message`` a substring of the decision message; ``errors`` the number of
+evaluation errors recorded (``check`` also accepts a list of ``policy/element``, for
+callers building expectations in Python).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardrails.engine.decision import Decision
+from guardrails.engine.policyset import PolicySet
+from guardrails.expr.limits import Limits
+from guardrails.model.documents import Documents
+
+__all__ = [
+    "CaseResult",
+    "Mismatch",
+    "PolicyCoverage",
+    "Runner",
+    "TestCase",
+    "TestInputError",
+    "TestReport",
+    "render_json",
+    "render_text",
+    "run_tests",
+]
+
+PathArg = str | os.PathLike[str]
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class TestCase:
+    """One case, independent of how the loader spells its records."""
+
+    __test__ = False  # not a pytest class
+
+    suite: str
+    name: str
+    file: str
+    line: int
+    column: int
+    policies: tuple[str, ...] | None
+    """Resolved policy paths, or None for the default (see the module docstring)."""
+    tool: str
+    args: Mapping[str, Any]
+    principal: Mapping[str, Any] | None
+    history: Sequence[Mapping[str, Any]] | None
+    request: str | None
+    description: str
+    expect: Mapping[str, Any]
+    """Keys present in the document only: effect, arguments, rules, message, errors."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """One expectation a decision did not meet; ``field`` is e.g. ``arguments.amount``."""
+
+    field: str
+    expected: Any
+    actual: Any
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"field": self.field, "expected": self.expected, "actual": self.actual}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    suite: str
+    case: str
+    file: str
+    line: int
+    column: int
+    mismatches: tuple[Mismatch, ...]
+    decision: Mapping[str, Any]
+    """``Decision.to_dict()``: secret argument values are already ``[REDACTED]``."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite, "case": self.case, "file": self.file, "line": self.line,
+            "column": self.column, "passed": self.passed,
+            "mismatches": [m.to_dict() for m in self.mismatches],
+            "decision": dict(self.decision),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyCoverage:
+    """What the cases exercised of one policy."""
+
+    policy: str
+    file: str
+    line: int
+    column: int
+    rules: tuple[str, ...]
+    repairs: tuple[str, ...]
+    fired_rules: frozenset[str]
+    applied_repairs: frozenset[str]
+
+    @property
+    def unfired_rules(self) -> tuple[str, ...]:
+        return tuple(r for r in self.rules if r not in self.fired_rules)
+
+    @property
+    def unapplied_repairs(self) -> tuple[str, ...]:
+        return tuple(r for r in self.repairs if r not in self.applied_repairs)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unfired_rules and not self.unapplied_repairs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy, "file": self.file, "line": self.line,
+            "column": self.column, "rules": list(self.rules), "repairs": list(self.repairs),
+            "unfired_rules": list(self.unfired_rules),
+            "unapplied_repairs": list(self.unapplied_repairs),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TestReport:
+    __test__ = False  # not a pytest class
+
+    results: tuple[CaseResult, ...]
+    coverage: tuple[PolicyCoverage, ...] = field(default=())
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> tuple[CaseResult, ...]:
+        return tuple(r for r in self.results if not r.passed)
+
+    @property
+    def uncovered(self) -> tuple[PolicyCoverage, ...]:
+        return tuple(c for c in self.coverage if not c.complete)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": sum(r.passed for r in self.results),
+            "failed": len(self.failures),
+            "results": [r.to_dict() for r in self.results],
+            "coverage": [c.to_dict() for c in self.coverage],
+        }
+
+
+class TestInputError(Exception):
+    """Tests that cannot run: no ``PolicyTest`` found, or a suite with no policy to test."""
+
+    __test__ = False  # not a pytest class
+
+
+class Runner:
+    """Runs test documents; policy sets are loaded once per distinct set of paths."""
+
+    def __init__(self, *, limits: Limits | None = None) -> None:
+        self._limits = limits
+        self._sets: dict[tuple[str, ...], PolicySet] = {}
+
+    def run(self, paths: PathArg | Sequence[PathArg]) -> TestReport:
+        """Load ``paths``, run every case; raises ``PolicyError`` or ``TestInputError``."""
+        from guardrails.model import load_documents
+
+        roots = _as_list(paths)
+        documents = load_documents(roots)
+        cases = cases_from_documents(documents)
+        if not cases:
+            raise TestInputError("no PolicyTest documents found in " + ", ".join(roots))
+        policy_files = frozenset(p.position.file for p in documents.policies)
+        results: list[CaseResult] = []
+        used: dict[tuple[str, ...], list[Decision]] = {}
+        for case in cases:
+            key = self._policy_paths(case, policy_files, roots)
+            policy_set = self._load(key)
+            if not policy_set.policies:
+                raise TestInputError(
+                    f"{case.file}:{case.line}:{case.column}: suite {case.suite} has no "
+                    "policies to test (set spec.policies)")
+            decision = policy_set.evaluate(
+                case.tool, case.args, principal=case.principal, history=case.history,
+                request=case.request, description=case.description,
+            )
+            used.setdefault(key, []).append(decision)
+            results.append(CaseResult(
+                case.suite, case.name, case.file, case.line, case.column,
+                tuple(check(case.expect, decision)), decision.to_dict(),
+            ))
+        return TestReport(tuple(results), self._coverage(used))
+
+    def _policy_paths(self, case: TestCase, policy_files: frozenset[str],
+                      roots: Sequence[str]) -> tuple[str, ...]:
+        if case.policies is not None:
+            return case.policies
+        if case.file in policy_files:
+            return (case.file,)
+        return tuple(roots)
+
+    def _load(self, key: tuple[str, ...]) -> PolicySet:
+        found = self._sets.get(key)
+        if found is None:
+            import guardrails
+
+            if self._limits is None:
+                found = guardrails.load(list(key))
+            else:
+                found = guardrails.load(list(key), limits=self._limits)
+            self._sets[key] = found
+        return found
+
+    def _coverage(self, used: Mapping[tuple[str, ...], list[Decision]]
+                  ) -> tuple[PolicyCoverage, ...]:
+        merged: dict[tuple[str, str, int], PolicyCoverage] = {}
+        for key, decisions in used.items():
+            for policy in self._sets[key].policies:
+                fired = {r.rule for d in decisions for r in d.rules if r.policy == policy.name}
+                applied = {r.repair for d in decisions for r in d.repairs
+                           if r.policy == policy.name}
+                pos = policy.position
+                k = (policy.name, pos.file, pos.line)
+                prior = merged.get(k)
+                if prior is not None:
+                    fired |= prior.fired_rules
+                    applied |= prior.applied_repairs
+                merged[k] = PolicyCoverage(
+                    policy.name, pos.file, pos.line, pos.column,
+                    tuple(r.name for r in policy.rules), tuple(r.name for r in policy.repairs),
+                    frozenset(fired), frozenset(applied),
+                )
+        return tuple(sorted(merged.values(), key=lambda c: (c.file, c.line, c.policy)))
+
+
+def run_tests(paths: PathArg | Sequence[PathArg], *, limits: Limits | None = None
+              ) -> TestReport:
+    """Run every ``PolicyTest`` under ``paths`` (file, directory or list)."""
+    return Runner(limits=limits).run(paths)
+
+
+# --- expectations --------------------------------------------------------------------
+
+
+def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
+    """Every expectation ``decision`` misses; empty when the case passes."""
+    out: list[Mismatch] = []
+    shown = decision.to_dict()
+    effect = expect.get("effect")
+    if effect is not None and str(effect) != decision.effect.value:
+        out.append(Mismatch("effect", str(effect), decision.effect.value))
+    arguments = expect.get("arguments")
+    if isinstance(arguments, Mapping):
+        for name, want in arguments.items():
+            have = decision.arguments.get(name, _MISSING)
+            if have is _MISSING:
+                out.append(Mismatch(f"arguments.{name}", want, None, "argument absent"))
+            elif not same_value(want, have):
+                out.append(Mismatch(f"arguments.{name}", want, shown["arguments"][name]))
+    rules = expect.get("rules")
+    if rules is not None:
+        fired = sorted(f"{r.policy}/{r.rule}" for r in decision.rules)
+        if sorted(str(r) for r in rules) != fired:
+            out.append(Mismatch("rules", sorted(str(r) for r in rules), fired))
+    message = expect.get("message")
+    if message is not None and str(message) not in decision.message:
+        out.append(Mismatch("message", str(message), decision.message, "substring not found"))
+    errors = expect.get("errors")
+    if errors is not None:
+        failed = sorted(f"{e.policy}/{e.element}" for e in decision.errors)
+        if isinstance(errors, int) and not isinstance(errors, bool):
+            if errors != len(failed):
+                out.append(Mismatch("errors", errors, len(failed), "; ".join(
+                    f"{e.policy}/{e.element}: {e.message}" for e in decision.errors)))
+        elif sorted(str(e) for e in errors) != failed:
+            out.append(Mismatch("errors", sorted(str(e) for e in errors), failed))
+    return out
+
+
+def same_value(want: Any, have: Any) -> bool:
+    """Equality as CEL sees it: numbers by value, booleans never equal to numbers."""
+    if isinstance(want, bool) or isinstance(have, bool):
+        return isinstance(want, bool) and isinstance(have, bool) and want == have
+    if isinstance(want, int | float) and isinstance(have, int | float):
+        return want == have
+    if isinstance(want, Mapping) and isinstance(have, Mapping):
+        return want.keys() == have.keys() and all(same_value(want[k], have[k]) for k in want)
+    if isinstance(want, list | tuple) and isinstance(have, list | tuple):
+        return len(want) == len(have) and all(map(same_value, want, have))
+    return type(want) is type(have) and bool(want == have)
+
+
+# --- reading the loader's records ----------------------------------------------------
+
+
+def cases_from_documents(documents: Documents) -> list[TestCase]:
+    """Flatten the loader's ``PolicyTest`` records into ``TestCase`` values."""
+    out: list[TestCase] = []
+    for test in documents.tests:
+        policies = tuple(test.policies) or None
+        for case in test.cases:
+            call, expect = case.call, case.expect
+            wanted: dict[str, Any] = {}
+            for key in ("effect", "arguments", "rules", "message", "errors"):
+                value = getattr(expect, key)
+                if value is not None:
+                    wanted[key] = value
+            out.append(TestCase(
+                suite=test.name, name=case.name, file=case.position.file,
+                line=case.position.line, column=case.position.column, policies=policies,
+                tool=call.tool, args=call.args, principal=call.principal,
+                history=[h.to_dict() for h in call.history], request=call.request,
+                description=call.description or "", expect=wanted,
+            ))
+    return out
+
+
+def _as_list(paths: PathArg | Sequence[PathArg]) -> list[str]:
+    if isinstance(paths, str | os.PathLike):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+# --- reporters -----------------------------------------------------------------------
+
+
+def render_text(report: TestReport, *, coverage: bool = False, verbose: bool = False) -> str:
+    """For people: each failure with its file:line and an expected (-) / actual (+) diff."""
+    lines: list[str] = []
+    for r in report.results:
+        if r.passed:
+            if verbose:
+                lines.append(f"PASS {r.location}: {r.suite}: {r.case}")
+            continue
+        lines.append(f"FAIL {r.location}: {r.suite}: {r.case}")
+        for m in r.mismatches:
+            lines.extend(_diff(m))
+    n_fail = len(report.failures)
+    n_pass = len(report.results) - n_fail
+    suites = len({(r.file, r.suite) for r in report.results})
+    if n_fail:
+        lines.append("(- expected, + actual)")
+    lines.append(f"{n_pass} passed, {n_fail} failed "
+                 f"({len(report.results)} cases in {suites} suite{'s' if suites != 1 else ''})")
+    if coverage:
+        lines.extend(_coverage_lines(report))
+    return "\n".join(lines) + "\n"
+
+
+def _diff(m: Mismatch) -> list[str]:
+    head = f"  {m.field}:" + (f" {m.note}" if m.note else "")
+    if m.field in ("rules", "errors") and isinstance(m.expected, list):
+        have = list(m.actual)
+        want = list(m.expected)
+        body = [f"    - {x}" for x in want if x not in have]
+        body += [f"    + {x}" for x in have if x not in want]
+        body += [f"      {x}" for x in want if x in have]
+        if not body:  # same names, different multiplicity
+            body = [f"    - {want}", f"    + {have}"]
+        return [head, *body]
+    if m.field in ("message", "effect"):
+        return [head, f"    - {m.expected}", f"    + {m.actual}"]
+    return [head, f"    - {_show(m.expected)}", f"    + {_show(m.actual)}"]
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _coverage_lines(report: TestReport) -> list[str]:
+    n_rules = sum(len(c.rules) for c in report.coverage)
+    n_repairs = sum(len(c.repairs) for c in report.coverage)
+    unfired = sum(len(c.unfired_rules) for c in report.coverage)
+    unapplied = sum(len(c.unapplied_repairs) for c in report.coverage)
+    if not unfired and not unapplied:
+        return [f"coverage: every rule ({n_rules}) and repair ({n_repairs}) of "
+                f"{len(report.coverage)} policies was exercised"]
+    out = [f"coverage: {unfired} of {n_rules} rules never fired, "
+           f"{unapplied} of {n_repairs} repairs never applied"]
+    for c in report.uncovered:
+        out.append(f"  {c.file}:{c.line}:{c.column}: policy {c.policy}")
+        out.extend(f"    rule {name}" for name in c.unfired_rules)
+        out.extend(f"    repair {name}" for name in c.unapplied_repairs)
+    return out
+
+
+def render_json(report: TestReport) -> str:
+    """For machines: every case with its decision, and per-policy coverage."""
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
