@@ -1,0 +1,135 @@
+"""A guarded agent showing each effect, offline (a scripted stand-in for the model).
+
+    .venv/bin/python samples/effects.py
+
+The policies are tests/data/af/*.yaml-style documents written inline below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_framework import (
+    Agent,
+    BaseChatClient,
+    ChatResponse,
+    ChatResponseUpdate,
+    Content,
+    FunctionInvocationLayer,
+    Message,
+    tool,
+)
+from agent_framework._middleware import ChatMiddlewareLayer
+from agent_framework.observability import ChatTelemetryLayer
+
+import guardrails
+from guardrails.agent_framework import guard
+
+POLICY = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payments}
+spec:
+  match: {tools: [send_money]}
+  params: {known: [UK12, DE99]}
+  repairs:
+    - name: amount-as-string
+      when: 'type(args.amount) == string'
+      set: {amount: 'double(args.amount.replace(",", ""))'}
+  rules:
+    - name: unknown-recipient
+      when: '!(args.recipient in params.known)'
+      action: deny
+      message: Recipient is not a known payee.
+    - name: absurd-amount
+      when: 'args.amount > 100000.0'
+      action: halt
+      message: Amount is absurd; the run stops.
+    - name: large-amount
+      when: 'args.amount > 1000.0'
+      action: require_approval
+      message: Payments above 1000 need a human approval.
+"""
+
+
+@tool
+def send_money(recipient: str, amount: float) -> str:
+    """Send money to a payee."""
+    return f"sent {amount:.2f} to {recipient}"
+
+
+class ScriptedModel(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer,  # type: ignore[misc]
+                    BaseChatClient):
+    """Plays back one tool call per run, then answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_calls: list[list[Content]] = []
+
+    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool,
+                            options: Mapping[str, Any], **kwargs: Any) -> Any:
+        last = messages[-1] if messages else None
+        answered = last is not None and any(c.type == "function_result" for c in last.contents)
+        contents = ([Content.from_text("ok")] if answered or not self.next_calls
+                    else self.next_calls.pop(0))
+        if stream:
+            async def updates() -> AsyncIterator[ChatResponseUpdate]:
+                yield ChatResponseUpdate(role="assistant", contents=contents)
+            return self._build_response_stream(updates())
+
+        async def response() -> ChatResponse:
+            return ChatResponse(messages=[Message(role="assistant", contents=contents)])
+        return response()
+
+
+def model_call(recipient: str, amount: Any) -> list[Content]:
+    return [Content.from_function_call(call_id=f"c-{recipient}-{amount}", name="send_money",
+                                       arguments={"recipient": recipient, "amount": amount})]
+
+
+def tool_result(response: Any) -> str:
+    for message in response.messages:
+        for content in message.contents:
+            if content.type == "function_result":
+                value = content.result
+                return value if isinstance(value, str) else "".join(
+                    getattr(i, "text", "") or "" for i in value or [])
+    return ""
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "payments.yaml"
+        path.write_text(POLICY, encoding="utf-8")
+        policies = guardrails.load(path)
+    model = ScriptedModel()
+    agent = Agent(client=model, tools=[send_money], middleware=guard(policies))
+
+    model.next_calls = [model_call("UK12", "12.50")]
+    print("allow:   ", tool_result(await agent.run("pay UK12 12.50")))
+
+    model.next_calls = [model_call("XX00", 5)]
+    print("deny:    ", tool_result(await agent.run("pay XX00 5")))
+
+    session = agent.create_session()
+    model.next_calls = [model_call("UK12", "1,500.00")]
+    paused = await agent.run("pay UK12 1,500.00", session=session)
+    [request] = paused.user_input_requests
+    print("approval:", request.additional_properties["reason"],
+          request.function_call.parse_arguments())
+    answer = Message(role="user", contents=[request.to_function_approval_response(approved=True)])
+    print("approved:", tool_result(await agent.run(answer, session=session)))
+
+    model.next_calls = [model_call("UK12", 500000)]
+    try:
+        await agent.run("pay UK12 500000")
+    except guardrails.PolicyViolation as violation:
+        print("halt:    ", violation, [r.rule for r in violation.decision.rules])
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

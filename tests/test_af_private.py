@@ -1,0 +1,56 @@
+"""Pins for the private Agent Framework names in guardrails.agent_framework._private.
+
+If one of these fails after a framework upgrade, the guard's fail-closed snapshot or its
+validation-error scrubbing no longer works: fix _private.py before widening the pin.
+"""
+
+from __future__ import annotations
+
+import pytest
+from agent_framework import FunctionInvocationContext, MiddlewareFailure
+
+from guardrails.agent_framework import _private
+from tests.af_tools import CALLS, send_money
+
+
+def test_snapshot_key_is_the_one_the_framework_reads() -> None:
+    from agent_framework import _tools
+
+    assert _private.SNAPSHOT_KEY == "_security_function_arguments"
+    assert _private.SNAPSHOT_KEY == _tools._SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY
+
+
+async def test_snapshot_makes_invoke_fail_closed_on_changed_arguments() -> None:
+    CALLS.clear()
+    context = FunctionInvocationContext(function=send_money,
+                                        arguments={"recipient": "UK12", "amount": 5.0})
+    _private.record_argument_snapshot(context, {"recipient": "UK12", "amount": 5.0})
+    assert _private.has_argument_snapshot(context)
+    context.arguments = {"recipient": "XX00", "amount": 5.0}
+    with pytest.raises(MiddlewareFailure, match="changed after security middleware"):
+        await send_money.invoke(context=context)
+    assert CALLS == []
+    context.arguments = {"recipient": "UK12", "amount": 5.0}
+    await send_money.invoke(context=context)
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5.0})]
+    CALLS.clear()
+
+
+async def test_validation_error_type_and_redaction_under_snapshot() -> None:
+    context = FunctionInvocationContext(function=send_money,
+                                        arguments={"recipient": "UK12", "amount": "SECRET-x"})
+    _private.record_argument_snapshot(context, context.arguments)  # type: ignore[arg-type]
+    with pytest.raises(Exception) as caught:
+        await send_money.invoke(context=context)
+    assert _private.is_argument_validation_error(caught.value)
+    assert "SECRET-x" in str(caught.value)  # the framework's detail holds the value...
+    scrubbed = _private.scrubbed_validation_error(caught.value, lambda s: s.replace("SECRET-x", "*"))
+    assert _private.is_argument_validation_error(scrubbed)
+    assert "SECRET-x" not in str(scrubbed)  # ...which the guard scrubs
+    assert "SECRET-x" not in getattr(scrubbed, "redacted_message", "")
+
+
+def test_opaque_arguments_cannot_be_bound() -> None:
+    context = FunctionInvocationContext(function=send_money, arguments={})
+    with pytest.raises(MiddlewareFailure):
+        _private.record_argument_snapshot(context, {"obj": object()})
