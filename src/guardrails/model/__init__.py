@@ -1,0 +1,61 @@
+"""Policy documents as written: records with file positions, and the strict loader."""
+
+from __future__ import annotations
+
+from guardrails.model.documents import (
+    API_VERSION,
+    DefaultAction,
+    Documents,
+    Effect,
+    FailurePolicy,
+    HistoryEntry,
+    Match,
+    Metadata,
+    Mode,
+    PolicyTest,
+    Redaction,
+    Repair,
+    Rule,
+    RuleAction,
+    SecretInjection,
+    Secrets,
+    TestCall,
+    TestCase,
+    TestExpect,
+    ToolPolicy,
+    Variable,
+)
+from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.loader import load_documents
+from guardrails.model.schema import json_schema
+from guardrails.model.source import Expression, Position
+
+__all__ = [
+    "API_VERSION",
+    "DefaultAction",
+    "Documents",
+    "Effect",
+    "Expression",
+    "FailurePolicy",
+    "HistoryEntry",
+    "Match",
+    "Metadata",
+    "Mode",
+    "PolicyError",
+    "PolicyTest",
+    "Position",
+    "Problem",
+    "Redaction",
+    "Repair",
+    "Rule",
+    "RuleAction",
+    "SecretInjection",
+    "Secrets",
+    "TestCall",
+    "TestCase",
+    "TestExpect",
+    "ToolPolicy",
+    "Variable",
+    "json_schema",
+    "load_documents",
+]

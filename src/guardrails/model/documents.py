@@ -1,0 +1,231 @@
+"""Records for guardrails/v1 documents, exactly as written in the files (nothing compiled).
+
+Every record keeps the ``Position`` of its own YAML node so that later stages (the engine's
+compiler, the test runner) can name ``file:line:column`` for problems they find. Field
+names are the snake_case of the YAML keys. Static data (``params``, call arguments) is
+plain JSON-like Python: ``dict``/``list``/``str``/``int``/``float``/``bool``/``None``;
+treat it as read-only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from guardrails.model.source import Expression, Position
+
+API_VERSION = "guardrails/v1"
+
+Mode = Literal["enforce", "audit"]
+FailurePolicy = Literal["Fail", "Ignore"]
+DefaultAction = Literal["allow", "deny"]
+RuleAction = Literal["allow", "deny", "halt", "require_approval", "warn"]
+Effect = Literal["allow", "deny", "halt", "require_approval"]
+
+MODES: tuple[Mode, ...] = ("enforce", "audit")
+FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("Fail", "Ignore")
+DEFAULT_ACTIONS: tuple[DefaultAction, ...] = ("allow", "deny")
+RULE_ACTIONS: tuple[RuleAction, ...] = ("allow", "deny", "halt", "require_approval", "warn")
+EFFECTS: tuple[Effect, ...] = ("allow", "deny", "halt", "require_approval")
+
+DEFAULT_REPLACEMENT = "[REDACTED]"
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    name: str
+    description: str
+    labels: Mapping[str, str]
+    position: Position
+    """Of the ``metadata`` mapping; ``name_position`` is the name's own node."""
+    name_position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    tools: tuple[str, ...] | None
+    """Shell-style globs on the tool name, case-sensitive; None (omitted) matches every tool."""
+    when: Expression | None
+    position: Position
+
+    def matches_tool(self, tool: str) -> bool:
+        """Glob match only: ``when`` needs the engine."""
+        return self.tools is None or any(fnmatch.fnmatchcase(tool, g) for g in self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    name: str
+    expression: Expression
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    name: str
+    when: Expression | None
+    set: tuple[tuple[str, Expression], ...]
+    """``(argument, expression)`` in file order: repairs apply in that order."""
+    unset: tuple[str, ...]
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class SecretInjection:
+    argument: str
+    env: str
+    """Name of the environment variable holding the value."""
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    arguments: tuple[str, ...]
+    inject: tuple[SecretInjection, ...]
+    position: Position | None
+    """None when the policy has no ``secrets`` section."""
+
+    @property
+    def secret_arguments(self) -> frozenset[str]:
+        """Declared and injected arguments: an injected value is a secret too."""
+        return frozenset(self.arguments) | {i.argument for i in self.inject}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    when: Expression
+    action: RuleAction
+    message: str | None
+    message_expression: Expression | None
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    name: str
+    regex: str
+    """RE2 syntax; the loader has checked it compiles and cannot match the empty string."""
+    replacement: str
+    position: Position
+    regex_position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """One ``kind: ToolPolicy`` document; ``spec`` fields are flattened onto the record."""
+
+    metadata: Metadata
+    mode: Mode
+    failure_policy: FailurePolicy
+    default_action: DefaultAction
+    match: Match
+    params: Mapping[str, Any]
+    """``paramsFile`` content with inline ``params`` merged over it (top-level keys)."""
+    params_file: str | None
+    """The params file as resolved against the policy file's directory, if any."""
+    variables: tuple[Variable, ...]
+    repairs: tuple[Repair, ...]
+    secrets: Secrets
+    rules: tuple[Rule, ...]
+    redact: tuple[Redaction, ...]
+    position: Position
+    """Of the document (its first node)."""
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    tool: str
+    args: Mapping[str, Any]
+    effect: Effect
+    position: Position
+
+    def to_dict(self) -> dict[str, Any]:
+        """The shape ``PolicySet.evaluate(history=...)`` takes."""
+        return {"tool": self.tool, "args": self.args, "effect": self.effect}
+
+
+@dataclass(frozen=True, slots=True)
+class TestCall:
+    __test__ = False  # not a pytest class
+
+    tool: str
+    args: Mapping[str, Any]
+    principal: Mapping[str, Any]
+    history: tuple[HistoryEntry, ...]
+    request: str | None
+    description: str | None
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class TestExpect:
+    """What a case asserts: ``effect`` always; None elsewhere means "not asserted"."""
+
+    __test__ = False  # not a pytest class
+
+    effect: Effect
+    arguments: Mapping[str, Any] | None
+    """These keys must be present in the decision's arguments with equal values."""
+    rules: tuple[str, ...] | None
+    """Exactly these ``policy/rule`` fired (compared as sets; ``[]`` means none fired)."""
+    message: str | None
+    """A substring of the decision's message."""
+    errors: int | None
+    """The exact number of evaluation errors recorded in the decision."""
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class TestCase:
+    __test__ = False  # not a pytest class
+
+    name: str
+    call: TestCall
+    expect: TestExpect
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyTest:
+    """One ``kind: PolicyTest`` document."""
+
+    metadata: Metadata
+    policies: tuple[str, ...]
+    """Policy paths resolved against the test file's directory; empty means "the policies
+    loaded together with this test"."""
+    cases: tuple[TestCase, ...]
+    position: Position
+
+    __test__ = False  # not a pytest class
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
+@dataclass(frozen=True, slots=True)
+class Documents:
+    """Everything one ``load_documents`` call read: all or nothing."""
+
+    policies: tuple[ToolPolicy, ...]
+    tests: tuple[PolicyTest, ...]
+    files: tuple[str, ...]
+    """Document files in load order (params files are not listed here)."""
+    sources: Mapping[str, bytes]
+    """Raw bytes of every file read, document and params files, keyed by path as named in
+    problems: hash these for a revision."""
