@@ -1,0 +1,144 @@
+"""Helpers shared by the expression library modules (``lib_*.py``).
+
+The library promises the compiler one thing above all: a call either returns a CEL value
+or raises ``CelError``. ``guarded`` turns arity mistakes and any stray Python exception
+into ``CelError`` so that promise does not depend on every code path being perfect.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import re2
+
+from guardrails.expr.values import CelError, UInt, type_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # invalid policy regexes are reported as CelError, not on stderr
+
+
+def arg_types(args: tuple[Any, ...]) -> str:
+    names = []
+    for a in args:
+        try:
+            names.append(type_name(a))
+        except CelError:
+            names.append(type(a).__name__)
+    return ", ".join(names)
+
+
+def no_overload(name: str, *args: Any) -> CelError:
+    return CelError(f"no matching overload for {name}({arg_types(args)})")
+
+
+def guarded(name: str) -> Callable[[F], F]:
+    """Wrap a library function so only ``CelError`` ever leaves it.
+
+    A wrong number of arguments surfaces from Python as ``TypeError``; it is a CEL
+    "no matching overload". Any other non-CEL exception is a library bug, but it must
+    still fail closed as an evaluation error rather than crash the decision engine.
+    """
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except CelError:
+                raise
+            except TypeError:
+                raise no_overload(name, *args) from None
+            except (ValueError, IndexError, KeyError, RecursionError, OverflowError,
+                    UnicodeError, AttributeError) as exc:
+                raise CelError(f"{name}: {type(exc).__name__}: {exc}") from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_cached(pattern: str) -> Any:
+    return re2.compile(pattern, options=_RE2_OPTIONS)
+
+
+def compile_re2(pattern: str) -> Any:
+    """Compile (and cache, bounded) an RE2 pattern; an invalid pattern is a ``CelError``."""
+    try:
+        return _compile_cached(pattern)
+    except re2.error as exc:
+        msg = exc.args[0] if exc.args else exc
+        if isinstance(msg, bytes):
+            msg = msg.decode("utf-8", "replace")
+        raise CelError(f"invalid regular expression {pattern!r}: {msg}") from None
+    except UnicodeError:
+        raise CelError("invalid regular expression: not valid Unicode") from None
+
+
+def is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def is_list(x: Any) -> bool:
+    return type(x) is list or type(x) is tuple
+
+
+def _is_number(x: Any) -> bool:
+    t = type(x)
+    return t is int or t is float or t is UInt
+
+
+def cel_equal(a: Any, b: Any) -> bool:
+    """CEL equality: numbers by value across int/uint/double, lists and maps deeply,
+    values of unrelated types unequal (never an error), ``true != 1``."""
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if _is_number(a):
+        if not _is_number(b):
+            return False
+        if ta is float and math.isnan(a):
+            return False
+        return bool(a == b)
+    if ta is str or ta is bytes:
+        return ta is tb and a == b
+    if a is None:
+        return b is None
+    if ta is list or ta is tuple:
+        if not is_list(b) or len(a) != len(b):
+            return False
+        return all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping):
+        if not isinstance(b, Mapping) or len(a) != len(b):
+            return False
+        for k, v in a.items():
+            found, other = _map_get(b, k)
+            if not found or not cel_equal(v, other):
+                return False
+        return True
+    if isinstance(a, datetime.datetime | datetime.timedelta):
+        return type(b) is ta and a == b
+    if _is_number(b) or tb is str or tb is bytes or b is None or is_list(b):
+        return False
+    if isinstance(b, Mapping):
+        return False
+    return type(b) is ta and bool(a == b)
+
+
+def _map_get(m: Mapping[Any, Any], key: Any) -> tuple[bool, Any]:
+    """Look a key up in a map with CEL key equality (1, 1u and 1.0 are the same key,
+    ``true`` is not 1)."""
+    if type(key) is str:
+        if key in m:
+            return True, m[key]
+        return False, None
+    for k, v in m.items():
+        if cel_equal(k, key):
+            return True, v
+    return False, None
