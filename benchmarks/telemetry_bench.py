@@ -2,19 +2,25 @@
 
     .venv/bin/python benchmarks/telemetry_bench.py [--rounds 15] [--calls 200]
 
-The guard's own work per call is ``PolicySet.evaluate``; telemetry adds the guard span, its
-attributes and events, the metrics and the decision record. Each configuration runs the same
-calls; rounds interleave the configurations (so drift hits them alike) and the figure is the
-median per-call time over rounds. One run, one machine: a ratio, not an absolute promise.
+Two views. *Evaluation*: the guard's own work per call is ``PolicySet.evaluate``; telemetry adds
+the guard span, its attributes and events, the metrics and the decision record. *In the loop*:
+a real Agent Framework run (scripted offline model, tests/af_support.py) making a batch of tool
+calls through ``guard()``'s middleware, with telemetry replaced by a no-op versus the real
+thing. Each configuration runs the same calls; rounds interleave the configurations (so drift
+hits them alike) and the figure is the median per-call time over rounds. One run, one machine:
+a ratio, not an absolute promise.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import guardrails
-from guardrails.telemetry import DecisionSink, GuardTelemetry, JsonLinesSink, LoggingSink
+from guardrails.engine.decision import Decision
+from guardrails.telemetry import (
+    CallSpan,
+    DecisionSink,
+    GuardTelemetry,
+    JsonLinesSink,
+    LoggingSink,
+)
 
 POLICY = """\
 apiVersion: guardrails/v1
@@ -77,6 +90,84 @@ def _sdk() -> tuple[TracerProvider, MeterProvider]:
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     return tp, MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+
+class _NoSpan(CallSpan):
+    def __init__(self) -> None:
+        pass
+
+    def record(self, decision: Decision, duration_s: float) -> None:
+        pass
+
+    def fail(self, error: BaseException) -> None:
+        pass
+
+
+class NoTelemetry(GuardTelemetry):
+    """The guard without telemetry: every hook is a no-op."""
+
+    @contextmanager
+    def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
+        yield _NoSpan()
+
+    def record_halt(self, decision: Decision) -> None:
+        pass
+
+
+def _table(title: str, samples: dict[str, list[float]]) -> None:
+    names = list(samples)
+    base = statistics.median(samples[names[0]])
+    print(f"\n{title}")
+    print(f"{'configuration':46} {'us/call':>9} {'extra us':>9} {'ratio':>6}")
+    for name in names:
+        med = statistics.median(samples[name])
+        print(f"{name:46} {med:9.1f} {med - base:9.1f} {med / base:6.2f}")
+
+
+def in_loop(policies: guardrails.PolicySet, rounds: int, calls: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.af_support import ScriptedChatClient, agent_with, call
+    from tests.af_tools import CALLS, send_money
+
+    from guardrails.agent_framework import GuardFunctionMiddleware, GuardRunMiddleware
+
+    batch = 10  # tool calls per model turn
+
+    def middleware(t: GuardTelemetry) -> list[Any]:
+        return [GuardRunMiddleware(policies, telemetry=t),
+                GuardFunctionMiddleware(policies, telemetry=t)]
+
+    async def one_run(t: GuardTelemetry) -> None:
+        turn = [call("send_money", recipient="UK12", amount=float(i)) for i in range(batch)]
+        client = ScriptedChatClient([turn])
+        await agent_with(client, [send_money], middleware(t)).run("pay")
+        CALLS.clear()
+
+    tp, mp = _sdk()
+    configs = {
+        "guard, telemetry a no-op": NoTelemetry(),
+        "guard + telemetry, no SDK": GuardTelemetry(
+            tracer_provider=trace.NoOpTracerProvider(),
+            meter_provider=metrics.NoOpMeterProvider()),
+        "guard + telemetry, SDK, logging sink": GuardTelemetry(
+            tracer_provider=tp, meter_provider=mp),
+    }
+    runs = max(1, calls // batch)
+
+    async def main() -> dict[str, list[float]]:
+        for t in configs.values():
+            await one_run(t)
+        samples: dict[str, list[float]] = {name: [] for name in configs}
+        for _ in range(rounds):
+            for name, t in configs.items():
+                start = time.perf_counter_ns()
+                for _ in range(runs):
+                    await one_run(t)
+                samples[name].append((time.perf_counter_ns() - start) / (runs * batch) / 1000)
+        return samples
+
+    _table(f"In the Agent Framework loop ({batch} calls per model turn, framework "
+           "instrumentation as installed)", asyncio.run(main()))
 
 
 def main() -> None:
@@ -130,11 +221,8 @@ def main() -> None:
     jsonl.close()
     jsonl_fsync.close()
 
-    base = statistics.median(samples["guard without telemetry"])
-    print(f"{'configuration':46} {'us/call':>9} {'extra us':>9} {'ratio':>6}")
-    for name, values in samples.items():
-        med = statistics.median(values)
-        print(f"{name:46} {med:9.1f} {med - base:9.1f} {med / base:6.2f}")
+    _table("Evaluation (PolicySet.evaluate per call)", samples)
+    in_loop(policies, opts.rounds, opts.calls)
 
 
 if __name__ == "__main__":

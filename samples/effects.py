@@ -128,7 +128,7 @@ async def main() -> None:
     try:
         await agent.run("pay UK12 500000")
     except guardrails.PolicyViolation as violation:
-        print("halt:    ", violation, [r.rule for r in violation.decision.rules])
+        print("halt:    ", violation.decision.message, [r.rule for r in violation.decision.rules])
 
 
 if __name__ == "__main__":

@@ -19,4 +19,4 @@ def test_effects_sample_runs_offline() -> None:
     assert lines[2].startswith("approval: Payments above 1000 need a human approval.")
     assert "1500.0" in lines[2]
     assert lines[3] == "approved: sent 1500.00 to UK12"
-    assert lines[4].startswith("halt:     run halted by policy: Amount is absurd")
+    assert lines[4].startswith("halt:     Amount is absurd")

@@ -1,44 +1,447 @@
 """OpenTelemetry spans, metrics and the decision log for guard decisions.
 
-STUB written by the lead to fix the interface; the telemetry engineer replaces the bodies.
-The integration calls exactly these names.
+Only the OpenTelemetry *API* is used: with no SDK installed every call is a cheap no-op, and the
+host chooses exporters. Nothing here may carry an argument value: spans, events and metric
+attributes hold names (tools, policies, rules, argument names) and never messages, because rule
+messages are written by policy authors and routinely quote the arguments. The decision log keeps
+the (engine-scrubbed) messages, after a second pass that blanks every argument value they quote.
+See docs/telemetry.md for the full list of names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
 
-from guardrails.engine.decision import Decision
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from guardrails.engine.decision import REDACTED, Action, Decision, Effect
+
+__all__ = [
+    "DECISION_LOGGER",
+    "RECORD_VERSION",
+    "CallSpan",
+    "DecisionSink",
+    "GuardTelemetry",
+    "JsonLinesSink",
+    "LoggingSink",
+    "decision_record",
+]
+
+INSTRUMENTATION_NAME = "guardrails"
+DECISION_LOGGER = "guardrails.decisions"
+RECORD_VERSION = 1
+
+# Attribute keys. gen_ai.* follow the OpenTelemetry GenAI semantic conventions (as the framework's
+# execute_tool span does); guardrails.* are ours.
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+ERROR_TYPE = "error.type"
+EFFECT = "guardrails.decision.effect"
+DECISION_ID = "guardrails.decision.id"
+REVISION = "guardrails.policy.revision"
+POLICIES = "guardrails.policies"
+RULES = "guardrails.rules"
+REPAIRS = "guardrails.repairs"
+ERRORS = "guardrails.errors"
+AUDIT = "guardrails.audit"
+APPROVED = "guardrails.approval.granted"
+POLICY = "guardrails.policy"
+RULE = "guardrails.rule"
+RULE_ACTION = "guardrails.rule.action"
+REPAIR = "guardrails.repair"
+REPAIR_SET = "guardrails.repair.set"
+REPAIR_UNSET = "guardrails.repair.unset"
+ERROR_ELEMENT = "guardrails.error.element"
+ERROR_HANDLED_AS = "guardrails.error.handled_as"
+
+EVENT_RULE = "guardrails.rule"
+EVENT_REPAIR = "guardrails.repair"
+EVENT_ERROR = "guardrails.evaluation_error"
+EVENT_HALT = "guardrails.halt"
+
+# Guard evaluation is sub-millisecond to a few milliseconds; the SDK's default buckets start at 5 s.
+_DURATION_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)
+_MIN_SCRUB_LENGTH = 4
+"""Argument values shorter than this are not blanked in log messages: blanking "1" or "yes"
+everywhere would destroy the message and such values are not worth hiding."""
+
+_log = logging.getLogger("guardrails.telemetry")
+
+
+# --------------------------------------------------------------------------- decision log sinks
+
+
+@runtime_checkable
+class DecisionSink(Protocol):
+    """Where decision records go. ``write`` is called once per decision, from the event loop's
+    thread or any other; it should not block for long. A sink may also define
+    ``enabled() -> bool``: while it returns false no record is built (see LoggingSink)."""
+
+    def write(self, record: Mapping[str, Any]) -> None: ...
+
+
+def _dumps(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class JsonLinesSink:
+    """Append-only JSON Lines file: one line per record, written with a single ``write(2)`` on an
+    ``O_APPEND`` descriptor and fsync'd before ``write`` returns, so a crash loses at most the
+    record being written and concurrent writers in one process never interleave (a lock)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.path = os.fspath(path)
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        # 0o600: the log names tools, rules and argument names, and carries rule messages.
+        self._fd: int | None = os.open(
+            self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600
+        )
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        data = (_dumps(record) + "\n").encode("utf-8")
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"decision log {self.path} is closed")
+            view = memoryview(data)
+            while view:  # write(2) may be partial for large records; the lock keeps them whole
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if self._fsync:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> JsonLinesSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LoggingSink:
+    """Python logging: one record per decision on logger ``guardrails.decisions``, the JSON
+    record as the message and the mapping itself in ``extra["guardrails_decision"]`` for
+    structured handlers. The default sink: silent until the host configures logging."""
+
+    def __init__(self, logger: logging.Logger | str = DECISION_LOGGER, *,
+                 level: int = logging.INFO) -> None:
+        self.logger = logging.getLogger(logger) if isinstance(logger, str) else logger
+        self.level = level
+
+    def enabled(self) -> bool:
+        """Optional sink method: when false the record is not even built."""
+        return self.logger.isEnabledFor(self.level)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if self.logger.isEnabledFor(self.level):
+            self.logger.log(self.level, "%s", _dumps(record),
+                            extra={"guardrails_decision": dict(record)})
+
+
+# --------------------------------------------------------------------------- decision records
+
+
+def decision_record(
+    decision: Decision,
+    *,
+    call_id: str | None = None,
+    duration_s: float | None = None,
+    span: Span | None = None,
+    timestamp: datetime | None = None,
+    approved: bool = False,
+) -> dict[str, Any]:
+    """The decision-log record: JSON-safe, argument names but never argument values.
+
+    Rule, decision and error messages come from the engine already scrubbed of secret values
+    and redact patterns; here every other argument value they quote is blanked too, so the log
+    is safe to ship wherever spans go.
+    """
+    ctx = span.get_span_context() if span is not None else trace.INVALID_SPAN_CONTEXT
+    scrub = _scrubber(decision.arguments)
+    return {
+        "version": RECORD_VERSION,
+        "decision_id": decision.id,
+        "timestamp": (timestamp or datetime.now(UTC)).isoformat(timespec="microseconds"),
+        "trace_id": trace.format_trace_id(ctx.trace_id) if ctx.is_valid else None,
+        "span_id": trace.format_span_id(ctx.span_id) if ctx.is_valid else None,
+        "revision": decision.revision,
+        "tool": decision.tool,
+        "call_id": call_id,
+        "effect": decision.effect.value,
+        "approved": approved,
+        "message": scrub(decision.message),
+        "audit": _has_audit(decision),
+        "policies": list(decision.policies),
+        "rules": [{**r.to_dict(), "message": scrub(r.message)} for r in decision.rules],
+        "repairs": [r.to_dict() for r in decision.repairs],
+        "errors": [{**e.to_dict(), "message": scrub(e.message)} for e in decision.errors],
+        "argument_names": sorted(decision.arguments),
+        "secret_arguments": sorted(decision.secret_arguments),
+        "duration_s": duration_s,
+    }
+
+
+def _scrubber(arguments: Mapping[str, Any]) -> Callable[[str], str]:
+    needles = sorted({n for v in arguments.values() for n in _leaf_texts(v)}, key=len,
+                     reverse=True)
+    if not needles:
+        return lambda text: text
+    # One pass, longest first: a replacement is never rescanned, so it cannot splice a value
+    # back together from the marker and its neighbours.
+    pattern = re.compile("|".join(map(re.escape, needles)))
+    return lambda text: pattern.sub(REDACTED, text)
+
+
+def _leaf_texts(value: Any) -> Iterator[str]:
+    """The ways an argument value can appear in a message (CEL and Python spellings)."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _leaf_texts(k)
+            yield from _leaf_texts(v)
+        return
+    if isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            yield from _leaf_texts(v)
+        return
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    texts = {str(value)}
+    if isinstance(value, float) and value.is_integer():
+        texts.add(str(int(value)))
+    if isinstance(value, str):
+        texts.add(value.strip())
+    yield from (t for t in texts if len(t) >= _MIN_SCRUB_LENGTH)
+
+
+def _has_audit(decision: Decision) -> bool:
+    return any(r.audit for r in decision.rules) or any(r.audit for r in decision.repairs)
+
+
+def _rule_names(decision: Decision) -> list[str]:
+    return [f"{r.policy}/{r.rule}" for r in decision.rules]
+
+
+def _reason(decision: Decision) -> str:
+    """Why the call was halted, from names only (rule messages may quote arguments)."""
+    action = Action(decision.effect.value) if decision.effect is not Effect.ALLOW else None
+    names = [f"{r.policy}/{r.rule}" for r in decision.rules if r.action is action and not r.audit]
+    if names:
+        return f"{decision.effect.value} by rule {', '.join(names)}"
+    if decision.errors:
+        failed = ", ".join(f"{e.policy}/{e.element}" for e in decision.errors)
+        return f"{decision.effect.value} after evaluation error in {failed}"
+    return f"{decision.effect.value} by default action ({', '.join(decision.policies)})"
+
+
+# --------------------------------------------------------------------------- spans and metrics
 
 
 class CallSpan:
-    """The span of one guarded tool call."""
+    """The span of one guarded tool call (evaluation plus the tool's own execute_tool span)."""
+
+    def __init__(self, telemetry: GuardTelemetry, span: Span, parent: Span, *, tool: str,
+                 call_id: str | None) -> None:
+        self.span = span
+        self._telemetry = telemetry
+        self._parent = parent
+        self._tool = tool
+        self._call_id = call_id
+        self.decision: Decision | None = None
+        self.failed = False
+        self.approved = False
+
+    def mark_approved(self) -> None:
+        """Before ``record``: the call is the replay of a call a human approved, so a
+        ``require_approval`` decision lets it run."""
+        self.approved = True
 
     def record(self, decision: Decision, duration_s: float) -> None:
         """Attributes, events, metrics and the decision-log record for a decision."""
+        self.decision = decision
+        approved = self.approved
+        span, t = self.span, self._telemetry
+        effect = decision.effect.value
+        audit = _has_audit(decision)
+        if span.is_recording():  # with no SDK, skip building what nobody keeps
+            if approved:
+                span.set_attribute(APPROVED, True)
+            span.set_attributes({
+                EFFECT: effect,
+                DECISION_ID: decision.id,
+                REVISION: decision.revision,
+                POLICIES: list(decision.policies),
+                RULES: _rule_names(decision),
+                REPAIRS: len(decision.repairs),
+                ERRORS: len(decision.errors),
+                AUDIT: audit,
+            })
+            for r in decision.rules:
+                span.add_event(EVENT_RULE, {POLICY: r.policy, RULE: r.rule,
+                                            RULE_ACTION: r.action.value, AUDIT: r.audit})
+            for rp in decision.repairs:
+                span.add_event(EVENT_REPAIR, {POLICY: rp.policy, REPAIR: rp.repair,
+                                              REPAIR_SET: list(rp.set),
+                                              REPAIR_UNSET: list(rp.unset), AUDIT: rp.audit})
+            for e in decision.errors:
+                span.add_event(EVENT_ERROR, {POLICY: e.policy, ERROR_ELEMENT: e.element,
+                                             ERROR_HANDLED_AS: e.handled_as})
+            if decision.effect is Effect.HALT:
+                span.set_status(Status(StatusCode.ERROR, _reason(decision)))
+            elif decision.errors:
+                failed = ", ".join(f"{e.policy}/{e.element}" for e in decision.errors)
+                span.set_status(Status(StatusCode.ERROR, f"evaluation error in {failed}"))
+        if decision.effect is Effect.HALT:
+            t._mark_halt(self._parent, decision)
+
+        base = {EFFECT: effect, TOOL_NAME: self._tool}
+        t._decision_counter.add(1, {**base, AUDIT: audit})
+        for r in decision.rules:
+            t._rule_counter.add(1, {**base, POLICY: r.policy, RULE: r.rule,
+                                  RULE_ACTION: r.action.value, AUDIT: r.audit})
+        t._duration.record(duration_s, base)
+        for e in decision.errors:
+            t._error_counter.add(1, {TOOL_NAME: self._tool, POLICY: e.policy,
+                             ERROR_HANDLED_AS: e.handled_as})
+        if t._log_enabled():
+            t._write(decision_record(decision, call_id=self._call_id, duration_s=duration_s,
+                                     span=span, approved=approved))
 
     def fail(self, error: BaseException) -> None:
-        """The guard itself failed (the call is blocked, fail closed)."""
+        """The guard itself failed (the call is blocked, fail closed).
+
+        Only the exception's type is recorded: its message may quote the arguments.
+        """
+        self.failed = True
+        kind = type(error).__name__
+        self.span.set_attribute(ERROR_TYPE, kind)
+        self.span.set_status(Status(StatusCode.ERROR, f"guard failed: {kind}"))
+        self._telemetry._error_counter.add(1, {TOOL_NAME: self._tool, ERROR_TYPE: kind})
+
+    def _exit_with(self, error: BaseException) -> None:
+        """An exception left the span: the tool's own, the guard's halt, or a cancellation."""
+        if self.decision is None and not self.failed:
+            kind = type(error).__name__
+            self.span.set_attribute(ERROR_TYPE, kind)
+            self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
 class GuardTelemetry:
+    """Spans, metrics and decision log for one ``guard()``; providers default to the global ones
+    (looked up on each call, so a provider installed after ``guard()`` is still honoured)."""
+
     def __init__(
         self,
         *,
-        tracer_provider: Any = None,
-        meter_provider: Any = None,
-        decision_log: Any = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        decision_log: DecisionSink | None = None,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.decision_log = decision_log
+        self.decision_log: DecisionSink = decision_log if decision_log is not None else LoggingSink()
+        version = _version()
+        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, version or "", meter_provider)
+        self._decision_counter = meter.create_counter(
+            "guardrails.decisions", "{decision}", "Guard decisions, by effect and tool.")
+        self._rule_counter = meter.create_counter(
+            "guardrails.rules.fired", "{rule}",
+            "Rules fired, by policy, rule, action and the decision's effect.")
+        self._duration = meter.create_histogram(
+            "guardrails.evaluation.duration", "s", "Time to evaluate one tool call.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
+        self._error_counter = meter.create_counter(
+            "guardrails.evaluation.errors", "{error}",
+            "Expressions that failed at run time, and guard failures (fail closed).")
+        self._log_error_counter = meter.create_counter(
+            "guardrails.decision_log.errors", "{error}", "Decision records the sink refused.")
+        self._halts_marked: OrderedDict[tuple[int, int, str], None] = OrderedDict()
+        self._halts_lock = threading.Lock()
 
     @contextmanager
     def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
         """Open the guard span as the current span; the tool's execute_tool span nests inside."""
-        yield CallSpan()
+        parent = trace.get_current_span()
+        attributes: dict[str, str] = {TOOL_NAME: tool}
+        if call_id is not None:
+            attributes[TOOL_CALL_ID] = call_id
+        # No record_exception: exception messages (tool errors, validation errors) may quote
+        # argument values. The framework's execute_tool span reports the tool's own failures.
+        with self.tracer.start_as_current_span(
+            f"guardrails.guard {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+            record_exception=False, set_status_on_exception=False,
+        ) as span:
+            call = CallSpan(self, span, parent, tool=tool, call_id=call_id)
+            try:
+                yield call
+            except BaseException as exc:
+                call._exit_with(exc)
+                raise
 
     def record_halt(self, decision: Decision) -> None:
         """Called by the run boundary when a run is halted: marks the current (agent) span."""
+        self._mark_halt(trace.get_current_span(), decision)
+
+    def _mark_halt(self, span: Span, decision: Decision) -> None:
+        # The guard marks the span around the tool call (the framework's invoke_agent span) and
+        # the run boundary marks the one around the run; when they are one span, mark it once.
+        if not span.is_recording():
+            return
+        ctx = span.get_span_context()
+        key = (ctx.trace_id, ctx.span_id, decision.id)
+        with self._halts_lock:
+            if key in self._halts_marked:
+                return
+            self._halts_marked[key] = None
+            if len(self._halts_marked) > 1024:
+                self._halts_marked.popitem(last=False)
+        span.add_event(EVENT_HALT, {DECISION_ID: decision.id, TOOL_NAME: decision.tool,
+                                    RULES: _rule_names(decision), REVISION: decision.revision})
+        span.set_status(Status(StatusCode.ERROR, f"run halted: {_reason(decision)}"))
+
+    def _log_enabled(self) -> bool:
+        enabled = getattr(self.decision_log, "enabled", None)
+        if enabled is None:
+            return True
+        try:
+            return bool(enabled())
+        except Exception:
+            return True  # let write() fail and be counted
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        # A broken sink must not turn an allowed call into a failure nor hide the decision from
+        # the other signals: count it and say so, without the record (it is the sink's job).
+        try:
+            self.decision_log.write(record)
+        except Exception as exc:
+            self._log_error_counter.add(1, {ERROR_TYPE: type(exc).__name__})
+            _log.warning("decision log sink %s failed: %s", type(self.decision_log).__name__,
+                         type(exc).__name__)
+
+
+def _version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("cel-guardrails")
+    except Exception:
+        return None

@@ -80,7 +80,9 @@ class _GuardHalt(MiddlewareFailure):
     """The guard's fail-closed abort. Private: only the run boundary may unwrap it."""
 
     def __init__(self, decision: Decision) -> None:
-        super().__init__(f"run halted by policy: {decision.message or decision.effect.value}")
+        # Same names-only text as PolicyViolation: tracebacks of chained exceptions reach
+        # logs and spans, and rule messages may quote argument values.
+        super().__init__(str(PolicyViolation(decision)))
         self.decision = decision
 
 
@@ -180,7 +182,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             description=context.function.description or "",
         )
         _MINTED[decision.id] = decision
-        arguments = _apply_repairs(entry or {}, decision)
+        if entry is None:
+            entry = {}
+        arguments = _apply_repairs(entry, decision)
         secret_names = decision.secret_arguments | self._policies.secret_arguments(tool)
         approval_id = _approval_id(context)
         approved_replay = False
@@ -190,7 +194,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             approved_replay = record is not None and record == _fingerprint(tool, arguments)
             if effect is Effect.REQUIRE_APPROVAL and approved_replay:
                 effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
-        return _Plan(decision, effect, dict(entry or {}), arguments, secret_names,
+        # ``entry`` is already this call's own copy (``_as_mapping``); the engine only reads it.
+        return _Plan(decision, effect, entry, arguments, secret_names,
                      approval_id, approved_replay, run)
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
@@ -214,7 +219,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
-        base_scrub = self._scrubber(plan, ())
         if plan.effect is Effect.ALLOW:
             try:
                 injected = self._injections(decision)
@@ -237,6 +241,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # The call does not run: bind the snapshot to the arguments as they stand.
         with contextlib.suppress(Exception):
             _private.record_argument_snapshot(context, _as_mapping(context.arguments) or {})
+        base_scrub = self._scrubber(plan, ())
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
@@ -286,9 +291,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return values
 
     def _scrubber(self, plan: _Plan, injected: Any) -> Scrubber:
-        secret_values = [v for k, v in plan.entry_arguments.items() if k in plan.secret_names]
-        secret_values += [v for k, v in plan.arguments.items() if k in plan.secret_names]
-        secret_values += list(injected)
+        names = plan.secret_names
+        secret_values: list[Any] = list(injected)
+        if names:
+            secret_values += [v for k, v in plan.entry_arguments.items() if k in names]
+            secret_values += [v for k, v in plan.arguments.items() if k in names]
         return Scrubber(secret_values, self._policies.redact)
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,

@@ -9,9 +9,14 @@ class PolicyViolation(Exception):
     """A policy halted the run. ``decision`` says which rules fired and why.
 
     Raised by the integration's run boundary, only for halts this package minted.
-    Its text is the decision's (already scrubbed) message, never argument values.
+    Its text names the rules and the decision only: exception text ends up in logs and
+    in the caller's spans, and rule messages may quote (non-secret) argument values.
+    The messages are on ``decision.message``.
     """
 
     def __init__(self, decision: Decision) -> None:
         self.decision = decision
-        super().__init__(f"run halted by policy: {decision.message or decision.effect.value}")
+        rules = sorted({f"{r.policy}/{r.rule}" for r in decision.rules
+                        if r.action.value == decision.effect.value and not r.audit})
+        named = ", ".join(rules) or ", ".join(decision.policies) or "policy"
+        super().__init__(f"run halted by {named} (decision {decision.id})")
