@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime
 import math
-import uuid
+import itertools
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,11 @@ from guardrails.engine.decision import (
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy, CompiledVariable
 from guardrails.expr import CelError
 from guardrails.expr.limits import Limits
+
+_ID_PREFIX = secrets.token_hex(8)
+_ID_COUNTER = itertools.count(1)
+"""Decision ids: unique across processes (random prefix) and cheap (a counter, not uuid4,
+which costs more than evaluating a rule)."""
 
 MAX_MESSAGE_LENGTH = 1024
 """Rule messages are cut here: they are shown to the model and written to logs."""
@@ -177,13 +183,9 @@ class _Variables(Mapping[str, Any]):
         if var is None:
             raise KeyError(name)
         try:
-            value = var.value.evaluate(self._bindings)
-        except CelError as e:
-            err = CelError(f"variable {name}: {e.message}")
-            self._errors[name] = err
-            raise err from None
-        except RecursionError:
-            err = CelError(f"variable {name}: evaluation too deep")
+            value = var.value.program.evaluate(self._bindings)
+        except Exception as e:
+            err = CelError(f"variable {name}: {_cel_error(e).message}")
             self._errors[name] = err
             raise err from None
         self._done[name] = value
@@ -196,16 +198,17 @@ class _Variables(Mapping[str, Any]):
         return len(self._defs)
 
 
-def _run(expr: CompiledExpression, bindings: Mapping[str, Any]) -> Any:
-    """Evaluate, turning every failure into CelError: a guard must never crash a call."""
-    try:
-        return expr.program.evaluate(bindings)
-    except CelError:
-        raise
-    except RecursionError:
-        raise CelError("evaluation too deep") from None
-    except Exception as e:  # an engine bug must fail closed, not escape
-        raise CelError(f"internal evaluation error: {type(e).__name__}") from None
+def _cel_error(e: Exception) -> CelError:
+    """Every failure is an evaluation error: a guard must never crash a call.
+
+    ``Program.evaluate`` raises only ``CelError``; anything else is an engine bug, which
+    must fail closed rather than escape (its text is not kept: it may quote data).
+    """
+    if isinstance(e, CelError):
+        return e
+    if isinstance(e, RecursionError):
+        return CelError("evaluation too deep")
+    return CelError(f"internal evaluation error: {type(e).__name__}")
 
 
 class Scrubber:
@@ -291,10 +294,11 @@ def evaluate_call(
             continue
         bindings = dict(base, params=policy.params, variables={})
         try:
-            value = _run(policy.when, bindings)
+            value = policy.when.program.evaluate(bindings)
             if type(value) is not bool:
                 raise CelError(f"match.when returned {_cel_type_name(value)}, not bool")
-        except CelError as e:
+        except Exception as exc:
+            e = _cel_error(exc)
             handled = "fired" if policy.failure_policy == "Fail" else "skipped"
             errors.append(EvaluationError(policy.name, "match.when", e.message, handled))
             if pt is not None:
@@ -337,7 +341,7 @@ def evaluate_call(
             element = f"repairs.{repair.name}"
             try:
                 if repair.when is not None:
-                    cond = _run(repair.when, bindings)
+                    cond = repair.when.program.evaluate(bindings)
                     if type(cond) is not bool:
                         raise CelError(f"when returned {_cel_type_name(cond)}, not bool")
                     if pt is not None:
@@ -346,10 +350,11 @@ def evaluate_call(
                         continue
                 new_values = {}
                 for name, expr in repair.set:
-                    new_values[name] = _run(expr, bindings)
+                    new_values[name] = expr.program.evaluate(bindings)
                     if pt is not None:
                         pt.steps.append(Step(f"{element}.set.{name}", value=new_values[name]))
-            except CelError as e:
+            except Exception as exc:
+                e = _cel_error(exc)
                 errors.append(EvaluationError(policy.name, element, scrub(e.message),
                                               "not-applied"))
                 if pt is not None:
@@ -381,11 +386,11 @@ def evaluate_call(
         for rule in policy.rules:
             element = f"rules.{rule.name}"
             try:
-                value = _run(rule.when, bindings)
+                value = rule.when.program.evaluate(bindings)
                 if type(value) is not bool:
                     raise CelError(f"when returned {_cel_type_name(value)}, not bool")
-            except CelError as e:
-                message = scrub(e.message)
+            except Exception as exc:
+                message = scrub(_cel_error(exc).message)
                 if pt is not None:
                     pt.steps.append(Step(element, error=message))
                 if policy.failure_policy == "Ignore":
@@ -407,13 +412,13 @@ def evaluate_call(
             text = rule.message
             if rule.message_expression is not None:
                 try:
-                    produced = _run(rule.message_expression, bindings)
+                    produced = rule.message_expression.program.evaluate(bindings)
                     if type(produced) is not str:
                         raise CelError(f"returned {_cel_type_name(produced)}, not string")
                     text = produced
-                except CelError as e:
+                except Exception as exc:
                     errors.append(EvaluationError(policy.name, f"{element}.messageExpression",
-                                                  scrub(e.message), "fallback"))
+                                                  scrub(_cel_error(exc).message), "fallback"))
             text = _message(text or f"{policy.name}/{rule.name}", scrub)
             fired.append(FiredRule(policy.name, rule.name, rule.action, text, policy.audit))
             acted.append(rule.action)
@@ -476,7 +481,7 @@ def _decision(
     secret_names: frozenset[str],
 ) -> Decision:
     return Decision(
-        id=uuid.uuid4().hex,
+        id=f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
         tool=call.tool,
         effect=effect,
         arguments=args,
