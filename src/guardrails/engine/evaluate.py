@@ -11,8 +11,8 @@ Every evaluation error is data: it is recorded and handled by the policy's
 from __future__ import annotations
 
 import datetime
-import math
 import itertools
+import math
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +27,7 @@ from guardrails.engine.decision import (
     EvaluationError,
     FiredRule,
 )
-from guardrails.engine.policy import CompiledExpression, CompiledPolicy, CompiledVariable
+from guardrails.engine.policy import CompiledPolicy, CompiledVariable
 from guardrails.expr import CelError
 from guardrails.expr.limits import Limits
 
@@ -212,16 +212,27 @@ def _cel_error(e: Exception) -> CelError:
 
 
 class Scrubber:
-    """Removes secret argument values and redact patterns from text that leaves the engine."""
+    """Removes secret argument values and redact patterns from text that leaves the engine.
 
-    __slots__ = ("_patterns", "_values")
+    Built per call but computed on first use: most calls produce no text to scrub.
+    """
 
-    def __init__(self, values: Sequence[str], patterns: Sequence[Any]) -> None:
-        # Longest first, so a secret that contains another is replaced whole.
-        self._values = sorted({v for v in values if v}, key=len, reverse=True)
+    __slots__ = ("_names", "_patterns", "_sources", "_values")
+
+    def __init__(self, sources: Sequence[Mapping[str, Any]], names: frozenset[str],
+                 patterns: Sequence[Any]) -> None:
+        self._sources = sources
+        self._names = names
         self._patterns = patterns
+        self._values: list[str] | None = None
 
     def __call__(self, text: str) -> str:
+        if self._values is None:
+            found: list[str] = []
+            for source in self._sources:
+                found += secret_values(source, self._names)
+            # Longest first, so a secret that contains another is replaced whole.
+            self._values = sorted({v for v in found if v}, key=len, reverse=True)
         for v in self._values:
             if v in text:
                 text = text.replace(v, REDACTED)
@@ -317,8 +328,8 @@ def evaluate_call(
 
     secret_names = frozenset().union(*(p.secret_arguments for p in matched)) if matched else (
         frozenset())
-    scrub = Scrubber(secret_values(raw_args, secret_names),
-                     [r for p in matched for r in p.redact])
+    # ``args`` is updated in place by repairs: a repaired secret is scrubbed too.
+    scrub = Scrubber((raw_args, args), secret_names, [r for p in matched for r in p.redact])
 
     if input_error is not None:
         for policy in matched:
@@ -370,12 +381,6 @@ def evaluate_call(
                 args.pop(name, None)
             base["args"] = args
 
-    if repairs:
-        # A repair may have produced a secret argument's value: scrub those too.
-        scrub = Scrubber(secret_values(raw_args, secret_names)
-                         + secret_values(args, secret_names),
-                         [r for p in matched for r in p.redact])
-
     # 3. rules
     for policy in matched:
         pt = traces.get(policy.name)
@@ -384,7 +389,6 @@ def evaluate_call(
         variables._bindings = bindings
         acted: list[Action] = []
         for rule in policy.rules:
-            element = f"rules.{rule.name}"
             try:
                 value = rule.when.program.evaluate(bindings)
                 if type(value) is not bool:
@@ -392,11 +396,11 @@ def evaluate_call(
             except Exception as exc:
                 message = scrub(_cel_error(exc).message)
                 if pt is not None:
-                    pt.steps.append(Step(element, error=message))
+                    pt.steps.append(Step(f"rules.{rule.name}", error=message))
                 if policy.failure_policy == "Ignore":
-                    errors.append(EvaluationError(policy.name, element, message, "skipped"))
+                    errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "skipped"))
                     continue
-                errors.append(EvaluationError(policy.name, element, message, "fired"))
+                errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "fired"))
                 # Fail closed: an errored allow or warn rule must not let the call through.
                 action = rule.action if rule.action not in (Action.ALLOW, Action.WARN) else (
                     Action.DENY)
@@ -406,7 +410,7 @@ def evaluate_call(
                 acted.append(action)
                 continue
             if pt is not None:
-                pt.steps.append(Step(element, value=value, fired=value))
+                pt.steps.append(Step(f"rules.{rule.name}", value=value, fired=value))
             if not value:
                 continue
             text = rule.message
@@ -417,7 +421,7 @@ def evaluate_call(
                         raise CelError(f"returned {_cel_type_name(produced)}, not string")
                     text = produced
                 except Exception as exc:
-                    errors.append(EvaluationError(policy.name, f"{element}.messageExpression",
+                    errors.append(EvaluationError(policy.name, f"rules.{rule.name}.messageExpression",
                                                   scrub(_cel_error(exc).message), "fallback"))
             text = _message(text or f"{policy.name}/{rule.name}", scrub)
             fired.append(FiredRule(policy.name, rule.name, rule.action, text, policy.audit))

@@ -181,4 +181,4 @@ class PolicySet:
 
     def redact(self, text: str) -> str:
         """Apply every policy's redact patterns to a text (tool results, error text)."""
-        return Scrubber((), [r for p in self._policies for r in p.redact])(text)
+        return Scrubber((), frozenset(), [r for p in self._policies for r in p.redact])(text)
