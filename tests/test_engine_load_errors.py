@@ -9,6 +9,7 @@ import pytest
 import guardrails
 from tests.engine_support import policy
 
+
 def problems(tmp_path: Path, spec: str, name: str = "p.yaml") -> list[guardrails.Problem]:
     path = tmp_path / name
     path.write_text(policy(spec=spec))
