@@ -292,10 +292,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _scrubber(self, plan: _Plan, injected: Any) -> Scrubber:
         names = plan.secret_names
-        secret_values: list[Any] = list(injected)
+        secret_values: list[Any] = []
         if names:
             secret_values += [v for k, v in plan.entry_arguments.items() if k in names]
             secret_values += [v for k, v in plan.arguments.items() if k in names]
+        secret_values += injected
         return Scrubber(secret_values, self._policies.redact)
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,

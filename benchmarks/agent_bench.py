@@ -1,0 +1,402 @@
+"""Cost of the guard on a whole agent run, as a ratio to the unguarded run (issue 7).
+
+    .venv/bin/python benchmarks/agent_bench.py [--runs 300] [--warmup 30] [--profile]
+
+One run of ``await agent.run(...)`` on the offline scripted chat client of the tests
+(tests/af_support.py): the "model" calls ``send_money`` once, then answers. Variants:
+
+- unguarded: the same agent without middleware;
+- guarded: ``guard()`` with benchmarks/engine_policies.yaml (20 rules matching
+  ``send_money``) plus 200 generated policies for other tools, default telemetry (the
+  global OpenTelemetry providers: no SDK here, so no-op; the logging decision sink, INFO off);
+- guarded, telemetry off: the same guard with a telemetry object that does nothing, so the
+  difference is what telemetry costs;
+- guarded, 20 rules only: without the 200 other policies, so the difference is what the
+  unrelated policies cost (they should be skipped by the engine's tool index);
+- pass-through middleware pair: an agent and a function middleware that only call
+  ``call_next``: what the framework's middleware dispatch costs before a guard does anything.
+
+Then a breakdown of the guarded run's extra time: framework dispatch and telemetry from the
+medians above; the engine (``evaluate``, ``redact``) and the framework's argument-snapshot
+token timed inside real guarded runs (wrapped; median per run); the guard's own code is what
+is left.
+
+The call sends benchmarks/run.py's arguments, principal and request, except the amount:
+"1,000.00" instead of "1,500.00". It still needs the repair (the guard sees the raw string),
+but the decision is ``allow``, so the tool runs in every variant (at 1,500 the decision is
+require_approval, which without a session is a denial: the guarded run would do less work).
+The check before timing asserts the effect, the repair and the tool's result in every variant.
+
+Iterations interleave the variants (rotating their order) so drift hits them alike; the
+figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
+``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import importlib.util
+import io
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import agent_framework._tools as af_tools  # noqa: E402
+from agent_framework import (  # noqa: E402
+    Agent,
+    AgentContext,
+    AgentMiddleware,
+    Content,
+    FunctionInvocationContext,
+    FunctionMiddleware,
+    Message,
+    tool,
+)
+from agent_framework._tools import _argument_authority_token  # noqa: E402
+from tests.af_support import (  # noqa: E402
+    RecordingTelemetry,
+    ScriptedChatClient,
+    call,
+    guarded,
+    text,
+)
+
+import guardrails  # noqa: E402
+from guardrails.agent_framework import _private as guard_private  # noqa: E402
+from guardrails.agent_framework import guard  # noqa: E402
+from guardrails.agent_framework._middleware import (  # noqa: E402
+    GuardFunctionMiddleware,
+    GuardRunMiddleware,
+)
+from guardrails.agent_framework._secrets import install_log_filter  # noqa: E402
+from guardrails.engine.decision import Decision  # noqa: E402
+from guardrails.telemetry import CallSpan, GuardTelemetry  # noqa: E402
+
+
+def _engine_bench() -> Any:
+    """benchmarks/run.py, for the arguments the 20 rules expect and the generated policies."""
+    spec = importlib.util.spec_from_file_location("guardrails_engine_bench", HERE / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ENGINE = _engine_bench()
+ARGS: dict[str, Any] = {**ENGINE.ARGS, "amount": "1,000.00"}
+PRINCIPAL: dict[str, Any] = ENGINE.PRINCIPAL
+REQUEST: str = ENGINE.REQUEST
+EXPECTED_RESULT = "sent 1000.00 EUR to GB12ABCD"
+
+
+@tool
+def send_money(recipient: str, amount: float | str, currency: str, memo: str,
+               reference: str) -> str:
+    """Send money to a payee."""
+    # Unguarded, the tool must cope with the model's "1,000.00" itself; guarded, the
+    # policy's repair hands it a float.
+    value = float(amount.replace(",", "")) if isinstance(amount, str) else amount
+    return f"sent {value:.2f} {currency} to {recipient}"
+
+
+def _turn(messages: Sequence[Message]) -> list[Content]:
+    """The scripted model: one call to send_money, then an answer once it has the result."""
+    if any(c.type == "function_result" for m in messages for c in m.contents):
+        return [text("paid")]
+    return [call("send_money", **ARGS)]
+
+
+class _PassAgent(AgentMiddleware):
+    async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+
+
+class _PassFunction(FunctionMiddleware):
+    async def process(self, context: FunctionInvocationContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+
+
+class _NullSpan(CallSpan):
+    def __init__(self) -> None:
+        pass
+
+    def record(self, decision: Decision, duration_s: float, *, approved: bool = False) -> None:
+        pass
+
+    def fail(self, error: BaseException) -> None:
+        pass
+
+
+class NullTelemetry(GuardTelemetry):
+    """Telemetry off: no span, no metric, no decision record."""
+
+    @contextmanager
+    def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
+        yield _NullSpan()
+
+    def record_halt(self, decision: Decision) -> None:
+        pass
+
+
+def _agent(middleware: Sequence[Any]) -> tuple[Agent, ScriptedChatClient]:
+    client = ScriptedChatClient(default=_turn)
+    return Agent(client=client, tools=[send_money], middleware=list(middleware)), client
+
+
+def _guard_without_telemetry(policies: guardrails.PolicySet) -> list[Any]:
+    install_log_filter()
+    telemetry = NullTelemetry()
+    return [GuardRunMiddleware(policies, telemetry=telemetry),
+            GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry)]
+
+
+def _load(tmp: Path) -> tuple[guardrails.PolicySet, guardrails.PolicySet]:
+    (tmp / "payments.yaml").write_text((HERE / "engine_policies.yaml").read_text())
+    (tmp / "others.yaml").write_text(ENGINE.generated_policies(200))
+    full = guardrails.load(tmp)
+    only = guardrails.load(tmp / "payments.yaml")
+    names = {p.name for p in full.policies}
+    assert len(names) == 201 and "payments" in names, len(names)
+    return full, only
+
+
+async def _check(name: str, agent: Agent, client: ScriptedChatClient) -> None:
+    response = await agent.run(REQUEST)
+    results = [c for m in client.received[-1] for c in m.contents if c.type == "function_result"]
+    assert len(client.received) == 2 and len(results) == 1, (name, client.received)
+    assert str(results[0].result).startswith(EXPECTED_RESULT), (name, results[0].result)
+    assert response.text == "paid", (name, response.text)
+    client.received.clear()
+
+
+async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: int,
+                 warmup: int) -> dict[str, list[float]]:
+    for name, (agent, client) in variants.items():
+        await _check(name, agent, client)
+    names = list(variants)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    gc.collect()
+    gc.freeze()  # the long-lived policies and framework objects: out of every collection
+    for i in range(warmup + runs):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            agent, client = variants[name]
+            start = time.perf_counter_ns()
+            await agent.run(REQUEST)
+            elapsed = time.perf_counter_ns() - start
+            client.received.clear()
+            if i >= warmup:
+                samples[name].append(elapsed / 1000)
+    return samples
+
+
+async def _profile(agent: Agent, client: ScriptedChatClient, runs: int, top: int) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(runs):
+        await agent.run(REQUEST)
+        client.received.clear()
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+class _Timed:
+    """Accumulates the time spent in one function while it is wrapped."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.ns = 0
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.ns += time.perf_counter_ns() - start
+            self.calls += 1
+
+
+class _Stopwatch:
+    """Time spent in the guard's middleware, minus the time spent in what it calls next."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    async def around(self, process: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
+                     call_next: Callable[[], Awaitable[None]]) -> None:
+        inner = 0
+
+        async def timed_next() -> None:
+            nonlocal inner
+            start = time.perf_counter_ns()
+            try:
+                await call_next()
+            finally:
+                inner += time.perf_counter_ns() - start
+
+        start = time.perf_counter_ns()
+        try:
+            await process(timed_next)
+        finally:
+            self.ns += time.perf_counter_ns() - start - inner
+
+
+class _TimedRunGuard(GuardRunMiddleware):
+    watch = _Stopwatch()
+
+    async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await self.watch.around(lambda nxt: super(_TimedRunGuard, self).process(context, nxt),
+                                call_next)
+
+
+class _TimedFunctionGuard(GuardFunctionMiddleware):
+    watch = _TimedRunGuard.watch
+
+    async def process(self, context: FunctionInvocationContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        await self.watch.around(
+            lambda nxt: super(_TimedFunctionGuard, self).process(context, nxt), call_next)
+
+
+EVALUATE = "PolicySet.evaluate() (engine)"
+REDACT = "PolicySet.redact() (engine)"
+SNAPSHOT = "snapshot token, the guard's (framework code)"
+CHECK = "snapshot token, framework's check before the tool"
+
+
+@contextmanager
+def _instrumented(policies: guardrails.PolicySet) -> Iterator[dict[str, _Timed]]:
+    """Time, inside real guarded runs, the parts of a guarded call that are not the guard's
+    own code. Instance attributes shadow the PolicySet methods; the framework's private token
+    function is swapped in the two modules that call it."""
+    timers = {EVALUATE: _Timed(policies.evaluate), REDACT: _Timed(policies.redact),
+              SNAPSHOT: _Timed(_argument_authority_token),
+              CHECK: _Timed(_argument_authority_token)}
+    policies.evaluate = timers[EVALUATE]  # type: ignore[method-assign]
+    policies.redact = timers[REDACT]  # type: ignore[method-assign]
+    guard_private._argument_authority_token = timers[SNAPSHOT]  # type: ignore[attr-defined]
+    af_tools._argument_authority_token = timers[CHECK]
+    try:
+        yield timers
+    finally:
+        del policies.evaluate, policies.redact
+        guard_private._argument_authority_token = _argument_authority_token  # type: ignore[attr-defined]
+        af_tools._argument_authority_token = _argument_authority_token
+
+
+async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[float]],
+                     runs: int) -> None:
+    """Where a guarded run's extra time goes, per run (medians).
+
+    Framework dispatch and telemetry: differences of the medians above. The rest is timed
+    inside real guarded runs (telemetry off): the time spent in the guard's two middleware,
+    excluding what they call next, and within it the engine and the snapshot token; the
+    guard's own code is what is left of that.
+    """
+    telemetry = NullTelemetry()
+    agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
+                            _TimedFunctionGuard(policies, principal=PRINCIPAL,
+                                                telemetry=telemetry)])
+    watch = _TimedRunGuard.watch
+    per_run: dict[str, list[float]] = {}
+    with _instrumented(policies) as timers:
+        clocks: dict[str, Any] = {**timers, "guard": watch}
+        for _ in range(runs):
+            before = {name: clock.ns for name, clock in clocks.items()}
+            await agent.run(REQUEST)
+            client.received.clear()
+            for name, clock in clocks.items():
+                per_run.setdefault(name, []).append((clock.ns - before[name]) / 1000)
+    part = {name: statistics.median(values) for name, values in per_run.items()}
+    calls = {name: t.calls / runs for name, t in timers.items()}
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    base = med["unguarded"]
+    extra = med["guarded (default telemetry)"] - base
+    inside = part["guard"]
+    own = inside - part[EVALUATE] - part[REDACT] - part[SNAPSHOT]
+    rows = [
+        ("framework middleware dispatch (pass-through pair)",
+         med["pass-through middleware pair"] - base),
+        ("telemetry (default minus off)",
+         med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
+        ("in the guard's middleware (telemetry off), of which:", inside),
+        (f"  {EVALUATE} x{calls[EVALUATE]:g}", part[EVALUATE]),
+        (f"  {REDACT} x{calls[REDACT]:g}", part[REDACT]),
+        (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
+        ("  the guard's own code", own),
+        (f"{CHECK} x{calls[CHECK]:g}", part[CHECK]),
+    ]
+    accounted = rows[0][1] + rows[1][1] + inside + part[CHECK]
+    rows.append(("not accounted for (noise, other framework work)", extra - accounted))
+    print(f"where the {extra:.0f} µs a guarded run adds go (medians per run; "
+          f"{runs} instrumented runs):")
+    for name, value in rows:
+        print(f"  {name:58} {value:8.1f} µs")
+
+
+async def main_async(opts: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="guardrails-agent-bench-") as tmp:
+        full, only = _load(Path(tmp))
+    recording = RecordingTelemetry()
+    agent, client = _agent(guarded(full, recording, principal=PRINCIPAL))
+    await _check("recording guard", agent, client)
+    [decision] = recording.decisions  # the decision the guard made inside a real run
+    assert decision.effect is guardrails.Effect.ALLOW and not decision.errors, decision
+    assert [r.repair for r in decision.repairs] == ["amount-as-string"], decision.repairs
+    print(f"decision: {decision.effect.value}, {len(decision.rules)} rules fired, "
+          f"{len(decision.repairs)} repair(s), {len(full.policies)} policies loaded")
+
+    variants = {
+        "unguarded": _agent([]),
+        "pass-through middleware pair": _agent([_PassAgent(), _PassFunction()]),
+        "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
+        "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
+        "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
+    }
+    samples = await _bench(variants, opts.runs, opts.warmup)
+    base = statistics.median(samples["unguarded"])
+    print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved")
+    print(f"{'variant':32} {'median µs':>10} {'extra µs':>9} {'ratio':>6}")
+    for name, values in samples.items():
+        med = statistics.median(values)
+        print(f"{name:32} {med:10.1f} {med - base:9.1f} {med / base:6.3f}")
+    with_guard = statistics.median(samples["guarded (default telemetry)"])
+    off = statistics.median(samples["guarded (telemetry off)"])
+    print(f"ratio guarded/unguarded: {with_guard / base:.3f} (target <= 1.10); "
+          f"telemetry off: {off / base:.3f}")
+    await _breakdown(full, samples, opts.runs)
+    if opts.profile:
+        agent, client = variants["guarded (default telemetry)"]
+        print(await _profile(agent, client, opts.runs, opts.top))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--profile", action="store_true", help="cProfile the guarded variant")
+    ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
+    asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
