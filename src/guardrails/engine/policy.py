@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from guardrails.engine.decision import Action, Effect
 from guardrails.expr import Program
+from guardrails.expr.ast import Ident, walk
 from guardrails.model.source import Expression, Position
 
 Mode = Literal["enforce", "audit"]
@@ -89,6 +90,8 @@ class CompiledPolicy:
     redact: tuple[RedactPattern, ...]
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_index: Mapping[str, CompiledVariable] = field(init=False, repr=False, compare=False)
+    names: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Identifiers its expressions use: inputs no candidate reads are not even copied."""
 
     def __post_init__(self) -> None:
         regex = None
@@ -96,6 +99,9 @@ class CompiledPolicy:
             regex = re.compile("|".join(fnmatch.translate(g) for g in self.tools) or "(?!)")
         object.__setattr__(self, "_tool_regex", regex)
         object.__setattr__(self, "variable_index", {v.name: v for v in self.variables})
+        object.__setattr__(self, "names", frozenset(
+            node.name for _, _, program in self.expressions()
+            for node in walk(program.ast) if isinstance(node, Ident)))
 
     @property
     def audit(self) -> bool:

@@ -52,8 +52,9 @@ class PolicySet:
         self._policies = tuple(policies)
         self._revision = revision
         self._limits = limits
-        self._by_tool: dict[str, tuple[CompiledPolicy, ...]] = {}
+        self._by_tool: dict[str, tuple[tuple[CompiledPolicy, ...], frozenset[str]]] = {}
         self._lock = threading.Lock()
+        self._redact = tuple(r for p in self._policies for r in p.redact)
 
     def __repr__(self) -> str:
         return f"<PolicySet {len(self._policies)} policies revision={self._revision[:12]}>"
@@ -73,9 +74,14 @@ class PolicySet:
 
     def for_tool(self, tool: str) -> tuple[CompiledPolicy, ...]:
         """Policies whose globs match ``tool``: others cost nothing for its calls."""
+        return self._candidates(tool)[0]
+
+    def _candidates(self, tool: str) -> tuple[tuple[CompiledPolicy, ...], frozenset[str]]:
         found = self._by_tool.get(tool)
         if found is None:
-            found = tuple(p for p in self._policies if p.matches_tool(tool))
+            policies = tuple(p for p in self._policies if p.matches_tool(tool))
+            names = frozenset().union(*(p.names for p in policies))
+            found = (policies, names)
             with self._lock:
                 if len(self._by_tool) >= _TOOL_CACHE_SIZE:
                     self._by_tool.clear()
@@ -94,9 +100,10 @@ class PolicySet:
         now: datetime.datetime | None = None,
     ) -> Decision:
         """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        call, error = self._call(tool, args, principal, history, request, description, now)
-        return evaluate_call(call, self.for_tool(call.tool), revision=self._revision,
-                             input_error=error)
+        candidates, names = self._candidates(tool if isinstance(tool, str) else str(tool))
+        call, error = self._call(tool, args, principal, history, request, description, now,
+                                 names)
+        return evaluate_call(call, candidates, revision=self._revision, input_error=error)
 
     def explain(
         self,
@@ -110,9 +117,11 @@ class PolicySet:
         now: datetime.datetime | None = None,
     ) -> Explanation:
         """Like ``evaluate``, also returning the value every expression produced."""
-        call, error = self._call(tool, args, principal, history, request, description, now)
+        candidates, names = self._candidates(tool if isinstance(tool, str) else str(tool))
+        call, error = self._call(tool, args, principal, history, request, description, now,
+                                 names)
         traces: list[PolicyTrace] = []
-        decision = evaluate_call(call, self.for_tool(call.tool), revision=self._revision,
+        decision = evaluate_call(call, candidates, revision=self._revision,
                                  input_error=error, trace=traces)
         return Explanation(decision, tuple(traces))
 
@@ -125,6 +134,7 @@ class PolicySet:
         request: str | None,
         description: str,
         now: datetime.datetime | None,
+        names: frozenset[str],
     ) -> tuple[Call, str | None]:
         limits = self._limits
         error: str | None = None
@@ -133,15 +143,19 @@ class PolicySet:
             now = datetime.datetime.now(datetime.UTC)
         elif now.tzinfo is None:
             now = now.replace(tzinfo=datetime.UTC)
-        hist = list(history or ())[-limits.max_history:]
         try:
             if args is not None and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
             n_args = normalize(args or {}, limits)
-            n_principal = normalize(principal or {}, limits)
-            if not isinstance(n_principal, dict):
-                raise InputError("principal must be a map")
-            n_history = normalize(hist, limits)
+            # Only what some candidate policy reads is copied and bounded.
+            n_principal: Any = {}
+            if "principal" in names:
+                n_principal = normalize(principal or {}, limits)
+                if not isinstance(n_principal, dict):
+                    raise InputError("principal must be a map")
+            n_history: Any = []
+            if "history" in names:
+                n_history = normalize(list(history or ())[-limits.max_history:], limits)
             text = request or ""
             if not isinstance(text, str):
                 raise InputError("request must be text")
@@ -181,4 +195,6 @@ class PolicySet:
 
     def redact(self, text: str) -> str:
         """Apply every policy's redact patterns to a text (tool results, error text)."""
-        return Scrubber((), frozenset(), [r for p in self._policies for r in p.redact])(text)
+        if not self._redact:
+            return text
+        return Scrubber((), frozenset(), self._redact)(text)
