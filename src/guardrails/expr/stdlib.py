@@ -1,0 +1,1066 @@
+"""CEL's standard operators and functions over the Python value mapping of ``values.py``.
+
+Every function takes already-evaluated arguments and either returns a CEL value or raises
+``CelError``; the compiler wires them into closures. Type tests use ``type(x) is ...``
+because ``bool`` is an ``int`` in Python and must never pass for a number. Functions that
+build strings or lists charge their length to the evaluation's cost budget, which lives in
+``Activation``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NoReturn
+
+from guardrails.expr.values import (
+    BOOL,
+    BYTES,
+    DOUBLE,
+    DURATION,
+    INT,
+    INT64_MAX,
+    INT64_MIN,
+    LIST,
+    MAP,
+    NULL_TYPE,
+    STRING,
+    TIMESTAMP,
+    TYPE,
+    UINT,
+    UINT64_MAX,
+    CelError,
+    CelType,
+    CostLimitExceeded,
+    UInt,
+    cel_type,
+    type_name,
+)
+
+UTC: Final = datetime.UTC
+_DT: Final = datetime.datetime
+_TD: Final = datetime.timedelta
+_NONE: Final = type(None)
+_NUM: Final = frozenset({int, float, UInt})
+_SEQ: Final = frozenset({list, tuple})
+_PRIM: Final = frozenset({int, float, UInt, str, bytes, bool, _NONE})
+_SAME_EQ: Final = _PRIM | {CelType, _DT, _TD}
+_ORDER: Final = {int: 0, UInt: 0, float: 0, str: 1, bytes: 2, bool: 3, _DT: 4, _TD: 5}
+# Durations are bounded like cel-go's (Go's time.Duration): int64 nanoseconds.
+_MAX_DURATION: Final = _TD(microseconds=INT64_MAX // 1000)
+MISSING: Final = object()
+
+
+class Activation:
+    """Per-evaluation state: the bindings, comprehension variable slots and the cost budget."""
+
+    __slots__ = ("budget", "slots", "vars")
+
+    def __init__(self, variables: Mapping[str, Any], slots: int, budget: int) -> None:
+        self.vars = variables
+        self.slots: list[Any] = [None] * slots
+        self.budget = budget
+
+
+class ErrorValue:
+    """An error held as a value in a comprehension accumulator (cel-spec: errors are values)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: CelError) -> None:
+        self.error = error
+
+
+def charge(act: Activation, units: int) -> None:
+    act.budget -= units
+    if act.budget < 0:
+        raise CostLimitExceeded("evaluation cost limit exceeded")
+
+
+def no_overload(name: str, *args: Any) -> NoReturn:
+    raise CelError(f"no matching overload for '{name}' applied to ({_types(args)})")
+
+
+def _types(args: Iterable[Any]) -> str:
+    out = []
+    for a in args:
+        try:
+            out.append(type_name(a))
+        except CelError:
+            out.append(type(a).__name__)
+    return ", ".join(out)
+
+
+# ---------------------------------------------------------------------------- equality
+
+
+def eq(x: Any, y: Any) -> bool:
+    tx = type(x)
+    if tx is type(y) and tx in _SAME_EQ:
+        return bool(x == y)
+    return _eq_slow(x, y)
+
+
+def _eq_slow(x: Any, y: Any) -> bool:
+    tx, ty = type(x), type(y)
+    if tx in _NUM and ty in _NUM:
+        if tx is float or ty is float:
+            return float(x) == float(y)
+        return bool(x == y)
+    if tx in _PRIM or ty in _PRIM:
+        return False
+    if tx in _SEQ:
+        if ty not in _SEQ or len(x) != len(y):
+            return False
+        return all(eq(a, b) for a, b in zip(x, y, strict=True))
+    if ty in _SEQ:
+        return False
+    if isinstance(x, Mapping):
+        if not isinstance(y, Mapping) or len(x) != len(y):
+            return False
+        for k, v in x.items():
+            w = map_get(y, k)
+            if w is MISSING or not eq(v, w):
+                return False
+        return True
+    if isinstance(y, Mapping):
+        return False
+    if cel_type(x) != cel_type(y):
+        return False
+    return bool(x == y)
+
+
+def ne(x: Any, y: Any) -> bool:
+    return not eq(x, y)
+
+
+# ---------------------------------------------------------------------------- ordering
+
+
+def _mixed(name: str, x: Any, y: Any) -> tuple[Any, Any]:
+    """Operands of different types: only int/uint/double mix, compared as cel-go does."""
+    if type(x) in _NUM and type(y) in _NUM:
+        if type(x) is float or type(y) is float:
+            # cel-go compares an int with a double as doubles (2**63-1 == 2.0**63).
+            return float(x), float(y)
+        return x, y
+    no_overload(name, x, y)
+
+
+def lt(x: Any, y: Any) -> bool:
+    t = type(x)
+    if t is type(y):
+        if t in _ORDER:
+            return bool(x < y)
+        no_overload("_<_", x, y)
+    x, y = _mixed("_<_", x, y)
+    return bool(x < y)
+
+
+def le(x: Any, y: Any) -> bool:
+    t = type(x)
+    if t is type(y):
+        if t in _ORDER:
+            return bool(x <= y)
+        no_overload("_<=_", x, y)
+    x, y = _mixed("_<=_", x, y)
+    return bool(x <= y)
+
+
+def gt(x: Any, y: Any) -> bool:
+    t = type(x)
+    if t is type(y):
+        if t in _ORDER:
+            return bool(x > y)
+        no_overload("_>_", x, y)
+    x, y = _mixed("_>_", x, y)
+    return bool(x > y)
+
+
+def ge(x: Any, y: Any) -> bool:
+    t = type(x)
+    if t is type(y):
+        if t in _ORDER:
+            return bool(x >= y)
+        no_overload("_>=_", x, y)
+    x, y = _mixed("_>=_", x, y)
+    return bool(x >= y)
+
+
+# ---------------------------------------------------------------------------- maps, lists
+
+
+def map_get(m: Mapping[Any, Any], key: Any) -> Any:
+    """Look a key up with CEL semantics: numeric keys match by value, bools only bools."""
+    tk = type(key)
+    if tk is str:
+        return m.get(key, MISSING)
+    if tk is int or tk is UInt or tk is float:
+        if key == 0 or key == 1:
+            # Python would let True/False stand for 1/0: look for a non-bool key.
+            for k in m:
+                if type(k) is not bool and type(k) in _NUM and k == key:
+                    return m[k]
+            return MISSING
+        return m.get(key, MISSING)
+    if tk is bool:
+        for k in m:
+            if type(k) is bool and k == key:
+                return m[k]
+        return MISSING
+    raise CelError(f"unsupported key type '{type_name(key)}'")
+
+
+def index(container: Any, key: Any) -> Any:
+    t = type(container)
+    if t is list or t is tuple:
+        tk = type(key)
+        if tk is int or tk is UInt:
+            i = key
+        elif tk is float:
+            if not key.is_integer():
+                raise CelError(f"invalid list index {key}")
+            i = int(key)
+        else:
+            no_overload("_[_]", container, key)
+        if 0 <= i < len(container):
+            return container[i]
+        raise CelError(f"index out of range: {key}")
+    if t is dict or isinstance(container, Mapping):
+        v = map_get(container, key)
+        if v is MISSING:
+            raise CelError(f"no such key: {key}")
+        return v
+    no_overload("_[_]", container, key)
+
+
+def select(operand: Any, field: str) -> Any:
+    if isinstance(operand, Mapping):
+        v = operand.get(field, MISSING)
+        if v is MISSING:
+            raise CelError(f"no such key: {field}")
+        return v
+    raise CelError(f"type '{_types((operand,))}' does not support field selection")
+
+
+def has_field(operand: Any, field: str) -> bool:
+    if type(operand) is dict:
+        return field in operand
+    if isinstance(operand, Mapping):
+        return operand.get(field, MISSING) is not MISSING
+    raise CelError(f"invalid type for has(): '{_types((operand,))}'")
+
+
+def in_(x: Any, container: Any) -> bool:
+    t = type(container)
+    if t is list or t is tuple:
+        if type(x) is str:
+            return x in container
+        return any(eq(x, e) for e in container)
+    if t is dict or isinstance(container, Mapping):
+        tk = type(x)
+        if tk is not str and tk not in _NUM and tk is not bool:
+            return False
+        return map_get(container, x) is not MISSING
+    no_overload("@in", x, container)
+
+
+def make_map(entries: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for k, v in entries:
+        tk = type(k)
+        if tk is not str and tk is not int and tk is not UInt and tk is not bool:
+            raise CelError(f"unsupported key type '{_types((k,))}'")
+        if map_get(out, k) is not MISSING:
+            raise CelError(f"Failed with repeated key: {k!r}")
+        if k in out:
+            # Python merges True with 1 and False with 0; CEL keeps them apart.
+            raise CelError("a map cannot mix bool keys with the numeric keys 0 or 1")
+        out[k] = v
+    return out
+
+
+def iter_range(value: Any, macro: str) -> Iterable[Any]:
+    t = type(value)
+    if t is list or t is tuple:
+        return value  # type: ignore[no-any-return]
+    if t is dict or isinstance(value, Mapping):
+        return list(value)
+    no_overload(macro, value)
+
+
+# ---------------------------------------------------------------------------- arithmetic
+
+
+def _int_result(r: int) -> int:
+    if INT64_MIN <= r <= INT64_MAX:
+        return r
+    raise CelError("integer overflow")
+
+
+def _uint_result(r: int) -> UInt:
+    if 0 <= r <= UINT64_MAX:
+        return UInt(r)
+    raise CelError("unsigned integer overflow")
+
+
+def _duration_result(d: datetime.timedelta) -> datetime.timedelta:
+    if -_MAX_DURATION <= d <= _MAX_DURATION:
+        return d
+    raise CelError("duration out of range")
+
+
+def add(act: Activation, x: Any, y: Any) -> Any:
+    t = type(x)
+    if t is type(y):
+        if t is int:
+            r = x + y
+            if INT64_MIN <= r <= INT64_MAX:
+                return r
+            raise CelError("integer overflow")
+        if t is float:
+            return x + y
+        if t is str or t is bytes or t is list or t is tuple:
+            charge(act, len(x) + len(y))
+            return x + y
+        if t is UInt:
+            return _uint_result(x + y)
+        if t is _TD:
+            return _duration_result(x + y)
+    elif (t is list or t is tuple) and type(y) in _SEQ:
+        charge(act, len(x) + len(y))
+        return [*x, *y]
+    elif (t is _DT and type(y) is _TD) or (t is _TD and type(y) is _DT):
+        try:
+            return x + y
+        except OverflowError:
+            raise CelError("timestamp out of range") from None
+    no_overload("_+_", x, y)
+
+
+def sub(x: Any, y: Any) -> Any:
+    t = type(x)
+    if t is type(y):
+        if t is int:
+            return _int_result(x - y)
+        if t is float:
+            return x - y
+        if t is UInt:
+            return _uint_result(x - y)
+        if t is _TD:
+            return _duration_result(x - y)
+        if t is _DT:
+            return _duration_result(x - y)
+    elif t is _DT and type(y) is _TD:
+        try:
+            return x - y
+        except OverflowError:
+            raise CelError("timestamp out of range") from None
+    no_overload("_-_", x, y)
+
+
+def mul(x: Any, y: Any) -> Any:
+    t = type(x)
+    if t is type(y):
+        if t is int:
+            return _int_result(x * y)
+        if t is float:
+            return x * y
+        if t is UInt:
+            return _uint_result(x * y)
+    no_overload("_*_", x, y)
+
+
+def div(x: Any, y: Any) -> Any:
+    t = type(x)
+    if t is type(y):
+        if t is int or t is UInt:
+            if y == 0:
+                raise CelError("division by zero")
+            q = abs(x) // abs(y)
+            if (x < 0) != (y < 0):
+                q = -q
+            return _int_result(q) if t is int else UInt(q)
+        if t is float:
+            if y == 0.0:
+                if x == 0.0 or math.isnan(x):
+                    return math.nan
+                neg = (x < 0) != (math.copysign(1.0, y) < 0)
+                return -math.inf if neg else math.inf
+            return x / y
+    no_overload("_/_", x, y)
+
+
+def mod(x: Any, y: Any) -> Any:
+    t = type(x)
+    if t is type(y) and (t is int or t is UInt):
+        if y == 0:
+            raise CelError("modulus by zero")
+        r = abs(x) % abs(y)
+        if x < 0:
+            r = -r
+        return r if t is int else UInt(r)
+    no_overload("_%_", x, y)
+
+
+def neg(x: Any) -> Any:
+    t = type(x)
+    if t is int:
+        return _int_result(-x)
+    if t is float:
+        return -x
+    if t is _TD:
+        return _duration_result(-x)
+    no_overload("-_", x)
+
+
+def not_(x: Any) -> bool:
+    if x is True:
+        return False
+    if x is False:
+        return True
+    no_overload("!_", x)
+
+
+# ---------------------------------------------------------------------------- strings
+
+
+_REGEX_CACHE: dict[str, Any] = {}
+_REGEX_CACHE_MAX: Final = 512
+
+
+def regex(pattern: str) -> Any:
+    """Compile an RE2 pattern, cached; RE2 keeps matching linear in the input."""
+    found = _REGEX_CACHE.get(pattern)
+    if found is None:
+        import re2
+
+        try:
+            found = re2.compile(pattern)
+        except Exception as e:
+            raise CelError(f"invalid regular expression {pattern!r}: {e}") from None
+        if len(_REGEX_CACHE) >= _REGEX_CACHE_MAX:
+            _REGEX_CACHE.clear()
+        _REGEX_CACHE[pattern] = found
+    return found
+
+
+def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
+    """``s.matches(<constant pattern>)`` with the pattern compiled once at load time."""
+
+    def matches_const(act: Activation, s: Any) -> bool:
+        if type(s) is not str:
+            no_overload("matches", s, compiled.pattern)
+        charge(act, len(s))
+        return compiled.search(s) is not None
+
+    return matches_const
+
+
+def matches(act: Activation, s: Any, pattern: Any) -> bool:
+    if type(s) is not str or type(pattern) is not str:
+        no_overload("matches", s, pattern)
+    charge(act, len(s))
+    return regex(pattern).search(s) is not None
+
+
+def contains(act: Activation, s: Any, sub: Any) -> bool:
+    if type(s) is not str or type(sub) is not str:
+        no_overload("contains", s, sub)
+    charge(act, len(s))
+    return sub in s
+
+
+def starts_with(act: Activation, s: Any, prefix: Any) -> bool:
+    if type(s) is not str or type(prefix) is not str:
+        no_overload("startsWith", s, prefix)
+    return s.startswith(prefix)
+
+
+def ends_with(act: Activation, s: Any, suffix: Any) -> bool:
+    if type(s) is not str or type(suffix) is not str:
+        no_overload("endsWith", s, suffix)
+    return s.endswith(suffix)
+
+
+def size(act: Activation, x: Any) -> int:
+    t = type(x)
+    if t is str or t is bytes or t is list or t is tuple or t is dict:
+        return len(x)
+    if isinstance(x, Mapping):
+        return len(x)
+    no_overload("size", x)
+
+
+# ---------------------------------------------------------------------------- conversions
+
+_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
+_UINT_RE: Final = re.compile(r"\+?[0-9]+")
+_FLOAT_RE: Final = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.I
+)
+
+
+def to_int(act: Activation, x: Any) -> int:
+    t = type(x)
+    if t is int:
+        return x  # type: ignore[no-any-return]
+    if t is UInt:
+        return _int_result(int(x))
+    if t is float:
+        if math.isnan(x) or not (-(2.0**63) <= x < 2.0**63):
+            raise CelError("int conversion: double out of range")
+        r = int(x)
+        if r == INT64_MIN and x == -(2.0**63):
+            # cel-go rejects the boundary itself.
+            raise CelError("int conversion: double out of range")
+        return r
+    if t is str:
+        if not _INT_RE.fullmatch(x):
+            raise CelError(f"cannot convert string {x!r} to int")
+        return _int_result(int(x))
+    if t is _DT:
+        return int(x.timestamp() // 1)
+    no_overload("int", x)
+
+
+def to_uint(act: Activation, x: Any) -> UInt:
+    t = type(x)
+    if t is UInt:
+        return x  # type: ignore[no-any-return]
+    if t is int:
+        return _uint_result(x)
+    if t is float:
+        if math.isnan(x) or not (0.0 <= x < 2.0**64):
+            raise CelError("uint conversion: double out of range")
+        return UInt(int(x))
+    if t is str:
+        if not _UINT_RE.fullmatch(x):
+            raise CelError(f"cannot convert string {x!r} to uint")
+        return _uint_result(int(x))
+    no_overload("uint", x)
+
+
+def to_double(act: Activation, x: Any) -> float:
+    t = type(x)
+    if t is float:
+        return x  # type: ignore[no-any-return]
+    if t is int or t is UInt:
+        return float(x)
+    if t is str:
+        if not _FLOAT_RE.fullmatch(x):
+            raise CelError(f"cannot convert string {x!r} to double")
+        return float(x)
+    no_overload("double", x)
+
+
+def format_double(f: float) -> str:
+    """Go's ``strconv.FormatFloat(f, 'g', -1, 64)``, which cel-go uses for string(double)."""
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "+Inf" if f > 0 else "-Inf"
+    if f == 0.0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign = "-" if f < 0 else ""
+    # Shortest round-trip digits come from repr.
+    r = repr(abs(f))
+    m = re.fullmatch(r"([0-9]*)\.?([0-9]*)(?:e([+-][0-9]+))?", r)
+    if m is None:  # pragma: no cover - repr always matches
+        return sign + r
+    ip, fp, e = m.group(1), m.group(2), int(m.group(3) or 0)
+    digits = (ip + fp).lstrip("0")
+    # decimal exponent of the first significant digit
+    lead_zeros = len(ip + fp) - len((ip + fp).lstrip("0"))
+    exp = len(ip) - 1 - lead_zeros + e
+    digits = digits.rstrip("0") or "0"
+    if exp < -4 or exp >= 21:
+        frac = digits[1:]
+        es = f"{'-' if exp < 0 else '+'}{abs(exp):02d}"
+        return f"{sign}{digits[0]}{'.' + frac if frac else ''}e{es}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
+    if len(digits) <= exp + 1:
+        return sign + digits + "0" * (exp + 1 - len(digits))
+    return f"{sign}{digits[: exp + 1]}.{digits[exp + 1 :]}"
+
+
+def format_timestamp(t: datetime.datetime) -> str:
+    t = t.astimezone(UTC)
+    base = t.strftime("%Y-%m-%dT%H:%M:%S")
+    if t.year < 1000:
+        base = f"{t.year:04d}" + base[base.index("-") :]
+    if t.microsecond:
+        base += ("." + f"{t.microsecond:06d}").rstrip("0")
+    return base + "Z"
+
+
+def format_duration(d: datetime.timedelta) -> str:
+    us = d // _TD(microseconds=1)
+    sign = "-" if us < 0 else ""
+    s, frac = divmod(abs(us), 1_000_000)
+    if frac:
+        return f"{sign}{s}.{f'{frac:06d}'.rstrip('0')}s"
+    return f"{sign}{s}s"
+
+
+def to_string(act: Activation, x: Any) -> str:
+    t = type(x)
+    if t is str:
+        return x  # type: ignore[no-any-return]
+    if t is int or t is UInt:
+        return str(int(x))
+    if t is bool:
+        return "true" if x else "false"
+    if t is float:
+        return format_double(x)
+    if t is bytes:
+        try:
+            return x.decode("utf-8")  # type: ignore[no-any-return]
+        except UnicodeDecodeError:
+            raise CelError("invalid UTF-8 in bytes to string conversion") from None
+    if t is _DT:
+        return format_timestamp(x)
+    if t is _TD:
+        return format_duration(x)
+    if isinstance(getattr(x, "cel_type", None), CelType):
+        return str(x)
+    no_overload("string", x)
+
+
+def to_bytes(act: Activation, x: Any) -> bytes:
+    t = type(x)
+    if t is bytes:
+        return x  # type: ignore[no-any-return]
+    if t is str:
+        return x.encode("utf-8")  # type: ignore[no-any-return]
+    no_overload("bytes", x)
+
+
+_BOOL_STRINGS: Final = {
+    "1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+    "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False,
+}  # fmt: skip
+
+
+def to_bool(act: Activation, x: Any) -> bool:
+    t = type(x)
+    if t is bool:
+        return x  # type: ignore[no-any-return]
+    if t is str:
+        found = _BOOL_STRINGS.get(x)
+        if found is None:
+            raise CelError(f"cannot convert string {x!r} to bool")
+        return found
+    no_overload("bool", x)
+
+
+def dyn(act: Activation, x: Any) -> Any:
+    return x
+
+
+_TYPE_OF: Final[Mapping[type, CelType]] = {
+    bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, bytes: BYTES, _NONE: NULL_TYPE,
+    list: LIST, tuple: LIST, dict: MAP, CelType: TYPE, _DT: TIMESTAMP, _TD: DURATION,
+}  # fmt: skip
+
+
+def type_of(act: Activation, x: Any) -> CelType:
+    found = _TYPE_OF.get(type(x))
+    return found if found is not None else cel_type(x)
+
+
+# ---------------------------------------------------------------------------- time
+
+_TS_RE: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+_DUR_RE: Final = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_DUR_UNITS: Final = {
+    "ns": 1e-3, "us": 1, "µs": 1, "μs": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000,
+    "h": 3_600_000_000,
+}  # fmt: skip
+_TS_MIN: Final = _DT(1, 1, 1, tzinfo=UTC)
+_TS_MAX: Final = _DT(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+def parse_timestamp(s: str) -> datetime.datetime:
+    m = _TS_RE.fullmatch(s)
+    if m is None:
+        raise CelError(f"cannot parse timestamp {s!r}")
+    y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
+    frac = (m.group(7) or "").ljust(6, "0")[:6]
+    try:
+        t = _DT(y, mo, d, h, mi, sec, int(frac), tzinfo=UTC)
+        if m.group(9):
+            off = _TD(hours=int(m.group(10)), minutes=int(m.group(11)))
+            t = t - off if m.group(9) == "+" else t + off
+    except (ValueError, OverflowError):
+        raise CelError(f"timestamp out of range: {s!r}") from None
+    return t
+
+
+def to_timestamp(act: Activation, x: Any) -> datetime.datetime:
+    t = type(x)
+    if t is _DT:
+        return x  # type: ignore[no-any-return]
+    if t is str:
+        return parse_timestamp(x)
+    if t is int:
+        try:
+            r = _DT(1970, 1, 1, tzinfo=UTC) + _TD(seconds=x)
+        except OverflowError:
+            raise CelError("timestamp out of range") from None
+        return r
+    no_overload("timestamp", x)
+
+
+def parse_duration(s: str) -> datetime.timedelta:
+    """Go's ``time.ParseDuration`` at microsecond precision."""
+    body = s
+    negative = False
+    if body[:1] in ("-", "+"):
+        negative = body[0] == "-"
+        body = body[1:]
+    if body == "0":
+        return _TD(0)
+    if not body:
+        raise CelError(f"invalid duration {s!r}")
+    total = 0.0
+    pos = 0
+    for m in _DUR_RE.finditer(body):
+        if m.start() != pos or m.group(1) in ("", "."):
+            raise CelError(f"invalid duration {s!r}")
+        total += float(m.group(1)) * _DUR_UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(body):
+        raise CelError(f"invalid duration {s!r}")
+    try:
+        d = _TD(microseconds=-total if negative else total)
+    except OverflowError:
+        raise CelError(f"duration out of range: {s!r}") from None
+    return _duration_result(d)
+
+
+def to_duration(act: Activation, x: Any) -> datetime.timedelta:
+    t = type(x)
+    if t is _TD:
+        return x  # type: ignore[no-any-return]
+    if t is str:
+        return parse_duration(x)
+    if t is int:
+        return _duration_result(_TD(microseconds=x / 1000))
+    no_overload("duration", x)
+
+
+_OFFSET_RE: Final = re.compile(r"([+-])?(\d{1,2}):(\d{2})")
+
+
+def _zone(name: Any) -> datetime.tzinfo:
+    if type(name) is not str:
+        no_overload("timezone", name)
+    m = _OFFSET_RE.fullmatch(name)
+    if m is not None:
+        off = _TD(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return datetime.timezone(-off if m.group(1) == "-" else off)
+    import zoneinfo
+
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise CelError(f"unknown time zone {name!r}") from None
+
+
+def _local(name: str, t: Any, tz: tuple[Any, ...]) -> datetime.datetime:
+    if type(t) is not _DT or len(tz) > 1:
+        no_overload(name, t, *tz)
+    if tz:
+        return t.astimezone(_zone(tz[0]))
+    return t.astimezone(UTC)
+
+
+def _ts_accessor(name: str, get: Callable[[datetime.datetime], int]) -> Callable[..., int]:
+    def accessor(act: Activation, t: Any, *tz: Any) -> int:
+        return get(_local(name, t, tz))
+
+    return accessor
+
+
+def _duration_total(d: datetime.timedelta, unit: datetime.timedelta) -> int:
+    # Go truncates toward zero.
+    us = d // _TD(microseconds=1)
+    u = unit // _TD(microseconds=1)
+    q = abs(us) // u
+    return -q if us < 0 else q
+
+
+def _time_accessor(
+    name: str, get: Callable[[datetime.datetime], int], unit: datetime.timedelta | None
+) -> Callable[..., int]:
+    def accessor(act: Activation, t: Any, *tz: Any) -> int:
+        if type(t) is _TD and unit is not None and not tz:
+            return _duration_total(t, unit)
+        return get(_local(name, t, tz))
+
+    return accessor
+
+
+def _milliseconds(act: Activation, t: Any, *tz: Any) -> int:
+    if type(t) is _TD and not tz:
+        us = t // _TD(microseconds=1)
+        q = (abs(us) % 1_000_000) // 1000
+        return -q if us < 0 else q
+    return _local("getMilliseconds", t, tz).microsecond // 1000
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def _b64encode(act: Activation, b: Any) -> str:
+    if type(b) is not bytes:
+        no_overload("base64.encode", b)
+    return base64.b64encode(b).decode("ascii")
+
+
+def _b64decode(act: Activation, s: Any) -> bytes:
+    if type(s) is not str:
+        no_overload("base64.decode", s)
+    padded = s + "=" * (-len(s) % 4)
+    try:
+        return base64.b64decode(padded, validate=True)
+    except ValueError:
+        raise CelError("invalid base64 text") from None
+
+
+# ---------------------------------------------------------------------------- math ext
+# The cel-go math extension (ext/math.go): helpful in policies (caps, rounding amounts).
+
+
+def _extremum(name: str, args: tuple[Any, ...], pick: Callable[[Any, Any], bool]) -> Any:
+    if len(args) == 1 and type(args[0]) in _SEQ:
+        args = tuple(args[0])
+        if not args:
+            raise CelError(f"{name}(list) argument must not be empty")
+    best = args[0]
+    for v in args:
+        if type(v) not in _NUM:
+            no_overload(name, *args)
+    for v in args[1:]:
+        if pick(v, best):
+            best = v
+    return best
+
+
+def _greatest(act: Activation, first: Any, *rest: Any) -> Any:
+    return _extremum("math.greatest", (first, *rest), gt)
+
+
+def _least(act: Activation, first: Any, *rest: Any) -> Any:
+    return _extremum("math.least", (first, *rest), lt)
+
+
+def _double_fn(name: str, fn: Callable[[float], float]) -> Callable[[Activation, Any], Any]:
+    def double_fn(act: Activation, x: Any) -> Any:
+        if type(x) is not float:
+            no_overload(name, x)
+        if math.isnan(x) or math.isinf(x):
+            return x
+        return fn(x)
+
+    return double_fn
+
+
+def _round_half_away(x: float) -> float:
+    r = math.floor(abs(x) + 0.5)
+    return math.copysign(float(r), x)
+
+
+def _abs(act: Activation, x: Any) -> Any:
+    t = type(x)
+    if t is int:
+        return _int_result(abs(x))
+    if t is float or t is UInt:
+        return abs(x) if t is float else x
+    no_overload("math.abs", x)
+
+
+def _sign(act: Activation, x: Any) -> Any:
+    t = type(x)
+    if t is int:
+        return (x > 0) - (x < 0)
+    if t is UInt:
+        return UInt(1 if x else 0)
+    if t is float:
+        if math.isnan(x):
+            return x
+        return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+    no_overload("math.sign", x)
+
+
+def _float_test(name: str, fn: Callable[[float], bool]) -> Callable[[Activation, Any], bool]:
+    def test(act: Activation, x: Any) -> bool:
+        if type(x) is not float:
+            no_overload(name, x)
+        return fn(x)
+
+    return test
+
+
+def _to_int64(v: int) -> int:
+    v &= UINT64_MAX
+    return v - (1 << 64) if v > INT64_MAX else v
+
+
+def _bitwise(name: str, fn: Callable[[int, int], int]) -> Callable[[Activation, Any, Any], Any]:
+    def bitwise(act: Activation, x: Any, y: Any) -> Any:
+        t = type(x)
+        if t is type(y) and (t is int or t is UInt):
+            r = fn(x, y)
+            return r if t is int else UInt(r)
+        no_overload(name, x, y)
+
+    return bitwise
+
+
+def _bit_not(act: Activation, x: Any) -> Any:
+    if type(x) is int:
+        return ~x
+    if type(x) is UInt:
+        return UInt(UINT64_MAX ^ x)
+    no_overload("math.bitNot", x)
+
+
+def _shift(name: str, left: bool) -> Callable[[Activation, Any, Any], Any]:
+    def shift(act: Activation, x: Any, n: Any) -> Any:
+        t = type(x)
+        if (t is not int and t is not UInt) or type(n) is not int:
+            no_overload(name, x, n)
+        if n < 0:
+            raise CelError(f"{name}() negative offset: {n}")
+        if n >= 64:
+            return 0 if t is int else UInt(0)
+        unsigned = x & UINT64_MAX
+        r = (unsigned << n) & UINT64_MAX if left else unsigned >> n
+        return _to_int64(r) if t is int else UInt(r)
+
+    return shift
+
+
+MATH: Final[Mapping[str, Callable[..., Any]]] = {
+    "math.greatest": _greatest,
+    "math.least": _least,
+    "math.ceil": _double_fn("math.ceil", lambda x: float(math.ceil(x))),
+    "math.floor": _double_fn("math.floor", lambda x: float(math.floor(x))),
+    "math.round": _double_fn("math.round", _round_half_away),
+    "math.trunc": _double_fn("math.trunc", lambda x: float(math.trunc(x))),
+    "math.abs": _abs,
+    "math.sign": _sign,
+    "math.isNaN": _float_test("math.isNaN", math.isnan),
+    "math.isInf": _float_test("math.isInf", math.isinf),
+    "math.isFinite": _float_test("math.isFinite", math.isfinite),
+    "math.bitAnd": _bitwise("math.bitAnd", lambda a, b: a & b),
+    "math.bitOr": _bitwise("math.bitOr", lambda a, b: a | b),
+    "math.bitXor": _bitwise("math.bitXor", lambda a, b: a ^ b),
+    "math.bitNot": _bit_not,
+    "math.bitShiftLeft": _shift("math.bitShiftLeft", left=True),
+    "math.bitShiftRight": _shift("math.bitShiftRight", left=False),
+}
+
+
+# ---------------------------------------------------------------------------- tables
+
+TYPE_CONSTANTS: Final[Mapping[str, CelType]] = {
+    "int": INT,
+    "uint": UINT,
+    "double": DOUBLE,
+    "bool": BOOL,
+    "string": STRING,
+    "bytes": BYTES,
+    "list": LIST,
+    "map": MAP,
+    "null_type": NULL_TYPE,
+    "type": TYPE,
+    "google.protobuf.Timestamp": TIMESTAMP,
+    "google.protobuf.Duration": DURATION,
+}
+
+_TS_ACCESSORS: Final[Mapping[str, Callable[..., Any]]] = {
+    "getFullYear": _ts_accessor("getFullYear", lambda t: t.year),
+    "getMonth": _ts_accessor("getMonth", lambda t: t.month - 1),
+    "getDate": _ts_accessor("getDate", lambda t: t.day),
+    "getDayOfMonth": _ts_accessor("getDayOfMonth", lambda t: t.day - 1),
+    "getDayOfWeek": _ts_accessor("getDayOfWeek", lambda t: (t.weekday() + 1) % 7),
+    "getDayOfYear": _ts_accessor("getDayOfYear", lambda t: t.timetuple().tm_yday - 1),
+    "getHours": _time_accessor("getHours", lambda t: t.hour, _TD(hours=1)),
+    "getMinutes": _time_accessor("getMinutes", lambda t: t.minute, _TD(minutes=1)),
+    "getSeconds": _time_accessor("getSeconds", lambda t: t.second, _TD(seconds=1)),
+    "getMilliseconds": _milliseconds,
+}
+
+# Every stdlib function takes the Activation first (for cost), then its CEL arguments.
+GLOBALS: Final[Mapping[str, Callable[..., Any]]] = {
+    "size": size,
+    "int": to_int,
+    "uint": to_uint,
+    "double": to_double,
+    "string": to_string,
+    "bytes": to_bytes,
+    "bool": to_bool,
+    "dyn": dyn,
+    "type": type_of,
+    "timestamp": to_timestamp,
+    "duration": to_duration,
+    "matches": matches,
+    "base64.encode": _b64encode,
+    "base64.decode": _b64decode,
+    **MATH,
+}
+
+METHODS: Final[Mapping[str, Callable[..., Any]]] = {
+    "size": size,
+    "contains": contains,
+    "startsWith": starts_with,
+    "endsWith": ends_with,
+    "matches": matches,
+    **_TS_ACCESSORS,
+}
+
+# Pure functions whose constant calls may be folded at compile time.
+FOLDABLE: Final = frozenset(
+    {"size", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
+     "timestamp", "contains", "startsWith", "endsWith", "matches"}
+)  # fmt: skip
+
+__all__ = [
+    "GLOBALS",
+    "METHODS",
+    "MISSING",
+    "TYPE_CONSTANTS",
+    "Activation",
+    "ErrorValue",
+    "add",
+    "charge",
+    "div",
+    "eq",
+    "ge",
+    "gt",
+    "has_field",
+    "in_",
+    "index",
+    "iter_range",
+    "le",
+    "lt",
+    "make_map",
+    "map_get",
+    "mod",
+    "mul",
+    "ne",
+    "neg",
+    "no_overload",
+    "not_",
+    "select",
+    "sub",
+]
