@@ -370,7 +370,10 @@ class URL:
         if self.opaque is not None:
             out += self.opaque
         else:
-            if self.hostname or self.scheme == "file" or self.userinfo is not None:
+            # An empty authority is written out before a path starting with "//", or
+            # the path would read back as a host (as Go's url.URL.String does).
+            if (self.hostname or self.scheme == "file" or self.userinfo is not None
+                    or self.path.startswith("//")):
                 out += "//"
                 if self.userinfo is not None:
                     out += self.userinfo + "@"
