@@ -193,6 +193,9 @@ async def test_require_approval_then_approved_replay(world: World, policies: Any
     assert attrs(replayed)["guardrails.decision.effect"] == "require_approval"
     assert [c.name for c in world.children(replayed)] == ["execute_tool send_money"]
     assert len(world.sink.records) == 2
+    assert "guardrails.approval.granted" not in attrs(asked)
+    assert attrs(replayed)["guardrails.approval.granted"] is True
+    assert [r["approved"] for r in world.sink.records] == [False, True]
     for span in (asked, replayed):
         assert_record_matches(world, span)
 

@@ -67,7 +67,6 @@ class Transcript:
     blocked: list[str] = field(default_factory=list)
     _step: int = 0
     _shown_results: set[str] = field(default_factory=set)
-    _awaiting_approval: set[str] = field(default_factory=set)
 
     def say(self, line: str = "") -> None:
         print(line, file=self.out)
@@ -103,16 +102,11 @@ class Transcript:
             names = ", ".join(f"{r['policy']}/{r['repair']} ({', '.join(r['set'])})"
                               for r in repairs)
             self.say(f"    guard repairs: {names}")
-        call_id = str(record.get("call_id"))
-        replay = record.get("approved") or call_id in self._awaiting_approval
-        if replay:
-            self._awaiting_approval.discard(call_id)
+        if record.get("approved"):
             self.say(f"    guard decision on the approved replay: {effect}, satisfied by Dana's"
                      " approval")
         else:
             self.say(f"    guard decision: {effect}")
-        if record["effect"] == "require_approval" and not replay:
-            self._awaiting_approval.add(call_id)
         for rule in record.get("rules") or []:
             self.say(f"      {rule['policy']}/{rule['rule']} -> {rule['action']}")
         if record["effect"] in ("deny", "halt"):

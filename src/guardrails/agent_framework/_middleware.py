@@ -160,6 +160,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
+            if plan.approved_replay:
+                span.mark_approved()
             span.record(plan.decision, time.perf_counter() - started)
             await self._act(context, call_next, plan, span)
 
