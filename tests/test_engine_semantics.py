@@ -380,3 +380,21 @@ def test_policies_that_cannot_match_a_tool_are_not_candidates(tmp_path: Path) ->
     )
     assert [p.name for p in ps.for_tool("send_x")] == ["a"]
     assert [p.name for p in ps.for_tool("other")] == []
+
+
+def test_match_when_error_fail_applies_the_policy_ignore_skips_it(tmp_path: Path) -> None:
+    spec = """
+        failurePolicy: {fp}
+        match:
+          when: 'principal.tenant == "acme"'
+        rules:
+          - {{name: r, when: 'true', action: deny}}
+    """
+    strict = load_text(tmp_path, policy("strict", spec=spec.format(fp="Fail")))
+    d = strict.evaluate("t", {}, principal={})  # no tenant: match.when errors
+    assert d.effect is Effect.DENY
+    assert [(e.element, e.handled_as) for e in d.errors] == [("match.when", "fired")]
+    lenient = load_text(tmp_path, policy("lenient", spec=spec.format(fp="Ignore")))
+    d = lenient.evaluate("t", {}, principal={})
+    assert d.effect is Effect.ALLOW and d.policies == ()
+    assert [(e.element, e.handled_as) for e in d.errors] == [("match.when", "skipped")]

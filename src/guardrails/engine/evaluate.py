@@ -315,7 +315,8 @@ def evaluate_call(
             if pt is not None:
                 pt.steps.append(Step("match.when", error=e.message))
             if policy.failure_policy == "Fail":
-                # Fail closed: an unreadable match condition is a match whose result is deny.
+                # Fail closed: an unreadable match condition counts as a match, so the
+                # policy's rules (its restrictions) still apply to the call.
                 matched.append(policy)
                 if pt is not None:
                     pt.matched = True
