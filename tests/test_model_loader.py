@@ -574,3 +574,18 @@ def test_unprintable_character_is_a_problem(tmp_path: Path) -> None:
     path = write(tmp_path, "p.yaml", HEADER + "  mode: 'a\x07'\n")
     assert only_problem(path) == Problem(path, 6, 11, "YAML syntax error: unacceptable "
                                                       "character #x0007")
+
+
+@pytest.mark.parametrize("depth", [62, 63, 64, 65])
+def test_fast_and_exact_yaml_readers_agree_on_the_nesting_bound(
+    tmp_path: Path, depth: int
+) -> None:
+    """libyaml reads ordinary files; the bound must be the same as the exact reader's."""
+    from guardrails.model import _yaml
+
+    text = "a: " + "[" * depth + "1" + "]" * depth + "\n"
+    src = _yaml.SourceFile(str(tmp_path / "d.yaml"), text)
+    fast = _yaml._compose_fast(text)
+    exact = _yaml._compose_exact(src)
+    assert (fast is not None) == (not src.problems)
+    assert bool(exact) == (not src.problems)

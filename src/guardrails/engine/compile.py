@@ -161,7 +161,10 @@ class _Compiler:
             self.problems.append(Problem(pos.file, pos.line, pos.column, e.message))
             return None
         ok = True
+        used: set[str] = set()
         for node in cel.walk(program.ast):
+            if isinstance(node, cel.Ident):
+                used.add(node.name)
             name = _variable_reference(node)
             if name is not None and name not in variables:
                 pos = expression.position_of(node.offset)
@@ -177,7 +180,7 @@ class _Compiler:
             self.problems.append(Problem(pos.file, pos.line, pos.column,
                                          "condition must be a bool expression"))
             ok = False
-        return CompiledExpression(expression, program) if ok else None
+        return CompiledExpression(expression, program, frozenset(used)) if ok else None
 
 
 def _variable_reference(node: cel.Node) -> str | None:

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from guardrails.engine.decision import Action, Effect
 from guardrails.expr import Program
-from guardrails.expr.ast import Ident, walk
 from guardrails.model.source import Expression, Position
 
 Mode = Literal["enforce", "audit"]
@@ -27,6 +26,8 @@ class CompiledExpression:
 
     expression: Expression
     program: Program
+    names: frozenset[str] = frozenset()
+    """Identifiers the expression uses (found once, at compile time)."""
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         return self.program.evaluate(bindings)
@@ -99,9 +100,11 @@ class CompiledPolicy:
             regex = re.compile("|".join(fnmatch.translate(g) for g in self.tools) or "(?!)")
         object.__setattr__(self, "_tool_regex", regex)
         object.__setattr__(self, "variable_index", {v.name: v for v in self.variables})
-        object.__setattr__(self, "names", frozenset(
-            node.name for _, _, program in self.expressions()
-            for node in walk(program.ast) if isinstance(node, Ident)))
+        compiled = [self.when, *(v.value for v in self.variables),
+                    *(r.when for r in self.repairs), *(e for r in self.repairs for _, e in r.set),
+                    *(r.when for r in self.rules), *(r.message_expression for r in self.rules)]
+        object.__setattr__(self, "names", frozenset().union(
+            *(c.names for c in compiled if c is not None)))
 
     @property
     def audit(self) -> bool:
