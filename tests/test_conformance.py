@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from guardrails.expr import CelError, ExpressionError, compile_expression
+from guardrails.expr.compiler import Backend
 from guardrails.expr.values import CelType, UInt
 
 DATA = Path(__file__).parent / "conformance"
@@ -207,10 +208,16 @@ def load_cases() -> list[Case]:
 CASES = load_cases()
 
 
-def run_case(case: Case) -> str | None:
+BACKENDS = ("compiled", "closures")
+"""The generated-code backend (the default) and the closure backend, both held to cel-spec."""
+
+
+def run_case(case: Case, backend: Backend = "compiled") -> str | None:
     """None when the case passes, else what went wrong."""
     try:
-        program = compile_expression(case.expr, declared=case.declared, container=case.container)
+        program = compile_expression(
+            case.expr, declared=case.declared, container=case.container, backend=backend
+        )
     except ExpressionError as e:
         return f"compile error: {e.message} at {e.offset}"
     expected = case.expected
@@ -228,11 +235,12 @@ def run_case(case: Case) -> str | None:
     return None
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_conformance(case: Case) -> None:
+def test_conformance(case: Case, backend: Backend) -> None:
     if case.skip:
         pytest.skip(case.skip)
-    problem = run_case(case)
+    problem = run_case(case, backend)
     assert problem is None, f"{case.expr!r}: {problem}"
 
 
@@ -246,13 +254,15 @@ if __name__ == "__main__":
     from collections import Counter
 
     verbose = "-v" in sys.argv
+    backend: Backend = "closures" if "--closures" in sys.argv else "compiled"
+    print(f"backend: {backend}")
     counts: dict[str, Counter[str]] = {}
     for case in CASES:
         c = counts.setdefault(case.file, Counter())
         if case.skip:
             c["skipped"] += 1
             continue
-        problem = run_case(case)
+        problem = run_case(case, backend)
         if problem is None:
             c["passed"] += 1
         else:

@@ -1,6 +1,8 @@
-"""The CEL expression engine: compile once to Python closures, evaluate in about a microsecond.
+"""The CEL expression engine: compile once, evaluate in well under a microsecond.
 
-Standalone: imports nothing else from ``guardrails``. See ``compiler`` for the design.
+Backends: "compiled" (default) generates one Python function per expression (``codegen``),
+"closures" builds a tree of closures (``compiler``), "interpreter" runs cel-python (the
+reference). Standalone: imports nothing else from ``guardrails``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ variables are looked up in the bindings, type names are constants, anything else
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -80,7 +81,9 @@ _BINARY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
 _OPERATORS: Final = frozenset({"_&&_", "_||_", "_?_:_", "!_", "-_", "_+_", "@not_strictly_false"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _arity_ok(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` accepts ``n`` positional arguments (cached: signatures are slow to read)."""
     try:
         inspect.signature(fn).bind(*range(n))
     except TypeError:
@@ -105,6 +108,8 @@ class _Compiler:
         self.scopes: list[tuple[str, int, bool]] = []  # (name, slot, is accumulator)
         self.slots = 0
         self.consts: dict[Fn, Any] = {}
+        self.folded: dict[int, Any] = {}
+        """Constant value of each folded node, by ``id(node)`` (read by the code generator)."""
         self.fold_act = Activation({}, 0, limits.max_cost)
 
     # -------------------------------------------------------------------- helpers
@@ -150,6 +155,12 @@ class _Compiler:
     # -------------------------------------------------------------------- nodes
 
     def compile(self, node: ast.Node) -> Fn:
+        fn = self.compile_node(node)
+        if fn in self.consts:
+            self.folded[id(node)] = self.consts[fn]
+        return fn
+
+    def compile_node(self, node: ast.Node) -> Fn:
         if isinstance(node, ast.Literal):
             return self.const(node.value)
         if isinstance(node, ast.Ident):
@@ -776,15 +787,13 @@ def _map_filter(iter_range: Fn, pred: Fn | None, value: Fn | None, slot: int, ma
     return map_filter
 
 
-def compile_ast(
-    node: ast.Node,
-    *,
-    source: str = "",
-    declared: Collection[str],
-    limits: Limits = DEFAULT_LIMITS,
-    container: str = "",
-) -> Program:
-    """Compile an already-parsed tree (the parser's output, or one built by hand in tests)."""
+Backend = Literal["compiled", "closures", "interpreter"]
+
+
+def closure_compile(
+    node: ast.Node, *, source: str, declared: Collection[str], limits: Limits, container: str
+) -> tuple[Program, _Compiler]:
+    """The closure program and the compiler that built it (its folded constants)."""
     compiler = _Compiler(declared, limits, container)
     try:
         fn = compiler.compile(node)
@@ -798,7 +807,31 @@ def compile_ast(
                 return copy.deepcopy(value)
 
             fn = fresh
-    return Program(source, node, fn, compiler.slots, limits)
+    return Program(source, node, fn, compiler.slots, limits), compiler
+
+
+def compile_ast(
+    node: ast.Node,
+    *,
+    source: str = "",
+    declared: Collection[str],
+    limits: Limits = DEFAULT_LIMITS,
+    container: str = "",
+    backend: Literal["compiled", "closures"] = "closures",
+) -> Program:
+    """Compile an already-parsed tree (the parser's output, or one built by hand in tests)."""
+    program, compiler = closure_compile(
+        node, source=source, declared=declared, limits=limits, container=container
+    )
+    if backend == "closures":
+        return program
+    from guardrails.expr.codegen import generate_program
+
+    return generate_program(program, compiler)
+
+
+_PROGRAMS: dict[tuple[str, frozenset[str], Limits, str, str], Program] = {}
+_PROGRAMS_MAX: Final = 20_000
 
 
 def compile_expression(
@@ -806,29 +839,52 @@ def compile_expression(
     *,
     declared: Collection[str],
     limits: Limits = DEFAULT_LIMITS,
-    backend: Literal["compiled", "interpreter"] = "compiled",
+    backend: Backend = "compiled",
     container: str = "",
 ) -> Program:
-    """Parse, check and compile ``source`` once; raise ``ExpressionError`` for load-time errors."""
+    """Parse, check and compile ``source`` once; raise ``ExpressionError`` for load-time errors.
+
+    Programs are immutable, so identical expressions (same text, names, limits) share one:
+    policy sets repeat conditions, and loading 10,000 rules must stay fast.
+    """
+    key = (source, frozenset(declared), limits, container, backend)
+    found = _PROGRAMS.get(key)
+    if found is not None:
+        return found
+    program = _compile_expression(source, key[1], limits, backend, container)
+    if len(_PROGRAMS) >= _PROGRAMS_MAX:
+        _PROGRAMS.clear()
+    _PROGRAMS[key] = program
+    return program
+
+
+def _compile_expression(
+    source: str, declared: frozenset[str], limits: Limits, backend: Backend, container: str
+) -> Program:
     from guardrails.expr.parser import CelSyntaxError, parse
 
+    if backend not in ("compiled", "closures", "interpreter"):
+        raise ValueError(f"unknown backend {backend!r}")
     try:
         node = parse(source, limits)
     except CelSyntaxError as e:
         raise ExpressionError(e.message, e.offset) from None
-    program = compile_ast(
+    program, compiler = closure_compile(
         node, source=source, declared=declared, limits=limits, container=container
     )
     if backend == "compiled":
-        return program
-    if backend == "interpreter":
-        from guardrails.expr.interpreter import interpreted_program
+        from guardrails.expr.codegen import generate_program
 
-        return interpreted_program(program, declared=declared, container=container)
-    raise ValueError(f"unknown backend {backend!r}")
+        return generate_program(program, compiler)
+    if backend == "closures":
+        return program
+    from guardrails.expr.interpreter import interpreted_program
+
+    return interpreted_program(program, declared=declared, container=container)
 
 
 __all__ = [
+    "Backend",
     "ExpressionError",
     "Program",
     "UInt",

@@ -52,6 +52,10 @@ _ORDER: Final = {int: 0, UInt: 0, float: 0, str: 1, bytes: 2, bool: 3, _DT: 4, _
 # Durations are bounded like cel-go's (Go's time.Duration): int64 nanoseconds.
 _MAX_DURATION: Final = _TD(microseconds=INT64_MAX // 1000)
 MISSING: Final = object()
+FAST_EQ_TYPES: Final = frozenset(_SAME_EQ)
+"""Types whose same-type equality is Python's ``==`` (the code generator inlines it)."""
+ORDERED_TYPES: Final = frozenset(_ORDER)
+"""Types whose same-type ordering is Python's ``<`` (the code generator inlines it)."""
 
 
 class Activation:
@@ -338,6 +342,16 @@ def add(act: Activation, x: Any, y: Any) -> Any:
             return x + y
         except OverflowError:
             raise CelError("timestamp out of range") from None
+    no_overload("_+_", x, y)
+
+
+def concat(x: Any, y: Any) -> Any:
+    """``x + y`` for strings, bytes and lists, without the cost charge (the caller charges)."""
+    t = type(x)
+    if t is type(y) and (t is str or t is bytes or t is list or t is tuple):
+        return x + y
+    if (t is list or t is tuple) and type(y) in _SEQ:
+        return [*x, *y]
     no_overload("_+_", x, y)
 
 
@@ -1035,14 +1049,17 @@ FOLDABLE: Final = frozenset(
 )  # fmt: skip
 
 __all__ = [
+    "FAST_EQ_TYPES",
     "GLOBALS",
     "METHODS",
     "MISSING",
+    "ORDERED_TYPES",
     "TYPE_CONSTANTS",
     "Activation",
     "ErrorValue",
     "add",
     "charge",
+    "concat",
     "div",
     "eq",
     "ge",

@@ -1,0 +1,924 @@
+"""Compile a checked CEL AST into the source of one Python function per expression.
+
+A tree of closures pays a Python call per AST node; generated code pays none for the hot
+operations (field select on dicts, same-type comparisons and equality, ``!``, ``&&``,
+``||``, ``?:``, ``in``, ``size``, string tests, macros as loops), and falls back to the
+``stdlib`` functions for everything else, so CEL semantics stay those of the closure
+backend, which remains the reference for names, arity and folding: the closure compiler
+runs first (it rejects bad expressions and folds constants) and this module reuses its
+results.
+
+Safety: the generated text never contains expression text. Every literal, field name,
+variable name, pattern and library function reaches the code through the arguments of a
+factory function (``_k0``, ``_k1``, ...), and every identifier in the code is generated
+here. Because constants are not in the text, expressions that differ only in literals
+share one compiled code object (policy sets repeat shapes), which keeps load time low.
+
+Errors are values: ``&&``/``||`` chains and ``all``/``exists`` absorb ``CelError`` with
+try/except, never ``CostLimitExceeded``. The cost budget is a local integer charged per
+comprehension iteration and by string building/scanning, as in the closure backend.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+from guardrails.expr import ast
+from guardrails.expr import stdlib as std
+from guardrails.expr.compiler import (
+    LIB_FUNCTIONS,
+    LIB_METHODS,
+    Program,
+    _arity_ok,
+    _Compiler,
+    _tn,
+    _type_constant,
+)
+from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
+
+Run = Callable[[Mapping[str, Any]], Any]
+
+
+def _unset(bindings: Mapping[str, Any]) -> Any:
+    raise CelError("program has no generated code")
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedProgram(Program):
+    """A program whose ``evaluate`` is the generated function itself (no wrapper call).
+
+    Code is generated on the first evaluation, not at load: loading checks everything (the
+    closure compiler runs at load and its program stays in ``_fn``), and a policy set of
+    10,000 rules must load fast while a call evaluates only a few of them. The generated
+    function converts non-CEL exceptions to ``CelError`` (fail closed) like
+    ``Program.evaluate`` does. Installing it mutates the slot once; the program behaves the
+    same before and after, so it is still immutable in every observable way.
+    """
+
+    evaluate: Run = field(default=_unset, repr=False, compare=False)  # type: ignore[assignment]
+    _plan: tuple[dict[int, Any], frozenset[str], str] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _python: str = field(default="", repr=False, compare=False)
+
+    def python_source(self) -> str:
+        """The generated source ("" when the expression fell back to closures)."""
+        self._install()
+        return self._python
+
+    def _install(self) -> None:
+        plan = self._plan
+        if plan is None:
+            return
+        folded, declared, container = plan
+        compiler = _Compiler(declared, self._limits, container)
+        compiler.folded = folded
+        run: Run
+        try:
+            source, consts = generate_source(self, compiler)
+            run = _factory(source)(*consts)
+        except Exception:  # too deep for Python's compiler: the closures are still right
+            source = ""
+            run = functools.partial(Program.evaluate, self)
+        object.__setattr__(self, "_python", source)
+        object.__setattr__(self, "evaluate", run)
+        object.__setattr__(self, "_plan", None)
+
+
+def _first_evaluate(program: GeneratedProgram, bindings: Mapping[str, Any]) -> Any:
+    program._install()
+    return program.evaluate(bindings)
+
+
+# ---------------------------------------------------------------------------- runtime helpers
+
+
+def _cost_exceeded() -> NoReturn:
+    raise CostLimitExceeded("evaluation cost limit exceeded")
+
+
+def _unbound(name: str) -> NoReturn:
+    raise CelError(f"no value bound for '{name}'")
+
+
+def _overflow() -> NoReturn:
+    raise CelError("integer overflow")
+
+
+def _logic_error(op: str, value: Any) -> CelError:
+    return CelError(f"no matching overload for '{op}' applied to ({_tn(value)}, ...)")
+
+
+def _predicate_error(macro: str, value: Any) -> CelError:
+    return CelError(f"no matching overload for '{macro}' predicate of type {_tn(value)}")
+
+
+def _too_deep() -> NoReturn:
+    raise CelError("expression evaluation too deep") from None
+
+
+def _failed(e: Exception) -> NoReturn:
+    raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
+
+
+_GLOBALS: Final[Mapping[str, Any]] = {
+    "__builtins__": builtins,
+    "_CelError": CelError,
+    "_Cost": CostLimitExceeded,
+    "_ErrorValue": std.ErrorValue,
+    "_cost_exceeded": _cost_exceeded,
+    "_unbound": _unbound,
+    "_overflow": _overflow,
+    "_logic_error": _logic_error,
+    "_predicate_error": _predicate_error,
+    "_too_deep": _too_deep,
+    "_failed": _failed,
+    "_no_overload": std.no_overload,
+    "_select": std.select,
+    "_has": std.has_field,
+    "_eq": std.eq,
+    "_ne": std.ne,
+    "_lt": std.lt,
+    "_le": std.le,
+    "_gt": std.gt,
+    "_ge": std.ge,
+    "_in": std.in_,
+    "_index": std.index,
+    "_not": std.not_,
+    "_neg": std.neg,
+    "_add": std.add,
+    "_concat": std.concat,
+    "_sub": std.sub,
+    "_mul": std.mul,
+    "_div": std.div,
+    "_mod": std.mod,
+    "_size": std.size,
+    "_contains": std.contains,
+    "_starts_with": std.starts_with,
+    "_ends_with": std.ends_with,
+    "_matches": std.matches,
+    "_regex": std.regex,
+    "_make_map": std.make_map,
+    "_iter_range": std.iter_range,
+    "_deepcopy": copy.deepcopy,
+    "_EQ_TYPES": std.FAST_EQ_TYPES,
+    "_ORD_TYPES": std.ORDERED_TYPES,
+    "_SIZED": frozenset({str, bytes, list, tuple, dict}),
+    "_SEQS": frozenset({str, bytes, list, tuple}),
+    "_BUILT": frozenset({str, bytes, list}),
+    "_int": int,
+    "_float": float,
+    "_str": str,
+    "_list": list,
+    "_dict": dict,
+    "_bool": bool,
+    "_MIN": INT64_MIN,
+    "_MAX": INT64_MAX,
+}
+
+_COMPARE: Final[Mapping[str, tuple[str, str]]] = {
+    "_==_": ("==", "_eq"),
+    "_!=_": ("!=", "_ne"),
+    "_<_": ("<", "_lt"),
+    "_<=_": ("<=", "_le"),
+    "_>_": (">", "_gt"),
+    "_>=_": (">=", "_ge"),
+}
+_TYPE_NAMES: Final[Mapping[type, str]] = {int: "_int", float: "_float", str: "_str"}
+_STD_CALLS: Final[Mapping[str, str]] = {
+    "_/_": "_div",
+    "_%_": "_mod",
+    "-_": "_neg",
+}
+_MAX_DEPTH: Final = 40
+"""Indentation levels of generated code before falling back to closures (Python's
+compiler refuses more than 20 nested blocks and 100 indentation levels)."""
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _Gen:
+    def __init__(self, compiler: _Compiler) -> None:
+        self.c = compiler
+        self.folded = compiler.folded
+        self.consts: list[Any] = []
+        self.const_names: dict[Any, str] = {}
+        self.lines: list[str] = []
+        self.depth = 3
+        self.blocks = 1
+        self.n = 0
+        self.scopes: list[tuple[str, str, bool]] = []  # (CEL name, Python local, accumulator)
+        self.budget = False
+
+    # ------------------------------------------------------------------ emitting
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def indent(self, blocks: int = 0) -> _Indent:
+        return _Indent(self, blocks)
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"_t{self.n}"
+
+    def const(self, value: Any) -> str:
+        t = type(value)
+        key: Any = (
+            (t, repr(value)) if t in (int, float, str, bytes, bool, type(None)) else id(value)
+        )
+        found = self.const_names.get(key)
+        if found is not None:
+            return found
+        name = f"_k{len(self.consts)}"
+        self.consts.append(value)
+        self.const_names[key] = name
+        return name
+
+    def charge(self, units: str) -> None:
+        self.budget = True
+        self.emit(f"_bud -= {units}")
+        self.emit("if _bud < 0: _cost_exceeded()")
+
+    def try_catch_errors(self, body: Callable[[], None], handler: list[str]) -> None:
+        """``try: body`` with ``CelError`` handled (never the cost limit)."""
+        self.emit("try:")
+        with self.indent(2):
+            body()
+        self.emit("except _Cost:")
+        self.emit("    raise")
+        self.emit("except _CelError as _x:")
+        for line in handler:
+            self.emit("    " + line)
+
+    # ------------------------------------------------------------------ names
+
+    def lookup(self, name: str) -> tuple[str, bool] | None:
+        for n, local, accu in reversed(self.scopes):
+            if n == name:
+                return local, accu
+        return None
+
+    def qualified_name(self, node: ast.Node) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Select) and not node.test_only:
+            parts.append(node.field)
+            node = node.operand
+        if not isinstance(node, ast.Ident) or self.lookup(node.name) is not None:
+            return None
+        parts.append(node.name)
+        return ".".join(reversed(parts))
+
+    def variable(self, name: str) -> str:
+        t = self.tmp()
+        k = self.const(name)
+        self.emit("try:")
+        self.emit(f"    {t} = b[{k}]")
+        self.emit("except KeyError:")
+        self.emit(f"    _unbound({k})")
+        return t
+
+    # ------------------------------------------------------------------ nodes
+
+    def expr(self, node: ast.Node) -> str:
+        """Emit the statements computing ``node``; return the name holding its value."""
+        key = id(node)
+        if key in self.folded:
+            return self.const(self.folded[key])
+        if isinstance(node, ast.Literal):
+            return self.const(node.value)
+        if isinstance(node, ast.Ident):
+            return self.ident(node)
+        if isinstance(node, ast.Select):
+            return self.select(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.ListLit):
+            parts = [self.expr(e) for e in node.elements]
+            t = self.tmp()
+            self.emit(f"{t} = [{', '.join(parts)}]")
+            return t
+        if isinstance(node, ast.MapLit):
+            pairs = [f"({self.expr(k)}, {self.expr(v)})" for k, v in node.entries]
+            t = self.tmp()
+            self.emit(f"{t} = _make_map([{', '.join(pairs)}])")
+            return t
+        if isinstance(node, ast.Comprehension):
+            return self.comprehension(node)
+        raise _TooDeep(
+            f"unsupported node {type(node).__name__}"
+        )  # the closure compiler rejected it
+
+    def ident(self, node: ast.Ident) -> str:
+        scoped = self.lookup(node.name)
+        if scoped is not None:
+            local, accu = scoped
+            if accu:
+                self.emit(f"if type({local}) is _ErrorValue: raise {local}.error")
+            return local
+        var = self.c.resolve_declared(node.name)
+        if var is not None:
+            return self.variable(var)
+        found = _type_constant(node.name)
+        if found is None:
+            raise _TooDeep(f"undeclared {node.name}")  # unreachable: checked by the compiler
+        return self.const(found)
+
+    def select(self, node: ast.Select) -> str:
+        if not node.test_only:
+            qualified = self.qualified_name(node)
+            if qualified is not None:
+                root = qualified.split(".", 1)[0]
+                if self.c.resolve_declared(root) is None or self.c.resolve_declared(qualified):
+                    var = self.c.resolve_declared(qualified)
+                    if var is not None:
+                        return self.variable(var)
+                    found = _type_constant(qualified)
+                    if found is not None:
+                        return self.const(found)
+        v = self.expr(node.operand)
+        k = self.const(node.field)
+        t = self.tmp()
+        if node.test_only:
+            self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
+        else:
+            self.emit(f"{t} = {v}[{k}] if type({v}) is _dict and {k} in {v} else _select({v}, {k})")
+        return t
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, node: ast.Call) -> str:
+        name = node.function
+        if node.target is None:
+            special = self.operator(node)
+            if special is not None:
+                return special
+            return self.global_call(name, node.args)
+        if name == "bind" and len(node.args) == 3 and self.is_cel_namespace(node.target):
+            return self.bind(node)
+        namespace = self.qualified_name(node.target)
+        if namespace is not None and self.c.resolve_declared(namespace.split(".")[0]) is None:
+            return self.global_call(f"{namespace}.{name}", node.args)
+        return self.method_call(node)
+
+    def is_cel_namespace(self, target: ast.Node) -> bool:
+        return (
+            isinstance(target, ast.Ident)
+            and target.name == "cel"
+            and self.lookup("cel") is None
+            and self.c.resolve_declared("cel") is None
+        )
+
+    def global_call(self, name: str, arg_nodes: tuple[ast.Node, ...]) -> str:
+        std_fn = std.GLOBALS.get(name)
+        if std_fn is not None:
+            return self.std_call(name, std_fn, [self.expr(a) for a in arg_nodes])
+        lib_fn = LIB_FUNCTIONS.get(name)
+        if lib_fn is None:
+            raise _TooDeep(f"unknown function {name}")
+        return self.lib_call(lib_fn, [self.expr(a) for a in arg_nodes])
+
+    def method_call(self, node: ast.Call) -> str:
+        assert node.target is not None
+        name = node.function
+        parts = [self.expr(node.target), *(self.expr(a) for a in node.args)]
+        if name == "matches" and len(node.args) == 1:
+            pattern_key = id(node.args[0])
+            pattern = self.folded.get(pattern_key, MISSING_PATTERN)
+            if type(pattern) is str:
+                try:
+                    compiled = std.regex(pattern)
+                except CelError:
+                    pass  # an invalid pattern stays a run-time error
+                else:
+                    return self.matches_const(parts[0], compiled)
+        std_fn = std.METHODS.get(name)
+        if std_fn is not None and _arity_ok(std_fn, len(parts) + 1):
+            return self.std_call(name, std_fn, parts)
+        lib_fn = LIB_METHODS.get(name)
+        if lib_fn is None:
+            raise _TooDeep(f"unknown method {name}")
+        return self.lib_call(lib_fn, parts)
+
+    def matches_const(self, s: str, compiled: Any) -> str:
+        t = self.tmp()
+        rx = self.const(compiled)
+        slow = self.const(std.compiled_matches(compiled))
+        self.emit(f"if type({s}) is _str:")
+        with self.indent():
+            self.charge(f"len({s})")
+            self.emit(f"{t} = {rx}.search({s}) is not None")
+        self.emit("else:")
+        self.emit(f"    {t} = {slow}(None, {s})")
+        return t
+
+    def std_call(self, name: str, fn: Callable[..., Any], parts: list[str]) -> str:
+        """Standard functions; only ``contains``, ``matches`` and ``+`` charge cost (inlined)."""
+        t = self.tmp()
+        if name == "size" and len(parts) == 1:
+            (x,) = parts
+            self.emit(f"{t} = len({x}) if type({x}) in _SIZED else _size(None, {x})")
+            return t
+        if name in ("contains", "matches") and len(parts) == 2:
+            s, arg = parts
+            self.emit(f"if type({s}) is _str and type({arg}) is _str:")
+            with self.indent():
+                self.charge(f"len({s})")
+                if name == "contains":
+                    self.emit(f"{t} = {arg} in {s}")
+                else:
+                    self.emit(f"{t} = _regex({arg}).search({s}) is not None")
+            self.emit("else:")
+            helper = "_contains" if name == "contains" else "_matches"
+            self.emit(f"    {t} = {helper}(None, {s}, {arg})")
+            return t
+        if name in ("startsWith", "endsWith") and len(parts) == 2:
+            s, arg = parts
+            method = "startswith" if name == "startsWith" else "endswith"
+            helper = "_starts_with" if name == "startsWith" else "_ends_with"
+            self.emit(
+                f"{t} = {s}.{method}({arg}) if type({s}) is _str and type({arg}) is _str "
+                f"else {helper}(None, {s}, {arg})"
+            )
+            return t
+        f = self.const(fn)
+        self.emit(f"{t} = {f}(None, {', '.join(parts)})")
+        return t
+
+    def lib_call(self, fn: Callable[..., Any], parts: list[str]) -> str:
+        """Library functions know nothing of cost: charge what they scan and what they build."""
+        f = self.const(fn)
+        scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
+        self.charge(f"1 + {scanned}" if scanned else "1")
+        t = self.tmp()
+        self.emit(f"{t} = {f}({', '.join(parts)})")
+        self.emit(f"if type({t}) in _BUILT:")
+        with self.indent():
+            self.charge(f"len({t})")
+        return t
+
+    def bind(self, node: ast.Call) -> str:
+        var, init_node, body_node = node.args
+        assert isinstance(var, ast.Ident)
+        u = self.tmp()
+        self.store_or_error(u, init_node)
+        self.scopes.append((var.name, u, True))
+        try:
+            return self.expr(body_node)
+        finally:
+            self.scopes.pop()
+
+    def store_or_error(self, target: str, node: ast.Node) -> None:
+        """``target = node``, or an ``ErrorValue`` holding its error (errors are values)."""
+
+        def body() -> None:
+            v = self.expr(node)
+            self.emit(f"{target} = {v}")
+
+        self.try_catch_errors(body, [f"{target} = _ErrorValue(_x)"])
+
+    # ------------------------------------------------------------------ operators
+
+    def operator(self, node: ast.Call) -> str | None:
+        name = node.function
+        args = node.args
+        if name in ("_&&_", "_||_") and len(args) == 2:
+            return self.logical(node)
+        if name == "_?_:_" and len(args) == 3:
+            return self.conditional(args)
+        if len(args) == 1:
+            if name == "!_":
+                x = self.expr(args[0])
+                t = self.tmp()
+                self.emit(f"{t} = {x} is False if type({x}) is _bool else _not({x})")
+                return t
+            if name == "@not_strictly_false":
+                t = self.tmp()
+
+                def body() -> None:
+                    x = self.expr(args[0])
+                    self.emit(f"{t} = {x} is not False")
+
+                self.try_catch_errors(body, [f"{t} = True"])
+                return t
+            helper = _STD_CALLS.get(name)
+            if helper is not None:
+                x = self.expr(args[0])
+                t = self.tmp()
+                self.emit(f"{t} = {helper}({x})")
+                return t
+            return None
+        if len(args) != 2:
+            return None
+        if name in _COMPARE:
+            return self.compare(name, args)
+        if name == "@in":
+            return self.membership(args)
+        if name == "_+_":
+            return self.add(args)
+        if name in ("_-_", "_*_"):
+            left, right = self.expr(args[0]), self.expr(args[1])
+            t = self.tmp()
+            op, helper = ("-", "_sub") if name == "_-_" else ("*", "_mul")
+            self.emit(f"if type({left}) is type({right}) is _int:")
+            self.emit(f"    {t} = {left} {op} {right}")
+            self.emit(f"    if not _MIN <= {t} <= _MAX: _overflow()")
+            self.emit(f"elif type({left}) is type({right}) is _float:")
+            self.emit(f"    {t} = {left} {op} {right}")
+            self.emit("else:")
+            self.emit(f"    {t} = {helper}({left}, {right})")
+            return t
+        helper = _STD_CALLS.get(name)
+        if helper is not None:
+            left, right = self.expr(args[0]), self.expr(args[1])
+            t = self.tmp()
+            self.emit(f"{t} = {helper}({left}, {right})")
+            return t
+        if name == "_[_]":
+            left, right = self.expr(args[0]), self.expr(args[1])
+            t = self.tmp()
+            self.emit(
+                f"{t} = {left}[{right}] if type({left}) is _list and type({right}) is _int "
+                f"and 0 <= {right} < len({left}) else _index({left}, {right})"
+            )
+            return t
+        return None
+
+    def compare(self, name: str, args: tuple[ast.Node, ...]) -> str:
+        op, helper = _COMPARE[name]
+        left, right = self.expr(args[0]), self.expr(args[1])
+        t = self.tmp()
+        # A constant side of a known type: only that exact type takes Python's operator.
+        known = None
+        for node in args:
+            if id(node) in self.folded:
+                known = _TYPE_NAMES.get(type(self.folded[id(node)]))
+                if known is not None:
+                    other = right if node is args[0] else left
+                    break
+        if known is not None:
+            test = f"type({other}) is {known}"
+        else:
+            kinds = "_EQ_TYPES" if op in ("==", "!=") else "_ORD_TYPES"
+            test = f"type({left}) is type({right}) in {kinds}"
+        self.emit(f"{t} = {left} {op} {right} if {test} else {helper}({left}, {right})")
+        return t
+
+    def membership(self, args: tuple[ast.Node, ...]) -> str:
+        item = self.expr(args[0])
+        values = self.folded.get(id(args[1]))
+        t = self.tmp()
+        if type(values) is list and values and all(type(v) is str for v in values):
+            strings = self.const(frozenset(values))
+            container = self.const(values)
+            self.emit(
+                f"{t} = {item} in {strings} if type({item}) is _str else _in({item}, {container})"
+            )
+            return t
+        container = self.expr(args[1])
+        self.emit(
+            f"{t} = {item} in {container} if type({item}) is _str and "
+            f"(type({container}) is _list or type({container}) is _dict) "
+            f"else _in({item}, {container})"
+        )
+        return t
+
+    def add(self, args: tuple[ast.Node, ...]) -> str:
+        left, right = self.expr(args[0]), self.expr(args[1])
+        t = self.tmp()
+        self.emit(f"if type({left}) is type({right}) is _int:")
+        self.emit(f"    {t} = {left} + {right}")
+        self.emit(f"    if not _MIN <= {t} <= _MAX: _overflow()")
+        self.emit(f"elif type({left}) is type({right}) is _float:")
+        self.emit(f"    {t} = {left} + {right}")
+        self.emit(f"elif type({left}) in _SEQS and type({right}) in _SEQS:")
+        with self.indent():
+            self.emit(f"{t} = _concat({left}, {right})")
+            self.charge(f"len({left}) + len({right})")
+        self.emit("else:")
+        self.emit(f"    {t} = _add(None, {left}, {right})")
+        return t
+
+    def logical(self, node: ast.Call) -> str:
+        """An ``&&`` or ``||`` chain, flattened: the first absorbing operand decides, else
+        the first error (a non-bool operand is one), else the other bool."""
+        name = node.function
+        operands: list[ast.Node] = []
+        stack: list[ast.Node] = [node]
+        while stack:
+            n = stack.pop()
+            if (
+                isinstance(n, ast.Call)
+                and n.function == name
+                and n.target is None
+                and len(n.args) == 2
+                and id(n) not in self.folded
+            ):
+                stack.extend(reversed(n.args))
+            else:
+                operands.append(n)
+        stop = "True" if name == "_||_" else "False"
+        other = "False" if name == "_||_" else "True"
+        t, err, v = self.tmp(), self.tmp(), self.tmp()
+        op = self.const(name)
+        self.emit(f"{err} = None")
+        self.emit("while True:")
+        with self.indent(1):
+            for operand in operands:
+
+                def body(operand: ast.Node = operand) -> None:
+                    self.emit(f"{v} = {self.expr(operand)}")
+
+                self.try_catch_errors(body, [f"if {err} is None: {err} = _x"])
+                self.emit("else:")
+                self.emit(f"    if {v} is {stop}:")
+                self.emit(f"        {t} = {stop}")
+                self.emit("        break")
+                self.emit(f"    if {v} is not {other} and {err} is None:")
+                self.emit(f"        {err} = _logic_error({op}, {v})")
+            self.emit(f"if {err} is not None: raise {err}")
+            self.emit(f"{t} = {other}")
+            self.emit("break")
+        return t
+
+    def conditional(self, args: tuple[ast.Node, ...]) -> str:
+        cond_node, then_node, else_node = args
+        folded = self.folded.get(id(cond_node), None)
+        if id(cond_node) in self.folded and folded is True:
+            return self.expr(then_node)
+        if id(cond_node) in self.folded and folded is False:
+            return self.expr(else_node)
+        c = self.expr(cond_node)
+        t = self.tmp()
+        self.emit(f"if {c} is True:")
+        with self.indent():
+            self.emit(f"{t} = {self.expr(then_node)}")
+        self.emit(f"elif {c} is False:")
+        with self.indent():
+            self.emit(f"{t} = {self.expr(else_node)}")
+        self.emit("else:")
+        self.emit(f"    _no_overload({self.const('_?_:_')}, {c})")
+        return t
+
+    # ------------------------------------------------------------------ comprehensions
+
+    def loop_header(self, node: ast.Comprehension, it_local: str) -> None:
+        r = self.expr(node.iter_range)
+        items = self.tmp()
+        macro = self.const(node.macro or "comprehension")
+        self.emit(f"{items} = {r} if type({r}) is _list else _iter_range({r}, {macro})")
+        self.emit(f"for {it_local} in {items}:")
+        self.budget = True
+        self.emit("    _bud -= 1")
+        self.emit("    if _bud < 0: _cost_exceeded()")
+
+    def comprehension(self, node: ast.Comprehension) -> str:
+        special = self.special_macro(node)
+        if special is not None:
+            return special
+        it_local, accu = self.tmp(), self.tmp()
+        r = self.expr(node.iter_range)
+        items = self.tmp()
+        macro = self.const(node.macro or "comprehension")
+        self.emit(f"{items} = _iter_range({r}, {macro})")
+        self.store_or_error(accu, node.accu_init)
+        self.scopes.append((node.accu_var, accu, True))
+        self.scopes.append((node.iter_var, it_local, False))
+        self.emit(f"for {it_local} in {items}:")
+        self.budget = True
+        with self.indent(1):
+            self.emit("_bud -= 1")
+            self.emit("if _bud < 0: _cost_exceeded()")
+
+            def cond() -> None:
+                c = self.expr(node.loop_condition)
+                self.emit(f"if {c} is False: break")
+
+            self.try_catch_errors(cond, ["pass"])
+            self.store_or_error(accu, node.loop_step)
+        self.scopes.pop()  # the iteration variable is not visible in the result
+        try:
+            return self.expr(node.result)
+        finally:
+            self.scopes.pop()
+
+    def special_macro(self, node: ast.Comprehension) -> str | None:
+        """The standard macros as plain loops, when the node has cel-go's expansion shape
+        (the same shapes the closure compiler specialises)."""
+        accu = node.accu_var
+        step = node.loop_step
+
+        def is_accu(n: ast.Node) -> bool:
+            return isinstance(n, ast.Ident) and n.name == accu
+
+        def uses_accu(n: ast.Node) -> bool:
+            return any(isinstance(m, ast.Ident) and m.name == accu for m in ast.walk(n))
+
+        def appends(n: ast.Node) -> ast.Node | None:
+            if (
+                isinstance(n, ast.Call)
+                and n.function == "_+_"
+                and n.target is None
+                and len(n.args) == 2
+                and is_accu(n.args[0])
+                and isinstance(n.args[1], ast.ListLit)
+                and len(n.args[1].elements) == 1
+            ):
+                return n.args[1].elements[0]
+            return None
+
+        if not isinstance(step, ast.Call) or step.target is not None:
+            return None
+        macro = node.macro
+        if (
+            macro in ("all", "exists")
+            and step.function == ("_&&_" if macro == "all" else "_||_")
+            and len(step.args) == 2
+            and is_accu(step.args[0])
+            and not uses_accu(step.args[1])
+            and is_accu(node.result)
+        ):
+            return self.quantifier(node, step.args[1], stop=macro == "exists")
+        if (
+            macro in ("map", "filter", "exists_one")
+            and step.function == "_?_:_"
+            and len(step.args) == 3
+            and is_accu(step.args[2])
+            and not uses_accu(step.args[0])
+        ):
+            if macro == "exists_one":
+                inc = step.args[1]
+                if (
+                    isinstance(inc, ast.Call)
+                    and inc.function == "_+_"
+                    and len(inc.args) == 2
+                    and is_accu(inc.args[0])
+                    and isinstance(inc.args[1], ast.Literal)
+                    and inc.args[1].value == 1
+                    and type(inc.args[1].value) is int
+                ):
+                    return self.exists_one(node, step.args[0])
+                return None
+            value = appends(step.args[1])
+            if value is None or uses_accu(value) or not is_accu(node.result):
+                return None
+            if macro == "filter" and isinstance(value, ast.Ident) and value.name == node.iter_var:
+                return self.map_filter(node, step.args[0], None)
+            return self.map_filter(node, step.args[0], value)
+        if macro == "map" and is_accu(node.result):
+            value = appends(step)
+            if value is None or uses_accu(value):
+                return None
+            return self.map_filter(node, None, value)
+        return None
+
+    def quantifier(self, node: ast.Comprehension, pred: ast.Node, *, stop: bool) -> str:
+        t, err, p, x = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+        macro = self.const(node.macro)
+        decided, other = ("True", "False") if stop else ("False", "True")
+        self.emit(f"{err} = None")
+        self.emit(f"{t} = {other}")
+        self.loop_header(node, x)
+        self.scopes.append((node.iter_var, x, False))
+        with self.indent(1):
+
+            def body() -> None:
+                self.emit(f"{p} = {self.expr(pred)}")
+
+            self.try_catch_errors(body, [f"if {err} is None: {err} = _x", "continue"])
+            self.emit(f"if {p} is {decided}:")
+            self.emit(f"    {t} = {decided}")
+            self.emit("    break")
+            self.emit(f"if {p} is not {other} and {err} is None:")
+            self.emit(f"    {err} = _predicate_error({macro}, {p})")
+        self.scopes.pop()
+        self.emit("else:")
+        self.emit(f"    if {err} is not None: raise {err}")
+        return t
+
+    def exists_one(self, node: ast.Comprehension, pred: ast.Node) -> str:
+        t, count, x = self.tmp(), self.tmp(), self.tmp()
+        macro = self.const("exists_one")
+        self.emit(f"{count} = 0")
+        self.loop_header(node, x)
+        self.scopes.append((node.iter_var, x, False))
+        with self.indent(1):
+            p = self.expr(pred)
+            self.emit(f"if {p} is True: {count} += 1")
+            self.emit(f"elif {p} is not False: _no_overload({macro}, {p})")
+        self.scopes.pop()
+        self.emit(f"{t} = {count} == 1")
+        return t
+
+    def map_filter(
+        self, node: ast.Comprehension, pred: ast.Node | None, value: ast.Node | None
+    ) -> str:
+        out, x = self.tmp(), self.tmp()
+        macro = self.const(node.macro)
+        self.emit(f"{out} = []")
+        self.loop_header(node, x)
+        self.scopes.append((node.iter_var, x, False))
+        with self.indent(1):
+            if pred is not None:
+                p = self.expr(pred)
+                self.emit(f"if {p} is False: continue")
+                self.emit(f"if {p} is not True: _no_overload({macro}, {p})")
+            v = x if value is None else self.expr(value)
+            self.emit(f"{out}.append({v})")
+        self.scopes.pop()
+        return out
+
+
+MISSING_PATTERN: Final = object()
+
+
+class _Indent:
+    def __init__(self, gen: _Gen, blocks: int) -> None:
+        self.gen = gen
+        self.blocks = blocks
+
+    def __enter__(self) -> None:
+        self.gen.depth += 1
+        self.gen.blocks += self.blocks
+        if self.gen.depth > _MAX_DEPTH or self.gen.blocks > 18:
+            raise _TooDeep("nested too deeply for generated code")
+
+    def __exit__(self, *exc: object) -> None:
+        self.gen.depth -= 1
+        self.gen.blocks -= self.blocks
+
+
+# ---------------------------------------------------------------------------- assembly
+
+_FACTORIES: dict[str, Callable[..., Run]] = {}
+_FACTORIES_MAX: Final = 4096
+
+
+def generate_source(program: Program, compiler: _Compiler) -> tuple[str, list[Any]]:
+    """The factory source for ``program`` and the constants to call it with."""
+    gen = _Gen(compiler)
+    result = gen.expr(program.ast)
+    if id(program.ast) in gen.folded and isinstance(gen.folded[id(program.ast)], list | dict):
+        # Never hand out a folded constant itself: callers may mutate results.
+        gen.emit(f"return _deepcopy({result})")
+    else:
+        gen.emit(f"return {result}")
+    params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
+    head = ["def _make(" + params + "):", "    def _f(b):"]
+    if gen.budget:
+        head.append(f"        _bud = {gen.const(program._limits.max_cost)}")
+        params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
+        head[0] = "def _make(" + params + "):"
+    source = "\n".join(
+        [
+            *head,
+            "        try:",
+            *gen.lines,
+            "        except _CelError:",
+            "            raise",
+            "        except RecursionError:",
+            "            _too_deep()",
+            "        except Exception as _x:",
+            "            _failed(_x)",
+            "    return _f",
+            "",
+        ]
+    )
+    return source, gen.consts
+
+
+def _factory(source: str) -> Callable[..., Run]:
+    found = _FACTORIES.get(source)
+    if found is None:
+        namespace = dict(_GLOBALS)
+        exec(compile(source, "<cel>", "exec"), namespace)
+        found = namespace["_make"]
+        if len(_FACTORIES) >= _FACTORIES_MAX:
+            _FACTORIES.clear()
+        _FACTORIES[source] = found
+    return found
+
+
+def generate_program(program: Program, compiler: _Compiler) -> GeneratedProgram:
+    """The generated-code program for a closure-compiled one; the code itself is generated
+    on first use (see ``GeneratedProgram``)."""
+    generated = GeneratedProgram(
+        program.source,
+        program.ast,
+        program._fn,
+        program._slots,
+        program._limits,
+        _plan=(compiler.folded, compiler.declared, compiler.container),
+    )
+    object.__setattr__(generated, "evaluate", functools.partial(_first_evaluate, generated))
+    return generated
+
+
+__all__ = ["GeneratedProgram", "generate_program", "generate_source"]
