@@ -34,7 +34,7 @@ from guardrails.model.documents import ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.model.source import Expression
 
-Backend = Literal["compiled", "interpreter"]
+Backend = Literal["compiled", "closures", "interpreter"]
 
 CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "params", "now"})
 """Names every expression can use; ``variables`` is added where variables exist."""

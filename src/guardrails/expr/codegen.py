@@ -409,12 +409,12 @@ class _Gen:
 
     def matches_const(self, s: str, compiled: Any) -> str:
         t = self.tmp()
-        rx = self.const(compiled)
+        rx = self.const(std.regex_tester(compiled))
         slow = self.const(std.compiled_matches(compiled))
         self.emit(f"if type({s}) is _str:")
         with self.indent():
             self.charge(f"len({s})")
-            self.emit(f"{t} = {rx}.search({s}) is not None")
+            self.emit(f"{t} = {rx}({s})")
         self.emit("else:")
         self.emit(f"    {t} = {slow}(None, {s})")
         return t
