@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import math
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,57 +104,71 @@ def _step_dict(step: Step, secret: frozenset[str]) -> dict[str, Any]:
 # --- input normalisation -------------------------------------------------------------
 
 
-class _Budget:
+class Budget:
+    """What is left of the input size bound, shared by all inputs of one call."""
+
     __slots__ = ("left",)
 
     def __init__(self, left: int) -> None:
         self.left = left
 
 
-def normalize(value: Any, limits: Limits) -> Any:
+_LEAF_COST = {str: 2, int: 8, float: 8, bool: 8, type(None): 8}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def normalize(value: Any, limits: Limits, budget: Budget | None = None) -> Any:
     """A CEL-ready copy of JSON-like data, within the input bounds.
 
     Copying is what makes ``evaluate`` pure (repairs never touch the caller's objects)
     and bounding it here is what keeps a huge argument from making evaluation slow.
     """
-    return _normalize(value, 0, _Budget(limits.max_input_bytes), limits.max_input_depth)
+    if budget is None:
+        budget = Budget(limits.max_input_bytes)
+    value = _normalize(value, 0, budget, limits.max_input_depth)
+    if budget.left < 0:
+        raise InputError("inputs exceed the size bound")
+    return value
 
 
-def _normalize(value: Any, depth: int, budget: _Budget, max_depth: int) -> Any:
+def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
     t = type(value)
-    if t is str:
-        budget.left -= len(value) + 2
-    elif t is bool or t is int or value is None:
-        budget.left -= 8
-    elif t is float:
-        if not math.isfinite(value):
-            pass  # JSON has no NaN/inf, but Python callers may pass them: CEL has both
-        budget.left -= 8
-    elif t is dict or isinstance(value, Mapping):
-        if depth >= max_depth:
-            raise InputError(f"input nested deeper than {max_depth} levels")
+    cost = _LEAF_COST.get(t)
+    if cost is not None:
+        if t is str:
+            budget.left -= len(value) + 2
+        else:
+            budget.left -= cost
+            if t is int and not _INT64[0] <= value <= _INT64[1]:
+                return float(value)  # beyond int64, a JSON number is a double
+        return value
+    if depth >= max_depth:
+        raise InputError(f"input nested deeper than {max_depth} levels")
+    if t is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if type(k) is not str:
                 raise InputError("map keys in inputs must be strings")
-            budget.left -= len(k) + 4
-            out[k] = _normalize(v, depth + 1, budget, max_depth)
-        value = out
-    elif t is list or t is tuple:
-        if depth >= max_depth:
-            raise InputError(f"input nested deeper than {max_depth} levels")
-        value = [_normalize(v, depth + 1, budget, max_depth) for v in value]
-        budget.left -= 2
-    elif isinstance(value, bool | int | float | str):
+            if type(v) is str:  # the common leaf, inline
+                budget.left -= len(k) + len(v) + 6
+                out[k] = v
+            else:
+                budget.left -= len(k) + 4
+                out[k] = _normalize(v, depth + 1, budget, max_depth)
+        if budget.left < 0:
+            raise InputError("inputs exceed the size bound")
+        return out
+    if t is list or t is tuple:
+        budget.left -= 2 + len(value)
+        if budget.left < 0:
+            raise InputError("inputs exceed the size bound")
+        return [_normalize(v, depth + 1, budget, max_depth) for v in value]
+    if isinstance(value, bool | int | float | str):
         # subclasses (IntEnum, str Enum...) become their plain CEL value
         base = bool if isinstance(value, bool) else int if isinstance(value, int) else (
             float if isinstance(value, float) else str)
         return _normalize(base(value), depth, budget, max_depth)
-    else:
-        raise InputError(f"input value of type {t.__name__} is not JSON data")
-    if budget.left < 0:
-        raise InputError("inputs exceed the size bound")
-    return value
+    raise InputError(f"input value of type {t.__name__} is not JSON data")
 
 
 # --- evaluation ------------------------------------------------------------------------
@@ -198,6 +211,9 @@ class _Variables(Mapping[str, Any]):
         return len(self._defs)
 
 
+_NO_VARIABLES = _Variables({})
+
+
 def _cel_error(e: Exception) -> CelError:
     """Every failure is an evaluation error: a guard must never crash a call.
 
@@ -217,17 +233,19 @@ class Scrubber:
     Built per call but computed on first use: most calls produce no text to scrub.
     """
 
-    __slots__ = ("_names", "_patterns", "_sources", "_values")
+    __slots__ = ("_names", "_patterns", "_policies", "_sources", "_values")
 
     def __init__(self, sources: Sequence[Mapping[str, Any]], names: frozenset[str],
-                 patterns: Sequence[Any]) -> None:
+                 policies: Sequence[CompiledPolicy]) -> None:
         self._sources = sources
         self._names = names
-        self._patterns = patterns
+        self._policies = policies
+        self._patterns: list[Any] = []
         self._values: list[str] | None = None
 
     def __call__(self, text: str) -> str:
         if self._values is None:
+            self._patterns = [r for p in self._policies for r in p.redact]
             found: list[str] = []
             for source in self._sources:
                 found += secret_values(source, self._names)
@@ -327,10 +345,12 @@ def evaluate_call(
         if value:
             matched.append(policy)
 
-    secret_names = frozenset().union(*(p.secret_arguments for p in matched)) if matched else (
-        frozenset())
+    if len(matched) == 1:
+        secret_names = matched[0].secret_arguments
+    else:
+        secret_names = frozenset().union(*(p.secret_arguments for p in matched))
     # ``args`` is updated in place by repairs: a repaired secret is scrubbed too.
-    scrub = Scrubber((raw_args, args), secret_names, [r for p in matched for r in p.redact])
+    scrub = Scrubber((raw_args, args), secret_names, matched)
 
     if input_error is not None:
         for policy in matched:
@@ -385,9 +405,13 @@ def evaluate_call(
     # 3. rules
     for policy in matched:
         pt = traces.get(policy.name)
-        variables = _Variables(policy.variable_index)
-        bindings = dict(base, args=args, params=policy.params, variables=variables)
-        variables._bindings = bindings
+        if policy.variables:
+            variables = _Variables(policy.variable_index)
+            bindings = dict(base, args=args, params=policy.params, variables=variables)
+            variables._bindings = bindings
+        else:
+            variables = _NO_VARIABLES
+            bindings = dict(base, args=args, params=policy.params, variables=variables)
         acted: list[Action] = []
         for rule in policy.rules:
             try:

@@ -11,10 +11,10 @@ from typing import Any
 
 from guardrails.engine.decision import Decision
 from guardrails.engine.evaluate import (
+    Budget,
     Call,
     InputError,
     PolicyTrace,
-    Scrubber,
     evaluate_call,
     normalize,
 )
@@ -22,6 +22,7 @@ from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -139,28 +140,32 @@ class PolicySet:
         limits = self._limits
         error: str | None = None
         tool = tool if isinstance(tool, str) else str(tool)
-        if now is None:
+        if "now" not in names:
+            now = _EPOCH  # no candidate reads the clock: skip reading it
+        elif now is None:
             now = datetime.datetime.now(datetime.UTC)
         elif now.tzinfo is None:
             now = now.replace(tzinfo=datetime.UTC)
+        budget = Budget(limits.max_input_bytes)
         try:
             if args is not None and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
-            n_args = normalize(args or {}, limits)
+            n_args = normalize(args or {}, limits, budget)
             # Only what some candidate policy reads is copied and bounded.
             n_principal: Any = {}
             if "principal" in names:
-                n_principal = normalize(principal or {}, limits)
+                n_principal = normalize(principal or {}, limits, budget)
                 if not isinstance(n_principal, dict):
                     raise InputError("principal must be a map")
             n_history: Any = []
             if "history" in names:
-                n_history = normalize(list(history or ())[-limits.max_history:], limits)
+                n_history = normalize(list(history or ())[-limits.max_history:], limits, budget)
             text = request or ""
             if not isinstance(text, str):
                 raise InputError("request must be text")
-            if len(text) > limits.max_input_bytes:
-                raise InputError("request text exceeds the size bound")
+            budget.left -= len(text)
+            if budget.left < 0:
+                raise InputError("inputs exceed the size bound")
         except (InputError, RecursionError) as e:
             error = str(e) if isinstance(e, InputError) else "input nested too deeply"
             raw = args if isinstance(args, Mapping) else {}
@@ -195,6 +200,6 @@ class PolicySet:
 
     def redact(self, text: str) -> str:
         """Apply every policy's redact patterns to a text (tool results, error text)."""
-        if not self._redact:
-            return text
-        return Scrubber((), frozenset(), self._redact)(text)
+        for r in self._redact:
+            text = r.pattern.sub(r.replacement, text)
+        return text
