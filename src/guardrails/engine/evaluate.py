@@ -162,7 +162,14 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
         budget.left -= 2 + len(value)
         if budget.left < 0:
             raise InputError("inputs exceed the size bound")
-        return [_normalize(v, depth + 1, budget, max_depth) for v in value]
+        items: list[Any] = []
+        for v in value:
+            if type(v) is str:  # the common leaf, inline
+                budget.left -= len(v) + 2
+                items.append(v)
+            else:
+                items.append(_normalize(v, depth + 1, budget, max_depth))
+        return items
     if isinstance(value, bool | int | float | str):
         # subclasses (IntEnum, str Enum...) become their plain CEL value
         base = bool if isinstance(value, bool) else int if isinstance(value, int) else (
@@ -458,10 +465,15 @@ def evaluate_call(
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
-            if result.severity > effect.severity:
+            if _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
     return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names)
+
+
+_ACTION_EFFECT = {Action.HALT: Effect.HALT, Action.DENY: Effect.DENY,
+                  Action.REQUIRE_APPROVAL: Effect.REQUIRE_APPROVAL}
+_SEVERITY = {e: e.severity for e in Effect}
 
 
 def _policy_effect(acted: list[Action], default: Effect) -> Effect:
@@ -469,13 +481,10 @@ def _policy_effect(acted: list[Action], default: Effect) -> Effect:
     worst = Effect.ALLOW
     allowed = False
     for a in acted:
-        if a is Action.WARN:
-            continue
-        if a is Action.ALLOW:
-            allowed = True
-            continue
-        e = Effect(a.value)
-        if e.severity > worst.severity:
+        e = _ACTION_EFFECT.get(a)
+        if e is None:
+            allowed = allowed or a is Action.ALLOW  # warn changes nothing
+        elif _SEVERITY[e] > _SEVERITY[worst]:
             worst = e
     if worst is not Effect.ALLOW or allowed:
         return worst
