@@ -101,10 +101,7 @@ class PolicySet:
         now: datetime.datetime | None = None,
     ) -> Decision:
         """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        candidates, names = self._candidates(tool if isinstance(tool, str) else str(tool))
-        call, error = self._call(tool, args, principal, history, request, description, now,
-                                 names)
-        return evaluate_call(call, candidates, revision=self._revision, input_error=error)
+        return self._decide(tool, args, principal, history, request, description, now, None)
 
     def explain(
         self,
@@ -118,13 +115,28 @@ class PolicySet:
         now: datetime.datetime | None = None,
     ) -> Explanation:
         """Like ``evaluate``, also returning the value every expression produced."""
-        candidates, names = self._candidates(tool if isinstance(tool, str) else str(tool))
+        traces: list[PolicyTrace] = []
+        decision = self._decide(tool, args, principal, history, request, description, now,
+                                traces)
+        return Explanation(decision, tuple(traces))
+
+    def _decide(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None,
+        principal: Mapping[str, Any] | None,
+        history: Sequence[Mapping[str, Any]] | None,
+        request: str | None,
+        description: str,
+        now: datetime.datetime | None,
+        trace: list[PolicyTrace] | None,
+    ) -> Decision:
+        tool = tool if isinstance(tool, str) else str(tool)
+        candidates, names = self._candidates(tool)
         call, error = self._call(tool, args, principal, history, request, description, now,
                                  names)
-        traces: list[PolicyTrace] = []
-        decision = evaluate_call(call, candidates, revision=self._revision,
-                                 input_error=error, trace=traces)
-        return Explanation(decision, tuple(traces))
+        return evaluate_call(call, candidates, revision=self._revision, input_error=error,
+                             trace=trace)
 
     def _call(
         self,
@@ -137,9 +149,9 @@ class PolicySet:
         now: datetime.datetime | None,
         names: frozenset[str],
     ) -> tuple[Call, str | None]:
+        """Normalise and bound what the candidates read; an input error fails closed."""
         limits = self._limits
         error: str | None = None
-        tool = tool if isinstance(tool, str) else str(tool)
         if "now" not in names:
             now = _EPOCH  # no candidate reads the clock: skip reading it
         elif now is None:
