@@ -24,6 +24,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/expr_bench.py
+	$(BIN)/python benchmarks/agent_bench.py
+	$(BIN)/python benchmarks/telemetry_bench.py
 
 clean:
 	rm -rf $(VENV)
