@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/agent_bench.py [--runs 300] [--warmup 30] [--profile]
 
 One run of ``await agent.run(...)`` on the offline scripted chat client of the tests
-(tests/af_support.py): the "model" calls ``send_money`` once, then answers. Variants:
+(guardrails.agent_framework.ScriptedChatClient): the "model" calls ``send_money`` once, then answers. Variants:
 
 - unguarded: the same agent without middleware;
 - guarded: ``guard()`` with benchmarks/engine_policies.yaml (20 rules matching
@@ -67,22 +67,17 @@ from agent_framework import (  # noqa: E402
     tool,
 )
 from agent_framework._tools import _argument_authority_token  # noqa: E402
-from tests.af_support import (  # noqa: E402
-    RecordingTelemetry,
-    ScriptedChatClient,
-    call,
-    guarded,
-    text,
-)
+from tests.af_support import RecordingTelemetry, guarded  # noqa: E402
 
 import guardrails  # noqa: E402
+from guardrails.agent_framework import ScriptedChatClient, guard  # noqa: E402
 from guardrails.agent_framework import _private as guard_private  # noqa: E402
-from guardrails.agent_framework import guard  # noqa: E402
 from guardrails.agent_framework._middleware import (  # noqa: E402
     GuardFunctionMiddleware,
     GuardRunMiddleware,
 )
 from guardrails.agent_framework._secrets import install_log_filter  # noqa: E402
+from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.decision import Decision  # noqa: E402
 from guardrails.telemetry import CallSpan, GuardTelemetry  # noqa: E402
 

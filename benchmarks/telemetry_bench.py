@@ -4,7 +4,7 @@
 
 Two views. *Evaluation*: the guard's own work per call is ``PolicySet.evaluate``; telemetry adds
 the guard span, its attributes and events, the metrics and the decision record. *In the loop*:
-a real Agent Framework run (scripted offline model, tests/af_support.py) making a batch of tool
+a real Agent Framework run (guardrails.agent_framework.ScriptedChatClient, offline) making a batch of tool
 calls through ``guard()``'s middleware, with telemetry replaced by a no-op versus the real
 thing. Each configuration runs the same calls; rounds interleave the configurations (so drift
 hits them alike) and the figure is the median per-call time over rounds. One run, one machine:
@@ -126,10 +126,15 @@ def _table(title: str, samples: dict[str, list[float]]) -> None:
 
 def in_loop(policies: guardrails.PolicySet, rounds: int, calls: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.af_support import ScriptedChatClient, agent_with, call
+    from tests.af_support import agent_with
     from tests.af_tools import CALLS, send_money
 
-    from guardrails.agent_framework import GuardFunctionMiddleware, GuardRunMiddleware
+    from guardrails.agent_framework import (
+        GuardFunctionMiddleware,
+        GuardRunMiddleware,
+        ScriptedChatClient,
+    )
+    from guardrails.agent_framework.scripted import call
 
     batch = 10  # tool calls per model turn
 

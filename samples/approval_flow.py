@@ -17,8 +17,8 @@ from pathlib import Path
 from agent_framework import Agent, Message, tool
 
 import guardrails
-from guardrails._scripted import ScriptedChatClient, call, result_text
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text
 
 POLICIES = Path(__file__).resolve().parent.parent / "policies" / "payments.yaml"
 ACME = "GB82WEST12345698765432"
@@ -60,9 +60,8 @@ async def without_session(policies: guardrails.PolicySet) -> None:
     client = agent.client
     assert isinstance(client, ScriptedChatClient)
     response = await agent.run("Pay Acme's invoice of 2,500.00")
-    results = [c for m in client.received[-1] for c in m.contents if c.type == "function_result"]
     print(f"   approval requests: {len(response.user_input_requests)}")
-    print(f"   model was told: {result_text(results[-1])}")
+    print(f"   model was told: {result_text(client.tool_results()[-1])}")
 
 
 async def main() -> None:

@@ -9,25 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_framework import (
-    Agent,
-    BaseChatClient,
-    ChatResponse,
-    ChatResponseUpdate,
-    Content,
-    FunctionInvocationLayer,
-    Message,
-    tool,
-)
-from agent_framework._middleware import ChatMiddlewareLayer
-from agent_framework.observability import ChatTelemetryLayer
+from agent_framework import Agent, Content, Message, tool
 
 import guardrails
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text
 
 POLICY = """
 apiVersion: guardrails/v1
@@ -62,42 +51,16 @@ def send_money(recipient: str, amount: float) -> str:
     return f"sent {amount:.2f} to {recipient}"
 
 
-class ScriptedModel(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer,  # type: ignore[misc]
-                    BaseChatClient):
-    """Plays back one tool call per run, then answers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.next_calls: list[list[Content]] = []
-
-    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool,
-                            options: Mapping[str, Any], **kwargs: Any) -> Any:
-        last = messages[-1] if messages else None
-        answered = last is not None and any(c.type == "function_result" for c in last.contents)
-        contents = ([Content.from_text("ok")] if answered or not self.next_calls
-                    else self.next_calls.pop(0))
-        if stream:
-            async def updates() -> AsyncIterator[ChatResponseUpdate]:
-                yield ChatResponseUpdate(role="assistant", contents=contents)
-            return self._build_response_stream(updates())
-
-        async def response() -> ChatResponse:
-            return ChatResponse(messages=[Message(role="assistant", contents=contents)])
-        return response()
-
-
 def model_call(recipient: str, amount: Any) -> list[Content]:
-    return [Content.from_function_call(call_id=f"c-{recipient}-{amount}", name="send_money",
-                                       arguments={"recipient": recipient, "amount": amount})]
+    """The model's next move: one call to send_money (then it answers "done")."""
+    return [call("send_money", f"c-{recipient}-{amount}", recipient=recipient, amount=amount)]
 
 
 def tool_result(response: Any) -> str:
     for message in response.messages:
         for content in message.contents:
             if content.type == "function_result":
-                value = content.result
-                return value if isinstance(value, str) else "".join(
-                    getattr(i, "text", "") or "" for i in value or [])
+                return result_text(content)
     return ""
 
 
@@ -106,25 +69,26 @@ async def main() -> None:
         path = Path(tmp) / "payments.yaml"
         path.write_text(POLICY, encoding="utf-8")
         policies = guardrails.load(path)
-    model = ScriptedModel()
+    model = ScriptedChatClient()
     agent = Agent(client=model, tools=[send_money], middleware=guard(policies))
 
-    model.next_calls = [model_call("UK12", "12.50")]
+    model.turns = [model_call("UK12", "12.50")]
     print("allow:   ", tool_result(await agent.run("pay UK12 12.50")))
 
-    model.next_calls = [model_call("XX00", 5)]
+    model.turns = [model_call("XX00", 5)]
     print("deny:    ", tool_result(await agent.run("pay XX00 5")))
 
     session = agent.create_session()
-    model.next_calls = [model_call("UK12", "1,500.00")]
+    model.turns = [model_call("UK12", "1,500.00")]
     paused = await agent.run("pay UK12 1,500.00", session=session)
     [request] = paused.user_input_requests
+    assert request.function_call is not None
     print("approval:", request.additional_properties["reason"],
           request.function_call.parse_arguments())
     answer = Message(role="user", contents=[request.to_function_approval_response(approved=True)])
     print("approved:", tool_result(await agent.run(answer, session=session)))
 
-    model.next_calls = [model_call("UK12", 500000)]
+    model.turns = [model_call("UK12", 500000)]
     try:
         await agent.run("pay UK12 500000")
     except guardrails.PolicyViolation as violation:

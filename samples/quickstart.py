@@ -15,8 +15,8 @@ from pathlib import Path
 from agent_framework import Agent, tool
 
 import guardrails
-from guardrails._scripted import ScriptedChatClient, call, result_text, text
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text, text
 
 POLICIES = Path(__file__).resolve().parent.parent / "policies"
 
@@ -57,8 +57,7 @@ async def guard_an_agent(policies: guardrails.PolicySet) -> None:
     ])
     agent = Agent(client=client, tools=[send_money], middleware=guard(policies))
     response = await agent.run("Pay Acme 120.00")
-    results = [c for m in client.received[-1] for c in m.contents if c.type == "function_result"]
-    print(f"   model was told: {result_text(results[-1])}")
+    print(f"   model was told: {result_text(client.tool_results()[-1])}")
     print(f"   agent answered: {response.text}")
 
 

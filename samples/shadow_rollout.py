@@ -18,8 +18,8 @@ from typing import Any
 from agent_framework import Agent, tool
 
 import guardrails
-from guardrails._scripted import ScriptedChatClient, call
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call
 
 POLICIES = Path(__file__).resolve().parent.parent / "policies" / "payments.yaml"
 

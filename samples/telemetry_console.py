@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 import guardrails
-from guardrails._scripted import ScriptedChatClient, call
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call
 
 POLICIES = Path(__file__).resolve().parent.parent / "policies" / "payments.yaml"
 

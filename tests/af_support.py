@@ -1,125 +1,69 @@
-"""Offline Agent Framework test kit: a scripted chat client and helpers.
+"""Test-only helpers for the Agent Framework tests (the scripted model is public).
 
-Import it from any test that needs a guarded agent inside the framework's *real*
-function-calling loop, without a model or network::
+The offline model is ``guardrails.agent_framework.ScriptedChatClient`` (tests use it as a user
+would); this module adds what only tests need::
 
-    from tests.af_support import ScriptedChatClient, call, text, load_fixture, agent_with
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, text
+    from tests.af_support import STREAMING, agent_with, policies_fixture, run
 
-    client = ScriptedChatClient([
-        [call("send_money", recipient="UK12", amount="1,500.00")],   # turn 1: the model calls a tool
-        [text("done")],                                               # turn 2: the model answers
-    ])
-    agent = agent_with(client, [send_money], guard(load_fixture()))
-    response = await agent.run("pay UK12")
-    client.model_saw()        # every text the model received, JSON-serialized: for leak checks
+    policies = policies_fixture()          # module-scoped fixture: tests/data/af/*.yaml
 
-A turn is a list of ``Content`` the model "returns", or a callable receiving the messages
-the model was sent and returning that list (to react to tool results). When the script
-runs out the model answers ``"done"``. Streaming and non-streaming runs use the same
-script. ``RecordingTelemetry`` captures every decision the guard records.
+    @STREAMING
+    async def test_pay(policies, stream):
+        client = ScriptedChatClient([[call("send_money", recipient="UK12", amount="1,500.00")]])
+        response = await run(agent_with(client, [send_money], guard(policies)), "pay", stream=stream)
+
+``RecordingTelemetry`` captures every decision the guard records; ``guarded`` is ``guard()``
+with a telemetry object of the test's choosing.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_framework import (
-    Agent,
-    BaseChatClient,
-    ChatResponse,
-    ChatResponseUpdate,
-    Content,
-    FunctionInvocationLayer,
-    Message,
-    ResponseStream,
-)
-from agent_framework._middleware import ChatMiddlewareLayer
-from agent_framework.observability import ChatTelemetryLayer
+import pytest
+from agent_framework import Agent, Message, ResponseStream
 
 import guardrails
+from guardrails.agent_framework import ScriptedChatClient
 from guardrails.engine.decision import Decision
 from guardrails.telemetry import CallSpan, GuardTelemetry
+from tests.af_tools import CALLS
 
 FIXTURES = Path(__file__).parent / "data" / "af"
 
-Turn = Sequence[Content] | Callable[[Sequence[Message]], Sequence[Content]]
-
-_ids = itertools.count(1)
-
-
-def call(name: str, call_id: str | None = None, /, **arguments: Any) -> Content:
-    """A function call the scripted model makes (arguments as raw JSON-parsed values)."""
-    return Content.from_function_call(call_id=call_id or f"call-{next(_ids)}", name=name,
-                                      arguments=arguments)
+STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+"""Runs a test once non-streaming and once streaming (``stream`` parameter)."""
 
 
-def text(value: str) -> Content:
-    return Content.from_text(value)
+def policies_fixture(*names: str) -> Any:
+    """A module-scoped ``policies`` fixture: assign it in a test module as ``policies = ...``.
+
+    A factory, not an imported fixture, so ruff sees no unused import shadowed by the
+    test's parameter of the same name.
+    """
+
+    @pytest.fixture(scope="module", name="policies")
+    def _policies() -> guardrails.PolicySet:
+        return load_fixture(*names)
+
+    return _policies
 
 
-class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer,  # type: ignore[misc]
-                         BaseChatClient):
-    """A chat client whose "model" replays a script; it records what it was sent."""
+def clear_calls_fixture() -> Any:
+    """An autouse fixture emptying ``tests.af_tools.CALLS`` around each test of a module."""
 
-    def __init__(self, turns: Sequence[Turn] = (), *, default: Turn | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.turns: list[Turn] = list(turns)
-        self.default: Turn = default if default is not None else [text("done")]
-        self.received: list[list[Message]] = []
+    @pytest.fixture(autouse=True)
+    def _clear_calls() -> Iterator[None]:
+        CALLS.clear()
+        yield
+        CALLS.clear()
 
-    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool,
-                            options: Mapping[str, Any], **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        turn = self.turns.pop(0) if self.turns else self.default
-        contents = list(turn(messages) if callable(turn) else turn)
-        if stream:
-            async def updates() -> AsyncIterator[ChatResponseUpdate]:
-                yield ChatResponseUpdate(role="assistant", contents=contents)
-
-            return self._build_response_stream(updates())
-
-        async def response() -> ChatResponse:
-            return ChatResponse(messages=[Message(role="assistant", contents=contents)])
-
-        return response()
-
-    def model_saw(self, *, own_calls: bool = False) -> str:
-        """Everything the model received, serialized: the haystack for leak assertions.
-
-        The model's own earlier function calls are left out unless ``own_calls``: it
-        wrote those arguments itself, so they cannot be a leak *to* it.
-        """
-        lines: list[str] = []
-        for batch in self.received:
-            for message in batch:
-                data = message.to_dict()
-                if not own_calls:
-                    data["contents"] = [c for c in data.get("contents", [])
-                                        if not (isinstance(c, dict) and c.get("type") == "function_call")]
-                lines.append(json.dumps(data, default=str, ensure_ascii=False))
-        return "\n".join(lines)
-
-    def tool_results(self) -> list[Content]:
-        """The function results the model received in its latest request."""
-        if not self.received:
-            return []
-        return [c for m in self.received[-1] for c in m.contents if c.type == "function_result"]
-
-
-def result_text(result: Content) -> str:
-    """The text of a function_result as the model sees it."""
-    value = result.result
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(getattr(i, "text", None) or "" for i in value)
-    return json.dumps(value, default=str)
+    return _clear_calls
 
 
 def load_fixture(*names: str) -> guardrails.PolicySet:

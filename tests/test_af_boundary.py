@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -12,35 +12,22 @@ from agent_framework import Content, Message, MiddlewareFailure
 
 import guardrails
 from guardrails import Decision, Effect, PolicyViolation
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework._middleware import _GuardHalt
+from guardrails.agent_framework.scripted import call, result_text, text
 from tests.af_support import (
+    STREAMING,
     RecordingTelemetry,
-    ScriptedChatClient,
     agent_with,
-    call,
+    clear_calls_fixture,
     guarded,
-    load_fixture,
-    result_text,
+    policies_fixture,
     run,
-    text,
 )
 from tests.af_tools import CALLS, post_message, read_inbox, send_money, write_note
 
-
-@pytest.fixture(autouse=True)
-def _clear_calls() -> Iterator[None]:
-    CALLS.clear()
-    yield
-    CALLS.clear()
-
-
-@pytest.fixture(scope="module")
-def policies() -> guardrails.PolicySet:
-    return load_fixture()
-
-
-STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+_clear_calls = clear_calls_fixture()
+policies = policies_fixture()
 
 
 def _raising_tool(exc: BaseException) -> Any:
@@ -207,7 +194,7 @@ async def test_failing_principal_blocks_the_call_and_the_run_goes_on(policies: A
 
 async def test_principal_returning_a_non_mapping_blocks(policies: Any) -> None:
     client = ScriptedChatClient([[call("send_money", recipient="UK12", amount=5)]])
-    agent = agent_with(client, [send_money], guard(policies, principal=lambda ctx: ["x"]))
+    agent = agent_with(client, [send_money], guard(policies, principal=lambda ctx: ["x"]))  # type: ignore[arg-type, return-value]
     await agent.run("pay")
     assert CALLS == []
 

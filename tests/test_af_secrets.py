@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 from agent_framework import tool
 
-import guardrails
-from guardrails.agent_framework import EnvironmentSecrets
+from guardrails.agent_framework import EnvironmentSecrets, ScriptedChatClient
+from guardrails.agent_framework.scripted import call, result_text
 from tests.af_support import (
+    STREAMING,
     RecordingTelemetry,
-    ScriptedChatClient,
     agent_with,
-    call,
     guarded,
-    load_fixture,
-    result_text,
+    policies_fixture,
     run,
 )
 from tests.af_tools import CALLS, call_api, login
+
+policies = policies_fixture()
 
 INJECTED = "sk-live-INJECTED-7f3a9c"
 PIN = "PIN-DECLARED-551177"
@@ -35,7 +35,8 @@ SEEN_KEYS: list[str] = []
 def call_api_checking(endpoint: str, api_key: str) -> str:
     """Like call_api, recording whether the injected key arrived."""
     SEEN_KEYS.append(api_key)
-    return str(call_api.func(endpoint=endpoint, api_key=api_key))  # type: ignore[union-attr]
+    assert call_api.func is not None
+    return str(call_api.func(endpoint=endpoint, api_key=api_key))
 
 
 @pytest.fixture(autouse=True)
@@ -46,11 +47,6 @@ def _env(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> I
     SEEN_KEYS.clear()
     yield
     CALLS.clear()
-
-
-@pytest.fixture(scope="module")
-def policies() -> guardrails.PolicySet:
-    return load_fixture()
 
 
 def _assert_clean(secret: str, client: ScriptedChatClient, caplog: pytest.LogCaptureFixture,
@@ -64,7 +60,6 @@ def _assert_clean(secret: str, client: ScriptedChatClient, caplog: pytest.LogCap
 
 
 PATHS = pytest.mark.parametrize("detailed", [False, True], ids=["brief", "detailed-errors"])
-STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
 
 
 @STREAMING

@@ -23,19 +23,18 @@ from opentelemetry.trace import StatusCode
 
 import guardrails
 from guardrails import PolicyViolation
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text
 from tests.af_support import (
-    ScriptedChatClient,
+    STREAMING,
     agent_with,
     approve_all,
-    call,
-    load_fixture,
-    result_text,
+    policies_fixture,
     run,
 )
 from tests.af_tools import CALLS, call_api, login, send_money
 
-STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+policies = policies_fixture("payments.yaml")
 
 
 @dataclass
@@ -114,11 +113,6 @@ def world(exporter: InMemorySpanExporter) -> Iterator[World]:
     mp.shutdown()
     exporter.clear()
     CALLS.clear()
-
-
-@pytest.fixture(scope="module")
-def policies() -> guardrails.PolicySet:
-    return load_fixture("payments.yaml")
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """``guardrails demo``: a guarded agent meets a prompt injection, offline.
 
 The agent is a real Agent Framework ``Agent`` with the real function-calling loop and
-``guard(...)``; only the model is scripted (``guardrails._scripted``), so the demo needs no
-network and no key and prints the same transcript every time. The policies are the library
-policies shipped as package data (``guardrails/demo_policies``, copies of ``policies/``).
+``guard(...)``; only the model is scripted (``guardrails.agent_framework.ScriptedChatClient``),
+so the demo needs no network and no key and prints the same transcript every time. The
+policies are the library policies shipped as package data (``guardrails/demo_policies``,
+copies of ``policies/``).
 
 The scenario: Dana asks her finance assistant to pay a supplier's invoice. The supplier's
 email hides instructions for the assistant; the scripted model obeys them, as a real model
@@ -27,8 +28,8 @@ from typing import Any, TextIO
 from agent_framework import Agent, Content, Message, tool
 
 import guardrails
-from guardrails._scripted import ScriptedChatClient, call, result_text, text
-from guardrails.agent_framework import guard
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text, text
 
 __all__ = ["load_demo_policies", "main"]
 

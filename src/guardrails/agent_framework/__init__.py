@@ -1,4 +1,9 @@
-"""Microsoft Agent Framework integration: ``Agent(middleware=guard(policies, ...))``."""
+"""Microsoft Agent Framework integration: ``Agent(middleware=guard(policies, ...))``.
+
+``ScriptedChatClient`` is an offline stand-in for a model, to test a guarded agent without
+a network; its helpers (``call``, ``text``, ``result_text``) are in
+``guardrails.agent_framework.scripted``.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from guardrails.agent_framework._secrets import (
     SecretProvider,
     SecretUnavailable,
 )
+from guardrails.agent_framework.scripted import ScriptedChatClient
 
 __all__ = [
     "EnvironmentSecrets",
@@ -21,6 +27,7 @@ __all__ = [
     "GuardRunMiddleware",
     "GuardedToolError",
     "PrincipalSource",
+    "ScriptedChatClient",
     "SecretProvider",
     "SecretUnavailable",
     "guard",
