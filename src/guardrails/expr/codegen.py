@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
-from guardrails.expr import ast
+from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.compiler import (
     LIB_FUNCTIONS,
@@ -36,8 +36,10 @@ from guardrails.expr.compiler import (
     Program,
     _arity_ok,
     _Compiler,
-    _tn,
+    _logic_error,
+    _predicate_error,
     _type_constant,
+    qualified_name,
 )
 from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
 
@@ -108,14 +110,6 @@ def _unbound(name: str) -> NoReturn:
 
 def _overflow() -> NoReturn:
     raise CelError("integer overflow")
-
-
-def _logic_error(op: str, value: Any) -> CelError:
-    return CelError(f"no matching overload for '{op}' applied to ({_tn(value)}, ...)")
-
-
-def _predicate_error(macro: str, value: Any) -> CelError:
-    return CelError(f"no matching overload for '{macro}' predicate of type {_tn(value)}")
 
 
 def _too_deep() -> NoReturn:
@@ -266,16 +260,6 @@ class _Gen:
                 return local, accu
         return None
 
-    def qualified_name(self, node: ast.Node) -> str | None:
-        parts: list[str] = []
-        while isinstance(node, ast.Select) and not node.test_only:
-            parts.append(node.field)
-            node = node.operand
-        if not isinstance(node, ast.Ident) or self.lookup(node.name) is not None:
-            return None
-        parts.append(node.name)
-        return ".".join(reversed(parts))
-
     def variable(self, name: str) -> str:
         t = self.tmp()
         k = self.const(name)
@@ -333,16 +317,12 @@ class _Gen:
 
     def select(self, node: ast.Select) -> str:
         if not node.test_only:
-            qualified = self.qualified_name(node)
-            if qualified is not None:
-                root = qualified.split(".", 1)[0]
-                if self.c.resolve_declared(root) is None or self.c.resolve_declared(qualified):
-                    var = self.c.resolve_declared(qualified)
-                    if var is not None:
-                        return self.variable(var)
-                    found = _type_constant(qualified)
-                    if found is not None:
-                        return self.const(found)
+            qualified = qualified_name(node, self.scopes)
+            found = None if qualified is None else self.c.resolve_qualified(qualified)
+            if isinstance(found, str):
+                return self.variable(found)
+            if found is not None:
+                return self.const(found)
         v = self.expr(node.operand)
         k = self.const(node.field)
         t = self.tmp()
@@ -363,7 +343,7 @@ class _Gen:
             return self.global_call(name, node.args)
         if name == "bind" and len(node.args) == 3 and self.is_cel_namespace(node.target):
             return self.bind(node)
-        namespace = self.qualified_name(node.target)
+        namespace = qualified_name(node.target, self.scopes)
         if namespace is not None and self.c.resolve_declared(namespace.split(".")[0]) is None:
             return self.global_call(f"{namespace}.{name}", node.args)
         return self.method_call(node)
@@ -711,73 +691,15 @@ class _Gen:
 
     def special_macro(self, node: ast.Comprehension) -> str | None:
         """The standard macros as plain loops, when the node has cel-go's expansion shape
-        (the same shapes the closure compiler specialises)."""
-        accu = node.accu_var
-        step = node.loop_step
-
-        def is_accu(n: ast.Node) -> bool:
-            return isinstance(n, ast.Ident) and n.name == accu
-
-        def uses_accu(n: ast.Node) -> bool:
-            return any(isinstance(m, ast.Ident) and m.name == accu for m in ast.walk(n))
-
-        def appends(n: ast.Node) -> ast.Node | None:
-            if (
-                isinstance(n, ast.Call)
-                and n.function == "_+_"
-                and n.target is None
-                and len(n.args) == 2
-                and is_accu(n.args[0])
-                and isinstance(n.args[1], ast.ListLit)
-                and len(n.args[1].elements) == 1
-            ):
-                return n.args[1].elements[0]
+        (the same shapes the closure compiler specialises: ``macros.classify``)."""
+        shape = macros.classify(node)
+        if shape is None:
             return None
-
-        if not isinstance(step, ast.Call) or step.target is not None:
-            return None
-        macro = node.macro
-        if (
-            macro in ("all", "exists")
-            and step.function == ("_&&_" if macro == "all" else "_||_")
-            and len(step.args) == 2
-            and is_accu(step.args[0])
-            and not uses_accu(step.args[1])
-            and is_accu(node.result)
-        ):
-            return self.quantifier(node, step.args[1], stop=macro == "exists")
-        if (
-            macro in ("map", "filter", "exists_one")
-            and step.function == "_?_:_"
-            and len(step.args) == 3
-            and is_accu(step.args[2])
-            and not uses_accu(step.args[0])
-        ):
-            if macro == "exists_one":
-                inc = step.args[1]
-                if (
-                    isinstance(inc, ast.Call)
-                    and inc.function == "_+_"
-                    and len(inc.args) == 2
-                    and is_accu(inc.args[0])
-                    and isinstance(inc.args[1], ast.Literal)
-                    and inc.args[1].value == 1
-                    and type(inc.args[1].value) is int
-                ):
-                    return self.exists_one(node, step.args[0])
-                return None
-            value = appends(step.args[1])
-            if value is None or uses_accu(value) or not is_accu(node.result):
-                return None
-            if macro == "filter" and isinstance(value, ast.Ident) and value.name == node.iter_var:
-                return self.map_filter(node, step.args[0], None)
-            return self.map_filter(node, step.args[0], value)
-        if macro == "map" and is_accu(node.result):
-            value = appends(step)
-            if value is None or uses_accu(value):
-                return None
-            return self.map_filter(node, None, value)
-        return None
+        if isinstance(shape, macros.MapFilter):
+            return self.map_filter(node, shape.predicate, shape.transform)
+        if shape.kind == "exists_one":
+            return self.exists_one(node, shape.predicate)
+        return self.quantifier(node, shape.predicate, stop=shape.kind == "exists")
 
     def quantifier(self, node: ast.Comprehension, pred: ast.Node, *, stop: bool) -> str:
         t, err, p, x = self.tmp(), self.tmp(), self.tmp(), self.tmp()

@@ -17,15 +17,15 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from guardrails.expr import ast, library
+from guardrails.expr import ast, library, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
-from guardrails.expr.values import CelError, CelType, CostLimitExceeded, UInt
+from guardrails.expr.values import CelError, CelType, CostLimitExceeded, UInt, type_names
 
 Fn = Callable[[Activation], Any]
 
@@ -219,30 +219,26 @@ class _Compiler:
 
         return var
 
-    def qualified_name(self, node: ast.Node) -> str | None:
-        """``a.b.c`` for a chain of plain selects on an identifier that is not a local."""
-        parts: list[str] = []
-        while isinstance(node, ast.Select) and not node.test_only:
-            parts.append(node.field)
-            node = node.operand
-        if not isinstance(node, ast.Ident) or self.lookup_scope(node.name) is not None:
-            return None
-        parts.append(node.name)
-        return ".".join(reversed(parts))
+    def resolve_qualified(self, qualified: str) -> str | CelType | None:
+        """What a whole select chain ``a.b.c`` names: a declared variable (its name) or a
+        type; None to select field by field. The longest declared prefix wins (cel-spec
+        qualified name resolution)."""
+        root = qualified.split(".", 1)[0]
+        if self.resolve_declared(root) is None or self.resolve_declared(qualified):
+            var = self.resolve_declared(qualified)
+            if var is not None:
+                return var
+            return _type_constant(qualified)
+        return None
 
     def select(self, node: ast.Select) -> Fn:
         if not node.test_only:
-            qualified = self.qualified_name(node)
-            if qualified is not None:
-                # The longest declared prefix wins (cel-spec qualified name resolution).
-                root = qualified.split(".", 1)[0]
-                if self.resolve_declared(root) is None or self.resolve_declared(qualified):
-                    var = self.resolve_declared(qualified)
-                    if var is not None:
-                        return self.variable(var)
-                    found = _type_constant(qualified)
-                    if found is not None:
-                        return self.const(found)
+            qualified = qualified_name(node, self.scopes)
+            found = None if qualified is None else self.resolve_qualified(qualified)
+            if isinstance(found, str):
+                return self.variable(found)
+            if found is not None:
+                return self.const(found)
         operand = self.compile(node.operand)
         name = node.field
         if node.test_only:
@@ -290,7 +286,7 @@ class _Compiler:
         if node.target is not None:
             if name == "bind" and self.is_cel_namespace(node.target) and len(node.args) == 3:
                 return self.bind(node)
-            namespace = self.qualified_name(node.target)
+            namespace = qualified_name(node.target, self.scopes)
             if namespace is not None and self.resolve_declared(namespace.split(".")[0]) is None:
                 qualified = f"{namespace}.{name}"
                 if qualified in std.GLOBALS or qualified in LIB_FUNCTIONS:
@@ -537,7 +533,7 @@ class _Compiler:
                     if rv is False:
                         return False
                     no_overload(op, lv, rv)
-                err = CelError(f"no matching overload for '{op}' applied to ({_tn(lv)}, ...)")
+                err = _logic_error(op, lv)
             try:
                 rv = right(a)
             except CostLimitExceeded:
@@ -623,76 +619,32 @@ class _Compiler:
         return comprehension
 
     def special_macro(self, node: ast.Comprehension, iter_range: Fn, slot: int) -> Fn | None:
-        """The standard macros as plain loops, when the node has cel-go's expansion shape."""
-        accu = node.accu_var
-        step = node.loop_step
-
-        def is_accu(n: ast.Node) -> bool:
-            return isinstance(n, ast.Ident) and n.name == accu
-
-        def uses_accu(n: ast.Node) -> bool:
-            return any(isinstance(m, ast.Ident) and m.name == accu for m in ast.walk(n))
-
-        def appends(n: ast.Node) -> ast.Node | None:
-            if (
-                isinstance(n, ast.Call)
-                and n.function == "_+_"
-                and n.target is None
-                and len(n.args) == 2
-                and is_accu(n.args[0])
-                and isinstance(n.args[1], ast.ListLit)
-                and len(n.args[1].elements) == 1
-            ):
-                return n.args[1].elements[0]
+        """The standard macros as plain loops, when the node has cel-go's expansion shape
+        (``macros.classify``)."""
+        shape = macros.classify(node)
+        if shape is None:
             return None
+        if isinstance(shape, macros.MapFilter):
+            pred = None if shape.predicate is None else self.compile(shape.predicate)
+            value = None if shape.transform is None else self.compile(shape.transform)
+            return _map_filter(iter_range, pred, value, slot, shape.kind)
+        pred = self.compile(shape.predicate)
+        if shape.kind == "exists_one":
+            return _exists_one(iter_range, pred, slot)
+        return _quantifier(iter_range, pred, slot, stop=shape.kind == "exists")
 
-        if not isinstance(step, ast.Call) or step.target is not None:
-            return None
-        macro = node.macro
-        if (
-            macro in ("all", "exists")
-            and step.function == ("_&&_" if macro == "all" else "_||_")
-            and len(step.args) == 2
-            and is_accu(step.args[0])
-            and not uses_accu(step.args[1])
-            and isinstance(node.result, ast.Ident)
-            and node.result.name == accu
-        ):
-            pred = self.compile(step.args[1])
-            return _quantifier(iter_range, pred, slot, stop=macro == "exists")
-        if (
-            macro in ("map", "filter", "exists_one")
-            and step.function == "_?_:_"
-            and len(step.args) == 3
-            and is_accu(step.args[2])
-            and not uses_accu(step.args[0])
-        ):
-            pred = self.compile(step.args[0])
-            if macro == "exists_one":
-                inc = step.args[1]
-                if (
-                    isinstance(inc, ast.Call)
-                    and inc.function == "_+_"
-                    and len(inc.args) == 2
-                    and is_accu(inc.args[0])
-                    and isinstance(inc.args[1], ast.Literal)
-                    and inc.args[1].value == 1
-                    and type(inc.args[1].value) is int
-                ):
-                    return _exists_one(iter_range, pred, slot)
-                return None
-            value = appends(step.args[1])
-            if value is None or uses_accu(value) or not is_accu(node.result):
-                return None
-            if macro == "filter" and isinstance(value, ast.Ident) and value.name == node.iter_var:
-                return _map_filter(iter_range, pred, None, slot, macro)
-            return _map_filter(iter_range, pred, self.compile(value), slot, macro)
-        if macro == "map" and is_accu(node.result):
-            value = appends(step)
-            if value is None or uses_accu(value):
-                return None
-            return _map_filter(iter_range, None, self.compile(value), slot, macro)
+
+def qualified_name(node: ast.Node, scopes: Sequence[tuple[str, object, bool]]) -> str | None:
+    """``a.b.c`` for a chain of plain selects on an identifier that is not in ``scopes``
+    (the comprehension and bind locals of either backend)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Select) and not node.test_only:
+        parts.append(node.field)
+        node = node.operand
+    if not isinstance(node, ast.Ident) or any(name == node.name for name, _, _ in scopes):
         return None
+    parts.append(node.name)
+    return ".".join(reversed(parts))
 
 
 def _type_constant(name: str) -> CelType | None:
@@ -703,13 +655,14 @@ def _type_constant(name: str) -> CelType | None:
     return found
 
 
-def _tn(v: Any) -> str:
-    try:
-        from guardrails.expr.values import type_name
+def _logic_error(op: str, value: Any) -> CelError:
+    """``&&`` / ``||`` given a non-bool operand (also raised by generated code)."""
+    return CelError(f"no matching overload for '{op}' applied to ({type_names((value,))}, ...)")
 
-        return type_name(v)
-    except CelError:
-        return type(v).__name__
+
+def _predicate_error(macro: str, value: Any) -> CelError:
+    """A macro predicate that is not a bool (also raised by generated code)."""
+    return CelError(f"no matching overload for '{macro}' predicate of type {type_names((value,))}")
 
 
 def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
@@ -737,7 +690,7 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
             if v is stop:
                 return decided
             if v is not (not stop) and err is None:
-                err = CelError(f"no matching overload for '{macro}' predicate of type {_tn(v)}")
+                err = _predicate_error(macro, v)
         if err is not None:
             raise err
         return not stop

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import re2
 
-from guardrails.expr.values import CelError, UInt, type_name
+from guardrails.expr.values import CelError, UInt, type_names
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,18 +23,8 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # invalid policy regexes are reported as CelError, not on stderr
 
 
-def arg_types(args: tuple[Any, ...]) -> str:
-    names = []
-    for a in args:
-        try:
-            names.append(type_name(a))
-        except CelError:
-            names.append(type(a).__name__)
-    return ", ".join(names)
-
-
 def no_overload(name: str, *args: Any) -> CelError:
-    return CelError(f"no matching overload for {name}({arg_types(args)})")
+    return CelError(f"no matching overload for {name}({type_names(args)})")
 
 
 def guarded(name: str) -> Callable[[F], F]:

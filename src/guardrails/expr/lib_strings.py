@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from guardrails.expr.lib_common import (
-    arg_types,
     cel_equal,
     compile_re2,
     guarded,
@@ -20,7 +19,7 @@ from guardrails.expr.lib_common import (
     is_list,
     no_overload,
 )
-from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, UInt
+from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, UInt, type_names
 
 # --------------------------------------------------------------------------- strings
 
@@ -492,7 +491,7 @@ def _format_s(x: Any) -> str:
         return str(x)
     raise _format_error(
         "string clause can only be used on strings, bools, bytes, ints, doubles, maps, "
-        f"lists, types, durations, and timestamps, was given {arg_types((x,))}"
+        f"lists, types, durations, and timestamps, was given {type_names((x,))}"
     )
 
 
@@ -507,13 +506,13 @@ def _format_clause(verb: str, precision: int | None, x: Any) -> str:
         if t is float and _format_special(x) is not None:
             return str(_format_special(x))
         raise _format_error(
-            f"decimal clause can only be used on integers, was given {arg_types((x,))}"
+            f"decimal clause can only be used on integers, was given {type_names((x,))}"
         )
     if verb in "fe":
         if t is not float and not integer:
             kind = "fixed-point" if verb == "f" else "scientific"
             raise _format_error(
-                f"{kind} clause can only be used on doubles, was given {arg_types((x,))}"
+                f"{kind} clause can only be used on doubles, was given {type_names((x,))}"
             )
         f = float(x)
         special = _format_special(f)
@@ -527,13 +526,13 @@ def _format_clause(verb: str, precision: int | None, x: Any) -> str:
         if integer:
             return format(int(x), "b")
         raise _format_error(
-            f"only integers and bools can be formatted as binary, was given {arg_types((x,))}"
+            f"only integers and bools can be formatted as binary, was given {type_names((x,))}"
         )
     if verb == "o":
         if integer:
             return format(int(x), "o")
         raise _format_error(
-            f"octal clause can only be used on integers, was given {arg_types((x,))}"
+            f"octal clause can only be used on integers, was given {type_names((x,))}"
         )
     # x / X
     if integer:
@@ -545,7 +544,7 @@ def _format_clause(verb: str, precision: int | None, x: Any) -> str:
     else:
         raise _format_error(
             "only integers, byte buffers, and strings can be formatted as hex, "
-            f"was given {arg_types((x,))}"
+            f"was given {type_names((x,))}"
         )
     return out.upper() if verb == "X" else out
 

@@ -38,6 +38,7 @@ from guardrails.expr.values import (
     UInt,
     cel_type,
     type_name,
+    type_names,
 )
 
 UTC: Final = datetime.UTC
@@ -85,17 +86,7 @@ def charge(act: Activation, units: int) -> None:
 
 
 def no_overload(name: str, *args: Any) -> NoReturn:
-    raise CelError(f"no matching overload for '{name}' applied to ({_types(args)})")
-
-
-def _types(args: Iterable[Any]) -> str:
-    out = []
-    for a in args:
-        try:
-            out.append(type_name(a))
-        except CelError:
-            out.append(type(a).__name__)
-    return ", ".join(out)
+    raise CelError(f"no matching overload for '{name}' applied to ({type_names(args)})")
 
 
 # ---------------------------------------------------------------------------- equality
@@ -247,7 +238,7 @@ def select(operand: Any, field: str) -> Any:
         if v is MISSING:
             raise CelError(f"no such key: {field}")
         return v
-    raise CelError(f"type '{_types((operand,))}' does not support field selection")
+    raise CelError(f"type '{type_names((operand,))}' does not support field selection")
 
 
 def has_field(operand: Any, field: str) -> bool:
@@ -255,7 +246,7 @@ def has_field(operand: Any, field: str) -> bool:
         return field in operand
     if isinstance(operand, Mapping):
         return operand.get(field, MISSING) is not MISSING
-    raise CelError(f"invalid type for has(): '{_types((operand,))}'")
+    raise CelError(f"invalid type for has(): '{type_names((operand,))}'")
 
 
 def in_(x: Any, container: Any) -> bool:
@@ -277,7 +268,7 @@ def make_map(entries: list[tuple[Any, Any]]) -> dict[Any, Any]:
     for k, v in entries:
         tk = type(k)
         if tk is not str and tk is not int and tk is not UInt and tk is not bool:
-            raise CelError(f"unsupported key type '{_types((k,))}'")
+            raise CelError(f"unsupported key type '{type_names((k,))}'")
         if map_get(out, k) is not MISSING:
             raise CelError(f"Failed with repeated key: {k!r}")
         if k in out:

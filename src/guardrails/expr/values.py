@@ -14,6 +14,7 @@ cel-spec says. Raising keeps the error-free path (almost every call) free of che
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 INT64_MIN: Final = -(2**63)
@@ -85,6 +86,18 @@ DURATION: Final = CelType.named("google.protobuf.Duration")
 def type_name(value: Any) -> str:
     """The CEL type name of a runtime value, for error messages and ``type()``."""
     return cel_type(value).name
+
+
+def type_names(values: Iterable[Any]) -> str:
+    """``int, string`` for an error message. A value that is not a CEL value (a library
+    bug, a host object) shows its Python type, so the message itself never fails."""
+    names = []
+    for v in values:
+        try:
+            names.append(type_name(v))
+        except CelError:
+            names.append(type(v).__name__)
+    return ", ".join(names)
 
 
 def cel_type(value: Any) -> CelType:
