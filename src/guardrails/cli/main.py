@@ -73,8 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "documents, for editors and the YAML language server.")
     p.set_defaults(run=_schema)
 
-    p = sub.add_parser("demo", help="run the offline guarded-agent demo (options: "
-                       "guardrails demo --help)", add_help=False)
+    p = sub.add_parser("demo", help="run the offline guarded-agent demo", add_help=False)
     p.set_defaults(run=_demo, demo_args=[])
     return parser
 
@@ -230,7 +229,7 @@ def _json_arg(flag: str, text: str, kind: type) -> Any:
     except json.JSONDecodeError as e:
         raise UsageError(f"{flag} is not valid JSON: {e}") from None
     if not isinstance(value, kind):
-        want = "an object" if kind is dict else "a list"
+        want = "object" if kind is dict else "list"
         raise UsageError(f"{flag} must be a JSON {want}, got {type(value).__name__}")
     return value
 

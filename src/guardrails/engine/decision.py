@@ -71,11 +71,13 @@ class EvaluationError:
 
     policy: str
     element: str
-    """``match``, ``variables.<name>``, ``repairs.<name>``, ``rules.<name>`` or
-    ``rules.<name>.messageExpression``."""
+    """``input`` (the call's inputs broke a bound), ``match.when``, ``repairs.<name>``,
+    ``rules.<name>`` or ``rules.<name>.messageExpression``. A failing variable shows up
+    in the rule that read it."""
     message: str
     handled_as: str
-    """``fired`` (failurePolicy Fail), ``skipped`` (Ignore) or ``not-applied`` (repairs)."""
+    """``fired`` (failurePolicy Fail), ``skipped`` (Ignore), ``not-applied`` (repairs) or
+    ``fallback`` (a messageExpression error: the static ``message`` was used)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "element": self.element, "message": self.message,
