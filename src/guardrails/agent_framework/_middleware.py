@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -34,6 +35,7 @@ from agent_framework import (
     FunctionMiddleware,
     FunctionTool,
     Message,
+    MiddlewareException,
     MiddlewareFailure,
     MiddlewareTermination,
     ResponseStream,
@@ -49,7 +51,7 @@ from guardrails.agent_framework._secrets import (
     SecretProvider,
     install_log_filter,
 )
-from guardrails.engine import Decision, Effect, PolicySet, PolicyViolation
+from guardrails.engine import Action, Decision, Effect, PolicySet, PolicyViolation
 from guardrails.engine.decision import redact_arguments
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.telemetry import GuardTelemetry
@@ -67,6 +69,9 @@ PrincipalSource: TypeAlias = (
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
+
+INJECTED_MEMORY = 256
+"""Distinct injected secret values a guard keeps scrubbing from every later call's output."""
 
 STATE_KEY = "guardrails"
 """Key of this package's JSON-safe entry in ``AgentSession.state``."""
@@ -86,17 +91,23 @@ class _GuardHalt(MiddlewareFailure):
         self.decision = decision
 
 
-def minted_decision(exc: BaseException) -> Decision | None:
+def minted_decision(exc: BaseException, run: _RunState | None = None) -> Decision | None:
     """The decision of a halt raised by this package, or None for anything else.
 
     Exactly our type (a subclass could be anyone's) and a decision we minted, by identity.
+    With ``run``, also one the guard halted *in that run*: a tool that re-raises a real
+    halt it kept from another run (the decision is still alive) is not a halt of this one.
     """
     if type(exc) is not _GuardHalt:
         return None
     decision = vars(exc).get("decision")
     if not isinstance(decision, Decision):
         return None
-    return decision if _MINTED.get(decision.id) is decision else None
+    if _MINTED.get(decision.id) is not decision:
+        return None
+    if run is not None and decision.id not in run.halts:
+        return None
+    return decision
 
 
 @dataclass
@@ -106,6 +117,8 @@ class _RunState:
     request: str
     history: list[dict[str, Any]] = field(default_factory=list)
     """History of this run, used when the run has no session."""
+    halts: set[str] = field(default_factory=set)
+    """Ids of the decisions the guard halted this run with: the only ones it unwraps."""
 
 
 _RUN: ContextVar[_RunState | None] = ContextVar("guardrails_run", default=None)
@@ -142,6 +155,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._history_limit = history_limit
+        # Every value this guard injected (most recent last, bounded): a tool may stash a
+        # secret where another tool, with no secret policy of its own, returns it later.
+        self._injected: dict[str, None] = {}
 
     async def process(
         self,
@@ -170,6 +186,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         tool = context.function.name
         entry = _as_mapping(context.arguments)
+        if entry is not None and not _json_numbers(entry):
+            # Python's json (the framework's parser) reads NaN and Infinity; JSON has
+            # neither, and NaN compares false with every limit a rule could set.
+            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
         principal = await self._resolve_principal(context)
         run = _RUN.get()
         state = _session_state(context)
@@ -193,7 +213,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if _is_approved_replay(context):
             record = _pop_approval(state, approval_id)
-            approved_replay = record is not None and record == _fingerprint(tool, arguments)
+            approved_replay = record is not None and record == _fingerprint(tool, arguments, decision)
             if effect is Effect.REQUIRE_APPROVAL and approved_replay:
                 effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
         # ``entry`` is already this call's own copy (``_as_mapping``); the engine only reads it.
@@ -247,6 +267,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
+            if plan.run is not None:
+                plan.run.halts.add(decision.id)
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
@@ -259,7 +281,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 ).strip()
                 return
             approvals = state.setdefault("approvals", {})
-            approvals[plan.approval_id] = _fingerprint(tool, plan.arguments)
+            approvals[plan.approval_id] = _fingerprint(tool, plan.arguments, decision)
             context.result = _approval_request(context, plan, message)
             return
         self._record(context, plan, "deny", base_scrub)
@@ -271,7 +293,18 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         failure: BaseException | None = None
         try:
             await call_next()
-        except (MiddlewareFailure, MiddlewareTermination, UserInputRequiredException):
+        except MiddlewareFailure as exc:
+            # Fatal and never converted by the framework: it reaches the host's logs as is.
+            failure = _scrubbed_failure(exc, scrub)
+            if failure is exc:
+                raise
+        except MiddlewareTermination as exc:
+            exc.result = _scrub_result(exc.result, scrub)
+            context.result = _scrub_result(context.result, scrub)
+            failure = _scrubbed_failure(exc, scrub)
+            if failure is exc:
+                raise
+        except UserInputRequiredException:
             raise
         except Exception as exc:
             # The framework does not redact tool exceptions: replace it, outside this
@@ -290,6 +323,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
             values[name] = value
+            self._injected.pop(value, None)
+            self._injected[value] = None
+            while len(self._injected) > INJECTED_MEMORY:
+                del self._injected[next(iter(self._injected))]
         return values
 
     def _scrubber(self, plan: _Plan, injected: Any) -> Scrubber:
@@ -299,6 +336,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             secret_values += [v for k, v in plan.entry_arguments.items() if k in names]
             secret_values += [v for k, v in plan.arguments.items() if k in names]
         secret_values += injected
+        secret_values += list(self._injected)
         return Scrubber(secret_values, self._policies.redact)
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
@@ -353,7 +391,7 @@ class GuardRunMiddleware(AgentMiddleware):
         try:
             await call_next()
         except MiddlewareFailure as exc:
-            decision = minted_decision(exc)
+            decision = minted_decision(exc, state)
             if decision is None:
                 raise
             self._telemetry.record_halt(decision)
@@ -371,7 +409,7 @@ class GuardRunMiddleware(AgentMiddleware):
         try:
             yield
         except MiddlewareFailure as exc:
-            decision = minted_decision(exc)
+            decision = minted_decision(exc, state)
             if decision is None:
                 raise
             self._telemetry.record_halt(decision)
@@ -452,6 +490,16 @@ def _as_mapping(arguments: Any) -> dict[str, Any] | None:
         dumped = dump(exclude_unset=True)
         return dict(dumped) if isinstance(dumped, Mapping) else None
     return None
+
+
+def _json_numbers(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(_json_numbers(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_json_numbers(v) for v in value)
+    return True
 
 
 def _apply_repairs(entry: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
@@ -540,9 +588,15 @@ def _pop_approval(state: dict[str, Any] | None, approval_id: str) -> str | None:
     return record if isinstance(record, str) else None
 
 
-def _fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
-    """What an approval covers: the tool and the exact (repaired) arguments."""
-    payload = json.dumps({"tool": tool, "args": dict(arguments)}, sort_keys=True, default=str,
+def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) -> str:
+    """What an approval covers: the tool, the exact (repaired) arguments, and the reasons the
+    human was shown (the rules asking for it, under that policy revision). A replay asked
+    for by another rule, or under changed policies, needs a new approval.
+    """
+    reasons = sorted(f"{r.policy}/{r.rule}" for r in decision.rules
+                     if r.action is Action.REQUIRE_APPROVAL and not r.audit)
+    payload = json.dumps({"tool": tool, "args": dict(arguments), "reasons": reasons,
+                          "revision": decision.revision}, sort_keys=True, default=str,
                          ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -580,7 +634,7 @@ def _scrub_result(result: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(result, str):
         return scrub(result)
     if isinstance(result, Content) and result.type == "function_approval_request":
-        return result
+        return _scrub_approval_request(result, scrub)
     items: Sequence[Any]
     if isinstance(result, list) and all(isinstance(i, Content) for i in result):
         items = result
@@ -599,8 +653,26 @@ def _scrub_result(result: Any, scrub: Callable[[str], str]) -> Any:
     return scrubbed
 
 
+def _scrub_approval_request(item: Content, scrub: Callable[[str], str]) -> Content:
+    """An approval request coming back from inside the guard (a nested guard's, or one a
+    tool made up) is shown to the user and kept in the transcript: scrub what it quotes."""
+    call = item.function_call
+    if call is not None and isinstance(call.arguments, Mapping):
+        scrubbed = _scrub_json(dict(call.arguments), scrub)
+        if scrubbed != call.arguments:
+            call.arguments = scrubbed
+    elif call is not None and isinstance(call.arguments, str):
+        call.arguments = scrub(call.arguments)
+    properties = _scrub_json(dict(item.additional_properties or {}), scrub)
+    if properties != item.additional_properties:
+        item.additional_properties = properties
+    return item
+
+
 def _scrub_content(item: Content, scrub: Callable[[str], str]) -> Content:
     """Non-text items: keep binary payloads, scrub any text they carry."""
+    if item.type == "function_approval_request":
+        return _scrub_approval_request(item, scrub)
     for name in ("text", "message", "error_details"):
         value = getattr(item, name, None)
         if isinstance(value, str):
@@ -611,6 +683,31 @@ def _scrub_content(item: Content, scrub: Callable[[str], str]) -> Content:
 
 class GuardedToolError(RuntimeError):
     """A tool (or middleware inside the guard) raised; this carries its scrubbed text."""
+
+
+def _exception_texts(exc: BaseException) -> Iterator[str]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield str(current)
+        yield from (str(n) for n in getattr(current, "__notes__", ()))
+        current = current.__cause__ or current.__context__
+
+
+def _scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> BaseException:
+    """``exc`` itself when nothing in it or its chain is secret, else a scrubbed copy.
+
+    Our own halt carries names only and must keep its identity for the run boundary.
+    """
+    if type(exc) is _GuardHalt or all(scrub(t) == t for t in _exception_texts(exc)):
+        return exc
+    copy: MiddlewareException
+    if isinstance(exc, MiddlewareTermination):
+        copy = MiddlewareTermination(scrub(str(exc)), result=exc.result)
+    else:
+        copy = MiddlewareFailure(scrub(str(exc)))
+    return copy
 
 
 def _scrubbed_exception(exc: Exception, scrub: Callable[[str], str]) -> Exception:

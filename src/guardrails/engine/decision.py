@@ -107,6 +107,13 @@ class Decision:
         if not isinstance(self.arguments, MappingProxyType):
             object.__setattr__(self, "arguments", MappingProxyType(dict(self.arguments)))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild
+        # from a plain dict (a copy is a new object, so it is never taken for the original).
+        return (Decision, (self.id, self.tool, self.effect, dict(self.arguments), self.rules,
+                           self.repairs, self.errors, self.policies, self.revision,
+                           self.secret_arguments))
+
     @property
     def warnings(self) -> tuple[FiredRule, ...]:
         return tuple(r for r in self.rules if r.action is Action.WARN and not r.audit)

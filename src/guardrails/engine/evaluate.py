@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import math
 import secrets
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +117,7 @@ class Budget:
 
 _LEAF_COST = {str: 2, int: 8, float: 8, bool: 8, type(None): 8}
 _INT64 = (-(2**63), 2**63 - 1)
+_DOUBLE_INTS = (-int(sys.float_info.max), int(sys.float_info.max))
 
 
 def normalize(value: Any, limits: Limits, budget: Budget | None = None) -> Any:
@@ -140,7 +143,11 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
         else:
             budget.left -= cost
             if t is int and not _INT64[0] <= value <= _INT64[1]:
-                return float(value)  # beyond int64, a JSON number is a double
+                # Beyond int64, a JSON number is a double; beyond the double range it is
+                # not a number a rule can compare (float() would raise OverflowError).
+                if not _DOUBLE_INTS[0] <= value <= _DOUBLE_INTS[1]:
+                    raise InputError("input number is beyond the double range")
+                return float(value)
         return value
     if depth >= max_depth:
         raise InputError(f"input nested deeper than {max_depth} levels")
@@ -250,6 +257,11 @@ class Scrubber:
         self._patterns: list[Any] = []
         self._values: list[str] | None = None
 
+    def hides(self, text: str) -> bool:
+        """Whether ``text`` is exactly a secret value (a number that is a secret, say)."""
+        self("")
+        return text in (self._values or ())
+
     def __call__(self, text: str) -> str:
         if self._values is None:
             self._patterns = [r for p in self._policies for r in p.redact]
@@ -313,6 +325,16 @@ def evaluate_call(
     matched: list[CompiledPolicy] = []
     effect = Effect.ALLOW
 
+    # Secrecy (and redaction) describes the data, not whether a policy's condition held:
+    # every policy whose globs name the tool contributes, so an unmatched policy's secret
+    # argument is still hidden from other policies' messages and from the records.
+    if len(candidates) == 1:
+        secret_names = candidates[0].secret_arguments
+    else:
+        secret_names = frozenset().union(*(p.secret_arguments for p in candidates))
+    # ``args`` is updated in place by repairs: a repaired secret is scrubbed too.
+    scrub = Scrubber((raw_args, args), secret_names, candidates)
+
     # 1. match
     for policy in candidates:
         pt = PolicyTrace(policy.name, False, policy.audit) if trace is not None else None
@@ -336,9 +358,10 @@ def evaluate_call(
         except Exception as exc:
             e = _cel_error(exc)
             handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-            errors.append(EvaluationError(policy.name, "match.when", e.message, handled))
+            message = scrub(e.message)
+            errors.append(EvaluationError(policy.name, "match.when", message, handled))
             if pt is not None:
-                pt.steps.append(Step("match.when", error=e.message))
+                pt.steps.append(Step("match.when", error=message))
             if policy.failure_policy == "Fail":
                 # Fail closed: an unreadable match condition counts as a match, so the
                 # policy's rules (its restrictions) still apply to the call.
@@ -352,19 +375,14 @@ def evaluate_call(
         if value:
             matched.append(policy)
 
-    if len(matched) == 1:
-        secret_names = matched[0].secret_arguments
-    else:
-        secret_names = frozenset().union(*(p.secret_arguments for p in matched))
-    # ``args`` is updated in place by repairs: a repaired secret is scrubbed too.
-    scrub = Scrubber((raw_args, args), secret_names, matched)
-
     if input_error is not None:
         for policy in matched:
             handled = "fired" if policy.failure_policy == "Fail" else "skipped"
             errors.append(EvaluationError(policy.name, "input", input_error, handled))
             if policy.failure_policy == "Fail" and not policy.audit:
                 effect = Effect.DENY
+        if trace is not None:
+            _scrub_traces(trace, scrub)
         return _decision(call, effect, args, fired, repairs, errors, matched, revision,
                          secret_names)
 
@@ -390,6 +408,10 @@ def evaluate_call(
                 new_values = {}
                 for name, expr in repair.set:
                     new_values[name] = expr.program.evaluate(bindings)
+                    if not _finite(new_values[name]):
+                        # Same bound as on inputs: ``double("nan")`` must not turn a
+                        # string every rule rejects into a number every rule accepts.
+                        raise CelError(f"set {name} produced a non-finite number")
                     if pt is not None:
                         pt.steps.append(Step(f"{element}.set.{name}", value=new_values[name]))
             except Exception as exc:
@@ -468,7 +490,30 @@ def evaluate_call(
             if _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
+    if trace is not None:
+        _scrub_traces(trace, scrub)
     return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names)
+
+
+def _scrub_traces(traces: list[PolicyTrace], scrub: Scrubber) -> None:
+    """``explain`` shows every value an expression produced: a variable or repair read
+    from a secret argument holds the secret (or text built around it), whatever its name."""
+    for t in traces:
+        t.steps = [Step(s.element, _scrub_value(s.value, scrub),
+                        None if s.error is None else scrub(s.error), s.fired)
+                   for s in t.steps]
+
+
+def _scrub_value(value: Any, scrub: Scrubber) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {_scrub_value(k, scrub): _scrub_value(v, scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_value(v, scrub) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    return REDACTED if scrub.hides(str(value)) else value
 
 
 _ACTION_EFFECT = {Action.HALT: Effect.HALT, Action.DENY: Effect.DENY,
@@ -489,6 +534,16 @@ def _policy_effect(acted: list[Action], default: Effect) -> Effect:
     if worst is not Effect.ALLOW or allowed:
         return worst
     return default
+
+
+def _finite(value: Any) -> bool:
+    if type(value) is float:
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _message(text: str, scrub: Scrubber) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 from guardrails.engine.decision import Decision
 from guardrails.engine.evaluate import (
+    _INT64,
     Budget,
     Call,
     InputError,
@@ -180,8 +182,7 @@ class PolicySet:
                 raise InputError("inputs exceed the size bound")
         except (InputError, RecursionError) as e:
             error = str(e) if isinstance(e, InputError) else "input nested too deeply"
-            raw = args if isinstance(args, Mapping) else {}
-            n_args = {k: v for k, v in raw.items() if isinstance(k, str)}
+            n_args = _readable_arguments(args)
             n_principal, n_history, text = {}, [], ""
         call = Call(tool, n_args, n_principal, n_history, text, description or "", now)
         return call, error
@@ -215,3 +216,22 @@ class PolicySet:
         for r in self._redact:
             text = r.pattern.sub(r.replacement, text)
         return text
+
+
+def _readable_arguments(args: Any) -> dict[str, Any]:
+    """What a decision can safely hold of arguments that failed the input bounds.
+
+    Only top-level JSON scalars: the rest may be what broke the bounds (a structure
+    nested thousands deep would make every later reader of the decision recurse).
+    """
+    if not isinstance(args, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if type(k) is not str:
+            continue
+        if v is None or type(v) in (str, bool) or (
+                type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
+                type(v) is float and math.isfinite(v)):
+            out[k] = v
+    return out
