@@ -84,7 +84,7 @@ class EvaluationError:
                 "handled_as": self.handled_as}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """The engine's verdict on one call. Build it only through the engine."""
 
@@ -103,9 +103,27 @@ class Decision:
     secret_arguments: frozenset[str] = field(default_factory=frozenset)
     """Argument names declared secret by a matched policy (their values never leave)."""
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.arguments, MappingProxyType):
-            object.__setattr__(self, "arguments", MappingProxyType(dict(self.arguments)))
+    def __init__(
+        self,
+        id: str,
+        tool: str,
+        effect: Effect,
+        arguments: Mapping[str, Any],
+        rules: tuple[FiredRule, ...] = (),
+        repairs: tuple[AppliedRepair, ...] = (),
+        errors: tuple[EvaluationError, ...] = (),
+        policies: tuple[str, ...] = (),
+        revision: str = "",
+        secret_arguments: frozenset[str] = frozenset(),
+    ) -> None:
+        # One write instead of the frozen dataclass's ten guarded ones: a decision is
+        # built on every call. Frozen still holds: attribute assignment raises.
+        self.__dict__.update(
+            id=id, tool=tool, effect=effect,
+            arguments=arguments if isinstance(arguments, MappingProxyType)
+            else MappingProxyType(dict(arguments)),
+            rules=rules, repairs=repairs, errors=errors, policies=policies,
+            revision=revision, secret_arguments=secret_arguments)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild

@@ -17,7 +17,7 @@ import secrets
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from guardrails.engine.decision import (
     REDACTED,
@@ -45,9 +45,10 @@ class InputError(Exception):
     """The call's inputs are outside the run-time bounds or are not JSON-like data."""
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One tool call as the engine sees it, already normalised to CEL values."""
+class Call(NamedTuple):
+    """One tool call as the engine sees it, already normalised to CEL values.
+
+    A named tuple, not a dataclass: it is built once per call, on the hot path."""
 
     tool: str
     args: Mapping[str, Any]
@@ -422,7 +423,7 @@ def evaluate_call(
                     pt.steps.append(Step(element, error=scrub(e.message)))
                 continue
             repairs.append(AppliedRepair(policy.name, repair.name, tuple(new_values),
-                                         tuple(n for n in repair.unset if n in args),
+                                         tuple([n for n in repair.unset if n in args]),
                                          policy.audit))
             if policy.audit:
                 continue
@@ -581,7 +582,7 @@ def _decision(
         rules=tuple(fired),
         repairs=tuple(repairs),
         errors=tuple(errors),
-        policies=tuple(p.name for p in matched),
+        policies=tuple([p.name for p in matched]),
         revision=revision,
         secret_arguments=secret_names,
     )
