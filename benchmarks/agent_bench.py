@@ -70,12 +70,13 @@ from agent_framework._tools import _argument_authority_token  # noqa: E402
 from tests.af_support import RecordingTelemetry, guarded  # noqa: E402
 
 import guardrails  # noqa: E402
-from guardrails.agent_framework import ScriptedChatClient, guard  # noqa: E402
-from guardrails.agent_framework import _private as guard_private  # noqa: E402
-from guardrails.agent_framework._middleware import (  # noqa: E402
+from guardrails.agent_framework import (  # noqa: E402
     GuardFunctionMiddleware,
     GuardRunMiddleware,
+    ScriptedChatClient,
+    guard,
 )
+from guardrails.agent_framework import _private as guard_private  # noqa: E402
 from guardrails.agent_framework._secrets import install_log_filter  # noqa: E402
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.decision import Decision  # noqa: E402
@@ -308,12 +309,13 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     guard's own code is what is left of that.
     """
     telemetry = NullTelemetry()
-    agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
-                            _TimedFunctionGuard(policies, principal=PRINCIPAL,
-                                                telemetry=telemetry)])
     watch = _TimedRunGuard.watch
     per_run: dict[str, list[float]] = {}
     with _instrumented(policies) as timers:
+        # Built inside: a guard may keep bound methods of the policies (``redact``).
+        agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
+                                _TimedFunctionGuard(policies, principal=PRINCIPAL,
+                                                    telemetry=telemetry)])
         clocks: dict[str, Any] = {**timers, "guard": watch}
         for _ in range(runs):
             before = {name: clock.ns for name, clock in clocks.items()}

@@ -28,7 +28,7 @@ from agent_framework import (
 import guardrails
 from guardrails import Decision, PolicyViolation
 from guardrails.agent_framework import ScriptedChatClient, guard
-from guardrails.agent_framework._middleware import _GuardHalt
+from guardrails.agent_framework._boundary import _GuardHalt
 from guardrails.agent_framework.scripted import call, result_text, text
 from tests.af_support import (
     FIXTURES,

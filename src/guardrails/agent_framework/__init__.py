@@ -7,15 +7,12 @@ a network; its helpers (``call``, ``text``, ``result_text``) are in
 
 from __future__ import annotations
 
-from guardrails.agent_framework._middleware import (
-    GuardedToolError,
-    GuardFunctionMiddleware,
-    GuardRunMiddleware,
-    PrincipalSource,
-    guard,
-)
+from guardrails.agent_framework._boundary import GuardRunMiddleware
+from guardrails.agent_framework._function import GuardFunctionMiddleware, PrincipalSource
+from guardrails.agent_framework._middleware import guard
 from guardrails.agent_framework._secrets import (
     EnvironmentSecrets,
+    GuardedToolError,
     SecretProvider,
     SecretUnavailable,
 )

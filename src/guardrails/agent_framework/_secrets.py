@@ -1,16 +1,43 @@
-"""Secret values: where injected ones come from, and how every known one is scrubbed."""
+"""Secret values: where injected ones come from, and how every known one is scrubbed.
+
+Everything that leaves a guarded call passes through a ``Scrubber``: the tool's result
+(what the model reads), its exception (the framework does not redact tool exceptions),
+the framework's log records while the tool runs, and the arguments kept in history.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agent_framework import (
+    Content,
+    FunctionTool,
+    MiddlewareException,
+    MiddlewareFailure,
+    MiddlewareTermination,
+)
+
+from guardrails.agent_framework import _private
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["EnvironmentSecrets", "Scrubber", "SecretProvider", "SecretUnavailable"]
+__all__ = [
+    "CURRENT_SCRUBBER",
+    "EnvironmentSecrets",
+    "GuardedToolError",
+    "Scrubber",
+    "SecretProvider",
+    "SecretUnavailable",
+    "install_log_filter",
+    "scrub_json",
+    "scrub_result",
+    "scrubbed_exception",
+    "scrubbed_failure",
+]
 
 
 class SecretUnavailable(LookupError):
@@ -53,6 +80,7 @@ class Scrubber:
         texts: set[str] = set()
         for value in values:
             texts.update(_value_texts(value))
+        self._texts = frozenset(texts)
         # Longest first, so a secret that contains another is removed whole.
         self._values = sorted(texts, key=len, reverse=True)
         self._patterns = patterns
@@ -60,6 +88,15 @@ class Scrubber:
     @property
     def values(self) -> tuple[str, ...]:
         return tuple(self._values)
+
+    def with_values(self, values: Iterable[Any]) -> Scrubber:
+        """This scrubber plus ``values``: itself when they add no text (no rebuild, no sort)."""
+        texts: set[str] = set()
+        for value in values:
+            texts.update(_value_texts(value))
+        if texts <= self._texts:
+            return self
+        return Scrubber(self._texts | texts, self._patterns)
 
     def __call__(self, text: str) -> str:
         for value in self._values:
@@ -121,3 +158,105 @@ def install_log_filter() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+# -- what leaves a guarded call ---------------------------------------------------------
+
+
+def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
+    """A copy of a JSON-like value with every string scrubbed."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {k: scrub_json(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_json(v, scrub) for v in value]
+    return value
+
+
+def scrub_result(result: Any, scrub: Callable[[str], str]) -> Any:
+    """Tool results reach the model: scrub the text the framework will send."""
+    if result is None:
+        return None
+    if isinstance(result, str):
+        return scrub(result)
+    if isinstance(result, Content) and result.type == "function_approval_request":
+        return _scrub_approval_request(result, scrub)
+    items: Sequence[Any]
+    if isinstance(result, list) and all(isinstance(i, Content) for i in result):
+        items = result
+    else:
+        try:
+            items = FunctionTool.parse_result(result)
+        except Exception:
+            return scrub(str(result))
+    scrubbed: list[Content] = []
+    for item in items:
+        if item.type == "text" and item.text is not None:
+            scrubbed.append(Content.from_text(scrub(item.text),
+                                              additional_properties=dict(item.additional_properties)))
+        else:
+            scrubbed.append(_scrub_content(item, scrub))
+    return scrubbed
+
+
+def _scrub_approval_request(item: Content, scrub: Callable[[str], str]) -> Content:
+    """An approval request coming back from inside the guard (a nested guard's, or one a
+    tool made up) is shown to the user and kept in the transcript: scrub what it quotes."""
+    call = item.function_call
+    if call is not None and isinstance(call.arguments, Mapping):
+        scrubbed = scrub_json(dict(call.arguments), scrub)
+        if scrubbed != call.arguments:
+            call.arguments = scrubbed
+    elif call is not None and isinstance(call.arguments, str):
+        call.arguments = scrub(call.arguments)
+    properties = scrub_json(dict(item.additional_properties or {}), scrub)
+    if properties != item.additional_properties:
+        item.additional_properties = properties
+    return item
+
+
+def _scrub_content(item: Content, scrub: Callable[[str], str]) -> Content:
+    """Non-text items: keep binary payloads, scrub any text they carry."""
+    if item.type == "function_approval_request":
+        return _scrub_approval_request(item, scrub)
+    for name in ("text", "message", "error_details"):
+        value = getattr(item, name, None)
+        if isinstance(value, str):
+            with contextlib.suppress(Exception):
+                setattr(item, name, scrub(value))
+    return item
+
+
+class GuardedToolError(RuntimeError):
+    """A tool (or middleware inside the guard) raised; this carries its scrubbed text."""
+
+
+def _exception_texts(exc: BaseException) -> Iterator[str]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield str(current)
+        yield from (str(n) for n in getattr(current, "__notes__", ()))
+        current = current.__cause__ or current.__context__
+
+
+def scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> MiddlewareException:
+    """``exc`` itself when nothing in it or its chain is secret, else a scrubbed copy.
+
+    The copy is chained to nothing: raise it outside the handler that caught ``exc``.
+    """
+    if all(scrub(t) == t for t in _exception_texts(exc)):
+        return exc
+    if isinstance(exc, MiddlewareTermination):
+        return MiddlewareTermination(scrub(str(exc)), result=exc.result)
+    return MiddlewareFailure(scrub(str(exc)))
+
+
+def scrubbed_exception(exc: Exception, scrub: Callable[[str], str]) -> Exception:
+    """What a tool's exception becomes: the framework's validation error keeps its type
+    (so it still reports "Argument parsing failed"), anything else a ``GuardedToolError``."""
+    if _private.is_argument_validation_error(exc):
+        return _private.scrubbed_validation_error(exc, scrub)
+    return GuardedToolError(scrub(f"{type(exc).__name__}: {exc}"))

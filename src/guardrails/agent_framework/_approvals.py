@@ -1,0 +1,93 @@
+"""Approvals: what a human's approval covers, the request they see, and the replay check.
+
+A ``require_approval`` call stops with the framework's approval request and leaves a
+fingerprint in the session. When the approved call is replayed, the guard evaluates it
+again and the approval counts only if the fingerprint still matches: same tool, same
+(repaired) arguments, same reasons, same policy revision. Approval satisfies
+``require_approval`` and nothing else; deny and halt rules still apply to a replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agent_framework import Content, FunctionInvocationContext
+
+from guardrails.engine import Action, Decision
+
+__all__ = ["approval_id_for", "approval_request", "approved_replay", "hold_approval"]
+
+
+def approval_id_for(context: FunctionInvocationContext) -> str:
+    """The id the framework's approval response will carry for this call."""
+    occurrence = context.metadata.get("function_call_occurrence_id")
+    if isinstance(occurrence, str) and occurrence:
+        return occurrence
+    call_id = context.metadata.get("call_id")
+    return call_id if isinstance(call_id, str) else ""
+
+
+def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) -> str:
+    """What an approval covers: the tool, the exact (repaired) arguments, and the reasons the
+    human was shown (the rules asking for it, under that policy revision). A replay asked
+    for by another rule, or under changed policies, needs a new approval.
+    """
+    reasons = sorted(f"{r.policy}/{r.rule}" for r in decision.rules
+                     if r.action is Action.REQUIRE_APPROVAL and not r.audit)
+    payload = json.dumps({"tool": tool, "args": dict(arguments), "reasons": reasons,
+                          "revision": decision.revision}, sort_keys=True, default=str,
+                         ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
+                  arguments: Mapping[str, Any], decision: Decision) -> None:
+    """Keep the fingerprint of a call waiting for approval in the session's state."""
+    approvals = state.setdefault("approvals", {})
+    approvals[approval_id] = _fingerprint(tool, arguments, decision)
+
+
+def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
+                    approval_id: str, tool: str, arguments: Mapping[str, Any],
+                    decision: Decision) -> bool:
+    """Whether this call is the replay of an approved call, unchanged since the approval.
+
+    A replay uses up its held fingerprint, matching or not: one approval, one call.
+    """
+    response = context.metadata.get("approval_response")
+    if not (isinstance(response, Content) and response.type == "function_approval_response"
+            and response.approved is True):
+        return False
+    held = _pop_approval(state, approval_id)
+    return held is not None and held == _fingerprint(tool, arguments, decision)
+
+
+def _pop_approval(state: dict[str, Any] | None, approval_id: str) -> str | None:
+    if state is None:
+        return None
+    approvals = state.get("approvals")
+    if not isinstance(approvals, dict):
+        return None
+    held = approvals.pop(approval_id, None)
+    return held if isinstance(held, str) else None
+
+
+def approval_request(context: FunctionInvocationContext, approval_id: str, decision: Decision,
+                     arguments: Mapping[str, Any], message: str) -> Content:
+    """The framework's approval request for this call, as the user will be shown it."""
+    call_id = context.metadata.get("call_id")
+    occurrence = context.metadata.get("function_call_occurrence_id")
+    call = Content.from_function_call(
+        call_id=call_id if isinstance(call_id, str) else approval_id,
+        name=context.function.name,
+        arguments=dict(arguments),
+        id=occurrence if isinstance(occurrence, str) else None,
+    )
+    return Content.from_function_approval_request(
+        id=approval_id,
+        function_call=call,
+        additional_properties={"reason": message, "guardrails_decision_id": decision.id},
+    )

@@ -1,0 +1,63 @@
+"""The call's arguments as the guard reads them: its own copy, JSON numbers only, repaired.
+
+The guard evaluates, fingerprints and binds a copy it owns, so nothing a tool or another
+middleware holds can change what was checked. Repairs replace only what they touch, so
+untouched arguments keep the framework's exact objects (an approval or snapshot over
+them is unchanged by the guard's own round trip).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from guardrails.engine import Decision
+
+__all__ = ["apply_repairs", "as_mapping", "json_numbers"]
+
+
+def as_mapping(arguments: Any) -> dict[str, Any] | None:
+    """A fresh dict of the call's arguments, or None when they are not a mapping at all."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    dump = getattr(arguments, "model_dump", None)
+    if callable(dump):
+        dumped = dump(exclude_unset=True)
+        return dict(dumped) if isinstance(dumped, Mapping) else None
+    return None
+
+
+def json_numbers(value: Any) -> bool:
+    """Whether every number in ``value`` is one JSON can express.
+
+    Python's json (the framework's parser) reads NaN and Infinity; JSON has neither, and
+    NaN compares false with every limit a rule could set. Recursive on purpose: a value
+    nested too deeply (or a cycle) raises RecursionError, a guard error that blocks the call.
+    """
+    if isinstance(value, float):
+        return math.isfinite(value)
+    items: Any
+    if isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return True
+    return all(type(item) is str or json_numbers(item) for item in items)  # str: common
+
+
+def apply_repairs(entry: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+    """Entry arguments with only what enforcing repairs touched replaced."""
+    arguments = dict(entry)
+    for repair in decision.repairs:
+        if repair.audit:
+            continue
+        for name in repair.set:
+            if name in decision.arguments:
+                arguments[name] = decision.arguments[name]
+        for name in repair.unset:
+            arguments.pop(name, None)
+    return arguments

@@ -1,0 +1,161 @@
+"""The run boundary, and the halt: the one failure it turns into ``PolicyViolation``.
+
+An agent middleware around the whole run captures the user's own words for ``request``,
+holds the per-run state (``_state.RUN``) and translates a halt. A halt is unwrapped only
+when the failure is exactly this package's private type carrying a decision this process
+minted (by identity) and halted this run with: a forged or laundered ``MiddlewareFailure``
+propagates exactly as raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from agent_framework import (
+    AgentContext,
+    AgentMiddleware,
+    FunctionTool,
+    Message,
+    MiddlewareFailure,
+    ResponseStream,
+    normalize_tools,
+)
+
+from guardrails.agent_framework._state import RUN, RunState, session_state
+from guardrails.engine import Decision, PolicySet, PolicyViolation
+from guardrails.model.errors import PolicyError, Problem
+from guardrails.telemetry import GuardTelemetry
+
+__all__ = ["GuardRunMiddleware", "_GuardHalt", "mint", "minted_decision", "run_request"]
+
+# Decisions this package minted in this process. The run boundary unwraps a halt only
+# when its decision is found here (by identity), so a forged decision is never unwrapped.
+_MINTED: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
+
+
+def mint(decision: Decision) -> None:
+    """Register a decision the guard made, so a halt carrying it can be unwrapped."""
+    _MINTED[decision.id] = decision
+
+
+class _GuardHalt(MiddlewareFailure):
+    """The guard's fail-closed abort. Private: only the run boundary may unwrap it."""
+
+    def __init__(self, decision: Decision) -> None:
+        # Same names-only text as PolicyViolation: tracebacks of chained exceptions reach
+        # logs and spans, and rule messages may quote argument values.
+        super().__init__(str(PolicyViolation(decision)))
+        self.decision = decision
+
+
+def minted_decision(exc: BaseException, run: RunState | None = None) -> Decision | None:
+    """The decision of a halt raised by this package, or None for anything else.
+
+    Exactly our type (a subclass could be anyone's) and a decision we minted, by identity.
+    With ``run``, also one the guard halted *in that run*: a tool that re-raises a real
+    halt it kept from another run (the decision is still alive) is not a halt of this one.
+    """
+    if type(exc) is not _GuardHalt:
+        return None
+    decision = vars(exc).get("decision")
+    if not isinstance(decision, Decision):
+        return None
+    if _MINTED.get(decision.id) is not decision:
+        return None
+    if run is not None and decision.id not in run.halts:
+        return None
+    return decision
+
+
+class GuardRunMiddleware(AgentMiddleware):
+    """The run boundary: request capture, per-run state, halt translation, strict checks."""
+
+    def __init__(self, policies: PolicySet, *, telemetry: GuardTelemetry | None = None,
+                 strict: bool = False) -> None:
+        self._policies = policies
+        self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
+        self._strict = strict
+        self._checked: set[frozenset[tuple[str, str]]] = set()
+
+    async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        if self._strict:
+            self._check_tools(context)
+        state = RunState(request=run_request(context))
+        token = RUN.set(state)
+        try:
+            await call_next()
+        except MiddlewareFailure as exc:
+            decision = minted_decision(exc, state)
+            if decision is None:
+                raise
+            self._telemetry.record_halt(decision)
+            raise PolicyViolation(decision) from exc
+        finally:
+            RUN.reset(token)
+        result = context.result
+        if context.stream and isinstance(result, ResponseStream):
+            result.with_pull_context_manager(lambda: self._stream_scope(state))
+
+    @contextlib.contextmanager
+    def _stream_scope(self, state: RunState) -> Iterator[None]:
+        """Around every pull of a streamed run: the tools run while the stream is consumed."""
+        token = RUN.set(state)
+        try:
+            yield
+        except MiddlewareFailure as exc:
+            decision = minted_decision(exc, state)
+            if decision is None:
+                raise
+            self._telemetry.record_halt(decision)
+            raise PolicyViolation(decision) from exc
+        finally:
+            RUN.reset(token)
+
+    # STRICT HOOK: schema-aware checking against the agent's tools (guardrails.engine.lint).
+    # Skipped when that module is absent. Errors reject the run before any tool can run.
+    def _check_tools(self, context: AgentContext) -> None:
+        try:
+            from guardrails.engine import lint as lint_module
+        except ImportError:  # pragma: no cover - the lint engineer's module is optional here
+            return
+        schemas: dict[str, Mapping[str, Any]] = {}
+        options = getattr(context.agent, "default_options", None)
+        declared = options.get("tools") if isinstance(options, Mapping) else None
+        for source in (declared, context.tools):
+            for item in normalize_tools(source):
+                if isinstance(item, FunctionTool):
+                    schemas[item.name] = item.parameters()
+        key = frozenset((name, json.dumps(schema, sort_keys=True, default=str))
+                        for name, schema in schemas.items())
+        if key in self._checked:
+            return
+        findings = lint_module.lint(self._policies, schemas)
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            raise PolicyError(Problem(f.file, f.line, f.column, f.message) for f in errors)
+        self._checked.add(key)
+
+
+def _message_text(message: Message) -> str:
+    return "\n".join(c.text for c in message.contents if c.type == "text" and c.text)
+
+
+def run_request(context: AgentContext) -> str:
+    """The text of the user messages that started the run (never tool or assistant text).
+
+    A run that only resumes approvals carries no user text: the request is then the one
+    that started the paused run, kept in the session.
+    """
+    text = "\n".join(t for m in context.messages if m.role == "user" and (t := _message_text(m)))
+    state = session_state(context.session, create=True)
+    if state is None:
+        return text
+    if text:
+        state["request"] = text
+        return text
+    stored = state.get("request")
+    return stored if isinstance(stored, str) else ""
