@@ -101,7 +101,9 @@ class Decision:
     """Names of the policies that matched the call."""
     revision: str = ""
     secret_arguments: frozenset[str] = field(default_factory=frozenset)
-    """Argument names declared secret by a matched policy (their values never leave)."""
+    """Argument names declared secret by any policy whose globs name the tool, matched or
+    not (their values never leave). Unlike ``PolicySet.secret_arguments`` it leaves out the
+    names a policy injects: ``arguments`` holds no injected value."""
 
     def __init__(
         self,

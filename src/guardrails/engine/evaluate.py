@@ -430,7 +430,6 @@ def evaluate_call(
             args.update(new_values)
             for name in repair.unset:
                 args.pop(name, None)
-            base["args"] = args
 
     # 3. rules
     for policy in matched:

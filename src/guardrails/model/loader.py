@@ -695,6 +695,10 @@ class _DocumentReader:
         if "replacement" in f:
             replacement = self.string(f["replacement"], f"{path}.replacement",
                                       empty=True) or ""
+            if regex is not None and len(self.src.problems) == n:
+                problem = _replacement_problem(regex, replacement)
+                if problem:
+                    self.error(f["replacement"], f"{path}.replacement: {problem}")
         if name is None or regex is None or len(self.src.problems) != n:
             return None
         return Redaction(name, regex, replacement, self.src.pos(node), self.src.pos(f["regex"]))
@@ -840,3 +844,18 @@ def _regex_problem(regex: str) -> str | None:
         return "the pattern matches the empty string, so it would redact between every character"
     return None
 
+
+def _replacement_problem(regex: str, replacement: str) -> str | None:
+    """Why ``replacement`` cannot be expanded for matches of ``regex``, or None.
+
+    A replacement is a template (``\\1``, ``\\g<name>``, backslash escapes): a bad one
+    would raise only when the pattern first matches, inside ``evaluate``, which must never
+    raise. Expanding it once against a match with the same groups finds it at load time.
+    """
+    try:
+        probe = re2.compile(f"(?:{regex})|", _RE2_OPTIONS).match("")  # always matches ""
+        if probe is not None:
+            probe.expand(replacement)
+    except Exception as e:
+        return f"invalid replacement template: {e or type(e).__name__}"
+    return None
