@@ -34,6 +34,7 @@ from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.model import Documents, load_documents
 from guardrails.model.documents import ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.loader import RE2_OPTIONS
 from guardrails.model.source import Expression
 
 Backend = Literal["compiled", "closures", "interpreter"]
@@ -136,7 +137,8 @@ class _Compiler:
         redact = []
         for red in p.redact:
             try:
-                redact.append(RedactPattern(red.name, re2.compile(red.regex), red.replacement))
+                redact.append(RedactPattern(red.name, re2.compile(red.regex, RE2_OPTIONS),
+                                            red.replacement))
             except Exception as e:  # the loader checked it; keep the guard anyway
                 self.problem(red.regex_position.line, red.regex_position.column,
                              f"redact {red.name}: invalid RE2 pattern: {e}")
@@ -150,7 +152,7 @@ class _Compiler:
             default_action=Effect(p.default_action),
             tools=p.match.tools,
             when=when,
-            params=_freeze(p.params),
+            params=_plain_data(p.params),
             variables=tuple(variables),
             repairs=tuple(repairs),
             rules=tuple(rules),
@@ -213,10 +215,14 @@ def _variable_reference(node: cel.Node) -> str | None:
     return None
 
 
-def _freeze(value: Any) -> Any:
-    """Params are shared by every call: copy them once into plain CEL data."""
+def _plain_data(value: Any) -> Any:
+    """Params as plain CEL data (dicts with string keys, lists), copied once at load.
+
+    Every call shares them; that is safe because CEL has no way to mutate a value and the
+    engine never writes to them.
+    """
     if isinstance(value, dict):
-        return {str(k): _freeze(v) for k, v in value.items()}
+        return {str(k): _plain_data(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_freeze(v) for v in value]
+        return [_plain_data(v) for v in value]
     return value

@@ -93,13 +93,6 @@ def _arity_ok(fn: Callable[..., Any], n: int) -> bool:
     return True
 
 
-def _raise(err: CelError) -> Fn:
-    def fail(a: Activation) -> Any:
-        raise err
-
-    return fail
-
-
 class _Compiler:
     def __init__(self, declared: Collection[str], limits: Limits, container: str) -> None:
         self.declared = frozenset(declared)
@@ -120,9 +113,6 @@ class _Compiler:
 
         self.consts[constant] = value
         return constant
-
-    def is_const(self, fn: Fn) -> bool:
-        return fn in self.consts
 
     def fold(self, fn: Fn, parts: list[Fn]) -> Fn:
         """Evaluate a call on constants now; an error stays a run-time error (errors are values)."""

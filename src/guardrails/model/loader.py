@@ -828,13 +828,14 @@ def _glob_problem(glob: str) -> str | None:
     return None
 
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
+RE2_OPTIONS = re2.Options()
+"""The options every policy regex is compiled with (the engine compiles the same way)."""
+RE2_OPTIONS.log_errors = False
 
 
 def _regex_problem(regex: str) -> str | None:
     try:
-        compiled = re2.compile(regex, _RE2_OPTIONS)
+        compiled = re2.compile(regex, RE2_OPTIONS)
     except re2.error as e:
         detail = e.args[0] if e.args else e
         if isinstance(detail, bytes):
@@ -853,7 +854,7 @@ def _replacement_problem(regex: str, replacement: str) -> str | None:
     raise. Expanding it once against a match with the same groups finds it at load time.
     """
     try:
-        probe = re2.compile(f"(?:{regex})|", _RE2_OPTIONS).match("")  # always matches ""
+        probe = re2.compile(f"(?:{regex})|", RE2_OPTIONS).match("")  # always matches ""
         if probe is not None:
             probe.expand(replacement)
     except Exception as e:
