@@ -210,3 +210,22 @@ def test_guard_mode_audit_uses_with_mode(policies: Any) -> None:
     assert all(p.mode == "audit" for p in fn_mw._policies.policies)  # type: ignore[union-attr]
     with pytest.raises(ValueError):
         guard(policies, mode="shadow")
+
+
+def test_unanswered_approvals_are_bounded_oldest_dropped(policies: Any) -> None:
+    from guardrails.agent_framework._approvals import APPROVALS_LIMIT, hold_approval
+
+    decision = policies.evaluate("send_money", {"recipient": "UK12", "amount": 2000})
+    assert decision.effect is Effect.REQUIRE_APPROVAL
+    state: dict[str, Any] = {}
+    for i in range(APPROVALS_LIMIT + 10):
+        hold_approval(state, f"call-{i}", "send_money", {"recipient": "UK12", "amount": i},
+                      decision)
+    held = state["approvals"]
+    assert len(held) == APPROVALS_LIMIT
+    assert "call-0" not in held and "call-9" not in held
+    assert "call-10" in held and f"call-{APPROVALS_LIMIT + 9}" in held
+    # held again: becomes the most recent, so it outlives older ones
+    hold_approval(state, "call-10", "send_money", {"recipient": "UK12", "amount": 10}, decision)
+    hold_approval(state, "fresh", "send_money", {"recipient": "UK12", "amount": 1}, decision)
+    assert "call-10" in held and "call-11" not in held

@@ -157,3 +157,47 @@ async def test_history_records_no_secret_values(policies: Any) -> None:
     dumped = json.dumps(session.state["guardrails"])  # the transcript holds the model's own call
     assert PIN not in dumped and INJECTED not in dumped
     assert [h["effect"] for h in session.state["guardrails"]["history"]] == ["deny", "allow"]
+
+
+def test_log_filter_scrubs_tracebacks_of_records(caplog: pytest.LogCaptureFixture) -> None:
+    """A framework record logged with exc_info while a guarded call runs: its traceback text
+    is scrubbed and the exception object (whose text and frames hold the secret) dropped."""
+    from guardrails.agent_framework._secrets import (
+        CURRENT_SCRUBBER,
+        Scrubber,
+        install_log_filter,
+    )
+
+    install_log_filter()
+    logger = logging.getLogger("agent_framework._tools")
+    token = CURRENT_SCRUBBER.set(Scrubber([INJECTED]))
+    try:
+        try:
+            raise ValueError(f"upstream rejected key {INJECTED}")
+        except ValueError:
+            logger.exception("tool failed with %s", INJECTED)
+        logger.error("stack", stack_info=True)
+    finally:
+        CURRENT_SCRUBBER.reset(token)
+    [failed, stack] = [r for r in caplog.records if r.name == "agent_framework._tools"]
+    assert failed.exc_info is None
+    assert failed.exc_text is not None
+    assert "ValueError: upstream rejected key [REDACTED]" in failed.exc_text
+    assert "Traceback" in failed.exc_text
+    assert failed.getMessage() == "tool failed with [REDACTED]"
+    assert INJECTED not in caplog.text
+    assert "ValueError: upstream rejected key [REDACTED]" in caplog.text
+    assert stack.stack_info is not None
+
+
+def test_log_filter_leaves_records_outside_guarded_calls_alone(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from guardrails.agent_framework._secrets import install_log_filter
+
+    install_log_filter()
+    try:
+        raise ValueError("plain")
+    except ValueError:
+        logging.getLogger("agent_framework._tools").exception("outside")
+    [rec] = [r for r in caplog.records if r.name == "agent_framework._tools"]
+    assert rec.exc_info is not None and "ValueError: plain" in caplog.text

@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -24,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from guardrails.engine.decision import REDACTED, Action, Decision, Effect
+from guardrails.engine.decision import Decision, Effect
+from guardrails.engine.scrub import Scrubber
 
 __all__ = [
     "DECISION_LOGGER",
@@ -73,10 +73,6 @@ EVENT_HALT = "guardrails.halt"
 _DURATION_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )
-_MIN_SCRUB_LENGTH = 4
-"""Argument values shorter than this are not blanked in log messages: blanking "1" or "yes"
-everywhere would destroy the message and such values are not worth hiding."""
-
 _log = logging.getLogger("guardrails.telemetry")
 
 
@@ -174,7 +170,8 @@ def decision_record(
     is safe to ship wherever spans go.
     """
     ctx = span.get_span_context() if span is not None else trace.INVALID_SPAN_CONTEXT
-    scrub = _scrubber(decision.arguments)
+    # Every argument value, not only the secret ones; computed only if there is a message.
+    scrub = Scrubber(lambda: decision.arguments.values())
     return {
         "version": RECORD_VERSION,
         "decision_id": decision.id,
@@ -198,40 +195,6 @@ def decision_record(
     }
 
 
-def _scrubber(arguments: Mapping[str, Any]) -> Callable[[str], str]:
-    needles = sorted({n for v in arguments.values() for n in _leaf_texts(v)}, key=len,
-                     reverse=True)
-    if not needles:
-        return lambda text: text
-    # One pass, longest first: a replacement is never rescanned, so it cannot splice a value
-    # back together from the marker and its neighbours.
-    pattern = re.compile("|".join(map(re.escape, needles)))
-    return lambda text: pattern.sub(REDACTED, text)
-
-
-def _leaf_texts(value: Any) -> Iterator[str]:
-    """The ways an argument value can appear in a message (CEL and Python spellings)."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from _leaf_texts(k)
-            yield from _leaf_texts(v)
-        return
-    if isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from _leaf_texts(v)
-        return
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    texts = {str(value)}
-    if isinstance(value, float) and value.is_integer():
-        texts.add(str(int(value)))
-    if isinstance(value, str):
-        texts.add(value.strip())
-    yield from (t for t in texts if len(t) >= _MIN_SCRUB_LENGTH)
-
-
 def _has_audit(decision: Decision) -> bool:
     return any(r.audit for r in decision.rules) or any(r.audit for r in decision.repairs)
 
@@ -242,8 +205,7 @@ def _rule_names(decision: Decision) -> list[str]:
 
 def _reason(decision: Decision) -> str:
     """Why the call was halted, from names only (rule messages may quote arguments)."""
-    action = Action(decision.effect.value) if decision.effect is not Effect.ALLOW else None
-    names = [f"{r.policy}/{r.rule}" for r in decision.rules if r.action is action and not r.audit]
+    names = [f"{r.policy}/{r.rule}" for r in decision.deciding_rules]
     if names:
         return f"{decision.effect.value} by rule {', '.join(names)}"
     if decision.errors:

@@ -18,7 +18,16 @@ from agent_framework import Content, FunctionInvocationContext
 
 from guardrails.engine import Action, Decision
 
-__all__ = ["approval_id_for", "approval_request", "approved_replay", "hold_approval"]
+__all__ = ["APPROVALS_LIMIT", "approval_id_for", "approval_request", "approved_replay",
+           "hold_approval"]
+
+APPROVALS_LIMIT = 50
+"""Unanswered approvals kept per session, oldest dropped first (as history is bounded).
+
+A request nobody answers would otherwise stay in the session forever. Answering one
+whose fingerprint was dropped is not a leak but a refusal: the replay finds nothing held
+and asks again.
+"""
 
 
 def approval_id_for(context: FunctionInvocationContext) -> str:
@@ -46,8 +55,13 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) ->
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
                   arguments: Mapping[str, Any], decision: Decision) -> None:
     """Keep the fingerprint of a call waiting for approval in the session's state."""
-    approvals = state.setdefault("approvals", {})
+    approvals = state.get("approvals")
+    if not isinstance(approvals, dict):
+        approvals = state["approvals"] = {}
+    approvals.pop(approval_id, None)  # re-added last: the most recent
     approvals[approval_id] = _fingerprint(tool, arguments, decision)
+    while len(approvals) > APPROVALS_LIMIT:
+        del approvals[next(iter(approvals))]
 
 
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,

@@ -63,7 +63,7 @@ INJECTED_MEMORY = 256
 """Distinct injected secret values a guard keeps scrubbing from every later call's output."""
 
 _TOOLS_REMEMBERED = 1024
-"""Tools whose policy facts a guard keeps (cleared when full, like the engine's tool index)."""
+"""Tools whose "does a policy inject" answer a guard keeps (cleared when full, like the engine's tool index)."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         self._memory = Scrubber((), policies.redact)
-        # Per tool, what the policies say once (they never change): the argument names
-        # declared secret or injected, and whether any policy injects at all.
-        self._tools: dict[str, tuple[frozenset[str], bool]] = {}
+        # Per tool, whether any policy naming it injects a secret (policies never change).
+        self._injects: dict[str, bool] = {}
 
     async def process(
         self,
@@ -153,7 +152,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if entry is None:
             entry = {}
         arguments = apply_repairs(entry, decision)
-        secret_names = decision.secret_arguments | self._tool_facts(tool)[0]
+        secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
         replay = approved_replay(context, state, approval_id, tool, arguments, decision)
         effect = decision.effect
@@ -178,15 +177,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             raise TypeError(f"principal callable returned {type(value).__name__}, not a mapping")
         return value
 
-    def _tool_facts(self, tool: str) -> tuple[frozenset[str], bool]:
-        facts = self._tools.get(tool)
-        if facts is None:
-            policies = self._policies.for_tool(tool)
-            facts = (self._policies.secret_arguments(tool), any(p.inject for p in policies))
-            if len(self._tools) >= _TOOLS_REMEMBERED:
-                self._tools.clear()
-            self._tools[tool] = facts
-        return facts
+    def _tool_injects(self, tool: str) -> bool:
+        injects = self._injects.get(tool)
+        if injects is None:
+            injects = any(p.inject for p in self._policies.for_tool(tool))
+            if len(self._injects) >= _TOOLS_REMEMBERED:
+                self._injects.clear()
+            self._injects[tool] = injects
+        return injects
 
     # -- acting on the effect -------------------------------------------------------------
 
@@ -272,7 +270,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _injections(self, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}
-        if not self._tool_facts(decision.tool)[1]:
+        if not self._tool_injects(decision.tool):
             return values
         for name, ref in self._policies.injections(decision).items():
             value = self._secrets.get(ref.env)

@@ -1,8 +1,9 @@
 """Secret values: where injected ones come from, and how every known one is scrubbed.
 
-Everything that leaves a guarded call passes through a ``Scrubber``: the tool's result
-(what the model reads), its exception (the framework does not redact tool exceptions),
-the framework's log records while the tool runs, and the arguments kept in history.
+Everything that leaves a guarded call passes through the engine's ``Scrubber``: the tool's
+result (what the model reads), its exception (the framework does not redact tool
+exceptions), the framework's log records while the tool runs (their tracebacks included),
+and the arguments kept in history.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import contextlib
 import contextvars
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agent_framework import (
@@ -23,7 +24,7 @@ from agent_framework import (
 )
 
 from guardrails.agent_framework import _private
-from guardrails.engine.decision import REDACTED
+from guardrails.engine.scrub import Scrubber
 
 __all__ = [
     "CURRENT_SCRUBBER",
@@ -68,62 +69,6 @@ class EnvironmentSecrets:
             raise SecretUnavailable(f"secret {ref!r} is not set in the environment") from None
 
 
-_MIN_NON_TEXT_LENGTH = 4
-"""Non-string secret values shorter than this are not scrubbed as text (a secret ``0``
-would otherwise erase every zero in a result)."""
-
-
-class Scrubber:
-    """Removes known secret values, then the policies' redact patterns, from a text."""
-
-    def __init__(self, values: Iterable[Any], patterns: Callable[[str], str]) -> None:
-        texts: set[str] = set()
-        for value in values:
-            texts.update(_value_texts(value))
-        self._texts = frozenset(texts)
-        # Longest first, so a secret that contains another is removed whole.
-        self._values = sorted(texts, key=len, reverse=True)
-        self._patterns = patterns
-
-    @property
-    def values(self) -> tuple[str, ...]:
-        return tuple(self._values)
-
-    def with_values(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values``: itself when they add no text (no rebuild, no sort)."""
-        texts: set[str] = set()
-        for value in values:
-            texts.update(_value_texts(value))
-        if texts <= self._texts:
-            return self
-        return Scrubber(self._texts | texts, self._patterns)
-
-    def __call__(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, REDACTED)
-        try:
-            return self._patterns(text)
-        except Exception:  # a broken pattern must not let the text out unscrubbed
-            return REDACTED
-
-
-def _value_texts(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        if value:
-            yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _value_texts(item)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for item in value:
-            yield from _value_texts(item)
-    elif value is not None and not isinstance(value, bool):
-        text = str(value)
-        if len(text) >= _MIN_NON_TEXT_LENGTH:
-            yield text
-
-
 # The scrubber of the guarded call running in this context (set around the tool call),
 # so that framework log records emitted while the tool runs are scrubbed too.
 CURRENT_SCRUBBER: contextvars.ContextVar[Scrubber | None] = contextvars.ContextVar(
@@ -132,7 +77,16 @@ CURRENT_SCRUBBER: contextvars.ContextVar[Scrubber | None] = contextvars.ContextV
 
 class _ScrubLogRecords(logging.Filter):
     """Agent Framework logs tool arguments at DEBUG (``Function arguments: {...}``) and,
-    with sensitive data on, exception texts. While a guarded call runs, scrub them."""
+    with sensitive data on, exception texts. While a guarded call runs, scrub them.
+
+    A record's traceback is scrubbed too: it is formatted here, scrubbed, kept as
+    ``exc_text`` (which formatters print as is), and ``exc_info`` is dropped. Dropping it,
+    not only rewriting the message, is the point: handlers that read ``exc_info`` format
+    the exception's text themselves, and the traceback's frames hold the tool's locals.
+    The exception's type stays in the text's last line.
+    """
+
+    _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
         scrub = CURRENT_SCRUBBER.get()
@@ -144,6 +98,18 @@ class _ScrubLogRecords(logging.Filter):
             message = str(record.msg)
         record.msg = scrub(message)
         record.args = None
+        if record.exc_info:
+            if not record.exc_text:
+                try:
+                    record.exc_text = self._formatter.formatException(record.exc_info)
+                except Exception:
+                    exc = record.exc_info[1]
+                    record.exc_text = f"{type(exc).__name__} (traceback unavailable)"
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
         return True
 
 

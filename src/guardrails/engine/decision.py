@@ -101,9 +101,10 @@ class Decision:
     """Names of the policies that matched the call."""
     revision: str = ""
     secret_arguments: frozenset[str] = field(default_factory=frozenset)
-    """Argument names declared secret by any policy whose globs name the tool, matched or
-    not (their values never leave). Unlike ``PolicySet.secret_arguments`` it leaves out the
-    names a policy injects: ``arguments`` holds no injected value."""
+    """Argument names whose values are secret: declared secret or injected by any policy
+    whose globs name the tool, matched or not (their values never leave). An injected name
+    counts although ``arguments`` holds no injected value: a model-sent argument of that
+    name is hidden too. Equal to ``PolicySet.secret_arguments(tool)``."""
 
     def __init__(
         self,
@@ -139,12 +140,21 @@ class Decision:
         return tuple(r for r in self.rules if r.action is Action.WARN and not r.audit)
 
     @property
+    def deciding_rules(self) -> tuple[FiredRule, ...]:
+        """The rules that decided the effect: fired with the effect's action, not in audit.
+
+        Empty when no rule did (a default action, or a failed expression): say so from
+        ``policies`` or ``errors``. For ``allow``, the allow rules that fired.
+        """
+        value = self.effect.value
+        return tuple(r for r in self.rules if r.action.value == value and not r.audit)
+
+    @property
     def message(self) -> str:
         """The messages of the rules that decided the effect, joined; "" for allow."""
         if self.effect is Effect.ALLOW:
             return ""
-        action = Action(self.effect.value)
-        msgs = [r.message for r in self.rules if r.action is action and not r.audit]
+        msgs = [r.message for r in self.deciding_rules]
         if not msgs and self.errors:
             msgs = [f"policy {e.policy}: {e.element} failed" for e in self.errors]
         if not msgs:

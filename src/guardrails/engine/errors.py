@@ -16,7 +16,6 @@ class PolicyViolation(Exception):
 
     def __init__(self, decision: Decision) -> None:
         self.decision = decision
-        rules = sorted({f"{r.policy}/{r.rule}" for r in decision.rules
-                        if r.action.value == decision.effect.value and not r.audit})
+        rules = sorted({f"{r.policy}/{r.rule}" for r in decision.deciding_rules})
         named = ", ".join(rules) or ", ".join(decision.policies) or "policy"
         super().__init__(f"run halted by {named} (decision {decision.id})")

@@ -15,7 +15,7 @@ import itertools
 import math
 import secrets
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ from guardrails.engine.decision import (
     FiredRule,
 )
 from guardrails.engine.policy import CompiledPolicy, CompiledVariable
+from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError
 from guardrails.expr.limits import Limits
 
@@ -242,63 +243,23 @@ def _cel_error(e: Exception) -> CelError:
     return CelError(f"internal evaluation error: {type(e).__name__}")
 
 
-class Scrubber:
-    """Removes secret argument values and redact patterns from text that leaves the engine.
+def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[Any]:
+    """The values of the secret arguments present in ``args``."""
+    return [args[name] for name in names if name in args]
 
-    Built per call but computed on first use: most calls produce no text to scrub.
-    """
 
-    __slots__ = ("_names", "_patterns", "_policies", "_sources", "_values")
+def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None:
+    """The policies' redact patterns as one function; None when they have none."""
+    patterns = [r for p in policies for r in p.redact]
+    if not patterns:
+        return None
 
-    def __init__(self, sources: Sequence[Mapping[str, Any]], names: frozenset[str],
-                 policies: Sequence[CompiledPolicy]) -> None:
-        self._sources = sources
-        self._names = names
-        self._policies = policies
-        self._patterns: list[Any] = []
-        self._values: list[str] | None = None
-
-    def hides(self, text: str) -> bool:
-        """Whether ``text`` is exactly a secret value (a number that is a secret, say)."""
-        self("")
-        return text in (self._values or ())
-
-    def __call__(self, text: str) -> str:
-        if self._values is None:
-            self._patterns = [r for p in self._policies for r in p.redact]
-            found: list[str] = []
-            for source in self._sources:
-                found += secret_values(source, self._names)
-            # Longest first, so a secret that contains another is replaced whole.
-            self._values = sorted({v for v in found if v}, key=len, reverse=True)
-        for v in self._values:
-            if v in text:
-                text = text.replace(v, REDACTED)
-        for p in self._patterns:
-            text = p.pattern.sub(p.replacement, text)
+    def redact(text: str) -> str:
+        for r in patterns:
+            text = r.pattern.sub(r.replacement, text)
         return text
 
-
-def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[str]:
-    """String forms of the values of secret arguments (nested strings included)."""
-    out: list[str] = []
-    for name in names:
-        if name in args:
-            _collect_strings(args[name], out)
-    return out
-
-
-def _collect_strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            _collect_strings(v, out)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _collect_strings(v, out)
-    elif value is not None and not isinstance(value, bool):
-        out.append(str(value))
+    return redact
 
 
 def evaluate_call(
@@ -333,8 +294,13 @@ def evaluate_call(
         secret_names = candidates[0].secret_arguments
     else:
         secret_names = frozenset().union(*(p.secret_arguments for p in candidates))
-    # ``args`` is updated in place by repairs: a repaired secret is scrubbed too.
-    scrub = Scrubber((raw_args, args), secret_names, candidates)
+    # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
+    # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
+    # the repairs, so a value it produced is scrubbed whenever the first use came.
+    def secrets_now() -> list[Any]:
+        return secret_values(raw_args, secret_names) + secret_values(args, secret_names)
+
+    scrub = Scrubber(secrets_now, _redactor(candidates))
 
     # 1. match
     for policy in candidates:
@@ -430,6 +396,9 @@ def evaluate_call(
             args.update(new_values)
             for name in repair.unset:
                 args.pop(name, None)
+
+    if any(name in secret_names for r in repairs if not r.audit for name in r.set):
+        scrub = Scrubber(secrets_now, _redactor(candidates))
 
     # 3. rules
     for policy in matched:

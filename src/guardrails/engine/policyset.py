@@ -195,12 +195,11 @@ class PolicySet:
         return PolicySet(policies, revision=self._revision, limits=self._limits)
 
     def secret_arguments(self, tool: str) -> frozenset[str]:
-        """Argument names any policy matching ``tool`` declares secret (or injects)."""
-        names: set[str] = set()
-        for p in self.for_tool(tool):
-            names |= p.secret_arguments
-            names |= set(p.inject)
-        return frozenset(names)
+        """Argument names whose values are secret in calls to ``tool``: declared secret or
+        injected by any policy whose globs name it. The same set as every decision's
+        ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
+        holds the injected names too)."""
+        return frozenset().union(*(p.secret_arguments for p in self.for_tool(tool)))
 
     def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
         """Secrets to inject into the call: from the policies that matched and enforce."""
