@@ -92,6 +92,8 @@ def test_an_errored_allow_rule_fails_closed(tmp_path: Path) -> None:
     d = ps.evaluate("t", {})  # no recipient: the allow rule errors
     assert d.effect is Effect.DENY
     assert d.errors[0].handled_as == "fired"
+    assert [(r.rule, r.action) for r in d.rules] == [("known", Action.DENY)]
+    assert d.message == "rule p/known could not be evaluated"
 
 
 def test_audit_mode_changes_nothing_but_is_recorded(tmp_path: Path) -> None:

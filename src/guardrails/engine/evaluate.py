@@ -425,10 +425,12 @@ def evaluate_call(
                     continue
                 errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "fired"))
                 # Fail closed: an errored allow or warn rule must not let the call through.
-                action = rule.action if rule.action not in (Action.ALLOW, Action.WARN) else (
-                    Action.DENY)
-                text = _message(rule.message or f"rule {policy.name}/{rule.name} failed",
-                                scrub)
+                # It fires as deny, and its own message (written for allow) would mislead.
+                failed = f"rule {policy.name}/{rule.name} could not be evaluated"
+                if rule.action in (Action.ALLOW, Action.WARN):
+                    action, text = Action.DENY, _message(failed, scrub)
+                else:
+                    action, text = rule.action, _message(rule.message or failed, scrub)
                 fired.append(FiredRule(policy.name, rule.name, action, text, policy.audit))
                 acted.append(action)
                 continue
