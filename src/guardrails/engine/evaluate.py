@@ -262,9 +262,32 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
     return redact
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The policies whose tool globs name one tool, and what follows from them alone.
+
+    Worked out once per tool name (``PolicySet`` caches it), not once per call.
+    """
+
+    policies: tuple[CompiledPolicy, ...]
+    names: frozenset[str] = field(init=False)
+    """Identifiers their expressions read: inputs none of them reads are not copied."""
+    secret_names: frozenset[str] = field(init=False)
+    """Declared and injected secret arguments: secrecy describes the data, so every
+    candidate contributes, whether or not its ``match.when`` holds for a call."""
+    redact: Callable[[str], str] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        ps = self.policies
+        object.__setattr__(self, "names", frozenset().union(*(p.names for p in ps)))
+        object.__setattr__(self, "secret_names",
+                           frozenset().union(*(p.secret_arguments for p in ps)))
+        object.__setattr__(self, "redact", _redactor(ps))
+
+
 def evaluate_call(
     call: Call,
-    candidates: Sequence[CompiledPolicy],
+    candidates_of_tool: Candidates,
     *,
     revision: str,
     input_error: str | None = None,
@@ -287,20 +310,15 @@ def evaluate_call(
     matched: list[CompiledPolicy] = []
     effect = Effect.ALLOW
 
-    # Secrecy (and redaction) describes the data, not whether a policy's condition held:
-    # every policy whose globs name the tool contributes, so an unmatched policy's secret
-    # argument is still hidden from other policies' messages and from the records.
-    if len(candidates) == 1:
-        secret_names = candidates[0].secret_arguments
-    else:
-        secret_names = frozenset().union(*(p.secret_arguments for p in candidates))
+    candidates = candidates_of_tool.policies
+    secret_names = candidates_of_tool.secret_names
     # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
     # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
     # the repairs, so a value it produced is scrubbed whenever the first use came.
     def secrets_now() -> list[Any]:
         return secret_values(raw_args, secret_names) + secret_values(args, secret_names)
 
-    scrub = Scrubber(secrets_now, _redactor(candidates))
+    scrub = Scrubber(secrets_now, candidates_of_tool.redact)
 
     # 1. match
     for policy in candidates:
@@ -398,7 +416,7 @@ def evaluate_call(
                 args.pop(name, None)
 
     if any(name in secret_names for r in repairs if not r.audit for name in r.set):
-        scrub = Scrubber(secrets_now, _redactor(candidates))
+        scrub = Scrubber(secrets_now, candidates_of_tool.redact)
 
     # 3. rules
     for policy in matched:

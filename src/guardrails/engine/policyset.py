@@ -15,6 +15,7 @@ from guardrails.engine.evaluate import (
     _INT64,
     Budget,
     Call,
+    Candidates,
     InputError,
     PolicyTrace,
     evaluate_call,
@@ -55,7 +56,7 @@ class PolicySet:
         self._policies = tuple(policies)
         self._revision = revision
         self._limits = limits
-        self._by_tool: dict[str, tuple[tuple[CompiledPolicy, ...], frozenset[str]]] = {}
+        self._by_tool: dict[str, Candidates] = {}
         self._lock = threading.Lock()
         self._redact = tuple(r for p in self._policies for r in p.redact)
 
@@ -77,14 +78,12 @@ class PolicySet:
 
     def for_tool(self, tool: str) -> tuple[CompiledPolicy, ...]:
         """Policies whose globs match ``tool``: others cost nothing for its calls."""
-        return self._candidates(tool)[0]
+        return self._candidates(tool).policies
 
-    def _candidates(self, tool: str) -> tuple[tuple[CompiledPolicy, ...], frozenset[str]]:
+    def _candidates(self, tool: str) -> Candidates:
         found = self._by_tool.get(tool)
         if found is None:
-            policies = tuple(p for p in self._policies if p.matches_tool(tool))
-            names = frozenset().union(*(p.names for p in policies))
-            found = (policies, names)
+            found = Candidates(tuple(p for p in self._policies if p.matches_tool(tool)))
             with self._lock:
                 if len(self._by_tool) >= _TOOL_CACHE_SIZE:
                     self._by_tool.clear()
@@ -134,9 +133,9 @@ class PolicySet:
         trace: list[PolicyTrace] | None,
     ) -> Decision:
         tool = tool if isinstance(tool, str) else str(tool)
-        candidates, names = self._candidates(tool)
+        candidates = self._candidates(tool)
         call, error = self._call(tool, args, principal, history, request, description, now,
-                                 names)
+                                 candidates.names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace)
 
@@ -199,7 +198,7 @@ class PolicySet:
         injected by any policy whose globs name it. The same set as every decision's
         ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
         holds the injected names too)."""
-        return frozenset().union(*(p.secret_arguments for p in self.for_tool(tool)))
+        return self._candidates(tool).secret_names
 
     def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
         """Secrets to inject into the call: from the policies that matched and enforce."""
