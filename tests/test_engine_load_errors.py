@@ -122,3 +122,25 @@ def test_expression_length_bound_is_configurable(tmp_path: Path) -> None:
     with pytest.raises(guardrails.PolicyError) as info:
         guardrails.load(path, limits=guardrails.Limits(max_expression_length=100))
     assert info.value.errors[0].line == 7
+
+
+def test_load_restores_the_garbage_collector_even_when_it_fails(tmp_path: Path) -> None:
+    """Loading pauses the cyclic collector for speed; it must always come back on."""
+    import gc
+
+    assert gc.isenabled()
+    good = tmp_path / "good.yaml"
+    good.write_text(policy("a", spec="rules:\n  - {name: r, when: 'true', action: deny}"))
+    guardrails.load(good)
+    assert gc.isenabled()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(policy("b", spec="rules:\n  - {name: r, when: 'true &&', action: deny}"))
+    with pytest.raises(guardrails.PolicyError):
+        guardrails.load(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        guardrails.load(good)
+        assert not gc.isenabled()  # a caller's own choice is left as it was
+    finally:
+        gc.enable()
