@@ -24,6 +24,8 @@ from agent_framework import (
     ResponseStream,
     normalize_tools,
 )
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
@@ -85,33 +87,44 @@ class GuardRunMiddleware(AgentMiddleware):
         if self._strict:
             self._check_tools(context)
         state = RunState(request=run_request(context))
+        run_span = self._telemetry.run_span()
         token = RUN.set(state)
+        streaming = False
         try:
-            await call_next()
-        except MiddlewareFailure as exc:
-            decision = minted_decision(exc, state)
-            if decision is None:
-                raise
-            self._telemetry.record_halt(decision)
-            raise PolicyViolation(decision) from exc
+            with _current(run_span):
+                try:
+                    await call_next()
+                except MiddlewareFailure as exc:
+                    decision = minted_decision(exc, state)
+                    if decision is None:
+                        raise
+                    self._telemetry.record_halt(decision)
+                    raise PolicyViolation(decision) from None  # the private halt is noise
+            result = context.result
+            if context.stream and isinstance(result, ResponseStream):
+                result.with_pull_context_manager(lambda: self._stream_scope(state, run_span))
+                if run_span is not None:
+                    result.with_cleanup_hook(run_span.end)
+                    streaming = True
         finally:
             RUN.reset(token)
-        result = context.result
-        if context.stream and isinstance(result, ResponseStream):
-            result.with_pull_context_manager(lambda: self._stream_scope(state))
+            if run_span is not None and not streaming:
+                run_span.end()
 
     @contextlib.contextmanager
-    def _stream_scope(self, state: RunState) -> Iterator[None]:
+    def _stream_scope(self, state: RunState, run_span: Span | None) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
         try:
-            yield
+            with _current(run_span):
+                yield
         except MiddlewareFailure as exc:
             decision = minted_decision(exc, state)
             if decision is None:
                 raise
-            self._telemetry.record_halt(decision)
-            raise PolicyViolation(decision) from exc
+            with _current(run_span):
+                self._telemetry.record_halt(decision)
+            raise PolicyViolation(decision) from None  # the private halt is noise here
         finally:
             RUN.reset(token)
 
@@ -138,6 +151,14 @@ class GuardRunMiddleware(AgentMiddleware):
         if errors:
             raise PolicyError(Problem(f.file, f.line, f.column, f.message) for f in errors)
         self._checked.add(key)
+
+
+def _current(span: Span | None) -> contextlib.AbstractContextManager[Any]:
+    """``span`` as the current span (no exception recording: messages may quote arguments)."""
+    if span is None:
+        return contextlib.nullcontext()
+    return trace.use_span(span, end_on_exit=False, record_exception=False,
+                          set_status_on_exception=False)
 
 
 def _message_text(message: Message) -> str:

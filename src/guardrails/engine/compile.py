@@ -13,6 +13,7 @@ import gc
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 import re2
@@ -50,14 +51,38 @@ def load(
     *,
     limits: Limits | None = None,
     backend: Backend = "compiled",
+    allow_empty: bool = False,
 ) -> PolicySet:
     """Load, validate and compile policies from files and directories.
 
     Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
+    A load that finds no ``ToolPolicy`` at all is an error too: an empty set allows every
+    call, which is what a wrong path would silently give. Pass ``allow_empty=True`` when
+    an empty set is meant (a baseline, the first step of a rollout): then no paths, or
+    directories without policy files, give an empty set. A missing path or a broken file
+    is an error either way.
     """
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if allow_empty:
+        items = [p for p in items if not _without_yaml(p)]
     with _collector_paused():
-        documents = load_documents(paths)
+        documents = load_documents(items) if items or not allow_empty else _EMPTY
+        if not documents.policies and not allow_empty:
+            where = ", ".join(os.fspath(p) for p in items)
+            raise PolicyError([Problem(where, 0, 0, "no ToolPolicy documents found (pass "
+                                       "allow_empty=True for an empty policy set)")])
         return compile_documents(documents, limits=limits or DEFAULT_LIMITS, backend=backend)
+
+
+_EMPTY = Documents(policies=(), tests=(), files=(), sources=MappingProxyType({}))
+
+
+def _without_yaml(path: PathLike) -> bool:
+    """A directory holding no ``*.yaml``/``*.yml`` file at any depth."""
+    name = os.fspath(path)
+    if not os.path.isdir(name):
+        return False
+    return not any(f.endswith((".yaml", ".yml")) for _, _, files in os.walk(name) for f in files)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,9 @@ class PolicyViolation(Exception):
     The messages are on ``decision.message``.
     """
 
+    # Tracebacks and logs name the type as users import it, not the module defining it.
+    __module__ = "guardrails"
+
     def __init__(self, decision: Decision) -> None:
         self.decision = decision
         rules = sorted({f"{r.policy}/{r.rule}" for r in decision.deciding_rules})
