@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from guardrails.expr import lib_ext as _ext
 from guardrails.expr import lib_net as _net
 from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
@@ -49,6 +50,9 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "emails.domain": _text.emails_domain,
         "emails.valid": _text.emails_valid,
         "credentials.found": _text.credentials_found,
+        "iban.valid": _ext.iban_valid,
+        "domains.distance": _ext.domains_distance,
+        "domains.lookalike": _ext.domains_lookalike,
     }
 )
 
@@ -67,6 +71,12 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "join": _str.join,
         "reverse": _str.reverse,
         "format": _str.format_string,
+        # cel-go lists extension
+        "flatten": _ext.flatten,
+        "distinct": _ext.distinct,
+        "sum": _ext.sum_,
+        "min": _ext.min_,
+        "max": _ext.max_,
         # Kubernetes regex library
         "find": _str.find,
         "findAll": _str.find_all,
