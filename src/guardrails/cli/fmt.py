@@ -15,6 +15,7 @@ it again must not change it. A file that fails either is reported and left alone
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,7 @@ def _first_on_line(lines: list[str], line: int, col: int) -> None:
 
 
 def _render(lines: list[str], shifts: dict[int, _Shift], trim: bool) -> str:
+    starts = sorted(shifts)
     out: list[str] = []
     current = 0  # the shift of the value being continued
     for i, line in enumerate(lines):
@@ -153,8 +155,8 @@ def _render(lines: list[str], shifts: dict[int, _Shift], trim: bool) -> str:
         if shift is not None:
             new = shift.apply(line)
             current = shift.continuation(lead)
-        elif stripped.startswith("#") and not _inside_value(lines, shifts, i):
-            new = " " * max(0, lead + _next_delta(shifts, i, current)) + stripped
+        elif stripped.startswith("#") and not _inside_value(lines, starts, i):
+            new = " " * max(0, lead + _next_delta(shifts, starts, i, current)) + stripped
         elif not stripped or stripped in ("---", "...") or (lead == 0 and stripped[0] in "#%"):
             new = line
         else:
@@ -165,21 +167,20 @@ def _render(lines: list[str], shifts: dict[int, _Shift], trim: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def _inside_value(lines: list[str], shifts: dict[int, _Shift], i: int) -> bool:
-    """Whether a ``#`` line is text of a block scalar: indented deeper than the last key."""
-    for j in range(i - 1, -1, -1):
-        if j in shifts:
-            prev = lines[j].rstrip()
-            opener = prev.split("#", 1)[0].rstrip()
-            return opener.endswith(("|", ">", "|-", ">-", "|+", ">+")) or (
-                opener[-2:-1] in ("|", ">") and opener[-1:].isdigit())
-    return False
+def _inside_value(lines: list[str], starts: list[int], i: int) -> bool:
+    """Whether a ``#`` line is text of a block scalar opened by the last key or item."""
+    k = bisect.bisect_left(starts, i)
+    if k == 0:
+        return False
+    opener = lines[starts[k - 1]].split("#", 1)[0].rstrip()
+    return opener.endswith(("|", ">", "|-", ">-", "|+", ">+")) or (
+        opener[-2:-1] in ("|", ">") and opener[-1:].isdigit())
 
 
-def _next_delta(shifts: dict[int, _Shift], i: int, default: int) -> int:
+def _next_delta(shifts: dict[int, _Shift], starts: list[int], i: int, default: int) -> int:
     """A comment line moves with the key or item it precedes."""
-    later = [j for j in shifts if j > i]
-    return shifts[min(later)].delta if later else default
+    k = bisect.bisect_right(starts, i)
+    return shifts[starts[k]].delta if k < len(starts) else default
 
 
 def _data(text: str) -> Any:
