@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from guardrails.expr import lib_ext as _ext
 from guardrails.expr import lib_net as _net
+from guardrails.expr import lib_optional as _opt
 from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
 from guardrails.expr.lib_common import cel_equal
@@ -50,6 +51,16 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "emails.domain": _text.emails_domain,
         "emails.valid": _text.emails_valid,
         "credentials.found": _text.credentials_found,
+        # cel-go optional library, and the optional syntax the parser desugars
+        "optional.of": _opt.of,
+        "optional.none": _opt.none,
+        "optional.ofNonZeroValue": _opt.of_non_zero_value,
+        "optional.@select": _opt.select,
+        "optional.@index": _opt.index,
+        "optional.@items": _opt.items,
+        "optional.@flat": _opt.flat_result,
+        "optional.@list": _opt.make_list,
+        "optional.@map": _opt.make_map,
         "iban.valid": _ext.iban_valid,
         "domains.distance": _ext.domains_distance,
         "domains.lookalike": _ext.domains_lookalike,
@@ -71,6 +82,11 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "join": _str.join,
         "reverse": _str.reverse,
         "format": _str.format_string,
+        # cel-go optional library
+        "hasValue": _opt.has_value,
+        "value": _opt.value,
+        "orValue": _opt.or_value,
+        "or": _opt.or_,
         # cel-go lists extension
         "flatten": _ext.flatten,
         "distinct": _ext.distinct,

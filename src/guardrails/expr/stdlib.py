@@ -26,6 +26,7 @@ from guardrails.expr.values import (
     INT64_MIN,
     LIST,
     MAP,
+    NONE,
     NULL_TYPE,
     STRING,
     TIMESTAMP,
@@ -35,6 +36,7 @@ from guardrails.expr.values import (
     CelError,
     CelType,
     CostLimitExceeded,
+    Optional,
     UInt,
     cel_type,
     type_name,
@@ -211,6 +213,8 @@ def map_get(m: Mapping[Any, Any], key: Any) -> Any:
 
 def index(container: Any, key: Any) -> Any:
     t = type(container)
+    if t is Optional:
+        return optional_index(container, key)
     if t is list or t is tuple:
         tk = type(key)
         if tk is int or tk is UInt:
@@ -238,6 +242,8 @@ def select(operand: Any, field: str) -> Any:
         if v is MISSING:
             raise CelError(f"no such key: {field}")
         return v
+    if type(operand) is Optional:
+        return optional_select(operand, field)
     raise CelError(f"type '{type_names((operand,))}' does not support field selection")
 
 
@@ -246,7 +252,47 @@ def has_field(operand: Any, field: str) -> bool:
         return field in operand
     if isinstance(operand, Mapping):
         return operand.get(field, MISSING) is not MISSING
+    if type(operand) is Optional:
+        return operand.has_value and has_field(operand.value, field)
     raise CelError(f"invalid type for has(): '{type_names((operand,))}'")
+
+
+# ---------------------------------------------------------------------------- optionals
+# cel-go's optional chaining: ``x.?f`` and ``x[?k]`` give optional.none() where plain
+# selection would fail for a missing key, and a selection or index on an optional value
+# stays optional (``optional.of(m).c.d`` is ``optional.none()`` when ``c`` is missing).
+
+
+def optional_select(operand: Any, field: str) -> Optional:
+    """``operand.?field``."""
+    if type(operand) is Optional:
+        if not operand.has_value:
+            return NONE
+        operand = operand.value
+    if isinstance(operand, Mapping):
+        v = operand.get(field, MISSING)
+        return NONE if v is MISSING else Optional(v)
+    raise CelError(f"type '{type_names((operand,))}' does not support field selection")
+
+
+def optional_index(container: Any, key: Any) -> Optional:
+    """``container[?key]``: a missing key or an index out of range is optional.none()."""
+    if type(container) is Optional:
+        if not container.has_value:
+            return NONE
+        container = container.value
+    t = type(container)
+    if t is list or t is tuple:
+        tk = type(key)
+        if tk is float and key.is_integer():
+            key = int(key)
+        elif tk is not int and tk is not UInt:
+            no_overload("_[?_]", container, key)
+        return Optional(container[key]) if 0 <= key < len(container) else NONE
+    if t is dict or isinstance(container, Mapping):
+        v = map_get(container, key)
+        return NONE if v is MISSING else Optional(v)
+    no_overload("_[?_]", container, key)
 
 
 def in_(x: Any, container: Any) -> bool:
@@ -1019,6 +1065,7 @@ TYPE_CONSTANTS: Final[Mapping[str, CelType]] = {
     "type": TYPE,
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
+    "optional_type": Optional.cel_type,
 }
 
 _TS_ACCESSORS: Final[Mapping[str, Callable[..., Any]]] = {
