@@ -3,7 +3,7 @@
 It is slow (hundreds of microseconds per expression) and has cel-python's own semantics,
 which differ from cel-spec in places (see tests/test_expr_differential.py); it exists to
 check the compiled backend against an independent implementation. Names are checked by
-the compiled backend first, so both backends accept and reject the same expressions.
+the front end (``checker``) first, so both backends accept and reject the same expressions.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import logging
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import celpy
@@ -19,7 +19,8 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from guardrails.expr import values
-from guardrails.expr.compiler import LIB_FUNCTIONS, LIB_METHODS, ExpressionError, Program
+from guardrails.expr.checker import LIB_FUNCTIONS, LIB_METHODS, Checked, ExpressionError
+from guardrails.expr.program import Program
 from guardrails.expr.stdlib import Activation
 from guardrails.expr.values import CelError, CelType, UInt
 
@@ -120,22 +121,22 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def interpreted_program(
-    compiled: Program, *, declared: Collection[str], container: str = ""
-) -> Program:
-    """A ``Program`` that evaluates ``compiled.source`` with cel-python."""
+def interpreted_program(checked: Checked) -> Program:
+    """A ``Program`` that evaluates ``checked.source`` with cel-python (names were checked
+    by the front end, so every backend accepts the same expressions)."""
+    container = checked.container
     limit = sys.getrecursionlimit()
     try:
         env = celpy.Environment(package=container or None)
     finally:
         sys.setrecursionlimit(limit)  # cel-python raises it for the whole process
     try:
-        tree = env.compile(compiled.source)
+        tree = env.compile(checked.source)
     except Exception as e:
         raise ExpressionError(f"cel-python cannot parse the expression: {e}", 0) from None
     functions = {name: _wrap(fn) for name, fn in {**LIB_FUNCTIONS, **LIB_METHODS}.items()}
     runner = env.program(tree, functions=functions)
-    names = tuple(declared)
+    names = tuple(checked.declared)
 
     def run(a: Activation) -> Any:
         bound = a.vars
@@ -152,7 +153,7 @@ def interpreted_program(
             raise CelError(f"cel-python failed: {type(e).__name__}: {e}") from None
         return from_cel(result)
 
-    return Program(compiled.source, compiled.ast, run, 0, compiled._limits)
+    return Program(checked.source, checked.ast, run, 0, checked.limits)
 
 
 __all__ = ["from_cel", "interpreted_program", "to_cel"]
