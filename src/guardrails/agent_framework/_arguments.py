@@ -3,18 +3,23 @@
 The guard evaluates, fingerprints and binds a copy it owns, so nothing a tool or another
 middleware holds can change what was checked. Repairs replace only what they touch, so
 untouched arguments keep the framework's exact objects (an approval or snapshot over
-them is unchanged by the guard's own round trip).
+them is unchanged by the guard's own round trip). Rules read the JSON form of the values
+the tool's validation produced (``json_view``); ``same_json`` tells whether two such
+forms are equal without Python's ``True == 1 == 1.0``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from guardrails.engine import Decision
 
-__all__ = ["apply_repairs", "as_mapping", "json_numbers"]
+__all__ = ["apply_repairs", "as_mapping", "json_numbers", "json_view", "same_json"]
 
 
 def as_mapping(arguments: Any) -> dict[str, Any] | None:
@@ -61,3 +66,33 @@ def apply_repairs(entry: Mapping[str, Any], decision: Decision) -> dict[str, Any
         for name in repair.unset:
             arguments.pop(name, None)
     return arguments
+
+
+def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON form of validated arguments: what rules read.
+
+    pydantic's own conversion (the one the framework uses for approval requests): enums
+    become their values, datetimes ISO text, sets and tuples lists, models dicts. A value
+    with no JSON form raises, a guard error that blocks the call: a rule cannot judge what
+    it cannot read.
+    """
+    view = to_jsonable_python(dict(arguments), fallback=_mapping)
+    if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
+        raise TypeError("arguments have no JSON form")
+    return view
+
+
+def _mapping(value: Any) -> Any:
+    if isinstance(value, Mapping):  # the engine's read-only views
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def _canonical(value: Mapping[str, Any]) -> str:
+    return json.dumps(to_jsonable_python(dict(value), fallback=_mapping), sort_keys=True,
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def same_json(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+    """Whether two argument mappings are the same JSON (``true``, ``1`` and ``1.0`` differ)."""
+    return _canonical(left) == _canonical(right)
