@@ -315,9 +315,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     f"unavailable (no session to hold the request), so it was denied. {message}"
                 ).strip()
                 return
-            hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
+            token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
             context.result = approval_request(context, plan.approval_id, decision,
-                                              plan.arguments, message)
+                                              plan.arguments, message, token)
             return
         self._record(context, plan, "deny", base_scrub)
         context.result = f"Error: the call to {tool} was denied by policy. {message}".strip()
