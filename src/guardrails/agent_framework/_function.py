@@ -131,6 +131,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         call_next: Callable[[], Awaitable[None]],
     ) -> None:
         tool = context.function.name
+        run = RUN.get()
+        if run is not None and run.halted:
+            # The run was halted (by a sibling call, or a sub-agent): nothing else runs.
+            raise _GuardHalt(run.halted[0])
         call_id = context.metadata.get("call_id")
         with self._telemetry.call_span(
             tool=tool, call_id=call_id if isinstance(call_id, str) else None
@@ -292,7 +296,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return
             scrub = self._scrubber(plan, injected.values())
             self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub)
+            await self._run_tool(context, call_next, scrub, plan.run)
             return
 
         # The call does not run: bind the snapshot to the arguments as they stand.
@@ -303,7 +307,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
             if plan.run is not None:
-                plan.run.halts.add(decision.id)
+                plan.run.halt(decision)
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
@@ -323,7 +327,23 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         context.result = f"Error: the call to {tool} was denied by policy. {message}".strip()
 
     async def _run_tool(self, context: FunctionInvocationContext,
-                        call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
+                        call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
+                        run: RunState | None) -> None:
+        """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
+        halted this run too: the call ends with the halt, whatever the tool made of it
+        (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
+        try:
+            await self._call_tool(context, call_next, scrub)
+        except Exception:
+            if run is None or not run.halted:
+                raise
+        else:
+            if run is None or not run.halted:
+                return
+        raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
+
+    async def _call_tool(self, context: FunctionInvocationContext,
+                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
         token = CURRENT_SCRUBBER.set(scrub)
         failure: BaseException | None = None
         try:
