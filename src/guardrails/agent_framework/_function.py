@@ -178,9 +178,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             entry = {}
             arguments: dict[str, Any] = {}
         else:
-            decision = decide(json_view(entry))
-            decision, arguments, validated, invalid = self._settle(context, entry, decision,
-                                                                   decide)
+            decision, arguments, validated, invalid = self._settle(context, entry, decide)
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
         replay = approved_replay(context, state, approval_id, tool, arguments, decision)
@@ -192,43 +190,70 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                      approval_id, replay, run, validated, invalid)
 
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
-                decision: Decision, decide: Callable[[Any], Decision],
+                decide: Callable[[Any], Decision],
                 ) -> tuple[Decision, dict[str, Any], dict[str, Any] | None, Exception | None]:
-        """Validate the repaired arguments with the tool's own validation, and evaluate
-        what validation produced: the rules of the returned decision read exactly (the JSON
-        form of) the values the tool will receive.
+        """Evaluate the values the tool will receive: the rules of the returned decision
+        read exactly (the JSON form of) what the tool's own validation made of the
+        repaired arguments.
 
         Returns the decision, the arguments as rules read them, the validated values the
         tool will receive (None for a tool without validation: the repaired values run),
         and the validation error when they do not validate (the call must not run).
         Arguments the guard will inject are validated with a placeholder (the secret is
         fetched only for a call that runs) and left out: the model's value never runs.
+
+        One evaluation when nothing changes: the framework hands over arguments it already
+        validated, or the repairs' output validates unchanged. Otherwise the values are
+        evaluated again, until repairs and validation agree.
         """
-        candidate = apply_repairs(entry, decision)
-        for _ in range(_SETTLE_ROUNDS):
-            injected = self._injected_names(decision)
+        validated = _private.prepared_arguments(context, entry)
+        if validated is not None:
+            decision = decide(json_view(validated))
+            validated = self._without_injected(validated, decision)
+        else:
+            decision = decide(json_view(entry))
+        if validated is None or not same_json(json_view(validated), decision.arguments):
+            candidate = apply_repairs(validated if validated is not None else entry, decision)
             try:
-                validated = _private.prepare_arguments(
-                    context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)})
+                validated = self._validate(context, candidate, decision)
             except Exception as exc:
                 if not _private.is_argument_validation_error(exc):
                     raise
                 return decision, json_view(candidate), None, exc
-            if validated is None:
+            if validated is None:  # no validation the guard can run: the repaired values run
                 return decision, candidate, None, None
-            for name in injected:
-                validated.pop(name, None)
+        for _ in range(_SETTLE_ROUNDS):
             seen = json_view(validated)
             if same_json(seen, decision.arguments):
                 return decision, seen, validated, None
             # Validation changed a value (``"true"`` became ``True``, a default was filled
             # in, an extra field was dropped): the rules must judge the values that run.
             decision = decide(seen)
-            candidate = apply_repairs(seen, decision)
-            if same_json(candidate, seen):
+            if same_json(decision.arguments, seen):
                 return decision, seen, validated, None
+            candidate = apply_repairs(validated, decision)
+            try:
+                revalidated = self._validate(context, candidate, decision)
+            except Exception as exc:
+                if not _private.is_argument_validation_error(exc):
+                    raise
+                return decision, json_view(candidate), None, exc
+            validated = revalidated if revalidated is not None else candidate
         raise ValueError("the arguments do not settle: repairs and the tool's validation "
                          "keep changing them")
+
+    def _validate(self, context: FunctionInvocationContext, candidate: dict[str, Any],
+                  decision: Decision) -> dict[str, Any] | None:
+        injected = self._injected_names(decision)
+        validated = _private.prepare_arguments(
+            context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)})
+        return None if validated is None else self._without_injected(validated, decision)
+
+    def _without_injected(self, arguments: dict[str, Any],
+                          decision: Decision) -> dict[str, Any]:
+        """``arguments`` without those the guard injects: the model's value never runs."""
+        names = self._injected_names(decision)
+        return {k: v for k, v in arguments.items() if k not in names} if names else arguments
 
     def _injected_names(self, decision: Decision) -> frozenset[str]:
         if not self._tool_injects(decision.tool):

@@ -40,6 +40,7 @@ __all__ = [
     "has_argument_snapshot",
     "is_argument_validation_error",
     "prepare_arguments",
+    "prepared_arguments",
     "record_argument_snapshot",
     "scrubbed_validation_error",
 ]
@@ -76,27 +77,34 @@ def scrubbed_validation_error(exc: BaseException, scrub: Callable[[str], str]) -
     )
 
 
+def prepared_arguments(context: FunctionInvocationContext,
+                       arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The values the framework already prepared (validated) for exactly these arguments
+    before the middleware ran, with the tool's defaults filled in; None when it did not
+    (its validation failed, so the middleware got the raw arguments) or they changed.
+
+    Reusing them is what the framework's own final step does: validating prepared values
+    again is not always a no-op (a field with an alias no longer validates by its name).
+    """
+    prepared = context.metadata.get(PREPARED_KEY)
+    if not (isinstance(prepared, _PreparedArgumentsState)
+            and _argument_comparison_token(dict(arguments)) == prepared.token):
+        return None
+    return _with_defaults(context.function, dict(prepared.arguments))
+
+
 def prepare_arguments(context: FunctionInvocationContext,
                       arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The values the tool's own validation turns ``arguments`` into, or None for a tool
-    with no validation the guard can run (not a ``FunctionTool``).
-
-    Exactly the framework's final step (``FunctionTool._prepare_context_arguments``): when
-    the framework already prepared these very arguments before the middleware ran, their
-    prepared values are reused (validating prepared values again is not always a no-op,
-    e.g. for fields with aliases); otherwise they are validated. Raises the framework's
-    argument-validation error when they do not validate.
+    """The values the tool's own validation turns ``arguments`` into, with the tool's
+    defaults filled in, or None for a tool with no validation the guard can run (not a
+    ``FunctionTool``). Raises the framework's argument-validation error when they do not
+    validate. The framework's final step, ``FunctionTool._prepare_arguments``.
     """
     function = context.function
     prepare = getattr(function, "_prepare_arguments", None)
     if not callable(prepare):
         return None
-    prepared = context.metadata.get(PREPARED_KEY)
-    if (isinstance(prepared, _PreparedArgumentsState)
-            and _argument_comparison_token(dict(arguments)) == prepared.token):
-        result: Any = dict(prepared.arguments)
-    else:
-        result = prepare(dict(arguments))
+    result = prepare(dict(arguments))
     if not isinstance(result, dict):
         raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
     return _with_defaults(function, result)
