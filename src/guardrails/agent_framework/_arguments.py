@@ -73,12 +73,16 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
     pydantic's own conversion (the one the framework uses for approval requests): enums
     become their values, datetimes ISO text, sets and tuples lists, models dicts. A value
-    with no JSON form raises, a guard error that blocks the call: a rule cannot judge what
-    it cannot read.
+    with no JSON form, NaN or an infinity raises, a guard error that blocks the call: a
+    rule cannot judge what it cannot read.
     """
     view = to_jsonable_python(dict(arguments), fallback=_mapping)
     if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
         raise TypeError("arguments have no JSON form")
+    if not json_numbers(view):
+        # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
+        # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
+        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
     return view
 
 
