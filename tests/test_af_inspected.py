@@ -294,3 +294,17 @@ async def test_injected_arguments_are_validated_and_rules_see_coerced_others(
                              api_key="model-chosen")
     assert allowed == "ok"
     assert RAN == [{"endpoint": "e", "api_key": "k-123456", "retries": 2}]
+
+
+def test_same_json_tells_apart_what_python_equates() -> None:
+    from types import MappingProxyType
+
+    from guardrails.agent_framework._arguments import same_json
+
+    assert not same_json({"a": True}, {"a": 1})
+    assert not same_json({"a": 1}, {"a": 1.0})
+    assert not same_json({"a": "1"}, {"a": 1})
+    assert not same_json({"a": [1]}, {"a": [1, 2]})
+    assert not same_json({"a": 1}, {"b": 1})
+    assert not same_json({"a": {"b": False}}, {"a": {"b": 0}})
+    assert same_json({"a": [1, {"b": "x"}]}, MappingProxyType({"a": (1, {"b": "x"})}))

@@ -326,6 +326,27 @@ class CallSpan:
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
+class _Contain:
+    """``with telemetry._contain(part):`` — an Exception inside is counted and swallowed.
+    A class rather than a generator: it is entered several times per guarded call."""
+
+    __slots__ = ("_part", "_telemetry")
+
+    def __init__(self, telemetry: GuardTelemetry, part: str) -> None:
+        self._telemetry = telemetry
+        self._part = part
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> bool:
+        if isinstance(exc, Exception):
+            self._telemetry._contained(self._part, exc)
+            return True
+        return False
+
+
 class GuardTelemetry:
     """Spans, metrics and decision log for one ``guard()``; providers default to the global ones
     (looked up on each call, so a provider installed after ``guard()`` is still honoured)."""
@@ -381,12 +402,8 @@ class GuardTelemetry:
     # The one place telemetry failures are contained. A decision, a block or a halt must
     # never depend on an exporter, a span processor, a meter or a sink: whatever they
     # raise is counted, logged once per kind, and the guard goes on.
-    @contextmanager
-    def _contain(self, part: str) -> Iterator[None]:
-        try:
-            yield
-        except Exception as exc:
-            self._contained(part, exc)
+    def _contain(self, part: str) -> _Contain:
+        return _Contain(self, part)
 
     def _contained(self, part: str, exc: Exception) -> None:
         kind = type(exc).__name__

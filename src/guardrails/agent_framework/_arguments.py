@@ -10,7 +10,6 @@ forms are equal without Python's ``True == 1 == 1.0``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -92,11 +91,17 @@ def _mapping(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} has no JSON form")
 
 
-def _canonical(value: Mapping[str, Any]) -> str:
-    return json.dumps(to_jsonable_python(dict(value), fallback=_mapping), sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
+def same_json(left: Any, right: Any) -> bool:
+    """Whether two JSON-like values are the same JSON: ``true``, ``1`` and ``1.0`` differ
+    (Python's ``==`` says they are equal), a list and a tuple of the same items do not.
 
-
-def same_json(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
-    """Whether two argument mappings are the same JSON (``true``, ``1`` and ``1.0`` differ)."""
-    return _canonical(left) == _canonical(right)
+    Recursive on purpose, like ``json_numbers``: a value nested too deeply raises
+    RecursionError, a guard error that blocks the call.
+    """
+    if isinstance(left, Mapping):
+        return (isinstance(right, Mapping) and len(left) == len(right)
+                and all(k in right and same_json(v, right[k]) for k, v in left.items()))
+    if isinstance(left, list | tuple):
+        return (isinstance(right, list | tuple) and len(left) == len(right)
+                and all(same_json(x, y) for x, y in zip(left, right, strict=True)))
+    return type(left) is type(right) and bool(left == right)

@@ -207,12 +207,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         evaluated again, until repairs and validation agree.
         """
         validated = _private.prepared_arguments(context, entry)
+        seen: dict[str, Any] | None = None
         if validated is not None:
-            decision = decide(json_view(validated))
-            validated = self._without_injected(validated, decision)
+            seen = json_view(validated)
+            decision = decide(seen)
+            if self._injected_names(decision) & validated.keys():
+                validated = self._without_injected(validated, decision)
+                seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
-        if validated is None or not same_json(json_view(validated), decision.arguments):
+        if validated is None or seen is None or not same_json(seen, decision.arguments):
             candidate = apply_repairs(validated if validated is not None else entry, decision)
             try:
                 validated = self._validate(context, candidate, decision)
@@ -222,8 +226,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return decision, json_view(candidate), None, exc
             if validated is None:  # no validation the guard can run: the repaired values run
                 return decision, candidate, None, None
-        for _ in range(_SETTLE_ROUNDS):
             seen = json_view(validated)
+        for _ in range(_SETTLE_ROUNDS):
             if same_json(seen, decision.arguments):
                 return decision, seen, validated, None
             # Validation changed a value (``"true"`` became ``True``, a default was filled
@@ -239,6 +243,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     raise
                 return decision, json_view(candidate), None, exc
             validated = revalidated if revalidated is not None else candidate
+            seen = json_view(validated)
         raise ValueError("the arguments do not settle: repairs and the tool's validation "
                          "keep changing them")
 
