@@ -68,9 +68,10 @@ PrincipalSource: TypeAlias = (
 INJECTED_MEMORY = 256
 """Distinct injected secret values a guard keeps scrubbing from every later call's output."""
 
-_SETTLE_ROUNDS = 3
-"""Evaluations of one call at most: on the entry arguments, then again each time the tool's
-validation changes what the rules read (a repair that validation keeps undoing is refused)."""
+_SETTLE_ROUNDS = 2
+"""Evaluations of one call after the first, at most: again each time the tool's validation
+changes what the rules read. Three evaluations in all; a repair that validation keeps
+undoing is refused (a guard error that blocks the call)."""
 
 _PLACEHOLDER = "guardrails-injected-secret"
 """What an argument the guard injects holds while the call is validated before the check."""
