@@ -164,3 +164,19 @@ async def test_a_tampered_token_is_not_an_approval(policies: Any) -> None:
                                     "guardrails_approval": "guessed"}
     await agent.run(Message(role="user", contents=[answer]), session=session)
     assert CALLS == []
+
+
+async def test_two_calls_sharing_an_id_in_one_batch_run_only_what_was_shown(
+        policies: Any) -> None:
+    client = ScriptedChatClient([
+        [pay("UK12", 5000, call_id="c1", occurrence="X"),
+         pay("DE99", 99999, call_id="c2", occurrence="X")],
+        [text("ok")], [text("ok")],
+    ])
+    agent = agent_with(client, [send_money], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("pay", session=session)
+    seen = shown(first)
+    await agent.run(approve_all(first), session=session)
+    assert [(c[1]["recipient"], c[1]["amount"]) for c in CALLS] == seen
+    assert ("send_money", {"recipient": "DE99", "amount": 99999.0}) not in CALLS

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import pytest
 from agent_framework import tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, result_text
@@ -308,3 +308,42 @@ def test_same_json_tells_apart_what_python_equates() -> None:
     assert not same_json({"a": 1}, {"b": 1})
     assert not same_json({"a": {"b": False}}, {"a": {"b": 0}})
     assert same_json({"a": [1, {"b": "x"}]}, MappingProxyType({"a": (1, {"b": "x"})}))
+
+
+Lowered = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
+
+
+@tool
+def notify(who: Lowered, amount: int) -> str:
+    """Notify someone (the name is normalised by validation)."""
+    RAN.append({"who": who, "amount": amount})
+    return f"notified {who}"
+
+
+NOTIFY = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: notify}
+spec:
+  match: {tools: ["notify"]}
+  repairs:
+    - name: amount-as-text
+      when: 'type(args.amount) == string'
+      set: {amount: 'int(args.amount.replace(",", ""))'}
+  rules:
+    - name: not-mallory
+      when: 'args.who == "mallory"'
+      action: deny
+      message: Never mallory.
+"""
+
+
+@STREAMING
+@pytest.mark.parametrize("who", ["MALLORY", " mallory ", "Mallory\t"])
+@pytest.mark.parametrize("amount", ["1,0", 10])
+async def test_a_normalising_validator_is_judged_after_normalising(
+        tmp_path: Path, stream: bool, who: str, amount: Any) -> None:
+    policies = load_text(tmp_path, NOTIFY)
+    result = await _attempt(policies, notify, stream, who=who, amount=amount)
+    assert RAN == []
+    assert "Never mallory" in result
