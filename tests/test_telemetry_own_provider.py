@@ -34,6 +34,17 @@ stream, amount = sys.argv[1] == "stream", int(sys.argv[2])
 exporter = InMemorySpanExporter()
 tp = TracerProvider()
 tp.add_span_processor(SimpleSpanProcessor(exporter))
+if len(sys.argv) > 3:  # a span processor that raises on start and on end
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Raising(SpanProcessor):
+        def on_start(self, span, parent_context=None):
+            raise RuntimeError("on_start")
+
+        def on_end(self, span):
+            raise RuntimeError("on_end")
+
+    tp.add_span_processor(Raising())
 policies = load_fixture()
 
 async def main() -> str:
@@ -56,8 +67,8 @@ print(json.dumps({"outcome": outcome, "spans": spans}))
 """
 
 
-def _spans(mode: str, amount: int) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(amount)], cwd=ROOT,
+def _spans(mode: str, amount: int, *extra: str) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(amount), *extra], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -87,3 +98,9 @@ def test_a_halt_marks_the_run_span(mode: str) -> None:
     assert root["status"] == "ERROR" and root["events"] == ["guardrails.halt"]
     guards = [s for s in spans if s["name"].startswith("guardrails.guard")]
     assert len(guards) == 2 and all(g["parent"] == root["id"] for g in guards)
+
+
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_raising_span_processor_changes_no_outcome(mode: str) -> None:
+    assert _spans(mode, 2, "raise")["outcome"] == "finished"
+    assert _spans(mode, 10**9, "raise")["outcome"] == "halted"

@@ -125,6 +125,12 @@ def _eq_slow(x: Any, y: Any) -> bool:
         return True
     if isinstance(y, Mapping):
         return False
+    if tx is Optional or ty is Optional:
+        if tx is not ty:
+            return False
+        if not x.has_value or not y.has_value:
+            return bool(x.has_value == y.has_value)
+        return eq(x.value, y.value)
     if cel_type(x) != cel_type(y):
         return False
     return bool(x == y)

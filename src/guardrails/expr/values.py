@@ -139,7 +139,8 @@ class Optional:
     """cel-go's optional value: ``optional.of(x)`` or ``optional.none()``.
 
     Optional reads (``args.?timeout_s.orValue(30)``) are the safe way to read an argument
-    a call may leave out. Immutable; ``NONE`` is the one empty optional.
+    a call may leave out. Immutable; ``NONE`` is the one empty optional. CEL equality of
+    optionals (both empty, or equal values) is ``stdlib.eq``'s, like every other type's.
     """
 
     __slots__ = ("_value",)
@@ -158,17 +159,6 @@ class Optional:
         if self._value is Optional._ABSENT:
             raise CelError("optional.none() dereference")
         return self._value
-
-    def __eq__(self, other: object) -> bool:
-        from guardrails.expr.stdlib import eq  # values is imported by stdlib
-
-        if not isinstance(other, Optional):
-            return False
-        if not self.has_value or not other.has_value:
-            return self.has_value == other.has_value
-        return eq(self._value, other._value)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"optional.of({self._value!r})" if self.has_value else "optional.none()"
