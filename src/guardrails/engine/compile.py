@@ -31,7 +31,8 @@ from guardrails.engine.policyset import PolicySet
 from guardrails.expr import ExpressionError, compile_expression
 from guardrails.expr import ast as cel
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.model import Documents, load_documents
+from guardrails.model import Documents
+from guardrails.model.loader import read_documents
 from guardrails.model.documents import ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.model.loader import RE2_OPTIONS
@@ -56,8 +57,15 @@ def load(
     Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
     """
     with _collector_paused():
-        documents = load_documents(paths)
-        return compile_documents(documents, limits=limits or DEFAULT_LIMITS, backend=backend)
+        documents, problems = read_documents(paths)
+        try:
+            policy_set = compile_documents(documents, limits=limits or DEFAULT_LIMITS,
+                                           backend=backend)
+        except PolicyError as e:  # all problems at once: the other files' CEL too
+            problems.extend(e.errors)
+        if problems:
+            raise PolicyError(problems)
+        return policy_set
 
 
 @contextlib.contextmanager

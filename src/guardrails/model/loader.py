@@ -69,7 +69,7 @@ from guardrails.model.source import Expression, Position
 PathArg = str | os.PathLike[str]
 Loc = tuple[str | int, ...]
 
-__all__ = ["KINDS", "RE2_OPTIONS", "load_documents"]
+__all__ = ["KINDS", "RE2_OPTIONS", "load_documents", "read_documents"]
 
 _DOCUMENT_FIELDS = tuple(f.alias or n for n, f in ToolPolicyDocument.model_fields.items())
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in DOCUMENT_MODELS.items()}
@@ -85,11 +85,26 @@ def load_documents(paths: PathArg | Sequence[PathArg]) -> Documents:
     ``paths`` is a file, a directory (searched recursively for ``*.yaml``/``*.yml``, in
     sorted order) or a sequence of both. Raises ``PolicyError`` listing every problem.
     """
+    documents, problems = read_documents(paths)
+    if problems:
+        raise PolicyError(problems)
+    return documents
+
+
+def read_documents(paths: PathArg | Sequence[PathArg]) -> tuple[Documents, list[Problem]]:
+    """Every document that read without a problem, and every problem found.
+
+    For callers that go on checking what did load (compiling its CEL) so that a
+    structural problem in one file does not hide a CEL error in another; the documents
+    are incomplete whenever the problem list is not empty, and must not be used as a
+    policy set then.
+    """
     problems: list[Problem] = []
     loader = _Loader(problems)
     for name in _discover(paths, problems):
         loader.read_document_file(name)
-    return loader.finish()
+    documents = loader.finish()
+    return documents, list(dict.fromkeys(problems))
 
 
 @dataclass
@@ -198,8 +213,6 @@ class _Loader:
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
         _check_unique(self.problems, "test", [(t.name, t.metadata.name_position) for t in tests])
-        if self.problems:
-            raise PolicyError(dict.fromkeys(self.problems))
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)))
