@@ -56,6 +56,17 @@ def load(
 
     Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
     """
+    return load_with_warnings(paths, limits=limits, backend=backend)[0]
+
+
+def load_with_warnings(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    limits: Limits | None = None,
+    backend: Backend = "compiled",
+) -> tuple[PolicySet, tuple[Problem, ...]]:
+    """``load``, and the likely mistakes that do not stop it (YAML pitfalls), for
+    ``guardrails check``."""
     with _collector_paused():
         documents, problems = read_documents(paths)
         try:
@@ -65,7 +76,7 @@ def load(
             problems.extend(e.errors)
         if problems:
             raise PolicyError(problems)
-        return policy_set
+        return policy_set, documents.warnings
 
 
 @contextlib.contextmanager

@@ -141,10 +141,15 @@ def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None
 
 
 def facts_of(node: ast.Node, positive: bool = True) -> Facts:
-    """What holds when ``node`` is true (or false, ``positive=False``)."""
+    """What holds when ``node`` is true (or false, ``positive=False``) without an error.
+
+    Besides guards, a value is known to exist once an expression that read it gave a
+    result: after ``args.x > 3 && ...`` holds, ``args.x`` was there.
+    """
+    read = Facts(_reads(node))
     if isinstance(node, ast.Select) and node.test_only:
         p = _path(node.operand)
-        return Facts(frozenset({(*p, node.field)})) if p and positive else NONE
+        return read | Facts(frozenset({(*p, node.field)})) if p and positive else read
     if isinstance(node, ast.Call) and node.target is None:
         f, a = node.function, node.args
         if f == "!_" and len(a) == 1:
@@ -167,7 +172,32 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
                     p = _path(x.args[0])
                     if p:
                         return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
-    return NONE
+    return read
+
+
+def _reads(node: ast.Node) -> frozenset[Path]:
+    """Paths every error-free evaluation of ``node`` has read (so they exist)."""
+    if isinstance(node, ast.Select):
+        inner = _reads(node.operand)
+        p = _path(node) if not node.test_only else None
+        return inner | {p} if p and len(p) > 1 else inner
+    if isinstance(node, ast.Call):
+        f = node.function
+        if node.target is None and f in ("_&&_", "_||_", "!_", "_?_:_"):
+            return _reads(node.args[0]) if f == "_?_:_" else frozenset()
+        out: frozenset[Path] = frozenset()
+        if f == "_[_]" and node.target is None:
+            p = _path(node)
+            if p and len(p) > 1:
+                out = out | {p}
+        for a in (*node.args, *([node.target] if node.target is not None else [])):
+            out = out | _reads(a)
+        return out
+    if isinstance(node, ast.Comprehension):
+        return _reads(node.iter_range)
+    if isinstance(node, ast.ListLit):
+        return frozenset().union(*(_reads(e) for e in node.elements))
+    return frozenset()
 
 
 def _path(node: ast.Node) -> Path | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from guardrails.model.errors import Problem
 from guardrails.model.source import Expression, Position
 
 API_VERSION = "guardrails/v1"
@@ -229,3 +230,5 @@ class Documents:
     sources: Mapping[str, bytes]
     """Raw bytes of every file read, document and params files, keyed by path as named in
     problems: hash these for a revision."""
+    warnings: tuple[Problem, ...] = ()
+    """Likely mistakes that still load (YAML pitfalls), for ``guardrails check``."""

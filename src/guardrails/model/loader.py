@@ -73,6 +73,9 @@ __all__ = ["KINDS", "RE2_OPTIONS", "load_documents", "read_documents"]
 
 _DOCUMENT_FIELDS = tuple(f.alias or n for n, f in ToolPolicyDocument.model_fields.items())
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in DOCUMENT_MODELS.items()}
+_DATA_FIELDS = frozenset({"params", "args", "principal", "arguments"})
+"""Fields holding plain data, where YAML 1.1's ``no``/``on``/``~`` among strings is
+likely a mistake (``spec.params``, a case's ``call.args`` and the like)."""
 _NAMED_LISTS = {"ToolPolicy": (("variables", "variable"), ("repairs", "repair"),
                                ("rules", "rule"), ("redact", "redact")),
                 "PolicyTest": (("cases", "test case"),)}
@@ -124,6 +127,7 @@ class _Params:
     """Problems inside the params file itself, reported at their own positions."""
     reason: str = ""
     """Why ``value`` is None, for the problem reported at the ``paramsFile`` field."""
+    warnings: list[Problem] = field(default_factory=list)
 
 
 class _Loader:
@@ -199,7 +203,8 @@ class _Loader:
         if src.problems:
             return _Params(None, src.problems, "invalid content (see the problems reported "
                                                "for that file)")
-        return _Params(value, [])
+        _yaml.yaml11_warnings(src, node, "params")
+        return _Params(value, [], warnings=src.warnings)
 
     def finish(self) -> Documents:
         referenced = set(self.params)  # every params file named, loaded or not
@@ -213,9 +218,12 @@ class _Loader:
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
         _check_unique(self.problems, "test", [(t.name, t.metadata.name_position) for t in tests])
+        warnings = [w for r in kept for w in r.src.warnings]
+        warnings += [w for p in self.params.values() for w in p.warnings]
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
-                         sources=MappingProxyType(dict(self.sources)))
+                         sources=MappingProxyType(dict(self.sources)),
+                         warnings=tuple(dict.fromkeys(warnings)))
 
 
 def _has_api_version(result: _FileResult) -> bool:
@@ -375,6 +383,8 @@ class _Tree:
 
     def _build(self, node: Node, loc: Loc) -> Any:
         self.values[loc] = node
+        if loc and loc[-1] in _DATA_FIELDS and loc[0] == "spec" and len(loc) in (2, 5, 7):
+            _yaml.yaml11_warnings(self.src, node, _path(loc))
         if isinstance(node, MappingNode):
             out: dict[str, Any] = {}
             for key, key_node, value in _yaml.pairs(self.src, node):
@@ -385,6 +395,7 @@ class _Tree:
             if node.tag != _yaml.SEQ:
                 self.src.error(node, f"unsupported YAML tag '{node.tag}'")
             return [self._build(item, (*loc, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
         n = len(self.src.problems)
         value = _yaml.to_value(self.src, node)
         if len(self.src.problems) != n:
@@ -403,6 +414,7 @@ class _Tree:
     def expression(self, loc: Loc) -> Expression:
         node = self.values[loc]
         assert isinstance(node, ScalarNode)
+        _yaml.escape_warning(self.src, node)  # CEL text: a "\b" there is a mistake
         return _yaml.expression(self.src, node)
 
     def optional_expression(self, loc: Loc) -> Expression | None:
