@@ -2,7 +2,7 @@
 
 Builds the environment an expression is evaluated in (``tool``, ``args``, ``principal``,
 ``history``, ``request``, ``params``, ``variables``, ``now``) and runs the expression
-checker (``guardrails.expr.checker``) over every expression of a policy, in the order
+type checker (``guardrails.expr.typechecker``) over every expression of a policy, in the order
 the engine evaluates them, so that a variable's type is known where a rule reads it.
 
 - At load time ``args`` is unknown (``ARGS_UNKNOWN``): only what literals, params and
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy
-from guardrails.expr.checker import NONE, Diagnostic, Facts, check, facts_of
+from guardrails.expr.typechecker import NONE, Diagnostic, Facts, check, facts_of
 from guardrails.expr.types import (
     BOOL,
     DYN,

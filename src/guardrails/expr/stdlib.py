@@ -1095,7 +1095,7 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
            f"duration.{n}() -> int")
        for n in ("getHours", "getMinutes", "getSeconds", "getMilliseconds")},
 }
-"""The types of the functions above, for the static checker (``guardrails.expr.checker``):
+"""The types of the functions above, for the type checker (``guardrails.expr.typechecker``):
 ``receiver.name(params) -> result`` for a method, ``name(params) -> result`` for a global.
 A function without an entry is typed ``dyn`` (never reported); ``dyn`` parameters accept
 anything."""

@@ -9,6 +9,7 @@ treat it as read-only.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,6 +168,8 @@ class TestCall:
     request: str | None
     description: str | None
     position: Position
+    now: datetime.datetime | None = None
+    """The time the case is evaluated at (``now`` in expressions); None: the real time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ Decisions (the contract leaves them open):
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import os
@@ -651,9 +652,11 @@ def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]
         history = tuple(HistoryEntry(h.tool, MappingProxyType(h.args), h.effect,
                                      tree.pos((*at, "call", "history", j)))
                         for j, h in enumerate(call.history))
+        now = (datetime.datetime.fromisoformat(call.now.strip())
+               if call.now is not None else None)
         test_call = TestCall(call.tool, MappingProxyType(call.args),
                              MappingProxyType(call.principal), history, call.request,
-                             call.description, tree.pos((*at, "call")))
+                             call.description, tree.pos((*at, "call")), now)
         e = c.expect
         expect = TestExpect(e.effect,
                             MappingProxyType(e.arguments) if e.arguments is not None else None,

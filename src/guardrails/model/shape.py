@@ -423,6 +423,29 @@ class TestCallShape(Shape):
     request: str | None = Field(None, description="Text of the user messages that started "
                                                   "the run.")
     description: str | None = Field(None, description="Tool description.")
+    now: Timestamp | None = Field(None, description="The evaluation time (an RFC 3339 "
+                                                    "timestamp with a time zone) seen as "
+                                                    "now; the real time when omitted.")
+
+
+def _timestamp(value: object) -> str:
+    import datetime
+
+    if not isinstance(value, str):
+        raise _expected("an RFC 3339 timestamp with a time zone (2026-01-31T09:00:00Z)")
+    try:
+        parsed = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise PydanticCustomError("invalid_timestamp",
+                                  "'{value}' is not an RFC 3339 timestamp with a time zone "
+                                  "(2026-01-31T09:00:00Z)", {"value": value})
+    return value
+
+
+Timestamp = Annotated[str, PlainValidator(_timestamp),
+                      WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class TestExpectShape(Shape):
