@@ -133,9 +133,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     ) -> None:
         tool = context.function.name
         run = RUN.get()
-        if run is not None and run.halted:
-            # The run was halted (by a sibling call, or a sub-agent): nothing else runs.
-            raise _GuardHalt(run.halted[0])
+        stopped = run.stopped_by() if run is not None else None
+        if stopped is not None:
+            # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
+            # nothing else runs.
+            raise _GuardHalt(stopped)
         call_id = context.metadata.get("call_id")
         with self._telemetry.call_span(
             tool=tool, call_id=call_id if isinstance(call_id, str) else None
