@@ -1,10 +1,13 @@
 """The function middleware: every tool call is evaluated, bound, and acted on.
 
-Per tool call, in this order: repairs the raw arguments and evaluates the policies (one
-engine call: repairs run first, on the raw JSON-parsed arguments, before the framework's
-final validation); binds the framework's argument snapshot, so a later middleware that
-changes the arguments makes the framework fail closed; injects secrets; then allows,
-denies, halts or asks for approval. Any error of the guard's own blocks the call.
+Per tool call, in this order: repairs the arguments (the raw JSON-parsed ones when the
+framework's own validation of them failed), validates the repaired arguments with the
+tool's own validation and evaluates the policies on the JSON form of what it produced, so
+the rules judge exactly the values the tool receives; binds the framework's argument
+snapshot (a later middleware that changes the arguments makes the framework fail closed)
+and its prepared-arguments record (the tool runs with those values, not validated again);
+injects secrets; then allows, denies, halts or asks for approval. Any error of the
+guard's own blocks the call, and once a run is halted nothing else in it runs.
 """
 
 from __future__ import annotations
