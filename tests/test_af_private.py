@@ -84,3 +84,33 @@ async def test_prepared_arguments_run_exactly_without_a_second_validation() -> N
     await send_money.invoke(context=context)
     assert type(CALLS[0][1]["amount"]) is float
     CALLS.clear()
+
+
+async def test_the_framework_prepares_valid_arguments_before_the_middleware() -> None:
+    """The loop validates the model's arguments before the middleware when it can, and
+    records them under PREPARED_KEY; prepared_arguments finds exactly those (None for
+    arguments that failed, which the middleware gets raw)."""
+    from typing import Any
+
+    from agent_framework import FunctionMiddleware
+
+    from guardrails.agent_framework import ScriptedChatClient
+    from guardrails.agent_framework.scripted import call, text
+    from tests.af_support import agent_with
+
+    seen: list[Any] = []
+
+    class Probe(FunctionMiddleware):
+        async def process(self, context: FunctionInvocationContext, call_next: Any) -> None:
+            seen.append((dict(context.arguments),
+                         _private.prepared_arguments(context, context.arguments)))  # type: ignore[arg-type]
+            context.result = "probed"
+
+    client = ScriptedChatClient([[call("send_money", recipient="UK12", amount="5"),
+                                  call("send_money", recipient="UK12", amount="1,5")],
+                                 [text("done")]])
+    await agent_with(client, [send_money], [Probe()]).run("x")
+    valid, raw = sorted(seen, key=lambda s: s[1] is None)
+    assert valid[0] == {"recipient": "UK12", "amount": 5.0}  # validated before the middleware
+    assert valid[1] == {"recipient": "UK12", "amount": 5.0}
+    assert raw == ({"recipient": "UK12", "amount": "1,5"}, None)
