@@ -347,3 +347,45 @@ async def test_a_normalising_validator_is_judged_after_normalising(
     result = await _attempt(policies, notify, stream, who=who, amount=amount)
     assert RAN == []
     assert "Never mallory" in result
+
+
+@tool
+def call_strict(endpoint: str, api_key: Annotated[str, Field(min_length=40)],
+                retries: int = 0) -> str:
+    """Call a service whose key has a minimum length (the key is injected by policy)."""
+    RAN.append({"endpoint": endpoint, "api_key": api_key, "retries": retries})
+    return "ok"
+
+
+STRICT_INJECTING = INJECTING.replace('"call_service"', '"call_strict"')
+
+
+@STREAMING
+async def test_an_injected_argument_with_constraints_is_validated_with_the_real_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    key = "k-" + "7" * 46
+    monkeypatch.setenv("INSPECTED_TEST_KEY", key)
+    policies = load_text(tmp_path, STRICT_INJECTING)
+    assert await _attempt(policies, call_strict, stream, endpoint="e", retries=2) == "ok"
+    assert [{"endpoint": "e", "api_key": key, "retries": 2}] == RAN
+    RAN.clear()
+    # A value validation would change is refused rather than run unjudged.
+    refused = await _attempt(policies, call_strict, stream, endpoint="e", retries=2.0)
+    assert RAN == [] and "could not evaluate" in refused
+    denied = await _attempt(policies, call_strict, stream, endpoint="e", retries=9)
+    assert RAN == [] and "Too many retries" in denied
+
+
+@STREAMING
+async def test_a_real_secret_that_fails_validation_is_not_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    monkeypatch.setenv("INSPECTED_TEST_KEY", "short-SECRET-value")
+    policies = load_text(tmp_path, STRICT_INJECTING)
+    client = ScriptedChatClient([[call("call_strict", endpoint="e", retries=1)]])
+    agent = agent_with(client, [call_strict], guard(policies),
+                       include_detailed_errors=True)
+    await run(agent, "call", stream=stream)
+    result = result_text(client.tool_results()[0])
+    assert RAN == []
+    assert result.startswith("Error: Argument parsing failed"), result
+    assert "short-SECRET-value" not in client.model_saw(own_calls=True)

@@ -114,3 +114,14 @@ async def test_the_framework_prepares_valid_arguments_before_the_middleware() ->
     assert valid[0] == {"recipient": "UK12", "amount": 5.0}  # validated before the middleware
     assert valid[1] == {"recipient": "UK12", "amount": 5.0}
     assert raw == ({"recipient": "UK12", "amount": "1,5"}, None)
+
+
+def test_invalid_fields_names_the_arguments_a_validation_error_is_about() -> None:
+    context = FunctionInvocationContext(function=send_money, arguments={})
+    with pytest.raises(Exception) as caught:
+        _private.prepare_arguments(context, {"recipient": "UK12", "amount": "five"})
+    assert _private.invalid_fields(caught.value) == frozenset({"amount"})
+    with pytest.raises(Exception) as missing:
+        _private.prepare_arguments(context, {"amount": 5})
+    assert _private.invalid_fields(missing.value) == frozenset({"recipient"})
+    assert _private.invalid_fields(ValueError("no cause")) is None

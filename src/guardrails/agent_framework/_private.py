@@ -31,13 +31,14 @@ from agent_framework._tools import (
     _FunctionArgumentValidationError,
     _PreparedArgumentsState,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
     "bind_prepared_arguments",
     "has_argument_snapshot",
+    "invalid_fields",
     "is_argument_validation_error",
     "prepare_arguments",
     "prepared_arguments",
@@ -138,3 +139,18 @@ def bind_prepared_arguments(context: FunctionInvocationContext,
     values = dict(arguments)
     context.metadata[PREPARED_KEY] = _PreparedArgumentsState(
         arguments=values, token=_argument_comparison_token(values))
+
+
+def invalid_fields(exc: BaseException) -> frozenset[str] | None:
+    """The top-level argument names a framework validation error is about, when it says
+    (the framework raises it ``from`` pydantic's ``ValidationError``); None when unknown."""
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return None
+    names: set[str] = set()
+    for error in cause.errors():
+        loc = error.get("loc") or ()
+        if not loc or not isinstance(loc[0], str):
+            return None
+        names.add(loc[0])
+    return frozenset(names)
