@@ -465,3 +465,25 @@ async def test_no_run_without_user_text_inherits_the_request(policies: Any,
     await agent.run("a note for bob@example.com", session=session)
     await agent.run(message, session=session)
     assert CALLS == []
+
+
+class EndSibling(FunctionMiddleware):
+    """A third-party middleware that ends the loop (gracefully) on one tool's calls."""
+
+    async def process(self, context: FunctionInvocationContext, call_next: Any) -> None:
+        from agent_framework import MiddlewareTermination
+
+        if context.function.name == "write_note":
+            raise MiddlewareTermination("enough", result="stopped here")
+        await call_next()
+
+
+@STREAMING
+async def test_a_sibling_ending_the_loop_does_not_hide_a_halt(policies: Any,
+                                                              stream: bool) -> None:
+    client = ScriptedChatClient([[call("write_note", target="x", body="y"),
+                                  call("send_money", **HALT)], [text("went on")]])
+    agent = agent_with(client, [send_money, write_note], [EndSibling(), *guard(policies)])
+    with pytest.raises(PolicyViolation):
+        await run(agent, "pay", stream=stream)
+    assert CALLS == []
