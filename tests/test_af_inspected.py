@@ -479,3 +479,14 @@ def _typed_policies(tmp_path: Path) -> Any:
     if "policies" not in _TYPED_CACHE:
         _TYPED_CACHE["policies"] = load_text(tmp_path, TYPED)
     return _TYPED_CACHE["policies"]
+
+
+@STREAMING
+async def test_a_rule_that_errors_on_raw_text_judges_the_coerced_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    # The key is missing (it is injected), so the guard gets the raw arguments: "2" > 3 is
+    # an error on the raw text, but the tool receives 2, which the rule allows.
+    monkeypatch.setenv("INSPECTED_TEST_KEY", "k-123456")
+    policies = load_text(tmp_path, INJECTING)
+    assert await _attempt(policies, call_service, stream, endpoint="e", retries="2") == "ok"
+    assert RAN == [{"endpoint": "e", "api_key": "k-123456", "retries": 2}]

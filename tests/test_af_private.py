@@ -75,15 +75,26 @@ async def test_prepared_arguments_run_exactly_without_a_second_validation() -> N
     CALLS.clear()
     arguments = {"recipient": "UK12", "amount": 7}
     context = FunctionInvocationContext(function=send_money, arguments=dict(arguments))
-    _private.bind_prepared_arguments(context, arguments)
+    _private.record_argument_snapshot(context, arguments, prepared=True)
     await send_money.invoke(context=context)
     assert CALLS == [("send_money", {"recipient": "UK12", "amount": 7})]
     assert type(CALLS[0][1]["amount"]) is int
     CALLS.clear()
-    context.arguments = {"recipient": "UK12", "amount": 8}  # changed: validated again
-    await send_money.invoke(context=context)
+    unbound = FunctionInvocationContext(function=send_money, arguments=dict(arguments))
+    _private.record_argument_snapshot(unbound, arguments)  # not prepared: validated again
+    await send_money.invoke(context=unbound)
     assert type(CALLS[0][1]["amount"]) is float
     CALLS.clear()
+
+
+def test_the_snapshot_token_is_the_prepared_comparison_token() -> None:
+    # One token serves both: the framework compares the prepared record with
+    # _argument_comparison_token and the snapshot with _argument_authority_token.
+    from agent_framework import _tools
+
+    arguments = {"recipient": "UK12", "amount": 7, "tags": ["a", {"b": 1.5}]}
+    assert (_tools._argument_authority_token(arguments, boundary="security policy")
+            == _tools._argument_comparison_token(arguments))
 
 
 async def test_the_framework_prepares_valid_arguments_before_the_middleware() -> None:

@@ -76,6 +76,9 @@ _SETTLE_ROUNDS = 2
 changes what the rules read. Three evaluations in all; a repair that validation keeps
 undoing is refused (a guard error that blocks the call)."""
 
+_BLOCKING = (Effect.DENY, Effect.HALT)
+"""Effects under which the call never runs: no need to know what validation makes of it."""
+
 _PLACEHOLDER = "guardrails-injected-secret"
 """What an argument the guard injects holds while the call is validated before the check."""
 
@@ -242,6 +245,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
+        if seen is not None and decision.effect in _BLOCKING:
+            # Judged on validated values, the call does not run: nothing more to settle. (A
+            # decision on raw values is not final: validation may change what rules read.)
+            return _Settled(decision, seen, validated)
         if validated is None or seen is None or not same_json(seen, decision.arguments):
             candidate = apply_repairs(validated if validated is not None else entry, decision)
             try:
@@ -257,7 +264,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # Validation changed a value (``"true"`` became ``True``, a default was filled
             # in, an extra field was dropped): the rules must judge the values that run.
             decision = decide(seen)
-            if same_json(decision.arguments, seen):
+            if decision.effect in _BLOCKING or same_json(decision.arguments, seen):
                 return _Settled(decision, seen, validated)
             candidate = apply_repairs(validated, decision)
             try:
@@ -341,9 +348,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 injected = self._injections(decision)
                 running = self._running(context, plan, injected)
                 context.arguments = running
-                _private.record_argument_snapshot(context, running)
-                if plan.validated is not None or plan.deferred:
-                    _private.bind_prepared_arguments(context, running)
+                _private.record_argument_snapshot(
+                    context, running, prepared=plan.validated is not None or plan.deferred)
                 if plan.approved_replay:
                     # What the approval covered: the framework compares it with the approved
                     # call, which never holds injected values.
