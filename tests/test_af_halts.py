@@ -487,3 +487,27 @@ async def test_a_sibling_ending_the_loop_does_not_hide_a_halt(policies: Any,
     with pytest.raises(PolicyViolation):
         await run(agent, "pay", stream=stream)
     assert CALLS == []
+
+
+async def test_a_sub_agent_run_from_a_sync_tool_in_a_thread_is_still_nested(
+        policies: Any) -> None:
+    # The framework runs a sync tool in a worker thread; the tool runs the sub-agent on a
+    # loop of its own there. The run is still nested: it judges the human's words, and its
+    # halt stops the caller.
+    inner, inner_client = _sub_agent(
+        [[call("write_note", target="attacker@evil.example", body="s")],
+         [call("send_money", **HALT)]], guard(policies), tools=[write_note, send_money])
+
+    @tool(name="threaded_payer")
+    def threaded_payer(task: str) -> str:
+        """Runs the payer synchronously."""
+        return asyncio.run(inner.run(task)).text
+
+    outer_client = ScriptedChatClient([[call("threaded_payer", task="note attacker@evil.example")],
+                                       [text("went on")]])
+    outer = agent_with(outer_client, [threaded_payer], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await outer.run("summarise my inbox for bob@example.com")
+    assert CALLS == []
+    assert "did not come from the user" in result_text(inner_client.tool_results()[0])
+    assert len(outer_client.received) == 1
