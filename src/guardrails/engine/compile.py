@@ -12,7 +12,7 @@ import contextlib
 import gc
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -30,9 +30,12 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
-from guardrails.expr import ExpressionError, compile_expression
+from guardrails.expr import ExpressionError, Program, compile_expression
 from guardrails.expr import ast as cel
+from guardrails.expr.compiler import compile_ast
+from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.parser import CelSyntaxError, parse
 from guardrails.model import Documents
 from guardrails.model.documents import ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
@@ -124,8 +127,10 @@ def compile_documents(
     documents: Documents, *, limits: Limits = DEFAULT_LIMITS, backend: Backend = "compiled"
 ) -> PolicySet:
     problems: list[Problem] = []
+    functions = library_functions(documents, limits, problems)
     compiled = [
-        _Compiler(policy, limits, backend, problems).policy() for policy in documents.policies
+        _Compiler(policy, limits, backend, problems, functions).policy()
+        for policy in documents.policies
     ]
     if problems:
         raise PolicyError(problems)
@@ -145,12 +150,15 @@ class _Compiler:
     """Compiles one policy, appending problems instead of stopping at the first."""
 
     def __init__(
-        self, policy: ToolPolicy, limits: Limits, backend: Backend, problems: list[Problem]
+        self, policy: ToolPolicy, limits: Limits, backend: Backend, problems: list[Problem],
+        functions: Mapping[str, Function] | None = None,
     ) -> None:
         self.src = policy
         self.limits = limits
         self.backend = backend
         self.problems = problems
+        self.functions: Mapping[str, Function] = functions or {}
+        self.namespaces = frozenset(q.split(".")[0] + "." for q in self.functions)
 
     def policy(self) -> CompiledPolicy | None:
         p = self.src
@@ -225,9 +233,13 @@ class _Compiler:
         condition: bool = False,
     ) -> CompiledExpression | None:
         try:
-            program = compile_expression(
-                expression.source, declared=names, limits=self.limits, backend=self.backend
-            )
+            if any(ns in expression.source for ns in self.namespaces):
+                program = _compile_with_functions(expression.source, names, self.limits,
+                                                  self.backend, self.functions)
+            else:
+                program = compile_expression(
+                    expression.source, declared=names, limits=self.limits,
+                    backend=self.backend)
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
             self.problems.append(Problem(pos.file, pos.line, pos.column, e.message))
@@ -253,6 +265,64 @@ class _Compiler:
                                          "condition must be a bool expression"))
             ok = False
         return CompiledExpression(expression, program, frozenset(used)) if ok else None
+
+
+def _compile_with_functions(source: str, names: frozenset[str], limits: Limits,
+                            backend: Backend, functions: Mapping[str, Function]) -> Program:
+    """Parse, inline the library functions called, then check and compile the tree."""
+    try:
+        node = parse(source, limits)
+    except CelSyntaxError as e:
+        raise ExpressionError(e.message, e.offset) from None
+    if uses_functions(node, functions):
+        if backend == "interpreter":
+            raise ExpressionError("the cel-python reference backend does not run library "
+                                  "functions (it compiles the source text)", 0)
+        node = inline(node, functions)
+    return compile_ast(node, source=source, declared=names, limits=limits, backend=backend)
+
+
+def library_functions(documents: Documents, limits: Limits,
+                      problems: list[Problem]) -> dict[str, Function]:
+    """Every library function by ``library.name``, its body parsed and checked once.
+
+    A body may use its parameters, the names every expression can use (``params`` is the
+    calling policy's) and other library functions. Problems are reported at the body's
+    own position; a function with a problem is left out (its calls are then reported as
+    unknown functions, after the problem in the body).
+    """
+    parsed: dict[str, tuple[Function, Expression]] = {}
+    for lib in documents.libraries:
+        seen: set[str] = set()
+        for f in lib.functions:
+            if f.name in seen:
+                continue  # the loader reported the duplicate
+            seen.add(f.name)
+            try:
+                body = parse(f.expression.source, limits)
+            except CelSyntaxError as e:
+                pos = f.expression.position_of(e.offset)
+                problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+                continue
+            fn = Function(f.qualified, tuple((p.name, p.type) for p in f.params), body)
+            parsed[f.qualified] = (fn, f.expression)
+    functions = {q: fn for q, (fn, _) in parsed.items()}
+    good: dict[str, Function] = {}
+    for qualified, (fn, expression) in parsed.items():
+        declared = CALL_NAMES | {p for p, _ in fn.params}
+        try:
+            # The body as written (parameters as plain names), with the functions it calls
+            # inlined: recursion and every other problem show at the body's own position.
+            checked = inline(fn.body, {k: v for k, v in functions.items()}, root=qualified)
+            compile_ast(checked, source=expression.source, declared=declared, limits=limits,
+                        backend="closures")
+        except ExpressionError as e:
+            pos = expression.position_of(e.offset)
+            problems.append(Problem(pos.file, pos.line, pos.column,
+                                    f"library function {qualified}: {e.message}"))
+            continue
+        good[qualified] = fn
+    return good
 
 
 def _variable_reference(node: cel.Node) -> str | None:

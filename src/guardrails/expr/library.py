@@ -61,6 +61,7 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "optional.@flat": _opt.flat_result,
         "optional.@list": _opt.make_list,
         "optional.@map": _opt.make_map,
+        "cel.@arg": _ext.check_arg,  # the argument check of inlined library functions
         "iban.valid": _ext.iban_valid,
         "domains.distance": _ext.domains_distance,
         "domains.lookalike": _ext.domains_lookalike,

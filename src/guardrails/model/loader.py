@@ -22,6 +22,7 @@ Decisions (the contract leaves them open):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import json
@@ -41,7 +42,10 @@ from guardrails.model._yaml import SourceFile, describe
 from guardrails.model.documents import (
     API_VERSION,
     Documents,
+    FunctionParam,
     HistoryEntry,
+    Library,
+    LibraryFunction,
     Match,
     Metadata,
     PolicyTest,
@@ -61,6 +65,7 @@ from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
     RE2_OPTIONS,
+    LibraryDocument,
     PolicyTestDocument,
     Shape,
     ToolPolicyDocument,
@@ -79,7 +84,8 @@ _DATA_FIELDS = frozenset({"params", "args", "principal", "arguments"})
 likely a mistake (``spec.params``, a case's ``call.args`` and the like)."""
 _NAMED_LISTS = {"ToolPolicy": (("variables", "variable"), ("repairs", "repair"),
                                ("rules", "rule"), ("redact", "redact")),
-                "PolicyTest": (("cases", "test case"),)}
+                "PolicyTest": (("cases", "test case"),),
+                "Library": (("functions", "function"),)}
 """``spec`` lists whose elements' names must be unique within the list."""
 
 
@@ -119,6 +125,7 @@ class _FileResult:
     nodes: list[Node]
     policies: list[ToolPolicy] = field(default_factory=list)
     tests: list[PolicyTest] = field(default_factory=list)
+    libraries: list[Library] = field(default_factory=list)
 
 
 @dataclass
@@ -154,6 +161,8 @@ class _Loader:
                 result.policies.append(doc)
             elif isinstance(doc, PolicyTest):
                 result.tests.append(doc)
+            elif isinstance(doc, Library):
+                result.libraries.append(doc)
 
     def _read(self, name: str) -> SourceFile | None:
         try:
@@ -214,7 +223,11 @@ class _Loader:
             self.problems.extend(r.src.problems)
         for p in self.params.values():
             self.problems.extend(p.problems)
-        policies = [p for r in kept for p in r.policies]
+        libraries = [lib for r in kept for lib in r.libraries]
+        _check_unique(self.problems, "library", [(lib.name, lib.metadata.name_position)
+                                                 for lib in libraries])
+        policies = [_with_library_params(p, r.libraries, libraries, self.problems)
+                    for r in kept for p in r.policies]
         tests = [t for r in kept for t in r.tests]
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
@@ -224,7 +237,33 @@ class _Loader:
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)),
-                         warnings=tuple(dict.fromkeys(warnings)))
+                         warnings=tuple(dict.fromkeys(warnings)),
+                         libraries=tuple(libraries))
+
+
+def _with_library_params(policy: ToolPolicy, same_file: Sequence[Library],
+                         every: Sequence[Library], problems: list[Problem]) -> ToolPolicy:
+    """The policy with shared params merged under its own: first the Library documents of
+    its own file, then those it names in ``spec.uses`` (in that order; later wins, and the
+    policy's own ``params`` and ``paramsFile`` win over all of them)."""
+    by_name = {lib.name: lib for lib in every}
+    shared: dict[str, Any] = {}
+    for lib in same_file:
+        shared.update(lib.params)
+    for name, pos in policy.uses:
+        used = by_name.get(name)
+        if used is None:
+            known = sorted(by_name)
+            problems.append(Problem(pos.file, pos.line, pos.column,
+                                    f"spec.uses: no Library named '{name}' is loaded"
+                                    f"{_suggest(name, known)}" + (
+                                        f" (libraries: {', '.join(known)})" if known and
+                                        not _suggest(name, known) else "")))
+            continue
+        shared.update(used.params)
+    if not shared:
+        return policy
+    return dataclasses.replace(policy, params=MappingProxyType({**shared, **policy.params}))
 
 
 def _has_api_version(result: _FileResult) -> bool:
@@ -432,7 +471,7 @@ class _DocumentReader:
     def error(self, where: Node | Position, message: str) -> None:
         self.src.error(where, message)
 
-    def document(self, node: Node) -> ToolPolicy | PolicyTest | None:
+    def document(self, node: Node) -> ToolPolicy | PolicyTest | Library | None:
         if not isinstance(node, MappingNode):
             self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
             return None
@@ -452,6 +491,8 @@ class _DocumentReader:
             return None
         if isinstance(doc, ToolPolicyDocument):
             return _policy_record(tree, doc, params or {}, self.params_file(tree))
+        if isinstance(doc, LibraryDocument):
+            return _library_record(tree, doc)
         assert isinstance(doc, PolicyTestDocument)
         return _test_record(tree, doc, self.test_policies(tree))
 
@@ -536,6 +577,12 @@ class _DocumentReader:
                 self.unique_names(tree, ("spec", field_name), items, what)
         if kind == "ToolPolicy":
             return self.policy_params(tree, spec)
+        if kind == "Library":
+            for i, f in enumerate(spec.get("functions") or ()):
+                if isinstance(f, dict) and isinstance(f.get("params"), list):
+                    self.unique_names(tree, ("spec", "functions", i, "params"), f["params"],
+                                      "parameter")
+            return None
         self._test_policies(tree, report=True)
         return None
 
@@ -641,7 +688,21 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       default_action=spec.default_action, match=match,
                       params=MappingProxyType(params), params_file=params_file,
                       variables=variables, repairs=repairs, secrets=secrets, rules=rules,
-                      redact=redact, position=tree.pos(()))
+                      redact=redact, position=tree.pos(()),
+                      uses=tuple((name, tree.pos((*at, "uses", i)))
+                                 for i, name in enumerate(spec.uses)))
+
+
+def _library_record(tree: _Tree, doc: LibraryDocument) -> Library:
+    m, at = doc.metadata, ("spec",)
+    functions = tuple(
+        LibraryFunction(m.name, f.name, f.description,
+                        tuple(FunctionParam(p.name, p.type) for p in f.params),
+                        tree.expression((*at, "functions", i, "expression")),
+                        tree.pos((*at, "functions", i)))
+        for i, f in enumerate(doc.spec.functions))
+    return Library(_metadata(tree, m.name, m.description, m.labels),
+                   MappingProxyType(dict(doc.spec.params)), functions, tree.pos(()))
 
 
 def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]) -> PolicyTest:
