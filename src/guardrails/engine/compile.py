@@ -9,9 +9,11 @@ nothing: one problem and nothing is returned.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gc
 import hashlib
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
@@ -34,6 +36,7 @@ from guardrails.expr import ExpressionError, Program, compile_expression
 from guardrails.expr import ast as cel
 from guardrails.expr.compiler import compile_ast
 from guardrails.expr.inline import Function, inline, uses_functions
+from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
 from guardrails.model import Documents
@@ -83,10 +86,6 @@ def load_with_warnings(
         items = [p for p in items if not _without_yaml(p)]
     with _collector_paused():
         documents, problems = read_documents(items) if items or not allow_empty else (_EMPTY, [])
-        if not problems and not documents.policies and not allow_empty:
-            where = ", ".join(os.fspath(p) for p in items)
-            raise PolicyError([Problem(where, 0, 0, "no ToolPolicy documents found (pass "
-                                       "allow_empty=True for an empty policy set)")])
         try:
             policy_set = compile_documents(documents, limits=limits or DEFAULT_LIMITS,
                                            backend=backend)
@@ -94,6 +93,10 @@ def load_with_warnings(
             problems.extend(e.errors)
         if problems:
             raise PolicyError(problems)
+        if not documents.policies and not allow_empty:
+            where = ", ".join(os.fspath(p) for p in items)
+            raise PolicyError([Problem(where, 0, 0, "no ToolPolicy documents found (pass "
+                                       "allow_empty=True for an empty policy set)")])
         return policy_set, documents.warnings
 
 
@@ -221,6 +224,24 @@ class _Compiler:
                 self.problem(pos.line, pos.column, f"{finding.element}: {finding.message}")
         return compiled if len(self.problems) == before else None
 
+    def library_hint(self, message: str) -> str:
+        """For ``unknown function 'ns.f'``: which library that would be, and whether it is
+        loaded at all (a policy file loaded without the Library file it calls)."""
+        found = re.match(r"unknown function '([A-Za-z_][A-Za-z0-9_]*)\.([^']+)'", message)
+        if found is None:
+            return ""
+        namespace, name = found.groups()
+        if namespace + "." in self.namespaces:
+            known = sorted(q.split(".", 1)[1] for q in self.functions
+                           if q.startswith(namespace + "."))
+            close = difflib.get_close_matches(name, known, n=1)
+            return (f" (did you mean '{namespace}.{close[0]}'?)" if close
+                    else f" (library '{namespace}' has: {', '.join(known)})")
+        if any(q.startswith(namespace + ".") for q in FUNCTIONS):
+            return ""  # a built-in namespace (sets, paths, ...): a misspelt function
+        return (f" (if '{namespace}' is a Library, load the file that defines it with this "
+                "policy)")
+
     def problem(self, line: int, column: int, message: str) -> None:
         self.problems.append(Problem(self.src.file, line, column, message))
 
@@ -242,7 +263,8 @@ class _Compiler:
                     backend=self.backend)
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
-            self.problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+            self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                         e.message + self.library_hint(e.message)))
             return None
         ok = True
         used: set[str] = set()
@@ -269,16 +291,21 @@ class _Compiler:
 
 def _compile_with_functions(source: str, names: frozenset[str], limits: Limits,
                             backend: Backend, functions: Mapping[str, Function]) -> Program:
-    """Parse, inline the library functions called, then check and compile the tree."""
+    """Parse, inline the library functions called, then check and compile the tree.
+
+    The cel-python reference backend cannot run inlined trees: such expressions run on
+    the closure backend there (docs/policy-language.md, "Libraries")."""
     try:
         node = parse(source, limits)
     except CelSyntaxError as e:
         raise ExpressionError(e.message, e.offset) from None
     if uses_functions(node, functions):
-        if backend == "interpreter":
-            raise ExpressionError("the cel-python reference backend does not run library "
-                                  "functions (it compiles the source text)", 0)
         node = inline(node, functions)
+        if backend == "interpreter":
+            # cel-python compiles the source text, where the call is not inlined: the
+            # reference backend runs expressions that call library functions on closures
+            # (everything else in the policy set stays on cel-python).
+            backend = "closures"
     return compile_ast(node, source=source, declared=names, limits=limits, backend=backend)
 
 
