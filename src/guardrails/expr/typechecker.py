@@ -134,7 +134,7 @@ def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None
     c = _Checker(env)
     t = c.infer(node, facts)
     if expect is not None and not _accepts(expect, t):
-        c.error(node, f"must be {_article(expect)}, but this expression gives "
+        c.error(0, f"must be {_article(expect)}, but this expression gives "
                       f"{_article(t)}" + _condition_hint(node, t, expect))
     c.diagnostics.sort(key=lambda d: d.offset)
     return t, c.diagnostics
@@ -654,12 +654,12 @@ def _regex_problem(pattern: str) -> str | None:
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
         hint = ""
-        if "(?=" in pattern or "(?!" in pattern or "(?<" in pattern:
+        if any(x in pattern for x in ("(?=", "(?!", "(?<=", "(?<!")):
             hint = " (RE2 has no lookahead or lookbehind: match the parts separately " \
                    "and combine them with && and !)"
         elif "\\1" in pattern or "\\2" in pattern:
             hint = " (RE2 has no backreferences)"
-        return f"invalid regular expression {pattern!r}: {detail}{hint}"
+        return f"invalid regular expression '{pattern}': {detail}{hint}"
     return None
 
 
@@ -673,7 +673,7 @@ def _parse_problem(name: str, text: str) -> str | None:
     try:
         parse(text)
     except CelError as e:
-        return f"invalid {name} literal {text!r}: {e}"
+        return f"invalid {name} literal '{text}': {e}"
     except Exception as e:
-        return f"invalid {name} literal {text!r}: {e}"
+        return f"invalid {name} literal '{text}': {e}"
     return None
