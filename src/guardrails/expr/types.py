@@ -91,7 +91,7 @@ TYPE_NAMES: Mapping[str, Type] = {
 
 def join(a: Type, b: Type) -> Type:
     """The least type holding both (``dyn`` when they differ)."""
-    if a == b:
+    if a is b or a == b:
         return a
     if a.name == b.name == "list":
         return list_of(join(a.elem, b.elem)) if DYN not in (a.elem, b.elem) else \
