@@ -52,20 +52,25 @@ class Boom(Exception):
     pass
 
 
+class BaseBoom(BaseException):
+    """Not an Exception: a careless processor's own control flow."""
+
+
 # -- telemetry that raises ----------------------------------------------------------------
 
 
 class RaisingProcessor(SpanProcessor):
-    def __init__(self, *, on_start: bool = False, on_end: bool = True) -> None:
-        self.start, self.end = on_start, on_end
+    def __init__(self, *, on_start: bool = False, on_end: bool = True,
+                 error: type[BaseException] = Boom) -> None:
+        self.start, self.end, self.error = on_start, on_end, error
 
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         if self.start:
-            raise Boom("on_start")
+            raise self.error("on_start")
 
     def on_end(self, span: ReadableSpan) -> None:
         if self.end:
-            raise Boom("on_end")
+            raise self.error("on_end")
 
 
 class RaisingInstrument:
@@ -128,6 +133,8 @@ BROKEN_TELEMETRY = [
     pytest.param(lambda: {"tracer_provider": _tracer(RaisingProcessor(on_start=True,
                                                                       on_end=False))},
                  id="span-on-start"),
+    pytest.param(lambda: {"tracer_provider": _tracer(RaisingProcessor(error=BaseBoom))},
+                 id="span-on-end-base-exception"),
     pytest.param(lambda: {"meter_provider": RaisingMeterProvider()}, id="meter-instruments"),
     pytest.param(lambda: {"meter_provider": RaisingMeterProvider(at_get=True)}, id="get-meter"),
     pytest.param(lambda: {"meter_provider": RaisingCreationProvider()}, id="create-counter"),
