@@ -518,3 +518,39 @@ async def test_a_sub_agent_run_from_a_sync_tool_in_a_thread_is_still_nested(
     assert CALLS == []
     assert "did not come from the user" in result_text(inner_client.tool_results()[0])
     assert len(outer_client.received) == 1
+
+
+async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more(
+        policies: Any) -> None:
+    # A sync tool keeps running in its worker thread after the framework cancels the batch;
+    # the sub-agent it starts there is nested in a halted run, so its calls do not run.
+    import threading
+    import time
+
+    finished = threading.Event()
+    outcome: list[str] = []
+    inner, _ = _sub_agent([[call("send_money", recipient="UK12", amount=5)], [text("paid")]],
+                          guard(policies))
+
+    @tool(name="late_payer")
+    def late_payer(task: str) -> str:
+        """Starts the payer a little later."""
+        try:
+            time.sleep(0.2)  # the sibling's halt comes first
+            try:
+                asyncio.run(inner.run(task))
+                outcome.append("returned")
+            except BaseException as exc:  # what the halted caller's guard made of it
+                outcome.append(type(exc).__name__)
+            return "done"
+        finally:
+            finished.set()
+
+    outer_client = ScriptedChatClient([[call("late_payer", task="pay UK12 5"),
+                                        call("send_money", **HALT)], [text("went on")]])
+    outer = agent_with(outer_client, [late_payer, send_money], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await outer.run("pay")
+    assert await asyncio.to_thread(finished.wait, 5)
+    assert CALLS == []
+    assert outcome and outcome[0] != "returned"
