@@ -554,3 +554,15 @@ async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more
     assert await asyncio.to_thread(finished.wait, 5)
     assert CALLS == []
     assert outcome and outcome[0] != "returned"
+
+
+@STREAMING
+async def test_two_stacked_guards_end_a_halted_run_with_one_plain_violation(
+        policies: Any, stream: bool) -> None:
+    client = ScriptedChatClient([[call("send_money", **HALT)], [text("went on")]])
+    agent = agent_with(client, [send_money], [*guard(policies), *guard(policies)])
+    with pytest.raises(PolicyViolation) as caught:
+        await run(agent, "pay", stream=stream)
+    assert caught.value.other_failure is None
+    assert not getattr(caught.value, "__notes__", [])
+    assert CALLS == []
