@@ -525,9 +525,8 @@ async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more
     # A sync tool keeps running in its worker thread after the framework cancels the batch;
     # the sub-agent it starts there is nested in a halted run, so its calls do not run.
     import threading
-    import time
 
-    finished = threading.Event()
+    finished, halted = threading.Event(), threading.Event()
     outcome: list[str] = []
     inner, _ = _sub_agent([[call("send_money", recipient="UK12", amount=5)], [text("paid")]],
                           guard(policies))
@@ -536,7 +535,7 @@ async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more
     def late_payer(task: str) -> str:
         """Starts the payer a little later."""
         try:
-            time.sleep(0.2)  # the sibling's halt comes first
+            halted.wait(5)  # the sibling's halt has ended the caller's run
             try:
                 asyncio.run(inner.run(task))
                 outcome.append("returned")
@@ -551,6 +550,7 @@ async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more
     outer = agent_with(outer_client, [late_payer, send_money], guard(policies))
     with pytest.raises(PolicyViolation):
         await outer.run("pay")
+    halted.set()
     assert await asyncio.to_thread(finished.wait, 5)
     assert CALLS == []
     assert outcome and outcome[0] != "returned"
