@@ -40,12 +40,18 @@ from guardrails.agent_framework._secrets import (
     EnvironmentSecrets,
     Scrubber,
     SecretProvider,
+    SecretUnavailable,
+    scrub_host_payload,
     scrub_result,
+    scrubbed_abort,
     scrubbed_exception,
     scrubbed_failure,
+    scrubbed_user_input_request,
+    sensitive_telemetry_enabled,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.engine import Decision, Effect, PolicySet
+from guardrails.engine.decision import REDACTED
 from guardrails.telemetry import GuardTelemetry
 
 __all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource"]
@@ -59,8 +65,18 @@ PrincipalSource: TypeAlias = (
     | None
 )
 
-INJECTED_MEMORY = 256
-"""Distinct injected secret values a guard keeps scrubbing from every later call's output."""
+INJECTED_MEMORY = 1024
+"""Distinct injected secret values a guard remembers, and keeps scrubbing from every later
+call's output, records and telemetry: every version of every secret it ever injected (a
+rotated token a tool stashed is still scrubbed when another tool returns it later).
+
+Nothing is forgotten: when the memory is full the guard refuses to inject a value it has
+not injected before (the call is blocked with ``SecretUnavailable``), failing closed rather
+than dropping an old value it could then leak. A host whose secrets rotate more often
+than that over one guard's life builds a new ``guard()`` (per session, say)."""
+
+INJECTED_MEMORY_CHARS = 1 << 20
+"""Total characters of the remembered values (the same refusal applies beyond it)."""
 
 _TOOLS_REMEMBERED = 1024
 """Tools whose "does a policy inject" answer a guard keeps (cleared when full, like the engine's tool index)."""
@@ -97,9 +113,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._history_limit = history_limit
-        # Every value this guard injected (most recent last, bounded): a tool may stash a
+        # Every value this guard injected (bounded, never forgotten): a tool may stash a
         # secret where another tool, with no secret policy of its own, returns it later.
         self._injected: dict[str, None] = {}
+        self._injected_chars = 0
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         self._memory = Scrubber((), policies.redact)
@@ -112,10 +129,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         call_next: Callable[[], Awaitable[None]],
     ) -> None:
         tool = context.function.name
-        call_id = context.metadata.get("call_id")
-        with self._telemetry.call_span(
-            tool=tool, call_id=call_id if isinstance(call_id, str) else None
-        ) as span:
+        call_id = self._safe_call_id(context)
+        with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             started = time.perf_counter()
             try:
                 plan = await self._plan(context)
@@ -147,6 +162,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             history=history,
             request=request,
             description=context.function.description or "",
+            known_secrets=self._memory,
         )
         mint(decision)
         if entry is None:
@@ -161,6 +177,23 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
                      approval_id, replay, run)
+
+    def _safe_call_id(self, context: FunctionInvocationContext) -> str | None:
+        """The model chose the call id: blanked when it carries a known secret (an injected
+        value, a secret argument's value, a redact-pattern match) before any span or record
+        holds it."""
+        call_id = context.metadata.get("call_id")
+        if not isinstance(call_id, str):
+            return None
+        try:
+            scrub = self._memory
+            arguments = as_mapping(context.arguments)
+            names = self._policies.secret_arguments(context.function.name)
+            if arguments is not None and names:
+                scrub = scrub.with_values([v for k, v in arguments.items() if k in names])
+            return call_id if scrub(call_id) == call_id else REDACTED
+        except Exception:
+            return REDACTED
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -256,14 +289,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             failure = scrubbed_failure(exc, scrub)
             if failure is exc:
                 raise
-        except UserInputRequiredException:
-            raise
+        except UserInputRequiredException as exc:
+            # Its contents reach the model, the user-input requests and the session.
+            failure = scrubbed_user_input_request(exc, scrub)
         except Exception as exc:
             # The framework does not redact tool exceptions: replace it, outside this
             # handler, so the original (and its text) is not chained to what escapes.
             failure = scrubbed_exception(exc, scrub)
+        except BaseException as exc:
+            # Not a tool error (a cancellation, an exit, a tool's own BaseException): it
+            # ends the run and reaches the host as is, so its text is scrubbed too.
+            failure = scrubbed_abort(exc, scrub)
+            if failure is exc:
+                raise
         finally:
             CURRENT_SCRUBBER.reset(token)
+            # Attached by the framework after the guard returns (an MCP tool's raw result).
+            with contextlib.suppress(Exception):
+                scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
         context.result = scrub_result(context.result, scrub)
@@ -272,18 +315,30 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         values: dict[str, str] = {}
         if not self._tool_injects(decision.tool):
             return values
-        for name, ref in self._policies.injections(decision).items():
+        injections = self._policies.injections(decision)
+        if injections and sensitive_telemetry_enabled():
+            # The framework's execute_tool span would record the injected value (the
+            # arguments, and the tool's exception) while sensitive-data telemetry is on.
+            raise SecretUnavailable(
+                f"refusing to inject {', '.join(sorted(injections))} into {decision.tool}: "
+                "Agent Framework's sensitive-data telemetry is on (enable_sensitive_data / "
+                "ENABLE_SENSITIVE_DATA) and its execute_tool span would record the value")
+        for name, ref in injections.items():
             value = self._secrets.get(ref.env)
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
             values[name] = value
-            known = value in self._injected
-            self._injected.pop(value, None)  # re-added last: the most recently used
+            if value in self._injected:
+                continue
+            if (len(self._injected) >= INJECTED_MEMORY
+                    or self._injected_chars + len(value) > INJECTED_MEMORY_CHARS):
+                raise SecretUnavailable(
+                    f"refusing to inject {ref.env!r}: this guard already remembers "
+                    f"{len(self._injected)} injected values (INJECTED_MEMORY), and forgetting "
+                    "one could let it leak; build a new guard()")
             self._injected[value] = None
-            while len(self._injected) > INJECTED_MEMORY:
-                del self._injected[next(iter(self._injected))]
-            if not known:
-                self._memory = Scrubber(self._injected, self._policies.redact)
+            self._injected_chars += len(value)
+            self._memory = self._memory.with_values([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
@@ -298,9 +353,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
                               exc: BaseException) -> None:
-        # Type only: an exception's text may hold argument or secret values.
+        # Type only: an exception's text may hold argument or secret values. A
+        # SecretUnavailable's text names references, never values: it says what to fix.
+        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, SecretUnavailable) else (
+            type(exc).__name__)
         _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
-                   tool, type(exc).__name__)
+                   tool, reason)
         with contextlib.suppress(Exception):
             history = history_of(session_state(context.session), RUN.get())
             record(history, tool, {}, "deny", self._history_limit)

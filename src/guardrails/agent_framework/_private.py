@@ -1,11 +1,15 @@
 """Every private Agent Framework name this package depends on, in one place.
 
-agent-framework-core 1.23 has no public API for two things the guard needs:
+agent-framework-core 1.23 has no public API for three things the guard needs:
 
 - the *security argument snapshot*: a token stored in the invocation context's metadata
   that makes the framework fail closed (``MiddlewareFailure``) when any middleware running
   after the guard changes the arguments, and that makes validation errors use their
   redacted text;
+- the *function-result carrier*: host-only properties (an MCP tool's raw result under
+  ``_mcp_tool_result_host_payload``, its ``_meta``) that the framework keeps in the
+  invocation context's metadata and attaches to the function result after the guard
+  returned; the guard scrubs them where they wait;
 - the argument-validation error type, which the guard re-raises with scrubbed text so
   the framework still reports "Argument parsing failed" rather than "Function failed".
 
@@ -20,6 +24,7 @@ from typing import Any
 
 from agent_framework import FunctionInvocationContext
 from agent_framework._tools import (
+    _FUNCTION_RESULT_CARRIER_CONTEXT_KEY,
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
     _FunctionArgumentValidationError,
@@ -27,6 +32,7 @@ from agent_framework._tools import (
 
 __all__ = [
     "SNAPSHOT_KEY",
+    "function_result_carrier",
     "has_argument_snapshot",
     "is_argument_validation_error",
     "record_argument_snapshot",
@@ -62,3 +68,9 @@ def scrubbed_validation_error(exc: BaseException, scrub: Callable[[str], str]) -
         scrub(str(exc)),
         redacted_message=scrub(redacted) if isinstance(redacted, str) else None,
     )
+
+
+def function_result_carrier(context: FunctionInvocationContext) -> Any | None:
+    """The host-only properties waiting to be attached to this call's function result."""
+    return context.metadata.get(_FUNCTION_RESULT_CARRIER_CONTEXT_KEY)
+

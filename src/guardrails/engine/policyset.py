@@ -22,6 +22,7 @@ from guardrails.engine.evaluate import (
     normalize,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
+from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
@@ -100,9 +101,16 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        known_secrets: Scrubber | None = None,
     ) -> Decision:
-        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        return self._decide(tool, args, principal, history, request, description, now, None)
+        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed).
+
+        ``known_secrets``: a scrubber of values the caller knows are secret (the guard
+        passes the values it injected before): the decision's messages and its exported
+        record (``Decision.to_dict``, the decision log) never carry them either.
+        """
+        return self._decide(tool, args, principal, history, request, description, now, None,
+                            known_secrets)
 
     def explain(
         self,
@@ -131,13 +139,14 @@ class PolicySet:
         description: str,
         now: datetime.datetime | None,
         trace: list[PolicyTrace] | None,
+        known_secrets: Scrubber | None = None,
     ) -> Decision:
         tool = tool if isinstance(tool, str) else str(tool)
         candidates = self._candidates(tool)
         call, error = self._call(tool, args, principal, history, request, description, now,
                                  candidates.names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
-                             trace=trace)
+                             trace=trace, known_secrets=known_secrets)
 
     def _call(
         self,

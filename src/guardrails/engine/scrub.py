@@ -7,13 +7,14 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "value_texts"]
+__all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
@@ -37,15 +38,20 @@ class Scrubber:
     returning it, called on first use: the engine builds one per call and most calls never
     produce text to scrub. ``redact`` applies the policies' patterns; if it raises, the
     whole text becomes ``[REDACTED]`` (a broken pattern must not let a text out unscrubbed).
+    ``base`` is a scrubber whose values this one knows too (its patterns are not used):
+    its spellings are reused, not worked out again.
     """
 
-    __slots__ = ("_needles", "_pending", "_redact", "_regex", "_texts")
+    __slots__ = ("_base", "_forms", "_needles", "_pending", "_redact", "_regex", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
-                 redact: Callable[[str], str] | None = None) -> None:
+                 redact: Callable[[str], str] | None = None, *,
+                 base: Scrubber | None = None) -> None:
         self._redact = redact
+        self._base = base
         self._pending: Callable[[], Iterable[Any]] | None = None
         self._texts: frozenset[str] = frozenset()
+        self._forms: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
         self._regex: re.Pattern[str] | None = None
         if callable(values):
@@ -53,11 +59,24 @@ class Scrubber:
         else:
             self._set(_texts_of(values))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Lazily computed values are a closure: copies and pickles carry the texts.
+        return (Scrubber, (sorted(self.texts), self._redact))
+
     def _set(self, texts: frozenset[str]) -> None:
-        self._texts = texts
-        # Longest first, so a value that contains another is removed whole.
-        self._needles = tuple(sorted((t for t in texts if len(t) >= MIN_SUBSTRING_LENGTH),
-                                     key=len, reverse=True))
+        base, self._base = self._base, None
+        known_texts = base.texts if base is not None else frozenset()
+        known_forms = base._forms if base is not None else frozenset()
+        self._texts = texts | known_texts
+        # Every spelling our serializers give a value (see ``spellings``).
+        forms = {form for t in texts - known_texts if len(t) >= MIN_SUBSTRING_LENGTH
+                 for form in spellings(t)}
+        self._forms = known_forms | forms
+        if base is not None and not forms:
+            self._needles, self._regex = base._needles, base._regex
+        else:
+            # Longest first, so a value that contains another is removed whole.
+            self._needles = tuple(sorted(self._forms, key=len, reverse=True))
 
     def _compute(self) -> None:
         pending, self._pending = self._pending, None
@@ -81,9 +100,7 @@ class Scrubber:
         texts = _texts_of(values)
         if texts <= self._texts:
             return self
-        out = Scrubber((), self._redact)
-        out._set(self._texts | texts)
-        return out
+        return Scrubber(texts, self._redact, base=self)
 
     def __call__(self, text: str) -> str:
         if self._pending is not None:
@@ -109,6 +126,47 @@ class Scrubber:
             # a value back together from the marker and its neighbours.
             self._regex = re.compile("|".join(map(re.escape, self._needles)))
         return self._regex.sub(REDACTED, text)
+
+
+def spellings(text: str) -> set[str]:
+    """The forms a text takes inside the texts that leave: as is, JSON-escaped (with and
+    without ``ensure_ascii``: the framework serializes dict and list tool results with
+    ``json.dumps``), and as Python's ``repr`` writes it inside a quoted string (a
+    ``KeyError``'s text, an expression error quoting a value), with and without the
+    single quote escaped (``repr`` escapes it or not depending on the whole text).
+
+    The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
+    or non-ASCII characters is removed in whichever serialized text carries it.
+    """
+    forms = {text,
+             json.dumps(text)[1:-1],
+             json.dumps(text, ensure_ascii=False)[1:-1]}
+    inner = _py_escaped(text)
+    forms.add(inner)
+    forms.add(inner.replace("'", "\\'"))
+    forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
+    forms.add(_py_escaped(text, ascii_only=True))
+    return forms
+
+
+_PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
+    """``repr(text)`` without its quotes, the single quote left unescaped (``ascii()`` with
+    ``ascii_only``)."""
+    out: list[str] = []
+    for ch in text:
+        escaped = _PY_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
 
 
 def _texts_of(values: Iterable[Any]) -> frozenset[str]:
