@@ -25,6 +25,7 @@ from agent_framework import (
     normalize_tools,
 )
 
+from guardrails.agent_framework._mcp import register_servers
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
@@ -84,6 +85,7 @@ class GuardRunMiddleware(AgentMiddleware):
     async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
         if self._strict:
             self._check_tools(context)
+        self._register_mcp_servers(context)
         state = RunState(request=run_request(context))
         token = RUN.set(state)
         try:
@@ -114,6 +116,16 @@ class GuardRunMiddleware(AgentMiddleware):
             raise PolicyViolation(decision) from exc
         finally:
             RUN.reset(token)
+
+    @staticmethod
+    def _register_mcp_servers(context: AgentContext) -> None:
+        """Which MCP server each MCP function came from (for ``mcp:<server>/<tool>``)."""
+        options = getattr(context.agent, "default_options", None)
+        declared = options.get("tools") if isinstance(options, Mapping) else None
+        with contextlib.suppress(Exception):
+            register_servers(declared)
+        with contextlib.suppress(Exception):
+            register_servers(context.tools)
 
     # STRICT HOOK: schema-aware checking against the agent's tools (guardrails.engine.lint).
     # Skipped when that module is absent. Errors reject the run before any tool can run.

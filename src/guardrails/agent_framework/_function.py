@@ -35,6 +35,7 @@ from guardrails.agent_framework._approvals import (
 from guardrails.agent_framework._arguments import apply_repairs, as_mapping, json_numbers
 from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import HISTORY_LIMIT, history_of, record, redacted
+from guardrails.agent_framework._mcp import tool_aliases
 from guardrails.agent_framework._secrets import (
     CURRENT_SCRUBBER,
     EnvironmentSecrets,
@@ -78,8 +79,9 @@ than that over one guard's life builds a new ``guard()`` (per session, say)."""
 INJECTED_MEMORY_CHARS = 1 << 20
 """Total characters of the remembered values (the same refusal applies beyond it)."""
 
-_TOOLS_REMEMBERED = 1024
-"""Tools whose "does a policy inject" answer a guard keeps (cleared when full, like the engine's tool index)."""
+UNMATCHED = ("allow", "warn", "deny")
+"""What ``guard(unmatched=...)`` does with a call to a tool no policy names: let it run,
+let it run and log a warning, or deny it (the policies become an allowlist of tools)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         secrets: SecretProvider | None = None,
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
+        unmatched: str = "allow",
     ) -> None:
+        if unmatched not in UNMATCHED:
+            raise ValueError(f"unmatched must be one of {', '.join(UNMATCHED)}, not {unmatched!r}")
+        self._unmatched = unmatched
         self._policies = policies
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
@@ -120,8 +126,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         self._memory = Scrubber((), policies.redact)
-        # Per tool, whether any policy naming it injects a secret (policies never change).
-        self._injects: dict[str, bool] = {}
 
     async def process(
         self,
@@ -155,6 +159,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
         history = history_of(state, run) or ()  # the engine copies what it reads
+        aliases = tool_aliases(context.function)
         decision = self._policies.evaluate(
             tool,
             entry if entry is not None else cast(Any, context.arguments),  # fails closed
@@ -163,8 +168,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             request=request,
             description=context.function.description or "",
             known_secrets=self._memory,
+            aliases=aliases,
+            unmatched=Effect.DENY if self._unmatched == "deny" else Effect.ALLOW,
         )
         mint(decision)
+        if self._unmatched == "warn" and not decision.policies and not self._policies.for_tool(
+                tool, aliases):
+            _log.warning("guardrails: no policy names the tool %s; the call runs unguarded", tool)
         if entry is None:
             entry = {}
         arguments = apply_repairs(entry, decision)
@@ -188,7 +198,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         try:
             scrub = self._memory
             arguments = as_mapping(context.arguments)
-            names = self._policies.secret_arguments(context.function.name)
+            names = self._policies.secret_arguments(context.function.name,
+                                                    tool_aliases(context.function))
             if arguments is not None and names:
                 scrub = scrub.with_values([v for k, v in arguments.items() if k in names])
             return call_id if scrub(call_id) == call_id else REDACTED
@@ -209,15 +220,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if not isinstance(value, Mapping):
             raise TypeError(f"principal callable returned {type(value).__name__}, not a mapping")
         return value
-
-    def _tool_injects(self, tool: str) -> bool:
-        injects = self._injects.get(tool)
-        if injects is None:
-            injects = any(p.inject for p in self._policies.for_tool(tool))
-            if len(self._injects) >= _TOOLS_REMEMBERED:
-                self._injects.clear()
-            self._injects[tool] = injects
-        return injects
 
     # -- acting on the effect -------------------------------------------------------------
 
@@ -313,7 +315,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _injections(self, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}
-        if not self._tool_injects(decision.tool):
+        if not decision.policies:
             return values
         injections = self._policies.injections(decision)
         if injections and sensitive_telemetry_enabled():

@@ -35,6 +35,7 @@ __all__ = [
     "function_result_carrier",
     "has_argument_snapshot",
     "is_argument_validation_error",
+    "mcp_remote_name",
     "record_argument_snapshot",
     "scrubbed_validation_error",
 ]
@@ -74,3 +75,16 @@ def function_result_carrier(context: FunctionInvocationContext) -> Any | None:
     """The host-only properties waiting to be attached to this call's function result."""
     return context.metadata.get(_FUNCTION_RESULT_CARRIER_CONTEXT_KEY)
 
+
+
+_MCP_REMOTE_NAME_KEY = "_mcp_remote_name"
+"""Where an MCP tool's ``FunctionTool`` keeps the server's own name for the tool
+(``agent_framework._mcp._MCP_REMOTE_NAME_KEY``; pinned by tests/test_af_mcp.py)."""
+
+
+def mcp_remote_name(function: Any) -> str | None:
+    """The MCP server's name for a generated MCP ``FunctionTool`` (before any
+    ``tool_name_prefix``), or None for a tool that is not an MCP tool."""
+    properties = getattr(function, "additional_properties", None) or {}
+    remote = properties.get(_MCP_REMOTE_NAME_KEY) if isinstance(properties, Mapping) else None
+    return remote if isinstance(remote, str) else None

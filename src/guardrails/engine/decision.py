@@ -172,6 +172,8 @@ class Decision:
             msgs = [f"policy {e.policy}: {e.element} failed" for e in self.errors]
         if not msgs:
             msgs = [f"{self.effect.value} by default action of policy {p}" for p in self.policies]
+        if not msgs:
+            msgs = [f"no policy names the tool {self.tool}"]
         seen: dict[str, None] = dict.fromkeys(m for m in msgs if m)
         return " ".join(seen)
 

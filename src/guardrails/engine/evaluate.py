@@ -303,8 +303,11 @@ def evaluate_call(
     input_error: str | None = None,
     trace: list[PolicyTrace] | None = None,
     known_secrets: Scrubber | None = None,
+    unmatched: Effect = Effect.ALLOW,
 ) -> Decision:
     """The decision for one call, given the policies whose tool globs match it.
+
+    ``unmatched``: the effect when no policy's globs name the tool at all.
 
     ``known_secrets``: values the caller knows are secret (a guard's injected values),
     scrubbed from the decision's texts and its exported record like its secret arguments.
@@ -326,6 +329,8 @@ def evaluate_call(
     effect = Effect.ALLOW
 
     candidates = candidates_of_tool.policies
+    if not candidates:
+        effect = unmatched
     secret_names = candidates_of_tool.secret_names
     # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
     # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
