@@ -137,6 +137,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             started = time.perf_counter()
             try:
+                if call_id == REDACTED and context.metadata.get("call_id") != REDACTED:
+                    # The framework's own execute_tool span and logs would carry it.
+                    raise ValueError("the call id the model chose carries a secret value")
                 plan = await self._plan(context)
             except Exception as exc:  # fail closed: a guard error never lets a call through
                 span.fail(exc)
