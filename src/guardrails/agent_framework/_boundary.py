@@ -25,7 +25,7 @@ from agent_framework import (
     normalize_tools,
 )
 
-from guardrails.agent_framework._mcp import register_servers
+from guardrails.agent_framework._mcp import RUN_MCP_TOOLS, run_mcp_tools
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
@@ -85,9 +85,10 @@ class GuardRunMiddleware(AgentMiddleware):
     async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
         if self._strict:
             self._check_tools(context)
-        self._register_mcp_servers(context)
         state = RunState(request=run_request(context))
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
             await call_next()
         except MiddlewareFailure as exc:
@@ -97,15 +98,17 @@ class GuardRunMiddleware(AgentMiddleware):
             self._telemetry.record_halt(decision)
             raise PolicyViolation(decision) from exc
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         result = context.result
         if context.stream and isinstance(result, ResponseStream):
-            result.with_pull_context_manager(lambda: self._stream_scope(state))
+            result.with_pull_context_manager(lambda: self._stream_scope(state, mcp_tools))
 
     @contextlib.contextmanager
-    def _stream_scope(self, state: RunState) -> Iterator[None]:
+    def _stream_scope(self, state: RunState, mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
             yield
         except MiddlewareFailure as exc:
@@ -115,17 +118,8 @@ class GuardRunMiddleware(AgentMiddleware):
             self._telemetry.record_halt(decision)
             raise PolicyViolation(decision) from exc
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
-
-    @staticmethod
-    def _register_mcp_servers(context: AgentContext) -> None:
-        """Which MCP server each MCP function came from (for ``mcp:<server>/<tool>``)."""
-        options = getattr(context.agent, "default_options", None)
-        declared = options.get("tools") if isinstance(options, Mapping) else None
-        with contextlib.suppress(Exception):
-            register_servers(declared)
-        with contextlib.suppress(Exception):
-            register_servers(context.tools)
 
     # STRICT HOOK: schema-aware checking against the agent's tools (guardrails.engine.lint).
     # Skipped when that module is absent. Errors reject the run before any tool can run.

@@ -7,12 +7,15 @@ name the host gave the MCP tool object and ``<tool>`` is the server's own name f
 (no prefix): ``match: {tools: ["mcp:bank/send_money"]}``, ``["mcp:bank/*"]`` for every tool
 of a server, ``["mcp:*/send_money"]`` for that tool on any server.
 
-The run boundary sees the agent's tool objects (before the framework expands an MCP tool
-into its functions) and records which server each function came from.
+The run boundary hands the agent's MCP tool objects (``Agent.mcp_tools`` and the run's own
+tools) to the calls of the run; a call's server is the one whose functions hold the called
+function. A function whose server is not found answers to ``mcp:/<tool>``, which no
+server-specific glob matches (pair with ``guard(unmatched="deny")`` to fail closed).
 """
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -21,7 +24,7 @@ from agent_framework import MCPStdioTool, MCPStreamableHTTPTool, MCPWebsocketToo
 
 from guardrails.agent_framework import _private
 
-__all__ = ["MCP_PREFIX", "register_servers", "tool_aliases"]
+__all__ = ["MCP_PREFIX", "RUN_MCP_TOOLS", "register_servers", "run_mcp_tools", "tool_aliases"]
 
 MCP_PREFIX = "mcp:"
 
@@ -29,6 +32,21 @@ _MCP_TYPES = (MCPStdioTool, MCPStreamableHTTPTool, MCPWebsocketTool)
 
 # Function tool -> the name of the MCP tool object (server) that generated it.
 _SERVERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+RUN_MCP_TOOLS: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "guardrails_run_mcp_tools", default=())
+"""The MCP tool objects of the running agent (set by the run boundary). Read when a call
+comes, not when the run starts: the agent may connect a server, and load its functions,
+only after the boundary ran."""
+
+
+def run_mcp_tools(agent: Any, tools: Any) -> tuple[Any, ...]:
+    """The MCP tool objects of an agent (``Agent.mcp_tools``) and of a run's own tools."""
+    found: list[Any] = []
+    for source in (getattr(agent, "mcp_tools", None), tools):
+        items = source if isinstance(source, list | tuple) else [source]
+        found.extend(i for i in items if isinstance(i, _MCP_TYPES))
+    return tuple(found)
 
 
 def register_servers(tools: Iterable[Any] | Any) -> None:
@@ -58,8 +76,15 @@ def tool_aliases(function: Any) -> tuple[str, ...]:
     remote = _private.mcp_remote_name(function)
     if remote is None:
         return ()
+    server = _server_of(function)
+    if server is None:
+        register_servers(RUN_MCP_TOOLS.get())
+        server = _server_of(function)
+    return (f"{MCP_PREFIX}{server or ''}/{remote}",)
+
+
+def _server_of(function: Any) -> str | None:
     try:
-        server = _SERVERS.get(function, "")
+        return _SERVERS.get(function)
     except TypeError:
-        server = ""
-    return (f"{MCP_PREFIX}{server}/{remote}",)
+        return None
