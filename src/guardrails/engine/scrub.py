@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import re2
+
 from guardrails.engine.decision import REDACTED
 
 __all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
@@ -53,7 +55,7 @@ class Scrubber:
         self._texts: frozenset[str] = frozenset()
         self._forms: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
-        self._regex: re.Pattern[str] | None = None
+        self._regex: Any = None
         if callable(values):
             self._pending = values
         else:
@@ -107,10 +109,14 @@ class Scrubber:
             self._compute()
         if text in self._texts:
             return REDACTED
-        for needle in self._needles:
-            if needle in text:
-                text = self._replace(text)
-                break
+        needles = self._needles
+        if len(needles) > _SCAN_NEEDLES:
+            text = self._replace(text)  # one linear-time search, whatever the needle count
+        else:
+            for needle in needles:
+                if needle in text:
+                    text = self._replace(text)
+                    break
         if self._redact is None:
             return text
         try:
@@ -122,10 +128,32 @@ class Scrubber:
         if len(self._needles) == 1:
             return text.replace(self._needles[0], REDACTED)
         if self._regex is None:
-            # One pass, longest first: a replacement is never rescanned, so it cannot splice
-            # a value back together from the marker and its neighbours.
-            self._regex = re.compile("|".join(map(re.escape, self._needles)))
-        return self._regex.sub(REDACTED, text)
+            self._regex = _alternation(self._needles)
+        return str(self._regex.sub(_MARKER, text))
+
+
+_SCAN_NEEDLES = 16
+"""Up to this many needles, ``in`` tests find out whether a text needs replacing at all;
+beyond it (a guard remembers up to 1,024 injected values, each in several spellings) one
+RE2 search is far cheaper than a scan per needle."""
+
+_MARKER = REDACTED.replace("\\", "\\\\")
+"""``REDACTED`` as a replacement template (it holds no group reference)."""
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
+_RE2_OPTIONS.log_errors = False
+
+
+def _alternation(needles: tuple[str, ...]) -> Any:
+    """One pattern for every needle, longest first: leftmost-first alternation (RE2's, as
+    Python's) then removes a value that contains another whole, and a replacement is never
+    rescanned, so it cannot splice a value back together from the marker and its
+    neighbours. RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
+    try:
+        return re2.compile("|".join(map(re2.escape, needles)), _RE2_OPTIONS)
+    except Exception:
+        return re.compile("|".join(map(re.escape, needles)))
 
 
 def spellings(text: str) -> set[str]:
