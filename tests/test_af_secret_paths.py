@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import AgentSession, Content, tool
+from agent_framework import AgentSession, Content, FunctionTool, tool
 from agent_framework.exceptions import UserInputRequiredException
 
 import guardrails
@@ -47,6 +47,16 @@ def vault_call(mode: str, api_key: str) -> Any:
 def note(text: str) -> str:
     """Writes a note."""
     return f"noted {len(text)} characters"
+
+
+async def _open_note(**arguments: Any) -> str:
+    return "noted"
+
+
+# A schema that accepts any argument name (as an MCP tool's may): names reach the guard.
+open_note = FunctionTool(func=_open_note, name="note", description="Writes a note.",
+                         input_model={"type": "object", "properties": {"text": {"type": "string"}},
+                                      "additionalProperties": True})
 
 
 @tool(name="login")
@@ -354,14 +364,20 @@ async def test_a_secret_as_an_argument_name_or_call_id_stays_out_of_records(
     calls = [call("vault_call", mode="x"),
              call("note", "call-" + SECRET, text="hi"),            # an injected value as call id
              call("note", text="hi", **{SECRET: "v"}),            # ... as an argument name
+             call("note", text="hi", nested={f"k {SECRET}": 1}),  # ... as a nested map key
              call("login", PIN, user="u", pin=PIN),                # a declared secret as call id
              call("login", user="u", pin=PIN, **{f"x{PIN}": 1})]   # ... inside an argument name
     obs = Observer()
     client = ScriptedChatClient([[c] for c in calls])
-    agent = agent_with(client, [login, note, vault_call], obs.guard(policies))
-    await agent.run("go")
+    agent = agent_with(client, [login, open_note, vault_call], obs.guard(policies))
+    session = AgentSession()
+    response = await agent.run("go", session=session)
     for secret in (SECRET, PIN):
         assert leaks(secret, **obs.places(caplog)) == [], secret
+    # The model's own calls are its words, and a function result repeats the call id the
+    # model chose (they are paired); everything else (history included) is clean.
+    found = leaks(SECRET, **response_places(response, session))
+    assert [f for f in found if not f.endswith(repr("call-" + SECRET))] == []
     guard_spans = [s for s in obs.spans() if s["name"].startswith("guardrails.guard")]
     assert sum(s["attributes"].get("gen_ai.tool.call.id") == "[REDACTED]" for s in guard_spans) == 2
     # A call whose id carries a secret does not run: the framework's execute_tool span and

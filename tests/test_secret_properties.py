@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import AgentSession, tool
+from agent_framework import AgentSession, FunctionTool, tool
 from agent_framework.exceptions import UserInputRequiredException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -69,10 +69,14 @@ def vault_call(mode: str, api_key: str) -> Any:
     return _CURRENT["behaviour"](api_key)
 
 
-@tool(name="note")
-def note(text: str) -> str:
-    """Writes a note."""
+async def _note(**arguments: Any) -> str:
     return "noted"
+
+
+# Its schema accepts any argument name (as an MCP tool's may): names reach the guard.
+note = FunctionTool(func=_note, name="note", description="Writes a note.",
+                    input_model={"type": "object", "properties": {"text": {"type": "string"}},
+                                 "additionalProperties": True})
 
 
 async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
@@ -80,7 +84,7 @@ async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
     _CURRENT["behaviour"] = TOOL_BEHAVIOURS[behaviour]
     turns: list[Any] = [[call("vault_call", mode="x")]]
     if model == "argument-name":
-        turns.append([call("note", text="hi", **{secret: "v"})])
+        turns.append([call("note", text="hi", **{secret: "v", "nested": {secret: [secret]}})])
     elif model == "call-id":
         turns.append([call("note", secret, text="hi")])
     obs = Observer()
