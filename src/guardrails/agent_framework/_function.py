@@ -360,8 +360,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                               exc: BaseException) -> None:
         # Type only: an exception's text may hold argument or secret values. A
         # SecretUnavailable's text names references, never values: it says what to fix.
-        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, SecretUnavailable) else (
-            type(exc).__name__)
+        reason = type(exc).__name__
+        if isinstance(exc, SecretUnavailable):  # scrubbed all the same: a provider wrote it
+            with contextlib.suppress(Exception):
+                reason = self._memory(f"{type(exc).__name__}: {exc}")
         _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
                    tool, reason)
         with contextlib.suppress(Exception):

@@ -127,12 +127,19 @@ class _ScrubLogRecords(logging.Filter):
 
 _FILTER = _ScrubLogRecords()
 _FRAMEWORK_LOGGERS = ("agent_framework", "agent_framework._middleware", "agent_framework._tools",
-                      "agent_framework.observability")
+                      "agent_framework.observability", "agent_framework._mcp",
+                      "agent_framework.security", "mcp", "mcp.client.session",
+                      "mcp.client.stdio")
+_FRAMEWORK_PREFIXES = ("agent_framework.", "mcp.")
 
 
 def install_log_filter() -> None:
-    """Idempotent. Filters act only on records created by the logger they sit on."""
-    for name in _FRAMEWORK_LOGGERS:
+    """Idempotent. Filters act only on records created by the logger they sit on, so the
+    filter goes on each framework logger (and the MCP SDK's): the known ones, and every one
+    that exists when a guard is built."""
+    existing = [name for name in list(logging.root.manager.loggerDict)
+                if isinstance(name, str) and name.startswith(_FRAMEWORK_PREFIXES)]
+    for name in (*_FRAMEWORK_LOGGERS, *existing):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
