@@ -114,6 +114,20 @@ async def test_the_host_payload_carries_no_secret(
     assert leaks("4111 1111 1111 1111", **places) == []
 
 
+async def test_a_declared_secret_the_model_sends_is_not_kept_in_the_host_payload(
+        tmp_path: Path, bank: MCPStdioTool, caplog: pytest.LogCaptureFixture) -> None:
+    policies = load_text(tmp_path, POLICIES.replace(
+        "inject: {api_key: {env: GR_MCP_KEY}}", "arguments: [api_key]"))
+    obs = Observer()
+    client = ScriptedChatClient([[call("bank_call_api", endpoint="https://api", api_key=KEY)]])
+    session = AgentSession()
+    response = await agent_with(client, [bank], obs.guard(policies)).run("go", session=session)
+    [result] = [c for m in response.messages for c in m.contents if c.type == "function_result"]
+    assert "[REDACTED]" in str(result.additional_properties["_mcp_tool_result_host_payload"])
+    assert leaks(KEY, **response_places(response, session), **obs.places(caplog),
+                 model=[m.to_dict() for b in client.received for m in b if m.role != "assistant"]) == []
+
+
 @pytest.mark.parametrize("unmatched", ["allow", "warn", "deny"])
 async def test_unmatched_tools_follow_the_hosts_choice(
         policies: guardrails.PolicySet, bank: MCPStdioTool, unmatched: str,

@@ -58,7 +58,7 @@ TOOL_BEHAVIOURS: dict[str, Callable[[str], Any]] = {
     "raise:user-input-required": _ask,
     "return:plain": lambda s: s,
 }
-MODEL_BEHAVIOURS = ("none", "argument-name", "call-id")
+MODEL_BEHAVIOURS = ("none", "argument-name", "argument-value", "call-id")
 
 _CURRENT: dict[str, Callable[[str], Any]] = {}
 
@@ -85,6 +85,8 @@ async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
     turns: list[Any] = [[call("vault_call", mode="x")]]
     if model == "argument-name":
         turns.append([call("note", text="hi", **{secret: "v", "nested": {secret: [secret]}})])
+    elif model == "argument-value":  # a rule message quotes it (policy "notes")
+        turns.append([call("note", text="quote " + secret, other=[secret, {"k": secret}])])
     elif model == "call-id":
         turns.append([call("note", secret, text="hi")])
     obs = Observer()
