@@ -182,3 +182,14 @@ def test_check_tools_reports_tools_no_policy_names(tmp_path: Path,
     tools.write_text('{"bank_unlisted_tool": {"properties": {"note": {"type": "string"}}}}')
     main(["check", str(tmp_path / "p.yaml"), "--tools", str(tools)])
     assert "tool 'bank_unlisted_tool' is not matched by any policy" in capsys.readouterr().out
+
+
+async def test_strict_mode_checks_a_policy_written_for_the_mcp_name(
+        tmp_path: Path, bank: MCPStdioTool) -> None:
+    policies = load_text(tmp_path, POLICIES.replace("args.amount > 100.0", "args.amout > 100.0"))
+    client = ScriptedChatClient([[call("bank_send_money", recipient="bob", amount=5)]])
+    with pytest.raises(guardrails.PolicyError, match="amout"):
+        await agent_with(client, [bank], guard(policies, strict=True)).run("pay")
+    good = load_text(tmp_path, POLICIES, name="good.yaml")
+    await agent_with(ScriptedChatClient([[call("bank_send_money", recipient="bob", amount=5)]]),
+                     [bank], guard(good, strict=True)).run("pay")

@@ -25,7 +25,12 @@ from agent_framework import (
     normalize_tools,
 )
 
-from guardrails.agent_framework._mcp import RUN_MCP_TOOLS, run_mcp_tools
+from guardrails.agent_framework._mcp import (
+    RUN_MCP_TOOLS,
+    register_servers,
+    run_mcp_tools,
+    tool_aliases,
+)
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
@@ -158,10 +163,15 @@ class GuardRunMiddleware(AgentMiddleware):
         schemas: dict[str, Mapping[str, Any]] = {}
         options = getattr(context.agent, "default_options", None)
         declared = options.get("tools") if isinstance(options, Mapping) else None
-        for source in (declared, context.tools):
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
+        register_servers(mcp_tools)
+        mcp_functions = [f for m in mcp_tools for f in getattr(m, "functions", ())]
+        for source in (declared, context.tools, mcp_functions):
             for item in normalize_tools(source):
                 if isinstance(item, FunctionTool):
                     schemas[item.name] = item.parameters()
+                    for alias in tool_aliases(item):  # a policy may name it mcp:<server>/<tool>
+                        schemas[alias] = schemas[item.name]
         key = frozenset((name, json.dumps(schema, sort_keys=True, default=str))
                         for name, schema in schemas.items())
         if key in self._checked:
