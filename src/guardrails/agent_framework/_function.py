@@ -510,7 +510,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     "one could let it leak; build a new guard()")
             self._injected[value] = None
             self._injected_chars += len(value)
-            self._memory = self._memory.with_values([value])
+            self._memory = self._memory.merged([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:

@@ -40,11 +40,16 @@ class Scrubber:
     returning it, called on first use: the engine builds one per call and most calls never
     produce text to scrub. ``redact`` applies the policies' patterns; if it raises, the
     whole text becomes ``[REDACTED]`` (a broken pattern must not let a text out unscrubbed).
-    ``base`` is a scrubber whose values this one knows too (its patterns are not used):
-    its spellings are reused, not worked out again.
+
+    ``base`` is a scrubber whose values this one removes too (its patterns are not used). It
+    is a layer, not copied: a call's few values on top of a guard's memory of up to 1,024
+    injected ones cost the call only its own values' spellings, while the memory's search
+    is compiled once. Every layer's occurrences are found in the original text and the
+    union of what they cover is replaced, so a value containing, overlapping or contained
+    in another (of any layer) is removed whole.
     """
 
-    __slots__ = ("_base", "_forms", "_needles", "_pending", "_redact", "_regex", "_texts")
+    __slots__ = ("_base", "_needles", "_pending", "_redact", "_regex", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
                  redact: Callable[[str], str] | None = None, *,
@@ -53,7 +58,6 @@ class Scrubber:
         self._base = base
         self._pending: Callable[[], Iterable[Any]] | None = None
         self._texts: frozenset[str] = frozenset()
-        self._forms: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
         self._regex: Any = None
         if callable(values):
@@ -62,23 +66,16 @@ class Scrubber:
             self._set(_texts_of(values))
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # Lazily computed values are a closure: copies and pickles carry the texts.
+        # Lazily computed values are a closure, layers a chain: copies carry the texts.
         return (Scrubber, (sorted(self.texts), self._redact))
 
     def _set(self, texts: frozenset[str]) -> None:
-        base, self._base = self._base, None
-        known_texts = base.texts if base is not None else frozenset()
-        known_forms = base._forms if base is not None else frozenset()
-        self._texts = texts | known_texts
-        # Every spelling our serializers give a value (see ``spellings``).
-        forms = {form for t in texts - known_texts if len(t) >= MIN_SUBSTRING_LENGTH
+        known = self._base.texts if self._base is not None else frozenset()
+        self._texts = texts | known
+        # Every spelling our serializers give a value (see ``spellings``), longest first.
+        forms = {form for t in texts - known if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
-        self._forms = known_forms | forms
-        if base is not None and not forms:
-            self._needles, self._regex = base._needles, base._regex
-        else:
-            # Longest first, so a value that contains another is removed whole.
-            self._needles = tuple(sorted(self._forms, key=len, reverse=True))
+        self._needles = tuple(sorted(forms, key=len, reverse=True))
 
     def _compute(self) -> None:
         pending, self._pending = self._pending, None
@@ -97,26 +94,47 @@ class Scrubber:
         return text in self._texts
 
     def with_values(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values``: itself when they add no text (no rebuild, no sort)."""
+        """This scrubber plus ``values``, as a layer on top of it (cheap: only the new
+        values' spellings are worked out); itself when they add no text."""
         self._compute()
         texts = _texts_of(values)
         if texts <= self._texts:
             return self
         return Scrubber(texts, self._redact, base=self)
 
+    def merged(self, values: Iterable[Any]) -> Scrubber:
+        """This scrubber plus ``values`` in one layer: for a set that grows now and then and
+        is used on every call (a guard's memory of injected values)."""
+        self._compute()
+        texts = _texts_of(values)
+        if texts <= self._texts:
+            return self
+        out = Scrubber((), self._redact)
+        out._texts = self._texts | texts
+        forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
+                 for form in spellings(t)}
+        out._needles = tuple(sorted({*self._all_needles(), *forms}, key=len, reverse=True))
+        return out
+
+    def _all_needles(self) -> Iterator[str]:
+        layer: Scrubber | None = self
+        while layer is not None:
+            layer._compute()
+            yield from layer._needles
+            layer = layer._base
+
     def __call__(self, text: str) -> str:
         if self._pending is not None:
             self._compute()
         if text in self._texts:
             return REDACTED
-        needles = self._needles
-        if len(needles) > _SCAN_NEEDLES:
-            text = self._replace(text)  # one linear-time search, whatever the needle count
-        else:
-            for needle in needles:
-                if needle in text:
-                    text = self._replace(text)
-                    break
+        spans: list[tuple[int, int]] = []
+        layer: Scrubber | None = self
+        while layer is not None:
+            layer._find(text, spans)
+            layer = layer._base
+        if spans:
+            text = _replaced(text, spans)
         if self._redact is None:
             return text
         try:
@@ -124,12 +142,43 @@ class Scrubber:
         except Exception:  # a broken pattern must not let the text out unscrubbed
             return REDACTED
 
-    def _replace(self, text: str) -> str:
-        if len(self._needles) == 1:
-            return text.replace(self._needles[0], REDACTED)
+    def _find(self, text: str, spans: list[tuple[int, int]]) -> None:
+        """Where this layer's values occur in ``text`` (added to ``spans``).
+
+        A few needles: every occurrence of each, overlapping ones included. Many (a guard's
+        memory): one RE2 search, leftmost-first, so of two values that overlap each other
+        in one text the second may keep the part outside the first.
+        """
+        self._compute()
+        needles = self._needles
+        if len(needles) <= _SCAN_NEEDLES:
+            for n in needles:
+                start = text.find(n)
+                while start >= 0:
+                    spans.append((start, start + len(n)))
+                    start = text.find(n, start + 1)
+            return
         if self._regex is None:
-            self._regex = _alternation(self._needles)
-        return str(self._regex.sub(_MARKER, text))
+            self._regex = _alternation(needles)
+        spans.extend(m.span() for m in self._regex.finditer(text))
+
+
+def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the union of ``spans`` replaced, each run of covered characters by one
+    marker. A replacement is never rescanned, so it cannot splice a value back together
+    from the marker and its neighbours."""
+    spans.sort()
+    out: list[str] = []
+    pos = 0
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s <= end:
+            end = max(end, e)
+            continue
+        out += (text[pos:start], REDACTED)
+        pos, start, end = end, s, e
+    out += (text[pos:start], REDACTED, text[end:])
+    return "".join(out)
 
 
 _SCAN_NEEDLES = 16
@@ -137,19 +186,14 @@ _SCAN_NEEDLES = 16
 beyond it (a guard remembers up to 1,024 injected values, each in several spellings) one
 RE2 search is far cheaper than a scan per needle."""
 
-_MARKER = REDACTED.replace("\\", "\\\\")
-"""``REDACTED`` as a replacement template (it holds no group reference)."""
-
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
 _RE2_OPTIONS.log_errors = False
 
 
 def _alternation(needles: tuple[str, ...]) -> Any:
-    """One pattern for every needle, longest first: leftmost-first alternation (RE2's, as
-    Python's) then removes a value that contains another whole, and a replacement is never
-    rescanned, so it cannot splice a value back together from the marker and its
-    neighbours. RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
+    """One pattern for every needle, longest first (leftmost-first alternation, RE2's as
+    Python's). RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
     try:
         return re2.compile("|".join(map(re2.escape, needles)), _RE2_OPTIONS)
     except Exception:
