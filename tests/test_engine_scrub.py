@@ -245,3 +245,18 @@ def test_a_scrubber_pickles_with_its_values_and_patterns() -> None:
     scrub = Scrubber(lambda: ["lazy-secret"], Redactor([pattern]))
     copy = pickle.loads(pickle.dumps(scrub))
     assert copy("x lazy-secret k-123") == "x [REDACTED] [K]"
+
+
+def test_layers_remove_values_that_contain_or_overlap_each_other() -> None:
+    memory = Scrubber([f"memory-{i:04d}-value" for i in range(100)])  # one RE2 search
+    call = memory.with_values(["0042-value-and-more", "x-memory-0007"])
+    assert call._base is memory  # a layer, not a copy of the memory
+    text = "a memory-0042-value-and-more b x-memory-0007-value c"
+    assert call(text) == "a [REDACTED] b [REDACTED] c"
+    assert memory("memory-0042-value") == REDACTED and call.hides("x-memory-0007")
+
+
+def test_a_merged_memory_is_one_layer() -> None:
+    memory = Scrubber(["first-secret"]).merged(["second-secret"])
+    assert memory._base is None
+    assert memory("first-secret second-secret") == "[REDACTED] [REDACTED]"
