@@ -176,7 +176,13 @@ def decision_record(
     """
     ctx = span.get_span_context() if span is not None else trace.INVALID_SPAN_CONTEXT
     # Every argument value, not only the secret ones; computed only if there is a message.
-    scrub = Scrubber(lambda: decision.arguments.values())
+    # On top of the decision's own scrubbing (secret values by value, known secrets,
+    # redact patterns), which also covers the model-chosen argument names.
+    blank = Scrubber(lambda: decision.arguments.values())
+
+    def scrub(text: str) -> str:
+        return blank(decision.scrub(text))
+
     return {
         "version": RECORD_VERSION,
         "decision_id": decision.id,
@@ -194,7 +200,7 @@ def decision_record(
         "rules": [{**r.to_dict(), "message": scrub(r.message)} for r in decision.rules],
         "repairs": [r.to_dict() for r in decision.repairs],
         "errors": [{**e.to_dict(), "message": scrub(e.message)} for e in decision.errors],
-        "argument_names": sorted(decision.arguments),
+        "argument_names": sorted({decision.scrub(k) for k in decision.arguments}),
         "secret_arguments": sorted(decision.secret_arguments),
         "duration_s": duration_s,
     }

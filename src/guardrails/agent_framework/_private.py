@@ -6,6 +6,11 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
   that makes the framework fail closed (``MiddlewareFailure``) when any middleware running
   after the guard changes the arguments, and that makes validation errors use their
   redacted text;
+- the *function-result carrier*: host-only properties (an MCP tool's raw result under
+  ``_mcp_tool_result_host_payload``, its ``_meta``) that the framework keeps in the
+  invocation context's metadata and attaches to the function result after the guard
+  returned; the guard scrubs them where they wait;
+- the key under which an MCP tool's ``FunctionTool`` keeps the server's own tool name;
 - the argument-validation error type, which the guard re-raises with scrubbed text so
   the framework still reports "Argument parsing failed" rather than "Function failed";
 - the tool's own argument validation (``FunctionTool._prepare_arguments``) and the
@@ -24,6 +29,7 @@ from typing import Any
 
 from agent_framework import FunctionInvocationContext
 from agent_framework._tools import (
+    _FUNCTION_RESULT_CARRIER_CONTEXT_KEY,
     _PREPARED_ARGUMENTS_CONTEXT_KEY,
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
@@ -37,9 +43,11 @@ from pydantic.fields import FieldInfo
 __all__ = [
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
+    "function_result_carrier",
     "has_argument_snapshot",
     "invalid_fields",
     "is_argument_validation_error",
+    "mcp_remote_name",
     "prepare_arguments",
     "prepared_arguments",
     "record_argument_snapshot",
@@ -164,3 +172,21 @@ def invalid_fields(exc: BaseException) -> frozenset[str] | None:
             return None
         names.add(loc[0])
     return frozenset(names)
+
+
+def function_result_carrier(context: FunctionInvocationContext) -> Any | None:
+    """The host-only properties waiting to be attached to this call's function result."""
+    return context.metadata.get(_FUNCTION_RESULT_CARRIER_CONTEXT_KEY)
+
+
+_MCP_REMOTE_NAME_KEY = "_mcp_remote_name"
+"""Where an MCP tool's ``FunctionTool`` keeps the server's own name for the tool
+(``agent_framework._mcp._MCP_REMOTE_NAME_KEY``; pinned by tests/test_af_mcp.py)."""
+
+
+def mcp_remote_name(function: Any) -> str | None:
+    """The MCP server's name for a generated MCP ``FunctionTool`` (before any
+    ``tool_name_prefix``), or None for a tool that is not an MCP tool."""
+    properties = getattr(function, "additional_properties", None) or {}
+    remote = properties.get(_MCP_REMOTE_NAME_KEY) if isinstance(properties, Mapping) else None
+    return remote if isinstance(remote, str) else None
