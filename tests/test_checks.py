@@ -85,6 +85,19 @@ def test_a_lookahead_is_a_load_error_at_the_literal_and_re2_prints_nothing() -> 
     assert proc.stderr == ""
 
 
+def test_a_regex_taken_from_params_is_a_constant_too(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(_policy("params: {re: '^(?=.*drop)'}\nrules:\n"
+                            "  - {name: r, when: 'args.q.matches(params.re)', action: deny}"))
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (8, 39), p
+    assert p.message.startswith("rules.r.when: params.re: invalid regular expression "
+                                "'^(?=.*drop)': invalid perl operator: (?= (RE2 has no "
+                                "lookahead"), p.message
+
+
 def test_a_structural_problem_in_one_file_does_not_hide_a_cel_error_in_another() -> None:
     proc = run("check", DATA / "split")
     assert lines(proc) == [
@@ -99,9 +112,9 @@ def test_regex_errors_at_run_time_write_nothing_to_stderr(capfd: pytest.CaptureF
                                                           tmp_path: Path) -> None:
     """A pattern only known at run time still fails as an evaluation error, silently."""
     path = tmp_path / "p.yaml"
-    path.write_text(_policy("params: {re: '(?=x)'}\nrules:\n"
-                            "  - {name: r, when: 'args.q.matches(params.re)', action: deny}"))
-    decision = guardrails.load(path).evaluate("run_sql", {"q": "x"})
+    path.write_text(_policy("rules:\n"
+                            "  - {name: r, when: 'args.q.matches(args.re)', action: deny}"))
+    decision = guardrails.load(path).evaluate("run_sql", {"q": "x", "re": "(?=x)"})
     assert decision.effect.value == "deny" and decision.errors
     assert capfd.readouterr().err == ""
 
