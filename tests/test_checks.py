@@ -370,3 +370,27 @@ def test_samples_policies_check_clean_against_their_tools() -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["findings"] == []
     policies = guardrails.load("policies")
     assert [f for f in lint(policies, tools) if f.severity == "error"] == []
+
+
+def test_a_hostile_tool_schema_is_read_in_bounded_time() -> None:
+    """Tool schemas can come from a remote MCP server: recursion and fan-out through
+    $ref must not blow up (each $ref is read once; the number of nodes read is bounded)."""
+    from guardrails.expr.types import _SchemaReader, of_json_schema
+
+    node = {"type": "object", "required": [f"p{i}" for i in range(20)],
+            "properties": {f"p{i}": {"$ref": "#/$defs/N"} for i in range(20)}}
+    schema = {**node, "$defs": {"N": node}}
+    t = of_json_schema(schema)
+    f = t.field("p0")
+    assert f is not None and f.required and f.type.field("p0") is not None
+    # 50 definitions, each referring 50 times to the next, each used 50 x 50 times: read
+    # naively that is 50^17 nodes; each reference is read once instead.
+    wide = {"type": "object", "properties": {
+        f"p{i}": {"anyOf": [{"$ref": f"#/$defs/D{j}"} for j in range(50)]} for i in range(50)},
+        "$defs": {f"D{j}": {"type": "object", "properties": {
+            f"q{k}": {"$ref": f"#/$defs/D{(j + 1) % 50}"} for k in range(50)}}
+            for j in range(50)}}
+    reader = _SchemaReader(wide)
+    reader.read(wide, 0)
+    assert len(reader.refs) == 50
+    assert 10_000 - reader.budget < 10_000  # finished well inside the node budget
