@@ -294,6 +294,26 @@ def test_the_shipped_payments_policy_passes_a_strict_check(tmp_path: Path) -> No
      "YAML syntax error: while scanning a double-quoted scalar: found unknown escape "
      "character 'd' (hint: inside double quotes YAML reads backslash escapes"),
 ])
+def test_a_quote_that_ends_the_yaml_value_and_a_cel_escape_get_hints(tmp_path: Path) -> None:
+    head = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  rules:\n    - name: r\n")
+    path = tmp_path / "q.yaml"
+    path.write_text(head + "      when: 'args.x == 'a''\n      action: deny\n")
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (7, 25)
+    assert "(hint: a quote inside a quoted value ends it" in p.message
+    path.write_text(head + "      when: 'args.x.matches(\"\\d+\")'\n      action: deny\n")
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (7, 30)
+    assert p.message == ("invalid escape sequence \\d (in a CEL string a backslash starts "
+                         "an escape: write \\\\d for a regex's \\d, or use a raw string, "
+                         "r\"\\d+\")")
+
+
 def test_yaml_syntax_errors_carry_a_hint(tmp_path: Path, text: str, line: int, column: int,
                                          message: str) -> None:
     path = tmp_path / "p.yaml"
