@@ -283,17 +283,6 @@ def test_the_shipped_payments_policy_passes_a_strict_check(tmp_path: Path) -> No
 # -- YAML pitfalls -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "line", "column", "message"), [
-    ("  rules:\n    - {name: r, when: args.a: b, action: deny}\n", 7, 29,
-     "YAML syntax error: while parsing a flow mapping: expected ',' or '}', but got ':' "
-     "(hint: an unquoted ': ' inside a value starts a mapping; quote the expression"),
-    ("  rules:\n    - name: r\n      when: args.a ? 1 : 2\n", 8, 24,
-     "YAML syntax error: mapping values are not allowed here (hint: an unquoted ': ' inside "
-     "a value starts a mapping; quote the expression"),
-    ("  rules:\n    - {name: r, when: \"args.q.matches('\\d')\", action: deny}\n", 7, 41,
-     "YAML syntax error: while scanning a double-quoted scalar: found unknown escape "
-     "character 'd' (hint: inside double quotes YAML reads backslash escapes"),
-])
 def test_a_quote_that_ends_the_yaml_value_and_a_cel_escape_get_hints(tmp_path: Path) -> None:
     head = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
             "  rules:\n    - name: r\n")
@@ -314,6 +303,17 @@ def test_a_quote_that_ends_the_yaml_value_and_a_cel_escape_get_hints(tmp_path: P
                          "r\"\\d+\")")
 
 
+@pytest.mark.parametrize(("text", "line", "column", "message"), [
+    ("  rules:\n    - {name: r, when: args.a: b, action: deny}\n", 7, 29,
+     "YAML syntax error: while parsing a flow mapping: expected ',' or '}', but got ':' "
+     "(hint: an unquoted ': ' inside a value starts a mapping; quote the expression"),
+    ("  rules:\n    - name: r\n      when: args.a ? 1 : 2\n", 8, 24,
+     "YAML syntax error: mapping values are not allowed here (hint: an unquoted ': ' inside "
+     "a value starts a mapping; quote the expression"),
+    ("  rules:\n    - {name: r, when: \"args.q.matches('\\d')\", action: deny}\n", 7, 41,
+     "YAML syntax error: while scanning a double-quoted scalar: found unknown escape "
+     "character 'd' (hint: inside double quotes YAML reads backslash escapes"),
+])
 def test_yaml_syntax_errors_carry_a_hint(tmp_path: Path, text: str, line: int, column: int,
                                          message: str) -> None:
     path = tmp_path / "p.yaml"
