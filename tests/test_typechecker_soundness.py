@@ -134,3 +134,19 @@ def test_common_idioms_with_typed_arguments_are_clean(source: str) -> None:
     program = compile_expression(source, declared=frozenset(ENV))
     _, diagnostics = check(program.ast, ENV, expect=BOOL)
     assert diagnostics == []
+
+
+def test_every_library_function_declares_its_signature_next_to_it() -> None:
+    """One source of truth for function types: each table has its SIGNATURES, no entry
+    names a function that does not exist, and only the variadic math helpers are dyn."""
+    from guardrails.expr import library, stdlib
+    from guardrails.expr.types import parse_signature
+
+    for names, signatures in ((set(stdlib.GLOBALS) | set(stdlib.METHODS), stdlib.SIGNATURES),
+                              (set(library.FUNCTIONS) | set(library.METHODS),
+                               library.SIGNATURES)):
+        assert set(signatures) <= names, set(signatures) - names
+        untyped = names - set(signatures)
+        assert all(n.startswith("math.") for n in untyped), untyped
+        for name, texts in signatures.items():
+            assert texts and all(parse_signature(t)[1] == name for t in texts), name
