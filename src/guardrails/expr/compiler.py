@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 
 from guardrails.expr import ast, library, macros
 from guardrails.expr import stdlib as std
-from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.limits import DEFAULT_LIMITS, ITERATION_COST, METER, Limits, cost_of
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CelType, CostLimitExceeded, UInt, type_names
 
@@ -53,7 +53,12 @@ class Program:
     _limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
-        act = Activation(bindings, self._slots, self._limits.max_cost)
+        # The call's meter when the engine passes one (see ``limits.Meter``).
+        meter = bindings.get(METER)
+        start = self._limits.max_cost if meter is None else meter.left
+        if start < 0:
+            raise CostLimitExceeded("evaluation cost limit exceeded")
+        act = Activation(bindings, self._slots, start)
         try:
             return self._fn(act)
         except CelError:
@@ -62,6 +67,9 @@ class Program:
             raise CelError("expression evaluation too deep") from None
         except Exception as e:  # fail closed: a non-CEL exception is an evaluation error
             raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
+        finally:
+            if meter is not None:
+                meter.left -= start - act.budget
 
 
 _BINARY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
@@ -401,9 +409,11 @@ class _Compiler:
     def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
         """Library functions know nothing of cost: charge what they scan and what they build."""
 
+        base = cost_of(fn)
+
         def call(a: Activation) -> Any:
             values = [p(a) for p in parts]
-            units = 1
+            units = base
             for v in values:
                 t = type(v)
                 if t is str or t is bytes or t is list or t is tuple:
@@ -587,7 +597,7 @@ class _Compiler:
             except CelError as e:
                 slots[accu_slot] = ErrorValue(e)
             for x in items:
-                a.budget -= 1
+                a.budget -= ITERATION_COST
                 if a.budget < 0:
                     charge(a, 0)
                 slots[it_slot] = x
@@ -665,7 +675,7 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
         slots = a.slots
         err: CelError | None = None
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -694,7 +704,7 @@ def _exists_one(iter_range: Fn, pred: Fn, slot: int) -> Fn:
         slots = a.slots
         count = 0
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -714,7 +724,7 @@ def _map_filter(iter_range: Fn, pred: Fn | None, value: Fn | None, slot: int, ma
         slots = a.slots
         out: list[Any] = []
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
