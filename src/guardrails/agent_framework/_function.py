@@ -78,6 +78,8 @@ class _Plan:
     approval_id: str
     approved_replay: bool
     run: RunState | None
+    over_bounds: bool
+    """The inputs are over the engine's bounds: no later pass reads them."""
 
 
 class GuardFunctionMiddleware(FunctionMiddleware):
@@ -133,8 +135,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         tool = context.function.name
         entry = as_mapping(context.arguments)
-        if entry is not None and not json_numbers(entry):
-            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
         principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
@@ -149,6 +149,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             description=context.function.description or "",
         )
         mint(decision)
+        over_bounds = any(e.element == "input" for e in decision.errors)
+        # Checked after the engine bounded the arguments: a walk of arguments over the
+        # bounds is what the bounds exist to prevent (the call is blocked anyway).
+        if entry is not None and not over_bounds and not json_numbers(entry):
+            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
         if entry is None:
             entry = {}
         arguments = apply_repairs(entry, decision)
@@ -158,9 +163,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
+        if over_bounds and effect not in (Effect.DENY, Effect.HALT):
+            # Inputs over the bounds (or not JSON) never run, whatever the policies'
+            # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
+            # to read (``Ignore`` only skips the policy's own rules).
+            effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run)
+                     approval_id, replay, run, over_bounds)
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -211,9 +221,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             await self._run_tool(context, call_next, scrub)
             return
 
-        # The call does not run: bind the snapshot to the arguments as they stand.
-        with contextlib.suppress(Exception):
-            _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
+        # The call does not run: bind the snapshot to the arguments as they stand (not
+        # when they are over the bounds: the framework's token walks every value).
+        if not plan.over_bounds:
+            with contextlib.suppress(Exception):
+                _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
         base_scrub = self._scrubber(plan, ())
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
@@ -312,5 +324,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         history = history_of(session_state(context.session, create=True), plan.run)
         if history is None:
             return
-        args = redacted(plan.arguments, plan.secret_names, scrub)
-        record(history, context.function.name, args, effect, self._history_limit)
+        args: dict[str, Any]
+        if plan.over_bounds:  # nothing of arguments over the bounds is read again
+            args, truncated = {}, True
+        else:
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+        record(history, context.function.name, args, effect, self._history_limit,
+               truncated=truncated)
