@@ -50,6 +50,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 import guardrails  # noqa: E402
+from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
+from guardrails.expr.limits import DEFAULT_LIMITS  # noqa: E402
 from guardrails.agent_framework import (  # noqa: E402
     GuardFunctionMiddleware,
     ScriptedChatClient,
@@ -73,7 +75,17 @@ spec:
         args.exists(k, type(args[k]) == list && args[k].exists(v, type(v) == string &&
           v.matches('x{i}[^y]*y{i}')))
       action: deny
-""" for i in range(40))
+""" for i in range(40)) + """    - name: history-scan
+      when: >-
+        history.exists(h, h.args.exists(k, type(h.args[k]) == string &&
+          h.args[k].matches('(?i)acme_[a-z0-9]{20,}')))
+      action: deny
+    - name: principal-scan
+      when: >-
+        principal.exists(k, k.startsWith('deny_')) ||
+        principal.roles.exists(r, r.matches('^admin-[0-9]+$'))
+      action: deny
+"""
 
 
 def _near_misses(size: int) -> str:
@@ -87,9 +99,36 @@ def _near_misses(size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
+def _fit(make: Callable[[int], Any], bound: int) -> Any:
+    """``make(n)`` for the largest ``n`` whose arguments the engine still accepts (within
+    the size bound): the worst case is just under a bound, not far over it."""
+    lo, hi = 1, 1
+    while _fits(make(hi * 2), bound):
+        hi *= 2
+    lo, hi = hi, hi * 2
+    while hi - lo > max(1, lo // 100):
+        mid = (lo + hi) // 2
+        if _fits(make(mid), bound):
+            lo = mid
+        else:
+            hi = mid
+    return make(lo)
+
+
+def _fits(args: Any, bound: int) -> bool:
+    budget = Budget(bound)
+    try:
+        normalize(args, DEFAULT_LIMITS, budget)
+    except InputError:
+        return False
+    return True
+
+
 def inputs(quick: bool) -> dict[str, dict[str, Any]]:
-    """Name -> the tool call's arguments."""
-    scale = 10 if quick else 1
+    """Name -> the tool call's arguments (each as large as the bounds allow)."""
+    bound = int(DEFAULT_LIMITS.max_input_bytes * 0.75)  # room for history and request
+    if quick:
+        bound //= 10
 
     def deep(levels: int, width: int) -> Any:
         node: Any = [""] * width
@@ -98,16 +137,23 @@ def inputs(quick: bool) -> dict[str, dict[str, Any]]:
         return node
 
     return {
-        "150,000 empty strings in a list": {"payload": [""] * (150_000 // scale)},
-        "300,000 empty strings in a list": {"payload": [""] * (300_000 // scale)},
-        "95,000 three-character keys": {"payload": {f"{i:03x}"[-3:] + str(i): ""
-                                                    for i in range(95_000 // scale)}},
-        "50,000 top-level arguments": {f"a{i}": "" for i in range(50_000 // scale)},
-        "30 levels of 60-wide maps": {"payload": deep(30, 60)},
-        "one 900 KB string of near-matches": {"payload": _near_misses(900 * KB // scale)},
-        "10,000 near-match strings of 60 characters": {
-            "payload": [_near_misses(60) for _ in range(10_000 // scale)]},
-        "list of 20,000 short lists": {"payload": [["a", "b"] for _ in range(20_000 // scale)]},
+        "150,000 empty strings (over the bound)": {"payload": [""] * 150_000},
+        "300,000 empty strings (over the bound)": {"payload": [""] * 300_000},
+        "95,000 three-character keys (over)": {"payload": {f"{i:x}"[-3:] + str(i): ""
+                                                           for i in range(95_000)}},
+        "empty strings, as many as fit": _fit(lambda n: {"payload": [""] * n}, bound),
+        "short keys, as many as fit": _fit(
+            lambda n: {"payload": {f"k{i}": "" for i in range(n)}}, bound),
+        "top-level arguments, as many as fit": _fit(
+            lambda n: {f"a{i}": "" for i in range(n)}, bound),
+        "31 levels deep, wide at every level": _fit(
+            lambda n: {"payload": deep(30, n)}, bound),
+        "one string of near-matches, as long as fits": _fit(
+            lambda n: {"payload": _near_misses(n)}, bound),
+        "60-character near-match strings, as many as fit": _fit(
+            lambda n: {"payload": [_near_misses(60)] * n}, bound),
+        "short lists in a list, as many as fit": _fit(
+            lambda n: {"payload": [["a", "b"]] * n}, bound),
         "a typical call": {"payload": "hello", "note": "pay rent"},
     }
 
@@ -145,19 +191,23 @@ class _Timed(FunctionMiddleware):
 
 
 async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
-                        session: AgentSession, repeat: int, provider: TracerProvider) -> float:
-    run_mw, fn_mw = guard(policies, principal={"tenant": "acme", "roles": ["a"] * 1000},
-                          tracer_provider=provider)
+                        session: AgentSession, repeat: int, provider: TracerProvider, *,
+                        history: int) -> float:
+    """The best of ``repeat`` calls, made after ``history`` calls with the same arguments
+    filled the session's history (the guard keeps 50)."""
+    principal = {"tenant": "acme", "roles": [f"role-{i}" for i in range(2000)],
+                 **{f"attr{i}": "x" for i in range(1000)}}
+    run_mw, fn_mw = guard(policies, principal=principal, tracer_provider=provider)
     assert isinstance(fn_mw, GuardFunctionMiddleware)
     timed = _Timed(fn_mw)
-    for _ in range(repeat):
+    for _ in range(history + repeat):
         client = ScriptedChatClient([[call("submit", **args)], [text("done")]])
         agent = Agent(client=client, tools=[submit], middleware=[run_mw, timed])
         try:
             await agent.run("please submit it", session=session)
         except guardrails.PolicyViolation:
             pass  # a halt is a decision like any other: its cost is what is measured
-    return min(timed.samples)
+    return min(timed.samples[-repeat:])
 
 
 def _evaluate(policies: guardrails.PolicySet, args: dict[str, Any], repeat: int) -> tuple[float, str]:
@@ -189,9 +239,8 @@ def main() -> int:
     worst: tuple[float, str] = (0.0, "")
     for name, args in inputs(opts.quick).items():
         session = AgentSession()
-        # history full of the same input first (the bookkeeping of 50 earlier calls)
-        guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat + 2,
-                                            provider))
+        guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat, provider,
+                                            history=5 if opts.quick else 50))
         eval_s, effect = _evaluate(policies, args, opts.repeat)
         print(f"{name:44} {guard_s * 1e3:9.1f} {eval_s * 1e3:12.1f}  {effect[:70]}")
         worst = max(worst, (guard_s, name), (eval_s, name + " (evaluate)"))

@@ -212,9 +212,11 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
         budget.left -= 2 * NODE_COST * n_items
         if budget.left < 0:
             raise _over()
-        # Read at most as many entries as were charged: a mapping that lies about its
-        # size cannot make the walk longer.
-        items = list(itertools.islice(value.items(), n_items))
+        # Read at most one entry more than was charged: a mapping that lies about its
+        # size cannot make the walk longer, and is refused.
+        items = list(itertools.islice(value.items(), n_items + 1))
+        if len(items) != n_items:
+            raise InputError("input map does not hold the entries it says it has")
         copy = _map(dict(items), None, depth, budget, max_depth)
         if len(items) != len(copy):
             raise InputError("input map keys must be distinct strings")
