@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 import tempfile
@@ -50,14 +51,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 import guardrails  # noqa: E402
-from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
-from guardrails.expr.limits import DEFAULT_LIMITS  # noqa: E402
 from guardrails.agent_framework import (  # noqa: E402
     GuardFunctionMiddleware,
     ScriptedChatClient,
     guard,
 )
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
+from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
+from guardrails.expr.limits import DEFAULT_LIMITS  # noqa: E402
 
 GOAL_S = 0.050
 KB = 1024
@@ -203,10 +204,9 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
     for _ in range(history + repeat):
         client = ScriptedChatClient([[call("submit", **args)], [text("done")]])
         agent = Agent(client=client, tools=[submit], middleware=[run_mw, timed])
-        try:
+        # a halt is a decision like any other: its cost is what is measured
+        with contextlib.suppress(guardrails.PolicyViolation):
             await agent.run("please submit it", session=session)
-        except guardrails.PolicyViolation:
-            pass  # a halt is a decision like any other: its cost is what is measured
     return min(timed.samples[-repeat:])
 
 
@@ -242,7 +242,8 @@ def main() -> int:
         guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat, provider,
                                             history=5 if opts.quick else 50))
         eval_s, effect = _evaluate(policies, args, opts.repeat)
-        print(f"{name:44} {guard_s * 1e3:9.1f} {eval_s * 1e3:12.1f}  {effect[:70]}")
+        print(f"{name:44} {guard_s * 1e3:9.1f} {eval_s * 1e3:12.1f}  {effect[:70]}",
+              flush=True)
         worst = max(worst, (guard_s, name), (eval_s, name + " (evaluate)"))
     print(f"worst: {worst[1]}: {worst[0] * 1e3:.1f} ms = {worst[0] / GOAL_S:.2f}x the "
           f"{GOAL_S * 1e3:.0f} ms goal")

@@ -452,7 +452,10 @@ class _Gen:
         """Library functions know nothing of cost: charge what they scan and what they build."""
         f = self.const(fn)
         scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
-        base = self.const(cost_of(fn))
+        fixed, per = cost_of(fn)
+        base = self.const(fixed)
+        if scanned and per != 1:
+            scanned = f"{self.const(per)} * ({scanned})"
         self.charge(f"{base} + {scanned}" if scanned else base)
         t = self.tmp()
         self.emit(f"{t} = {f}({', '.join(parts)})")

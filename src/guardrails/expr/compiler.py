@@ -409,7 +409,7 @@ class _Compiler:
     def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
         """Library functions know nothing of cost: charge what they scan and what they build."""
 
-        base = cost_of(fn)
+        base, per = cost_of(fn)
 
         def call(a: Activation) -> Any:
             values = [p(a) for p in parts]
@@ -417,7 +417,7 @@ class _Compiler:
             for v in values:
                 t = type(v)
                 if t is str or t is bytes or t is list or t is tuple:
-                    units += len(v)
+                    units += per * len(v)
             charge(a, units)
             r = fn(*values)
             t = type(r)

@@ -38,18 +38,26 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 ITERATION_COST = 40
-"""Cost units of one comprehension iteration (its loop step, about 100-200 ns)."""
-CALL_COST = 40
-"""Cost units of one library function call before what it scans (the call itself)."""
+"""Cost units of one comprehension iteration (its loop step: 50-200 ns)."""
+CALL_COST = 200
+"""Cost units of one library function call before what it scans (about 1 µs: most are
+cheaper; the dearer ones declare their own ``cel_cost``)."""
 SCAN_COST = 100
 """Cost units of one ``contains``/``matches``/``startsWith`` call before what it scans."""
 
-def cost_of(fn: Callable[..., Any]) -> int:
-    """The fixed cost units of calling library function ``fn``: its ``cel_cost`` attribute
-    (a function that runs many regexes, like ``credentials.found``, declares its weight),
-    else ``CALL_COST``."""
+
+def cost_of(fn: Callable[..., Any]) -> tuple[int, int]:
+    """What calling library function ``fn`` costs: fixed units, and units per character
+    (or element) of its string and list arguments.
+
+    Its ``cel_cost`` attribute, else ``CALL_COST`` (a function that runs many regexes,
+    like ``credentials.found``, declares its weight), and its ``cel_scan_cost``, else 1
+    (``parseJSON`` builds many values per character it reads).
+    """
     cost = getattr(fn, "cel_cost", CALL_COST)
-    return cost if type(cost) is int and cost > 0 else CALL_COST
+    scan = getattr(fn, "cel_scan_cost", 1)
+    return (cost if type(cost) is int and cost > 0 else CALL_COST,
+            scan if type(scan) is int and scan > 0 else 1)
 
 
 METER = "@meter"
