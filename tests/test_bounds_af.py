@@ -148,8 +148,8 @@ async def test_a_small_call_is_kept_whole(tmp_path: Path) -> None:
     policies = _policies(tmp_path)
     session = AgentSession()
     assert await _call(policies, session, payload=["a", "b"]) == "submitted"
-    assert _history(session) == [{"tool": "submit", "args": {"payload": ["a", "b"]},
-                                  "effect": "allow"}]
+    [entry] = _history(session)
+    assert entry["args"]["payload"] == ["a", "b"] and "truncated" not in entry
 
 
 async def test_evaluation_over_the_call_budget_is_denied_in_the_loop(tmp_path: Path) -> None:

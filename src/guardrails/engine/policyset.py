@@ -214,6 +214,20 @@ class PolicySet:
         call = Call(tool, n_args, n_principal, n_history, text, description, now)
         return call, None
 
+    def input_error(self, args: Any) -> str | None:
+        """Why ``args`` alone are over the input bounds or not JSON data, else None.
+
+        One walk that stops at the size bound, whatever ``args`` hold: a caller can tell
+        arguments it must not walk itself (the integration's JSON view, validation and
+        snapshot would each walk them in full) before doing anything else with them."""
+        if not isinstance(args, Mapping):
+            return f"arguments must be a JSON object, got {type(args).__name__}"
+        try:
+            normalize(args, self._limits)
+        except InputError as e:
+            return str(e)
+        return None
+
     def with_mode(self, mode: Mode) -> PolicySet:
         """A copy where every policy runs in ``mode`` ("audit" for a shadow rollout)."""
         if mode not in ("enforce", "audit"):
