@@ -19,6 +19,7 @@ import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework._history import HISTORY_ENTRY_BYTES
 from guardrails.agent_framework.scripted import call, result_text
+from guardrails.engine.evaluate import NODE_COST
 from guardrails.engine.scrub import MAX_TEXTS, Scrubber
 from tests.af_support import STREAMING, agent_with, run
 
@@ -133,15 +134,15 @@ async def test_history_keeps_a_bounded_scrubbed_prefix_of_a_big_allowed_call(
     policies = _policies(tmp_path)
     counter = CountingRedact(policies, monkeypatch)
     session = AgentSession()
-    payload = [f"key-{i:06d}" for i in range(10_000)]  # within the input bound
+    payload = [f"key-{i:06d}" for i in range(5_000)]  # within the input bound
     assert await _call(policies, session, payload=payload) == "submitted"
     assert [payload] == RAN  # the tool got all of it
     [entry] = _history(session)
     assert entry["truncated"] is True
     kept = entry["args"]["payload"]
-    assert 0 < len(kept) < HISTORY_ENTRY_BYTES // 64
+    assert 0 < len(kept) < HISTORY_ENTRY_BYTES // NODE_COST
     assert all(v in ("[REDACTED]", None) for v in kept), kept[:3]  # scrubbed, never raw
-    assert counter.count < HISTORY_ENTRY_BYTES // 64 + 10
+    assert counter.count < HISTORY_ENTRY_BYTES // NODE_COST + 10
 
 
 async def test_a_small_call_is_kept_whole(tmp_path: Path) -> None:

@@ -117,13 +117,13 @@ class Budget:
         self.left = left
 
 
-NODE_COST = 64
+NODE_COST = 100
 """Input-size units (bytes) every value costs besides its text: each list element, map
-entry, key and string. What the guard spends per call grows with the number of values
-more than with their text (normalising, the framework's argument snapshot at 1.5-4 µs a
-value, history, scrubbing), so a value weighs 64 bytes: at the default 1 MB bound a call
-holds at most about 15,000 values, and 300,000 empty strings or 95,000 short keys are an
-input error found in one cheap walk instead of seconds of work."""
+entry, key and string. What the guard spends per call grows with the number of values far
+more than with their text (normalising, validation, the framework's argument snapshot at
+1.5-4 µs a value, history, scrubbing), so a value weighs 100 bytes: at the default 1 MB
+bound a call holds at most 10,000 values, and 300,000 empty strings or 95,000 short keys
+are an input error found in one cheap walk instead of seconds of work."""
 
 _INT64 = (-(2**63), 2**63 - 1)
 _DOUBLE_INTS = (-int(sys.float_info.max), int(sys.float_info.max))

@@ -21,7 +21,7 @@ class Limits:
     max_comprehension_nesting: int = 3
     """Macros (all/exists/map/...) inside macros."""
     # run time
-    max_cost: int = 5_000_000
+    max_cost: int = 3_000_000
     """Cost units of one call: every expression evaluated for it together (match
     conditions, repairs, variables, rules, messages). A unit is about one character a
     string function or regex scans; a comprehension iteration costs ``ITERATION_COST``, a
