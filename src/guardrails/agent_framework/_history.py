@@ -51,18 +51,20 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
              scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES) -> tuple[dict[str, Any], bool]:
     """The arguments as history keeps them, and whether some were left out for size.
 
-    Secret ones ``[REDACTED]``, every string scrubbed: one walk giving what
-    ``scrub_json(redact_arguments(arguments, secret_names), scrub)`` gives (the engine's
-    JSON-safe form, then scrubbed), without building the middle copy, and stopping at
-    ``limit`` (what is past it is dropped, never kept unscrubbed).
+    Secret ones ``[REDACTED]``, every string and every name scrubbed: one walk giving
+    what ``scrub_json(redact_arguments(arguments, secret_names), scrub)`` gives (the
+    engine's JSON-safe form, then scrubbed), without building the middle copy, with map
+    keys scrubbed as well, and stopping at ``limit`` (what is past it is dropped, never
+    kept unscrubbed).
     """
+    # Names are scrubbed too: the model chooses them, and may choose a secret.
     left = _Left(limit)
     out: dict[str, Any] = {}
     for k, v in arguments.items():
         left.bytes -= NODE_COST + len(str(k))
         if left.bytes < 0:
             break
-        out[str(k)] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
+        out[scrub(str(k))] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
     return out, left.bytes < 0
 
 
@@ -82,7 +84,7 @@ def _kept(value: Any, scrub: Scrubber, left: _Left) -> Any:
             left.bytes -= len(str(k))
             if left.bytes < 0:
                 break
-            out[str(k)] = _kept(v, scrub, left)
+            out[scrub(str(k))] = _kept(v, scrub, left)
         return out
     if isinstance(value, list | tuple):
         items: list[Any] = []
