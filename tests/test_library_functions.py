@@ -27,8 +27,8 @@ spec:
       params: [{name: request}, {name: n, type: int}]
       expression: '[1, 2].exists(n, n == 2) && request == "x" && n > 0'
     - name: heavy
-      params: [{name: xs, type: list}]
-      expression: '[xs, xs, xs, xs, xs, xs, xs, xs, xs, xs].all(l, size(l) > 0)'
+      params: [{name: s, type: string}]
+      expression: '[s, s, s, s, s, s, s, s, s, s].all(l, size(l) > 0)'
 """
 
 
@@ -81,15 +81,21 @@ def test_parameters_do_not_capture_names_of_the_call_site(tmp_path: Path, backen
 @BACKENDS
 def test_an_argument_is_evaluated_once_however_often_the_body_uses_it(
         tmp_path: Path, backend: str) -> None:
-    # The body uses xs ten times; the argument costs about 2,000 units, so ten evaluations
-    # would exceed a budget of 10,000.
+    # The body uses s ten times; the argument costs about 6,000 units (lowerAscii reads
+    # and writes 3,000 characters), so ten evaluations would exceed a budget of 10,000.
     (tmp_path / "lib.yaml").write_text(LIB, encoding="utf-8")
-    (tmp_path / "p.yaml").write_text(policy("text.heavy(args.xs.map(x, x + 1))"),
+    (tmp_path / "p.yaml").write_text(policy("text.heavy(args.s.lowerAscii())"),
                                      encoding="utf-8")
     ps = guardrails.load(tmp_path, backend=backend,  # type: ignore[arg-type]
                          limits=guardrails.Limits(max_cost=10_000))
-    d = ps.evaluate("t", {"xs": list(range(1000))})
+    d = ps.evaluate("t", {"s": "A" * 3000})
     assert d.errors == () and d.effect.value == "deny"
+    # The same body with the argument written out ten times does exceed it: the bound holds.
+    (tmp_path / "p.yaml").write_text(policy("[" + ", ".join(["args.s.lowerAscii()"] * 10)
+                                            + "].all(l, size(l) > 0)"), encoding="utf-8")
+    ps = guardrails.load(tmp_path, backend=backend,  # type: ignore[arg-type]
+                         limits=guardrails.Limits(max_cost=10_000))
+    assert "cost" in ps.evaluate("t", {"s": "A" * 3000}).errors[0].message
 
 
 def test_params_are_shared_by_the_documents_of_a_file_and_by_uses(tmp_path: Path) -> None:

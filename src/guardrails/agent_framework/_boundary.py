@@ -28,6 +28,12 @@ from agent_framework import (
 )
 from opentelemetry.trace import Span
 
+from guardrails.agent_framework._mcp import (
+    RUN_MCP_TOOLS,
+    register_servers,
+    run_mcp_tools,
+    tool_aliases,
+)
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
@@ -89,8 +95,10 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent)
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
         run_span = self._telemetry.run_span()
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         streaming = False
         try:
             with self._telemetry.in_run_span(run_span):
@@ -104,7 +112,7 @@ class GuardRunMiddleware(AgentMiddleware):
                 result = context.result
                 if context.stream and isinstance(result, ResponseStream):
                     result.with_pull_context_manager(
-                        lambda: self._stream_scope(state, run_span))
+                        lambda: self._stream_scope(state, run_span, mcp_tools))
                     if run_span is not None:
                         result.with_cleanup_hook(lambda: self._telemetry.end_run_span(run_span))
                         streaming = True
@@ -113,14 +121,17 @@ class GuardRunMiddleware(AgentMiddleware):
                     # it still ends as a halt.
                     raise self._violation(state, None) or PolicyViolation(state.halted[0])
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
             if not streaming:
                 self._telemetry.end_run_span(run_span)
 
     @contextlib.contextmanager
-    def _stream_scope(self, state: RunState, run_span: Span | None) -> Iterator[None]:
+    def _stream_scope(self, state: RunState, run_span: Span | None,
+                      mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
             with self._telemetry.in_run_span(run_span):
                 try:
@@ -131,6 +142,7 @@ class GuardRunMiddleware(AgentMiddleware):
                         raise
                     raise violation from _cause(violation, exc)
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         if state.halted:
             with self._telemetry.in_run_span(run_span):
@@ -145,6 +157,9 @@ class GuardRunMiddleware(AgentMiddleware):
         ends it as the first halt, the other failure kept as ``other_failure``, as the
         cause, and named in a note.
         """
+        if (type(exc) is PolicyViolation and exc.other_failure is None
+                and state.halted_with(exc.decision) and _MINTED.get(exc.decision.id) is exc.decision):
+            return None  # a boundary nested in this one (two guards) translated it already
         decision = minted_decision(exc, state) if isinstance(exc, MiddlewareFailure) else None
         other = None
         if decision is None:
@@ -168,10 +183,15 @@ class GuardRunMiddleware(AgentMiddleware):
         schemas: dict[str, Mapping[str, Any]] = {}
         options = getattr(context.agent, "default_options", None)
         declared = options.get("tools") if isinstance(options, Mapping) else None
-        for source in (declared, context.tools):
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
+        register_servers(mcp_tools)
+        mcp_functions = [f for m in mcp_tools for f in getattr(m, "functions", ())]
+        for source in (declared, context.tools, mcp_functions):
             for item in normalize_tools(source):
                 if isinstance(item, FunctionTool):
                     schemas[item.name] = item.parameters()
+                    for alias in tool_aliases(item):  # a policy may name it mcp:<server>/<tool>
+                        schemas[alias] = schemas[item.name]
         key = frozenset((name, json.dumps(schema, sort_keys=True, default=str))
                         for name, schema in schemas.items())
         if key in self._checked:

@@ -263,8 +263,12 @@ class _Compiler:
                     backend=self.backend)
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
+            message = e.message
+            if message.startswith("invalid escape sequence"):
+                message += (" (in a CEL string a backslash starts an escape: write \\\\d "
+                            "for a regex's \\d, or use a raw string, r\"\\d+\")")
             self.problems.append(Problem(pos.file, pos.line, pos.column,
-                                         e.message + self.library_hint(e.message)))
+                                         message + self.library_hint(message)))
             return None
         ok = True
         used: set[str] = set()

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from guardrails.engine.decision import Decision
+from guardrails.engine.decision import Decision, Effect
 from guardrails.engine.evaluate import (
     _INT64,
+    NODE_COST,
     Budget,
     Call,
     Candidates,
@@ -22,6 +23,7 @@ from guardrails.engine.evaluate import (
     normalize,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
+from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
@@ -56,7 +58,7 @@ class PolicySet:
         self._policies = tuple(policies)
         self._revision = revision
         self._limits = limits
-        self._by_tool: dict[str, Candidates] = {}
+        self._by_tool: dict[Any, Candidates] = {}
         self._lock = threading.Lock()
         self._redact = tuple(r for p in self._policies for r in p.redact)
 
@@ -76,18 +78,22 @@ class PolicySet:
     def limits(self) -> Limits:
         return self._limits
 
-    def for_tool(self, tool: str) -> tuple[CompiledPolicy, ...]:
-        """Policies whose globs match ``tool``: others cost nothing for its calls."""
-        return self._candidates(tool).policies
+    def for_tool(self, tool: str, aliases: Sequence[str] = ()) -> tuple[CompiledPolicy, ...]:
+        """Policies whose globs match ``tool`` (or one of its ``aliases``, the other names
+        it answers to, such as ``mcp:<server>/<tool>``): others cost nothing for its calls."""
+        return self._candidates(tool, tuple(aliases)).policies
 
-    def _candidates(self, tool: str) -> Candidates:
-        found = self._by_tool.get(tool)
+    def _candidates(self, tool: str, aliases: tuple[str, ...] = ()) -> Candidates:
+        key: Any = (tool, *aliases) if aliases else tool
+        found = self._by_tool.get(key)
         if found is None:
-            found = Candidates(tuple(p for p in self._policies if p.matches_tool(tool)))
+            names = (tool, *aliases)
+            found = Candidates(tuple(p for p in self._policies
+                                     if any(p.matches_tool(n) for n in names)))
             with self._lock:
                 if len(self._by_tool) >= _TOOL_CACHE_SIZE:
                     self._by_tool.clear()
-                self._by_tool[tool] = found
+                self._by_tool[key] = found
         return found
 
     def evaluate(
@@ -100,9 +106,21 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        known_secrets: Scrubber | None = None,
+        aliases: Sequence[str] = (),
+        unmatched: Effect | str = Effect.ALLOW,
     ) -> Decision:
-        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        return self._decide(tool, args, principal, history, request, description, now, None)
+        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed).
+
+        ``known_secrets``: a scrubber of values the caller knows are secret (the guard
+        passes the values it injected before): the decision's messages and its exported
+        record (``Decision.to_dict``, the decision log) never carry them either.
+        ``aliases``: other names the tool answers to (see ``for_tool``). ``unmatched``: the
+        effect of a call to a tool no policy names (``allow`` by default; ``deny`` makes the
+        policy set an allowlist of tools).
+        """
+        return self._decide(tool, args, principal, history, request, description, now, None,
+                            known_secrets, tuple(aliases), Effect(unmatched))
 
     def explain(
         self,
@@ -131,13 +149,23 @@ class PolicySet:
         description: str,
         now: datetime.datetime | None,
         trace: list[PolicyTrace] | None,
+        known_secrets: Scrubber | None = None,
+        aliases: tuple[str, ...] = (),
+        unmatched: Effect = Effect.ALLOW,
     ) -> Decision:
-        tool = tool if isinstance(tool, str) else str(tool)
-        candidates = self._candidates(tool)
-        call, error = self._call(tool, args, principal, history, request, description, now,
-                                 candidates.names)
+        try:
+            name = tool if type(tool) is str else str(tool)
+        except Exception:
+            name = "<unreadable tool name>"
+        candidates = self._candidates(name, aliases)
+        try:
+            call, error = self._call(name, args, principal, history, request, description, now,
+                                     candidates.names)
+        except Exception as e:  # fail closed: no input may make ``evaluate`` raise
+            call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
-                             trace=trace)
+                             trace=trace, known_secrets=known_secrets, unmatched=unmatched,
+                             max_cost=self._limits.max_cost)
 
     def _call(
         self,
@@ -150,41 +178,76 @@ class PolicySet:
         now: datetime.datetime | None,
         names: frozenset[str],
     ) -> tuple[Call, str | None]:
-        """Normalise and bound what the candidates read; an input error fails closed."""
+        """Normalise and bound what the candidates read; an input error fails closed.
+
+        Every input is checked for its type before it is read, and every read of a
+        caller's object is inside the ``try``: a hostile object costs an input error, never
+        an exception out of ``evaluate``.
+        """
         limits = self._limits
-        error: str | None = None
-        if "now" not in names:
-            now = _EPOCH  # no candidate reads the clock: skip reading it
-        elif now is None:
-            now = datetime.datetime.now(datetime.UTC)
-        elif now.tzinfo is None:
-            now = now.replace(tzinfo=datetime.UTC)
         budget = Budget(limits.max_input_bytes)
         try:
+            if "now" not in names:
+                now = _EPOCH  # no candidate reads the clock: skip reading it
+            elif now is None:
+                now = datetime.datetime.now(datetime.UTC)
+            elif not isinstance(now, datetime.datetime):
+                raise InputError(f"now must be a datetime, got {type(now).__name__}")
+            elif now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
             if args is not None and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
-            n_args = normalize(args or {}, limits, budget)
-            # Only what some candidate policy reads is copied and bounded.
+            n_args = normalize(args if args is not None else {}, limits, budget)
+            # Only what some candidate policy reads is bounded and converted.
             n_principal: Any = {}
-            if "principal" in names:
-                n_principal = normalize(principal or {}, limits, budget)
-                if not isinstance(n_principal, dict):
+            if "principal" in names and principal is not None:
+                if not isinstance(principal, Mapping):
                     raise InputError("principal must be a map")
+                n_principal = normalize(principal, limits, budget)
             n_history: Any = []
-            if "history" in names:
-                n_history = normalize(list(history or ())[-limits.max_history:], limits, budget)
-            text = request or ""
-            if not isinstance(text, str):
-                raise InputError("request must be text")
+            if "history" in names and history is not None:
+                if not isinstance(history, list | tuple | Sequence) or isinstance(
+                        history, str | bytes | bytearray | Mapping):
+                    raise InputError(f"history must be a list, got {type(history).__name__}")
+                if type(history) is list or type(history) is tuple:
+                    recent = list(history[-limits.max_history:])
+                else:  # a Sequence of its own: read by index, never more than kept
+                    n = len(history)
+                    recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
+                n_history = normalize(recent, limits, budget)
+            text = request if request is not None else ""
+            if type(text) is not str:
+                if not isinstance(text, str):
+                    raise InputError("request must be text")
+                text = str.__str__(text)
             budget.left -= len(text)
+            if type(description) is not str:
+                description = description if isinstance(description, str) else ""
+                description = str.__str__(description)
             if budget.left < 0:
                 raise InputError("inputs exceed the size bound")
-        except (InputError, RecursionError) as e:
-            error = str(e) if isinstance(e, InputError) else "input nested too deeply"
-            n_args = _readable_arguments(args)
-            n_principal, n_history, text = {}, [], ""
-        call = Call(tool, n_args, n_principal, n_history, text, description or "", now)
-        return call, error
+        except InputError as e:
+            return _empty_call(tool, args), str(e)
+        except RecursionError:
+            return _empty_call(tool, args), "input nested too deeply"
+        except Exception as e:  # a hostile object: keep its type only (its text may quote data)
+            return _empty_call(tool, args), f"inputs could not be read ({type(e).__name__})"
+        call = Call(tool, n_args, n_principal, n_history, text, description, now)
+        return call, None
+
+    def input_error(self, args: Any) -> str | None:
+        """Why ``args`` alone are over the input bounds or not JSON data, else None.
+
+        One walk that stops at the size bound, whatever ``args`` hold: a caller can tell
+        arguments it must not walk itself (the integration's JSON view, validation and
+        snapshot would each walk them in full) before doing anything else with them."""
+        if not isinstance(args, Mapping):
+            return f"arguments must be a JSON object, got {type(args).__name__}"
+        try:
+            normalize(args, self._limits)
+        except InputError as e:
+            return str(e)
+        return None
 
     def with_mode(self, mode: Mode) -> PolicySet:
         """A copy where every policy runs in ``mode`` ("audit" for a shadow rollout)."""
@@ -193,18 +256,18 @@ class PolicySet:
         policies = [dataclasses.replace(p, mode=mode) for p in self._policies]
         return PolicySet(policies, revision=self._revision, limits=self._limits)
 
-    def secret_arguments(self, tool: str) -> frozenset[str]:
+    def secret_arguments(self, tool: str, aliases: Sequence[str] = ()) -> frozenset[str]:
         """Argument names whose values are secret in calls to ``tool``: declared secret or
         injected by any policy whose globs name it. The same set as every decision's
         ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
         holds the injected names too)."""
-        return self._candidates(tool).secret_names
+        return self._candidates(tool, tuple(aliases)).secret_names
 
     def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
         """Secrets to inject into the call: from the policies that matched and enforce."""
         out: dict[str, SecretRef] = {}
         matched = set(decision.policies)
-        for p in self.for_tool(decision.tool):
+        for p in self._policies:
             if p.name in matched and not p.audit:
                 out.update(p.inject)
         return out
@@ -216,20 +279,33 @@ class PolicySet:
         return text
 
 
+def _empty_call(tool: str, args: Any = None) -> Call:
+    """The call an input error is decided on: no input is read again."""
+    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH)
+
+
 def _readable_arguments(args: Any) -> dict[str, Any]:
     """What a decision can safely hold of arguments that failed the input bounds.
 
     Only top-level JSON scalars: the rest may be what broke the bounds (a structure
     nested thousands deep would make every later reader of the decision recurse).
     """
-    if not isinstance(args, Mapping):
+    if type(args) is not dict:  # anything else may raise when read
         return {}
     out: dict[str, Any] = {}
+    left = _READABLE_BYTES
     for k, v in args.items():
         if type(k) is not str:
             continue
+        left -= NODE_COST + len(k) + (len(v) if type(v) is str else NODE_COST)
+        if left < 0:  # the rest may be what broke the size bound
+            break
         if v is None or type(v) in (str, bool) or (
                 type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
                 type(v) is float and math.isfinite(v)):
             out[k] = v
     return out
+
+
+_READABLE_BYTES = 64 * 1024
+"""What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""

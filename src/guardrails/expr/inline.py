@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from guardrails.expr import ast
 from guardrails.expr.checker import ExpressionError
-from guardrails.expr.lib_ext import PARAM_TYPES, type_word
+from guardrails.expr.stdlib import PARAM_TYPES, type_word
 from guardrails.expr.values import CelError, cel_type
 
 __all__ = ["MAX_EXPANDED_NODES", "PARAM_TYPES", "Function", "inline", "uses_functions"]

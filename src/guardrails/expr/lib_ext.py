@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from guardrails.expr.lib_common import guarded, is_list, no_overload
 from guardrails.expr.stdlib import lt
-from guardrails.expr.values import INT64_MAX, INT64_MIN, UINT64_MAX, CelError, UInt, cel_type
+from guardrails.expr.values import INT64_MAX, INT64_MIN, UINT64_MAX, CelError, UInt
 
 # --------------------------------------------------------------------------- lists
 
@@ -266,33 +266,3 @@ def domains_lookalike(name: Any, known: Any) -> bool:
         if min(len(n), len(t)) >= 6 and _within_one(s, st):
             return True
     return False
-
-
-# --------------------------------------------------------------------------- library functions
-
-PARAM_TYPES: Final[Mapping[str, str]] = {
-    "bool": "bool", "int": "int", "uint": "uint", "double": "double", "string": "string",
-    "bytes": "bytes", "list": "list", "map": "map", "timestamp": "google.protobuf.Timestamp",
-    "duration": "google.protobuf.Duration",
-}
-"""Declared parameter types of library functions (``kind: Library``) and the CEL type name
-a value of that type has (``any``: no check)."""
-
-
-def type_word(name: str) -> str:
-    """``google.protobuf.Timestamp`` as a parameter type is written ``timestamp``."""
-    return {v: k for k, v in PARAM_TYPES.items()}.get(name, name)
-
-
-@guarded("cel.@arg")
-def check_arg(value: Any, expected: Any, function: Any, param: Any) -> Any:
-    """``cel.@arg``: the argument of an inlined library function call, when it has the
-    parameter's declared type; else the evaluation error names function and parameter."""
-    try:
-        actual = cel_type(value).name
-    except CelError:
-        actual = type(value).__name__
-    if actual != expected:
-        raise CelError(f"{function}: argument '{param}' must be {type_word(str(expected))}, "
-                       f"got {type_word(actual)}")
-    return value

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
+from guardrails.expr.limits import SCAN_COST
 from guardrails.expr.values import (
     BOOL,
     BYTES,
@@ -542,7 +543,7 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
     def matches_const(act: Activation, s: Any) -> bool:
         if type(s) is not str:
             no_overload("matches", s, compiled.pattern)
-        charge(act, len(s))
+        charge(act, SCAN_COST + len(s))
         return test(s)
 
     return matches_const
@@ -551,14 +552,14 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
 def matches(act: Activation, s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
         no_overload("matches", s, pattern)
-    charge(act, len(s))
+    charge(act, SCAN_COST + len(s))
     return regex_tester(regex(pattern))(s)
 
 
 def contains(act: Activation, s: Any, sub: Any) -> bool:
     if type(s) is not str or type(sub) is not str:
         no_overload("contains", s, sub)
-    charge(act, len(s))
+    charge(act, SCAN_COST + len(s))
     return sub in s
 
 
@@ -748,6 +749,35 @@ def to_bool(act: Activation, x: Any) -> bool:
 
 def dyn(act: Activation, x: Any) -> Any:
     return x
+
+
+PARAM_TYPES: Final[Mapping[str, str]] = {
+    "bool": "bool", "int": "int", "uint": "uint", "double": "double", "string": "string",
+    "bytes": "bytes", "list": "list", "map": "map", "timestamp": "google.protobuf.Timestamp",
+    "duration": "google.protobuf.Duration",
+}
+"""Declared parameter types of library functions (``kind: Library``) and the CEL type name
+a value of that type has (``any``: no check)."""
+
+
+def type_word(name: str) -> str:
+    """``google.protobuf.Timestamp`` as a parameter type is written ``timestamp``."""
+    return {v: k for k, v in PARAM_TYPES.items()}.get(name, name)
+
+
+def check_arg(act: Activation, value: Any, expected: Any, function: Any, param: Any) -> Any:
+    """``cel.@arg``: the argument of an inlined library function call (``expr.inline``),
+    when it has the parameter's declared type; else the error names function and
+    parameter. A standard function rather than a library one: it does constant work, and
+    library calls are charged by the size of their arguments."""
+    try:
+        actual = cel_type(value).name
+    except CelError:
+        actual = type(value).__name__
+    if actual != expected:
+        raise CelError(f"{function}: argument '{param}' must be {type_word(str(expected))}, "
+                       f"got {type_word(actual)}")
+    return value
 
 
 _TYPE_OF: Final[Mapping[type, CelType]] = {
@@ -1105,6 +1135,7 @@ GLOBALS: Final[Mapping[str, Callable[..., Any]]] = {
     "matches": matches,
     "base64.encode": _b64encode,
     "base64.decode": _b64decode,
+    "cel.@arg": check_arg,
     **MATH,
 }
 
@@ -1118,6 +1149,7 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = {
 }
 
 SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
+    "cel.@arg": ("cel.@arg(dyn, string, string, string) -> dyn",),
     "size": ("size(string) -> int", "size(bytes) -> int", "size(list) -> int",
              "size(map) -> int", "string.size() -> int", "bytes.size() -> int",
              "list.size() -> int", "map.size() -> int"),
