@@ -19,9 +19,8 @@ from agent_framework import AgentSession, Content, FunctionTool, tool
 from agent_framework.exceptions import UserInputRequiredException
 
 import guardrails
-from guardrails.agent_framework import GuardedToolError, ScriptedChatClient
+from guardrails.agent_framework import GuardedToolAbort, GuardedToolError, ScriptedChatClient
 from guardrails.agent_framework import _function as function_module
-from guardrails.agent_framework._secrets import GuardedToolAbort
 from guardrails.agent_framework.scripted import call
 from tests.af_support import STREAMING, agent_with, run
 from tests.leak_support import Observer, leaks, response_places
