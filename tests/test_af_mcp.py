@@ -38,7 +38,7 @@ apiVersion: guardrails/v1
 kind: ToolPolicy
 metadata: {name: bank-api}
 spec:
-  match: {tools: ["mcp:bank/call_api"]}
+  match: {tools: ["mcp:bank/call_api", "mcp:bank/failing_api"]}
   secrets:
     inject: {api_key: {env: GR_MCP_KEY}}
 ---
@@ -112,6 +112,21 @@ async def test_the_host_payload_carries_no_secret(
               "model": client.model_saw()}
     assert leaks(KEY, **places) == []
     assert leaks("4111 1111 1111 1111", **places) == []
+
+
+@pytest.mark.parametrize("detailed", [False, True], ids=["brief", "detailed-errors"])
+async def test_an_mcp_error_quoting_the_key_carries_no_secret(
+        policies: guardrails.PolicySet, bank: MCPStdioTool,
+        caplog: pytest.LogCaptureFixture, detailed: bool) -> None:
+    obs = Observer()
+    client = ScriptedChatClient([[call("bank_failing_api", endpoint="https://api")]])
+    session = AgentSession()
+    agent = agent_with(client, [bank], obs.guard(policies), include_detailed_errors=detailed)
+    response = await agent.run("go", session=session)
+    [result] = client.tool_results()
+    assert "upstream rejected key [REDACTED]" in str(result.to_dict())  # the key arrived
+    assert leaks(KEY, **response_places(response, session), **obs.places(caplog),
+                 model=[m.to_dict() for b in client.received for m in b if m.role != "assistant"]) == []
 
 
 async def test_a_declared_secret_the_model_sends_is_not_kept_in_the_host_payload(
