@@ -142,6 +142,9 @@ class GuardRunMiddleware(AgentMiddleware):
         ends it as the first halt, the other failure kept as ``other_failure``, as the
         cause, and named in a note.
         """
+        if (type(exc) is PolicyViolation and exc.other_failure is None
+                and state.halted_with(exc.decision) and _MINTED.get(exc.decision.id) is exc.decision):
+            return None  # a boundary nested in this one (two guards) translated it already
         decision = minted_decision(exc, state) if isinstance(exc, MiddlewareFailure) else None
         other = None
         if decision is None:

@@ -38,6 +38,7 @@ from agent_framework._tools import (
     _PreparedArgumentsState,
 )
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 __all__ = [
     "PREPARED_KEY",
@@ -139,11 +140,23 @@ def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     if (getattr(function, "_schema_supplied", False) or not isinstance(model, type)
             or not issubclass(model, BaseModel)):
         return arguments
+    optional = _OPTIONAL_FIELDS.get(model)
+    if optional is None:
+        optional = tuple((n, f) for n, f in model.model_fields.items() if not f.is_required())
+        if len(_OPTIONAL_FIELDS) >= 1024:  # models are few; bounded all the same
+            _OPTIONAL_FIELDS.clear()
+        _OPTIONAL_FIELDS[model] = optional
+    if not optional:
+        return arguments
     filled = dict(arguments)
-    for name, info in model.model_fields.items():
-        if name not in filled and not info.is_required():
+    for name, info in optional:
+        if name not in filled:  # a factory runs each time: every call gets its own value
             filled[name] = info.get_default(call_default_factory=True, validated_data=filled)
     return filled
+
+
+_OPTIONAL_FIELDS: dict[type[BaseModel], tuple[tuple[str, FieldInfo], ...]] = {}
+"""Per input model, its fields with a default (model fields never change)."""
 
 
 def invalid_fields(exc: BaseException) -> frozenset[str] | None:
