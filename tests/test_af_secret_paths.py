@@ -170,6 +170,10 @@ SERIALIZED: dict[str, Callable[[str], Any]] = {
     "pem-in-json": lambda s: {"pem": f"-----BEGIN KEY-----\n{s}\n-----END KEY-----"},
     "json-credential": lambda s: {"credentials": {"client_secret": s, "quoted": f'"{s}"'}},
     "object-str": lambda s: type("Opaque", (), {"__str__": lambda self: f"opaque {s}"})(),
+    "bytes-in-dict": lambda s: {"raw": s.encode()},          # json.dumps(default=str): b'...'
+    "bytes-alone": lambda s: s.encode(),
+    "repr-in-dict": lambda s: {"error": KeyError(s)},        # repr, then JSON-escaped
+    "repr-text-in-list": lambda s: [repr({"k": s})],
 }
 
 

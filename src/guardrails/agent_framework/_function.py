@@ -88,6 +88,10 @@ than that over one guard's life builds a new ``guard()`` (per session, say)."""
 INJECTED_MEMORY_CHARS = 1 << 20
 """Total characters of the remembered values (the same refusal applies beyond it)."""
 
+_MEMORY_LAYER = 128
+"""Injected values per layer of the memory's scrubber: a new value recompiles only its
+layer's search (at most this many values' spellings), never the whole memory's."""
+
 UNMATCHED = ("allow", "warn", "deny")
 """What ``guard(unmatched=...)`` does with a call to a tool no policy names: let it run,
 let it run and log a warning, or deny it (the policies become an allowlist of tools)."""
@@ -537,7 +541,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     "one could let it leak; build a new guard()")
             self._injected[value] = None
             self._injected_chars += len(value)
-            self._memory = self._memory.merged([value])
+            if self._memory.top_layer_size >= _MEMORY_LAYER:
+                self._memory = self._memory.with_values([value])  # a new layer on top
+            else:
+                self._memory = self._memory.merged([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
