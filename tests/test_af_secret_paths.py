@@ -491,3 +491,20 @@ def test_telemetry_never_emits_a_call_id_holding_a_secret(
     assert ids == ["[REDACTED]", "[REDACTED]"]
     assert [r["call_id"] for r in obs.sink.records] == ["[REDACTED]", "[REDACTED]"]
     assert leaks(PIN, **obs.places(caplog)) == []
+
+
+async def test_a_pickled_decision_does_not_carry_the_guards_memory(
+        policies: guardrails.PolicySet) -> None:
+    import pickle
+
+    BEHAVIOUR["x"] = lambda s: "ok"
+    obs = Observer()
+    client = ScriptedChatClient([[call("vault_call", mode="x")], [call("login", user="u", pin=PIN)]])
+    await agent_with(client, [vault_call, login], obs.guard(policies)).run("go")
+    decision = obs.telemetry.decisions[-1]
+    assert decision.scrub(f"x {SECRET}") == "x [REDACTED]"  # it knows the injected value
+    data = pickle.dumps(decision)
+    assert SECRET.encode() not in data and SECRET.encode("unicode_escape") not in data
+    copy = pickle.loads(data)
+    assert copy.to_dict() == decision.to_dict()
+    assert copy.scrub(f"pin {PIN}") == "pin [REDACTED]"  # its own secrets still scrubbed

@@ -118,6 +118,14 @@ class Scrubber:
         out._needles = tuple(sorted({*self._needles, *forms}, key=len, reverse=True))
         return out
 
+    def top_layer(self) -> Scrubber:
+        """Only this layer's values (and the patterns), without the layers below: what a
+        copy of a decision keeps, so that a pickled decision never carries the values of a
+        guard's whole memory, only those of its own call."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return Scrubber(sorted(self._texts - below), self._redact)
+
     @property
     def top_layer_size(self) -> int:
         """How many texts the top layer holds (its own, not those of the layers below)."""
