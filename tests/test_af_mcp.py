@@ -143,22 +143,23 @@ async def test_a_declared_secret_the_model_sends_is_not_kept_in_the_host_payload
                  model=[m.to_dict() for b in client.received for m in b if m.role != "assistant"]) == []
 
 
-@pytest.mark.parametrize("unmatched", ["allow", "warn", "deny"])
 async def test_unmatched_tools_follow_the_hosts_choice(
-        policies: guardrails.PolicySet, bank: MCPStdioTool, unmatched: str,
+        policies: guardrails.PolicySet, bank: MCPStdioTool,
         caplog: pytest.LogCaptureFixture) -> None:
-    client = ScriptedChatClient([[call("bank_unlisted_tool", note="hello")],
-                                 [call("bank_send_money", recipient="bob", amount=5)]])
-    await agent_with(client, [bank], guard(policies, unmatched=unmatched)).run("go")
-    unlisted, named = [result_text(c) for m in client.received[-1] for c in m.contents
-                       if c.type == "function_result"]
-    assert "sent 5.0 to bob" in named  # a tool a policy names is unaffected
-    if unmatched == "deny":
-        assert "denied by policy. no policy names the tool bank_unlisted_tool" in unlisted
-    else:
-        assert "noted hello" in unlisted
-    warned = "no policy names the tool bank_unlisted_tool" in caplog.text
-    assert warned == (unmatched != "allow")
+    for unmatched in ("allow", "warn", "deny"):  # one server for the three choices
+        caplog.clear()
+        client = ScriptedChatClient([[call("bank_unlisted_tool", note="hello")],
+                                     [call("bank_send_money", recipient="bob", amount=5)]])
+        await agent_with(client, [bank], guard(policies, unmatched=unmatched)).run("go")
+        unlisted, named = [result_text(c) for m in client.received[-1] for c in m.contents
+                           if c.type == "function_result"]
+        assert "sent 5.0 to bob" in named, unmatched  # a tool a policy names is unaffected
+        if unmatched == "deny":
+            assert "denied by policy. no policy names the tool bank_unlisted_tool" in unlisted
+        else:
+            assert "noted hello" in unlisted, unmatched
+        warned = "no policy names the tool bank_unlisted_tool" in caplog.text
+        assert warned == (unmatched != "allow"), unmatched
 
 
 def test_unmatched_must_be_a_known_choice(policies: guardrails.PolicySet) -> None:
