@@ -105,6 +105,10 @@ class Decision:
     whose globs name the tool, matched or not (their values never leave). An injected name
     counts although ``arguments`` holds no injected value: a model-sent argument of that
     name is hidden too. Equal to ``PolicySet.secret_arguments(tool)``."""
+    reservations: tuple[Any, ...] = ()
+    """Counter reservations (``engine.counters.Reservation``) an allowed call holds: the
+    guard gives them back if the call then does not run. Empty for other effects (the
+    engine has already given theirs back). Not part of ``to_dict``."""
 
     def __init__(
         self,
@@ -118,6 +122,7 @@ class Decision:
         policies: tuple[str, ...] = (),
         revision: str = "",
         secret_arguments: frozenset[str] = frozenset(),
+        reservations: tuple[Any, ...] = (),
     ) -> None:
         # One write instead of the frozen dataclass's ten guarded ones: a decision is
         # built on every call. Frozen still holds: attribute assignment raises.
@@ -126,14 +131,14 @@ class Decision:
             arguments=arguments if isinstance(arguments, MappingProxyType)
             else MappingProxyType(dict(arguments)),
             rules=rules, repairs=repairs, errors=errors, policies=policies,
-            revision=revision, secret_arguments=secret_arguments)
+            revision=revision, secret_arguments=secret_arguments, reservations=reservations)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild
         # from a plain dict (a copy is a new object, so it is never taken for the original).
         return (Decision, (self.id, self.tool, self.effect, dict(self.arguments), self.rules,
                            self.repairs, self.errors, self.policies, self.revision,
-                           self.secret_arguments))
+                           self.secret_arguments, self.reservations))
 
     @property
     def warnings(self) -> tuple[FiredRule, ...]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from guardrails.engine.counters import CounterStore
 from guardrails.engine.decision import Decision
 from guardrails.engine.evaluate import (
     _INT64,
@@ -100,9 +101,19 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        agent: str | Sequence[str] | None = None,
+        counters: CounterStore | None = None,
     ) -> Decision:
-        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        return self._decide(tool, args, principal, history, request, description, now, None)
+        """Decide one call. Synchronous; never raises for bad inputs (fails closed).
+
+        ``agent``: the calling agent's name, or its names (name and id), for
+        ``match.agents`` and bindings; None (unknown) matches every agent selector.
+        ``counters``: the store the policies' counters live in. An allowed decision keeps
+        its reservations (the call is counted), any other gives them back; with None the
+        counters read as if nothing was counted before, so the evaluation is pure.
+        """
+        return self._decide(tool, args, principal, history, request, description, now, None,
+                            agent, counters)
 
     def explain(
         self,
@@ -114,11 +125,13 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        agent: str | Sequence[str] | None = None,
     ) -> Explanation:
-        """Like ``evaluate``, also returning the value every expression produced."""
+        """Like ``evaluate`` (without a counter store), also returning the value every
+        expression produced."""
         traces: list[PolicyTrace] = []
         decision = self._decide(tool, args, principal, history, request, description, now,
-                                traces)
+                                traces, agent, None)
         return Explanation(decision, tuple(traces))
 
     def _decide(
@@ -131,13 +144,23 @@ class PolicySet:
         description: str,
         now: datetime.datetime | None,
         trace: list[PolicyTrace] | None,
+        agent: str | Sequence[str] | None = None,
+        counters: CounterStore | None = None,
     ) -> Decision:
         tool = tool if isinstance(tool, str) else str(tool)
         candidates = self._candidates(tool)
         call, error = self._call(tool, args, principal, history, request, description, now,
                                  candidates.names)
+        if agent is not None:
+            names = (agent,) if isinstance(agent, str) else tuple(
+                a for a in agent if isinstance(a, str))
+            call = call._replace(agent=names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
-                             trace=trace)
+                             trace=trace, counters=counters)
+
+    def counts(self, tool: str) -> bool:
+        """Whether a policy naming ``tool`` has counters (its calls talk to the store)."""
+        return self._candidates(tool).counts
 
     def _call(
         self,

@@ -49,6 +49,8 @@ class Match:
     """Shell-style globs on the tool name, case-sensitive; None (omitted) matches every tool."""
     when: Expression | None
     position: Position
+    agents: tuple[str, ...] | None = None
+    """Agent names or ids the policy applies to; None (omitted) matches every agent."""
 
     def matches_tool(self, tool: str) -> bool:
         """Glob match only: ``when`` needs the engine."""
@@ -104,6 +106,28 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class Counter:
+    """A count shared across runs and replicas: ``counters.<name>`` in rules.
+
+    Each matched call for which ``when`` holds reserves ``cost`` on the counter of its
+    ``key`` in the current fixed window, only while the count stays within ``limit``.
+    """
+
+    name: str
+    key: Expression
+    """CEL: what is counted separately (a user, a tenant); a string or an int."""
+    window: int
+    """Window length in seconds; windows are fixed, aligned to the Unix epoch."""
+    limit: int
+    when: Expression | None
+    cost: Expression | None
+    """CEL int added per call; None means 1."""
+    failure_policy: FailurePolicy | None
+    """When the store cannot be reached: None means the policy's ``failurePolicy``."""
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
 class Redaction:
     name: str
     regex: str
@@ -133,6 +157,37 @@ class ToolPolicy:
     redact: tuple[Redaction, ...]
     position: Position
     """Of the document (its first node)."""
+    counters: tuple[Counter, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyBinding:
+    """One ``kind: PolicyBinding`` document: a policy applied to the agents or principals
+    its selector names, with its own params and mode (a per-tenant rollout switch).
+
+    A policy with at least one binding applies only through its bindings.
+    """
+
+    metadata: Metadata
+    policy: str
+    policy_position: Position
+    agents: tuple[str, ...] | None
+    """Agent names or ids; None matches every agent."""
+    when: Expression | None
+    """CEL bool over the call (``principal.tenant == "acme"``); None matches every call."""
+    params: Mapping[str, Any]
+    """Merged over the policy's params, per top-level key."""
+    mode: Mode | None
+    """None keeps the policy's own mode."""
+    position: Position
 
     @property
     def name(self) -> str:
@@ -229,3 +284,4 @@ class Documents:
     sources: Mapping[str, bytes]
     """Raw bytes of every file read, document and params files, keyed by path as named in
     problems: hash these for a revision."""
+    bindings: tuple[PolicyBinding, ...] = ()

@@ -44,6 +44,7 @@ from guardrails.model.documents import (
     FAILURE_POLICIES,
     MODES,
     RULE_ACTIONS,
+    Counter,
     DefaultAction,
     Documents,
     Effect,
@@ -52,6 +53,7 @@ from guardrails.model.documents import (
     Match,
     Metadata,
     Mode,
+    PolicyBinding,
     PolicyTest,
     Redaction,
     Repair,
@@ -70,7 +72,7 @@ from guardrails.model.source import Expression, Position
 
 PathArg = str | os.PathLike[str]
 
-KINDS = ("ToolPolicy", "PolicyTest")
+KINDS = ("ToolPolicy", "PolicyTest", "PolicyBinding")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _ELEMENT_NAME = re.compile(r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -85,8 +87,16 @@ _S = TypeVar("_S", bound=str)
 _DOCUMENT_FIELDS = ("apiVersion", "kind", "metadata", "spec")
 _METADATA_FIELDS = ("name", "description", "labels")
 _POLICY_FIELDS = ("mode", "failurePolicy", "defaultAction", "match", "params", "paramsFile",
-                  "variables", "repairs", "secrets", "rules", "redact")
+                  "variables", "repairs", "secrets", "rules", "redact", "counters")
 _TEST_FIELDS = ("policies", "cases")
+_BINDING_FIELDS = ("policy", "match", "params", "mode")
+_MATCH_FIELDS = ("tools", "when", "agents")
+_BINDING_MATCH_FIELDS = ("agents", "when")
+_COUNTER_FIELDS = ("name", "key", "window", "limit", "when", "cost", "failurePolicy")
+_DURATION = re.compile(r"([1-9][0-9]{0,9})(s|m|h|d|w)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_COUNTER_WINDOW = 366 * 86400
+"""A year and a day: counters are for rates, and their store entries expire with them."""
 
 
 def load_documents(paths: PathArg | Sequence[PathArg]) -> Documents:
@@ -110,6 +120,7 @@ class _FileResult:
     nodes: list[Node]
     policies: list[ToolPolicy] = field(default_factory=list)
     tests: list[PolicyTest] = field(default_factory=list)
+    bindings: list[PolicyBinding] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +155,8 @@ class _Loader:
                 result.policies.append(doc)
             elif isinstance(doc, PolicyTest):
                 result.tests.append(doc)
+            elif isinstance(doc, PolicyBinding):
+                result.bindings.append(doc)
 
     def _read(self, name: str) -> SourceFile | None:
         try:
@@ -208,11 +221,22 @@ class _Loader:
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
         _check_unique(self.problems, "test", [(t.name, t.metadata.name_position) for t in tests])
+        bindings = [b for r in kept for b in r.bindings]
+        _check_unique(self.problems, "binding", [(b.name, b.metadata.name_position)
+                                                 for b in bindings])
+        known = sorted(p.name for p in policies)
+        for b in bindings:
+            if b.policy not in known:
+                pos = b.policy_position
+                self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                             f"spec.policy: no policy named '{b.policy}' in "
+                                             f"this policy set{_suggest(b.policy, known)}"))
         if self.problems:
             raise PolicyError(dict.fromkeys(self.problems))
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
-                         sources=MappingProxyType(dict(self.sources)))
+                         sources=MappingProxyType(dict(self.sources)),
+                         bindings=tuple(bindings))
 
 
 def _has_api_version(result: _FileResult) -> bool:
@@ -440,7 +464,7 @@ class _DocumentReader:
 
     # -- documents -----------------------------------------------------------------------
 
-    def document(self, node: Node) -> ToolPolicy | PolicyTest | None:
+    def document(self, node: Node) -> ToolPolicy | PolicyTest | PolicyBinding | None:
         if not isinstance(node, MappingNode):
             self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
             return None
@@ -467,6 +491,9 @@ class _DocumentReader:
         if kind == "ToolPolicy":
             policy = self.policy(f["spec"], node)
             return None if metadata is None or policy is None else policy(metadata)
+        if kind == "PolicyBinding":
+            binding = self.binding(f["spec"], node)
+            return None if metadata is None or binding is None else binding(metadata)
         test = self.test(f["spec"], node)
         return None if metadata is None or test is None else test(metadata)
 
@@ -474,7 +501,8 @@ class _DocumentReader:
         f = self.fields(node, "metadata", _METADATA_FIELDS, ("name",))
         if f is None:
             return None
-        what = "policy name" if kind == "ToolPolicy" else "test name"
+        what = {"ToolPolicy": "policy name", "PolicyBinding": "binding name"}.get(kind,
+                                                                                 "test name")
         name = self.name(f.get("name"), "metadata.name", what, _DNS_LABEL,
                          "must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 "
                          "characters, starting and ending with a letter or digit)")
@@ -520,6 +548,8 @@ class _DocumentReader:
                                 lambda r: (r.name, r.position))
         redact = self.named_list(f.get("redact"), "spec.redact", "redact", self.redaction,
                                  lambda r: (r.name, r.position))
+        counters = self.named_list(f.get("counters"), "spec.counters", "counter", self.counter,
+                                   lambda c: (c.name, c.position))
         if len(self.src.problems) != n or match is None or params is None:
             return None
         position = self.src.pos(doc)
@@ -529,15 +559,17 @@ class _DocumentReader:
             return ToolPolicy(metadata=metadata, mode=mode, failure_policy=failure,
                               default_action=default, match=match, params=frozen_params,
                               params_file=params_file, variables=variables, repairs=repairs,
-                              secrets=secrets, rules=rules, redact=redact, position=position)
+                              secrets=secrets, rules=rules, redact=redact, position=position,
+                              counters=counters)
         return build
 
     def match(self, node: Node | None, spec: Node) -> Match | None:
         if node is None:
             return Match(None, None, self.src.pos(spec))
-        f = self.fields(node, "spec.match", ("tools", "when"))
+        f = self.fields(node, "spec.match", _MATCH_FIELDS)
         if f is None:
             return None
+        agents = self.agents(f.get("agents"), "spec.match.agents")
         tools: tuple[str, ...] | None = None
         if "tools" in f:
             globs = self.strings(f["tools"], "spec.match.tools")
@@ -552,7 +584,100 @@ class _DocumentReader:
                                               f"{problem}")
                 tools = tuple(g for g, _ in globs)
         when = self.expression(f["when"], "spec.match.when") if "when" in f else None
-        return Match(tools, when, self.src.pos(node))
+        return Match(tools, when, self.src.pos(node), agents)
+
+    def agents(self, node: Node | None, path: str) -> tuple[str, ...] | None:
+        """Agent names or ids, compared exactly; None when omitted."""
+        if node is None:
+            return None
+        names = self.strings(node, path)
+        if names is None:
+            return None
+        if not names:
+            self.error(node, f"{path}: an empty list matches no agent; omit 'agents' to "
+                             "match every agent")
+        return tuple(n for n, _ in names)
+
+    def counter(self, node: Node, path: str) -> Counter | None:
+        f = self.fields(node, path, _COUNTER_FIELDS, ("name", "key", "window", "limit"))
+        if f is None:
+            return None
+        n = len(self.src.problems)
+        name = self.name(f.get("name"), f"{path}.name", "counter name", _IDENTIFIER,
+                         "must be an identifier (letters, digits and '_', not starting "
+                         "with a digit) so that counters.<name> can use it")
+        key = self.expression(f["key"], f"{path}.key") if "key" in f else None
+        window = self.duration(f["window"], f"{path}.window") if "window" in f else None
+        limit = self.count(f["limit"], f"{path}.limit") if "limit" in f else None
+        when = self.expression(f["when"], f"{path}.when") if "when" in f else None
+        cost = self.expression(f["cost"], f"{path}.cost") if "cost" in f else None
+        failure: FailurePolicy | None = None
+        if "failurePolicy" in f:
+            failure = self.enum(f["failurePolicy"], f"{path}.failurePolicy", FAILURE_POLICIES,
+                                "Fail")
+        if (name is None or key is None or window is None or limit is None
+                or len(self.src.problems) != n):
+            return None
+        return Counter(name, key, window, limit, when, cost, failure, self.src.pos(node))
+
+    def duration(self, node: Node, path: str) -> int | None:
+        """Seconds, from ``30s``, ``10m``, ``24h``, ``7d``, ``1w`` or a number of seconds."""
+        seconds: int | None = None
+        if isinstance(node, ScalarNode) and node.tag == INT:
+            value = _yaml.to_value(self.src, node)
+            seconds = value if isinstance(value, int) and value > 0 else None
+        elif isinstance(node, ScalarNode) and node.tag == STR:
+            m = _DURATION.fullmatch(node.value.strip())
+            if m:
+                seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        if seconds is None:
+            self.error(node, f"{path}: expected a duration such as 60s, 10m, 24h, 7d or 1w, "
+                             f"got {describe(node)}")
+            return None
+        if seconds > MAX_COUNTER_WINDOW:
+            self.error(node, f"{path}: at most 366d")
+            return None
+        return seconds
+
+    def count(self, node: Node, path: str) -> int | None:
+        if isinstance(node, ScalarNode) and node.tag == INT:
+            value = _yaml.to_value(self.src, node)
+            if isinstance(value, int) and 0 <= value < 2**53:
+                return value
+        self.error(node, f"{path}: expected an integer >= 0, got {describe(node)}")
+        return None
+
+    # -- PolicyBinding -------------------------------------------------------------------
+
+    def binding(self, node: Node, doc: Node) -> Callable[[Metadata], PolicyBinding] | None:
+        f = self.fields(node, "spec", _BINDING_FIELDS, ("policy",))
+        if f is None:
+            return None
+        n = len(self.src.problems)
+        policy = self.string(f["policy"], "spec.policy") if "policy" in f else None
+        mode: Mode | None = (self.enum(f["mode"], "spec.mode", MODES, "enforce")
+                             if "mode" in f else None)
+        agents: tuple[str, ...] | None = None
+        when: Expression | None = None
+        if "match" in f:
+            mf = self.fields(f["match"], "spec.match", _BINDING_MATCH_FIELDS)
+            if mf is not None:
+                agents = self.agents(mf.get("agents"), "spec.match.agents")
+                when = (self.expression(mf["when"], "spec.match.when") if "when" in mf
+                        else None)
+        params: dict[str, Any] | None = {}
+        if "params" in f:
+            params = self.mapping_value(f["params"], "spec.params")
+        if policy is None or params is None or len(self.src.problems) != n:
+            return None
+        position = self.src.pos(doc)
+        policy_position = self.src.pos(f["policy"])
+        frozen = MappingProxyType(params)
+
+        def build(metadata: Metadata) -> PolicyBinding:
+            return PolicyBinding(metadata, policy, policy_position, agents, when, frozen, mode,
+                                 position)
+        return build
 
     def policy_params(self, inline: Node | None,
                       file_node: Node | None) -> tuple[dict[str, Any] | None, str | None]:

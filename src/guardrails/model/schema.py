@@ -83,7 +83,37 @@ def json_schema() -> dict[str, Any]:
                            "match every tool.", _str("A glob such as send_* or "
                                                      "update_[ab]*.", minLength=1), minItems=1),
             "when": _expr("Optional CEL bool: the policy applies only when true."),
+            "agents": _list("Agent names or ids the policy applies to; omit to match every "
+                            "agent.", _str("An agent's name or id.", minLength=1),
+                            minItems=1),
         }),
+        "Counter": _obj("A count shared across runs and replicas, read as counters.<name>.", {
+            "name": _str("Identifier, used as counters.<name>.", pattern=_IDENTIFIER),
+            "key": _expr("CEL string or int: what is counted apart (a user, a tenant)."),
+            "window": {"type": ["string", "integer"], "pattern": "^[1-9][0-9]*[smhdw]$",
+                       "description": "Fixed window: 60s, 10m, 24h, 7d, 1w, or seconds."},
+            "limit": {"type": "integer", "minimum": 0,
+                      "description": "Most a window admits; a call beyond it is not counted "
+                                     "and reads exceeded."},
+            "when": _expr("Optional CEL bool: only calls for which it holds are counted."),
+            "cost": _expr("Optional CEL int added per call (default 1)."),
+            "failurePolicy": {"enum": list(FAILURE_POLICIES), "description":
+                              "When the store cannot be reached: Fail (deny) or Ignore "
+                              "(read as zero). Default: the policy's."},
+        }, ("name", "key", "window", "limit")),
+        "BindingMatch": _obj("Which agents and calls the binding applies the policy to.", {
+            "agents": _list("Agent names or ids.", _str("An agent's name or id.", minLength=1),
+                            minItems=1),
+            "when": _expr("Optional CEL bool over the call, e.g. principal.tenant == 'acme'."),
+        }),
+        "PolicyBindingSpec": _obj("A policy applied to selected agents or principals.", {
+            "policy": _str("Name of the ToolPolicy.", pattern=_DNS_LABEL),
+            "match": _ref("BindingMatch", "The selector; omit to select every call."),
+            "params": {"type": "object", "description": "Merged over the policy's params "
+                                                        "per key."},
+            "mode": {"enum": list(MODES), "description": "enforce or audit for this "
+                                                         "binding; default the policy's."},
+        }, ("policy",)),
         "Variable": _obj("A named value, computed lazily in order.", {
             "name": _str("Identifier, used as variables.<name>.", pattern=_IDENTIFIER),
             "expression": _expr("CEL expression computing the value."),
@@ -141,6 +171,8 @@ def json_schema() -> dict[str, Any]:
             "rules": _list("Rules; every one that fires is reported.",
                            {"$ref": "#/$defs/Rule"}),
             "redact": _list("Redaction patterns.", {"$ref": "#/$defs/Redaction"}),
+            "counters": _list("Counts shared across runs and replicas.",
+                              {"$ref": "#/$defs/Counter"}),
         }),
         "HistoryEntry": _obj("An earlier call in the session.", {
             "tool": _str("Tool name."),
@@ -180,11 +212,15 @@ def json_schema() -> dict[str, Any]:
                                    "ToolPolicySpec")
     defs["PolicyTest"] = _document("PolicyTest", "Tests run by `guardrails test`.",
                                    "PolicyTestSpec")
+    defs["PolicyBinding"] = _document("PolicyBinding", "Applies a policy to selected agents "
+                                      "or principals, with its own params and mode.",
+                                      "PolicyBindingSpec")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "cel-guardrails guardrails/v1 document",
         "description": "One YAML document of a policy set: a ToolPolicy or a PolicyTest.",
-        "oneOf": [{"$ref": "#/$defs/ToolPolicy"}, {"$ref": "#/$defs/PolicyTest"}],
+        "oneOf": [{"$ref": "#/$defs/ToolPolicy"}, {"$ref": "#/$defs/PolicyTest"},
+                  {"$ref": "#/$defs/PolicyBinding"}],
         "$defs": defs,
     }
