@@ -9,7 +9,9 @@ denies, halts or asks for approval. Any error of the guard's own blocks the call
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
@@ -45,7 +47,8 @@ from guardrails.agent_framework._secrets import (
     scrubbed_failure,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
-from guardrails.engine import Decision, Effect, PolicySet
+from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
+from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.telemetry import GuardTelemetry
 
 __all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource"]
@@ -68,6 +71,8 @@ _TOOLS_REMEMBERED = 1024
 
 @dataclass(frozen=True)
 class _Plan:
+    policies: PolicySet
+    """The set this call was decided on: it finishes on it, whatever a reload does."""
     decision: Decision
     effect: Effect
     """The effect to act on: the decision's, except an approved replay of require_approval."""
@@ -85,14 +90,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def __init__(
         self,
-        policies: PolicySet,
+        policies: PolicyProvider,
         *,
         principal: PrincipalSource = None,
         secrets: SecretProvider | None = None,
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
+        counters: CounterStore | None = None,
     ) -> None:
         self._policies = policies
+        self._counters: CounterStore = counters if counters is not None else MemoryStore()
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
@@ -102,9 +109,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._injected: dict[str, None] = {}
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
-        self._memory = Scrubber((), policies.redact)
-        # Per tool, whether any policy naming it injects a secret (policies never change).
+        first = policies.current
+        self._memory = Scrubber((), first.redact)
+        # Per tool, whether any policy naming it injects a secret, for the set in
+        # ``_cached_for`` (both are reset when a source swaps its set).
         self._injects: dict[str, bool] = {}
+        self._cached_for: PolicySet = first
 
     async def process(
         self,
@@ -131,6 +141,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     # -- evaluation ---------------------------------------------------------------------
 
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
+        policies = self._policies.current  # once: the whole call uses this set
         tool = context.function.name
         entry = as_mapping(context.arguments)
         if entry is not None and not json_numbers(entry):
@@ -140,14 +151,22 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
         history = history_of(state, run) or ()  # the engine copies what it reads
-        decision = self._policies.evaluate(
+        evaluate = functools.partial(
+            policies.evaluate,
             tool,
             entry if entry is not None else cast(Any, context.arguments),  # fails closed
             principal=principal,
             history=history,
             request=request,
             description=context.function.description or "",
+            agent=run.agent if run is not None else None,
+            counters=self._counters,
         )
+        if self._counters.blocking and policies.counts(tool):
+            # The store does network or disk I/O: the event loop must not wait on it.
+            decision = await asyncio.to_thread(evaluate)
+        else:
+            decision = evaluate()
         mint(decision)
         if entry is None:
             entry = {}
@@ -159,7 +178,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
-        return _Plan(decision, effect, entry, arguments, secret_names,
+        return _Plan(policies, decision, effect, entry, arguments, secret_names,
                      approval_id, replay, run)
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
@@ -177,10 +196,27 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             raise TypeError(f"principal callable returned {type(value).__name__}, not a mapping")
         return value
 
-    def _tool_injects(self, tool: str) -> bool:
+    def _for_set(self, policies: PolicySet) -> None:
+        """Reset what this guard worked out from the policies when a reload swapped them."""
+        if policies is not self._cached_for:
+            self._injects = {}
+            self._memory = Scrubber(self._injected, policies.redact)
+            self._cached_for = policies
+
+    def _release(self, decision: Decision) -> None:
+        """The call does not run: give its counter reservations back."""
+        if decision.reservations:
+            try:
+                self._counters.release(decision.reservations)
+            except Exception as exc:  # the count stays high: errs towards refusing
+                _log.warning("guardrails: giving back counter reservations failed (%s)",
+                             type(exc).__name__)
+
+    def _tool_injects(self, policies: PolicySet, tool: str) -> bool:
+        self._for_set(policies)
         injects = self._injects.get(tool)
         if injects is None:
-            injects = any(p.inject for p in self._policies.for_tool(tool))
+            injects = any(p.inject for p in policies.for_tool(tool))
             if len(self._injects) >= _TOOLS_REMEMBERED:
                 self._injects.clear()
             self._injects[tool] = injects
@@ -192,9 +228,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
+        self._for_set(plan.policies)
         if plan.effect is Effect.ALLOW:
             try:
-                injected = self._injections(decision)
+                injected = self._injections(plan.policies, decision)
                 running = {**plan.arguments, **injected}
                 context.arguments = running
                 _private.record_argument_snapshot(context, running)
@@ -204,6 +241,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     context.metadata["original_arguments_for_messages"] = dict(plan.arguments)
             except Exception as exc:
                 span.fail(exc)
+                self._release(decision)
                 self._block_on_guard_error(context, tool, exc)
                 return
             scrub = self._scrubber(plan, injected.values())
@@ -223,6 +261,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
+            self._release(decision)  # counted when the approved call is replayed and runs
             state = session_state(context.session, create=True)
             if state is None:
                 self._record(context, plan, "deny", base_scrub)
@@ -268,11 +307,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             raise failure
         context.result = scrub_result(context.result, scrub)
 
-    def _injections(self, decision: Decision) -> dict[str, str]:
+    def _injections(self, policies: PolicySet, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}
-        if not self._tool_injects(decision.tool):
+        if not self._tool_injects(policies, decision.tool):
             return values
-        for name, ref in self._policies.injections(decision).items():
+        for name, ref in policies.injections(decision).items():
             value = self._secrets.get(ref.env)
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
@@ -283,7 +322,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             while len(self._injected) > INJECTED_MEMORY:
                 del self._injected[next(iter(self._injected))]
             if not known:
-                self._memory = Scrubber(self._injected, self._policies.redact)
+                self._memory = Scrubber(self._injected, policies.redact)
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:

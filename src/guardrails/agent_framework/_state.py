@@ -30,6 +30,8 @@ class RunState:
     """History of this run, used when the run has no session."""
     halts: set[str] = field(default_factory=set)
     """Ids of the decisions the guard halted this run with: the only ones it unwraps."""
+    agent: tuple[str, ...] | None = None
+    """The running agent's name and id, for ``match.agents`` and bindings."""
 
 
 RUN: ContextVar[RunState | None] = ContextVar("guardrails_run", default=None)

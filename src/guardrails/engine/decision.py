@@ -106,9 +106,11 @@ class Decision:
     counts although ``arguments`` holds no injected value: a model-sent argument of that
     name is hidden too. Equal to ``PolicySet.secret_arguments(tool)``."""
     reservations: tuple[Any, ...] = ()
-    """Counter reservations (``engine.counters.Reservation``) an allowed call holds: the
-    guard gives them back if the call then does not run. Empty for other effects (the
-    engine has already given theirs back). Not part of ``to_dict``."""
+    """Counter reservations (``engine.counters.Reservation``) an ``allow`` or
+    ``require_approval`` decision holds: whoever acts on it gives them back
+    (``store.release``) if the call then does not run, as the guard does for a call that
+    waits for approval. Empty for deny and halt (the engine has given theirs back). Not
+    part of ``to_dict``."""
 
     def __init__(
         self,

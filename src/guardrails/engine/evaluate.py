@@ -532,7 +532,7 @@ def evaluate_call(
             if _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
-    if reservations and effect is not Effect.ALLOW:
+    if reservations and effect not in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
         _release(counters, reservations)  # only a call that runs is counted
         reservations = []
     if trace is not None:

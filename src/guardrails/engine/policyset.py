@@ -8,7 +8,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from guardrails.engine.counters import CounterStore
 from guardrails.engine.decision import Decision
@@ -44,6 +44,15 @@ class Explanation:
         }
 
 
+class PolicyProvider(Protocol):
+    """Where a guard gets its policies for each call: a ``PolicySet`` (fixed) or a
+    ``guardrails.PolicySource`` (hot reload). Read once per call, so a call finishes on the
+    set it started with."""
+
+    @property
+    def current(self) -> PolicySet: ...
+
+
 class PolicySet:
     """Compiled policies, ready to evaluate calls. Immutable and safe to share across tasks."""
 
@@ -68,6 +77,12 @@ class PolicySet:
     def revision(self) -> str:
         """Content hash of the policy files (and params files) this set was loaded from."""
         return self._revision
+
+    @property
+    def current(self) -> PolicySet:
+        """The set itself: a ``PolicySet`` is a source that never changes, so ``guard()``
+        reads ``.current`` of a fixed set and of a hot-reloading ``PolicySource`` alike."""
+        return self
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -108,9 +123,10 @@ class PolicySet:
 
         ``agent``: the calling agent's name, or its names (name and id), for
         ``match.agents`` and bindings; None (unknown) matches every agent selector.
-        ``counters``: the store the policies' counters live in. An allowed decision keeps
-        its reservations (the call is counted), any other gives them back; with None the
-        counters read as if nothing was counted before, so the evaluation is pure.
+        ``counters``: the store the policies' counters live in. A deny or halt gives its
+        reservations back; allow and require_approval keep them in
+        ``Decision.reservations`` (the call is counted): release them if it does not run.
+        With None the counters read as if nothing was counted before (a pure evaluation).
         """
         return self._decide(tool, args, principal, history, request, description, now, None,
                             agent, counters)
