@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "documents, for editors and the YAML language server.")
     p.set_defaults(run=_schema)
 
+    from guardrails.cli import bundle
+
+    bundle.add_parser(sub)
+
     p = sub.add_parser("demo", help="run the offline guarded-agent demo", add_help=False)
     p.set_defaults(run=_demo, demo_args=[])
     return parser
