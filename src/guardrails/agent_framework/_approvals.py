@@ -5,21 +5,30 @@ fingerprint in the session. When the approved call is replayed, the guard evalua
 again and the approval counts only if the fingerprint still matches: same tool, same
 (repaired) arguments, same reasons, same policy revision. Approval satisfies
 ``require_approval`` and nothing else; deny and halt rules still apply to a replay.
+
+The fingerprint is a plain hash anyone can compute, so a host that lets session state
+travel through untrusted hands gives the guard an ``approval_key``: the held record is then
+the fingerprint plus an HMAC of it and the approval id, and a record without the right MAC
+approves nothing. With an ``ApprovalStore`` (``guardrails.fleet.stores``) the record is held
+in the shared store instead of the session, so a call approved on one replica replays on
+another; ``take`` reads and deletes it in one step, so it is used once, anywhere.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agent_framework import Content, FunctionInvocationContext
 
 from guardrails.engine import Action, Decision
 
-__all__ = ["APPROVALS_LIMIT", "approval_id_for", "approval_request", "approved_replay",
-           "hold_approval"]
+__all__ = ["APPROVALS_LIMIT", "APPROVAL_TTL", "ApprovalStore", "approval_id_for",
+           "approval_matches", "approval_record", "approval_request", "approved_replay",
+           "hold_approval", "is_approved_response", "take_held"]
 
 APPROVALS_LIMIT = 50
 """Unanswered approvals kept per session, oldest dropped first (as history is bounded).
@@ -28,6 +37,47 @@ A request nobody answers would otherwise stay in the session forever. Answering 
 whose fingerprint was dropped is not a leak but a refusal: the replay finds nothing held
 and asks again.
 """
+
+
+APPROVAL_TTL = 24 * 3600
+"""Seconds a held approval waits in a shared store for its answer."""
+
+
+class ApprovalStore(Protocol):
+    """Where held approvals live when they must be shared by replicas."""
+
+    blocking: bool
+
+    def hold(self, key: str, value: str, ttl: int) -> None: ...
+
+    def take(self, key: str) -> str | None: ...
+
+
+def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
+                    decision: Decision, key: bytes | None) -> str:
+    """What is held for a call waiting for approval: its fingerprint, MAC'd with ``key``."""
+    fingerprint = _fingerprint(tool, arguments, decision)
+    if key is None:
+        return fingerprint
+    mac = hmac.new(key, f"{approval_id}\n{fingerprint}".encode(), hashlib.sha256).hexdigest()
+    return f"{fingerprint}.{mac}"
+
+
+def approval_matches(held: str | None, approval_id: str, tool: str,
+                     arguments: Mapping[str, Any], decision: Decision,
+                     key: bytes | None) -> bool:
+    """Whether a held record approves exactly this call (constant-time comparison)."""
+    if not isinstance(held, str):
+        return False
+    expected = approval_record(approval_id, tool, arguments, decision, key)
+    return hmac.compare_digest(held.encode(), expected.encode())
+
+
+def is_approved_response(context: FunctionInvocationContext) -> bool:
+    """The framework is replaying a call the user approved."""
+    response = context.metadata.get("approval_response")
+    return (isinstance(response, Content) and response.type == "function_approval_response"
+            and response.approved is True)
 
 
 def approval_id_for(context: FunctionInvocationContext) -> str:
@@ -53,33 +103,33 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) ->
 
 
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
-                  arguments: Mapping[str, Any], decision: Decision) -> None:
-    """Keep the fingerprint of a call waiting for approval in the session's state."""
+                  arguments: Mapping[str, Any], decision: Decision, *,
+                  key: bytes | None = None) -> None:
+    """Keep the record of a call waiting for approval in the session's state."""
     approvals = state.get("approvals")
     if not isinstance(approvals, dict):
         approvals = state["approvals"] = {}
     approvals.pop(approval_id, None)  # re-added last: the most recent
-    approvals[approval_id] = _fingerprint(tool, arguments, decision)
+    approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, key)
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
 
 
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
                     approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision) -> bool:
-    """Whether this call is the replay of an approved call, unchanged since the approval.
+                    decision: Decision, *, key: bytes | None = None) -> bool:
+    """Whether this call is the replay of an approved call, unchanged since the approval
+    (the record held in the session).
 
-    A replay uses up its held fingerprint, matching or not: one approval, one call.
+    A replay uses up its held record, matching or not: one approval, one call.
     """
-    response = context.metadata.get("approval_response")
-    if not (isinstance(response, Content) and response.type == "function_approval_response"
-            and response.approved is True):
+    if not is_approved_response(context):
         return False
-    held = _pop_approval(state, approval_id)
-    return held is not None and held == _fingerprint(tool, arguments, decision)
+    held = take_held(state, approval_id)
+    return approval_matches(held, approval_id, tool, arguments, decision, key)
 
 
-def _pop_approval(state: dict[str, Any] | None, approval_id: str) -> str | None:
+def take_held(state: dict[str, Any] | None, approval_id: str) -> str | None:
     if state is None:
         return None
     approvals = state.get("approvals")

@@ -29,10 +29,15 @@ from agent_framework.exceptions import UserInputRequiredException
 
 from guardrails.agent_framework import _private
 from guardrails.agent_framework._approvals import (
+    APPROVAL_TTL,
+    ApprovalStore,
     approval_id_for,
+    approval_matches,
+    approval_record,
     approval_request,
-    approved_replay,
     hold_approval,
+    is_approved_response,
+    take_held,
 )
 from guardrails.agent_framework._arguments import apply_repairs, as_mapping, json_numbers
 from guardrails.agent_framework._boundary import _GuardHalt, mint
@@ -85,6 +90,14 @@ class _Plan:
     run: RunState | None
 
 
+def _approval_key(context: FunctionInvocationContext, approval_id: str) -> str:
+    """A held approval's key in a shared store: the session's id and the call's approval id
+    (call ids are only unique within a conversation)."""
+    session = context.session
+    session_id = getattr(session, "session_id", None) if session is not None else None
+    return f"{session_id or '-'}:{approval_id}"
+
+
 class GuardFunctionMiddleware(FunctionMiddleware):
     """Evaluates every tool call against the policies and acts on the effect."""
 
@@ -97,7 +110,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
         counters: CounterStore | None = None,
+        approvals: ApprovalStore | None = None,
+        approval_key: bytes | None = None,
     ) -> None:
+        if approvals is not None and not approval_key:
+            raise ValueError("a shared approval store needs an approval_key: its records "
+                             "are only trusted with a valid HMAC")
+        if approval_key is not None and not isinstance(approval_key, bytes):
+            raise TypeError("approval_key must be bytes")
+        self._approvals = approvals
+        self._approval_key = approval_key or None
         self._policies = policies
         self._counters: CounterStore = counters if counters is not None else MemoryStore()
         self._principal = principal
@@ -173,7 +195,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         arguments = apply_repairs(entry, decision)
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
-        replay = approved_replay(context, state, approval_id, tool, arguments, decision)
+        replay = False
+        if is_approved_response(context):
+            # One approval, one call: the held record is used up, matching or not.
+            if self._approvals is not None:
+                held = await self._store(self._approvals.take,
+                                         _approval_key(context, approval_id))
+            else:
+                held = take_held(state, approval_id)
+            replay = approval_matches(held, approval_id, tool, arguments, decision,
+                                      self._approval_key)
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
@@ -195,6 +226,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if not isinstance(value, Mapping):
             raise TypeError(f"principal callable returned {type(value).__name__}, not a mapping")
         return value
+
+    async def _store(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A shared-store call, off the event loop when the store does I/O."""
+        if getattr(self._approvals, "blocking", True):
+            return await asyncio.to_thread(call, *args)
+        return call(*args)
 
     def _for_set(self, policies: PolicySet) -> None:
         """Reset what this guard worked out from the policies when a reload swapped them."""
@@ -270,7 +307,20 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     f"unavailable (no session to hold the request), so it was denied. {message}"
                 ).strip()
                 return
-            hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
+            if self._approvals is not None:
+                record = approval_record(plan.approval_id, tool, plan.arguments, decision,
+                                         self._approval_key)
+                try:
+                    await self._store(self._approvals.hold,
+                                      _approval_key(context, plan.approval_id), record,
+                                      APPROVAL_TTL)
+                except Exception as exc:
+                    span.fail(exc)
+                    self._block_on_guard_error(context, tool, exc)
+                    return
+            else:
+                hold_approval(state, plan.approval_id, tool, plan.arguments, decision,
+                              key=self._approval_key)
             context.result = approval_request(context, plan.approval_id, decision,
                                               plan.arguments, message)
             return

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent_framework import AgentMiddleware, FunctionMiddleware
 
+from guardrails.agent_framework._approvals import ApprovalStore
 from guardrails.agent_framework._boundary import GuardRunMiddleware
 from guardrails.agent_framework._function import GuardFunctionMiddleware, PrincipalSource
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
@@ -33,6 +34,8 @@ def guard(
     decision_log: Any = None,
     strict: bool = False,
     counters: CounterStore | None = None,
+    approvals: ApprovalStore | None = None,
+    approval_key: bytes | None = None,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
 
@@ -43,7 +46,10 @@ def guard(
     ``policies``: a ``PolicySet``, or a ``PolicySource`` from ``guardrails.watch()`` (each
     call is decided on the set current when it starts). ``counters``: the store the
     policies' counters live in (``guardrails.fleet``: SQLite, Redis); by default a
-    ``MemoryStore`` of this guard's own.
+    ``MemoryStore`` of this guard's own. ``approval_key`` (bytes, a secret shared by the
+    replicas): calls waiting for approval are held with an HMAC, so forged session state
+    approves nothing. ``approvals``: a shared store (needs ``approval_key``) to hold them
+    in, so an approval given on one replica replays on another.
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
@@ -58,7 +64,8 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry, counters=counters),
+                                telemetry=telemetry, counters=counters, approvals=approvals,
+                                approval_key=approval_key),
     ]
 
 
