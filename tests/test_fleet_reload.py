@@ -64,7 +64,7 @@ def _metric_points(reader: InMemoryMetricReader) -> dict[str, int]:
             for m in sm.metrics:
                 if m.name == "guardrails.policy.reloads":
                     for p in m.data.data_points:
-                        out[str(p.attributes["outcome"])] = int(p.value)
+                        out[str(p.attributes["guardrails.reload.outcome"])] = int(p.value)
     return out
 
 

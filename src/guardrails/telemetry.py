@@ -42,6 +42,12 @@ __all__ = [
 
 INSTRUMENTATION_NAME = "guardrails"
 DECISION_LOGGER = "guardrails.decisions"
+SOURCE_LOGGER = "guardrails.source"
+"""Logger of ``PolicySource`` (hot reload): loads (info) and refused updates (warning)."""
+POLICY_RELOADS = "guardrails.policy.reloads"
+"""Counter of policy updates a ``PolicySource`` found, by ``RELOAD_OUTCOME``."""
+RELOAD_OUTCOME = "guardrails.reload.outcome"
+"""``loaded``, ``rejected`` (did not load, or a bundle failed its checks) or ``unreachable``."""
 RECORD_VERSION = 1
 
 # Attribute keys. gen_ai.* follow the OpenTelemetry GenAI semantic conventions (as the framework's

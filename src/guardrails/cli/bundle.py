@@ -17,7 +17,9 @@ OK, PROBLEMS, BAD_INPUT = 0, 1, 2
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("bundle", help="build, sign and verify policy bundles",
                        description="Content-hashed, optionally Ed25519-signed policy "
-                       "bundles for load() and watch(). Exit 0 ok, 1 problems, 2 bad usage.")
+                       "bundles for load() and watch(): build DIR -o FILE [--sign KEY] | "
+                       "verify FILE [--key PUB] | keygen PATH. Exit 0 ok, 1 problems, "
+                       "2 bad usage.")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     b = actions.add_parser("build", help="load DIR and write it as a bundle",

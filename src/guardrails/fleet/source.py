@@ -9,7 +9,8 @@ finishes on the set it started with and costs nothing extra while nothing change
 An update that does not load (a YAML error, an unknown name, a bad hash or signature, a
 server that is down) never replaces the set in use. It is reported in ``.status`` (with
 ``file:line:column``), in a log record (logger ``guardrails.source``) and in the metric
-``guardrails.policy.reloads`` (``outcome=rejected`` or ``unreachable``), and tried again
+``guardrails.policy.reloads`` (``guardrails.reload.outcome``: ``rejected`` or
+``unreachable``), and tried again
 when the location changes (a new file stat, a new ETag); an unreachable server is tried
 again on every poll.
 """
@@ -35,10 +36,11 @@ from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle
 from guardrails.model import load_documents
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
 
 __all__ = ["PolicySource", "SourceStatus", "load", "watch"]
 
-_log = logging.getLogger("guardrails.source")
+_log = logging.getLogger(SOURCE_LOGGER)
 
 PathLike = str | os.PathLike[str]
 Location = PathLike | Sequence[PathLike]
@@ -115,7 +117,7 @@ class PolicySource:
         self._fetcher = _fetcher(location, key, limits or DEFAULT_LIMITS, backend, timeout)
         meter = metrics.get_meter("guardrails", "", meter_provider)
         self._reloads = meter.create_counter(
-            "guardrails.policy.reloads", "{reload}",
+            POLICY_RELOADS, "{reload}",
             "Policy updates found by a PolicySource, by outcome (loaded, rejected, "
             "unreachable).")
         first = self._fetcher.poll()
@@ -190,7 +192,7 @@ class PolicySource:
             return False
         self.current = found  # the swap: one assignment of a complete set
         self.status = SourceStatus(self._fetcher.name, found.revision, now, now, True)
-        self._reloads.add(1, {"outcome": "loaded"})
+        self._reloads.add(1, {RELOAD_OUTCOME: "loaded"})
         _log.info("guardrails: loaded policy revision %s from %s", found.revision[:12],
                   self._fetcher.name)
         return True
@@ -201,7 +203,7 @@ class PolicySource:
         previous = self.status
         self.status = replace(previous, checked_at=now, ok=False, error=error,
                               problems=problems, failures=previous.failures + 1)
-        self._reloads.add(1, {"outcome": outcome})
+        self._reloads.add(1, {RELOAD_OUTCOME: outcome})
         if error != previous.error:  # once per distinct failure, not once per poll
             _log.warning("guardrails: policy update from %s %s; keeping revision %s:\n%s",
                          self._fetcher.name, outcome, self.current.revision[:12], error)
