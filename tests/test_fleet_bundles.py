@@ -176,3 +176,28 @@ def test_load_from_url_with_key(tmp_path: Path, keys: tuple[str, str],
     bundle_server.publish(_tampered(out.read_bytes(), "files/sub/pay.params.yaml", b"cap: 9"))
     with pytest.raises(BundleError):
         guardrails.load(bundle_server.url, key=keys[1])
+
+
+def test_a_bundle_reading_files_outside_itself_is_refused(tmp_path: Path) -> None:
+    """Hand-made (never signed by build): a paramsFile pointing out of the bundle."""
+    outside = tmp_path / "host-secrets.yaml"
+    outside.write_text("cap: 1\n")
+    doc = PAY.replace("paramsFile: pay.params.yaml", f"paramsFile: {outside}")
+    import hashlib
+    files = {"pay.yaml": doc.encode()}
+    manifest = {"format": "guardrails-bundle/1", "revision": "x", "built": "now",
+                "files": {k: {"sha256": hashlib.sha256(v).hexdigest(), "size": len(v)}
+                          for k, v in files.items()}}
+    members = [(tarfile.TarInfo("manifest.json"), json.dumps(manifest).encode())]
+    members += [(tarfile.TarInfo(f"files/{k}"), v) for k, v in files.items()]
+    with pytest.raises(BundleError, match="outside the bundle"):
+        load_bundle(_pack(members))
+    with pytest.raises(BundleError, match="unsafe member name"):
+        load_bundle(_pack([*members, (tarfile.TarInfo("files/a\nb"), b"x")]))
+    with pytest.raises(BundleError):  # tar cuts the name at NUL: an unlisted file
+        load_bundle(_pack([*members, (tarfile.TarInfo("files/a\x00b"), b"x")]))
+    clash = [*members, (tarfile.TarInfo("files/pay.yaml/x"), b"x")]
+    manifest["files"]["pay.yaml/x"] = {"sha256": hashlib.sha256(b"x").hexdigest(), "size": 1}
+    clash[0] = (tarfile.TarInfo("manifest.json"), json.dumps(manifest).encode())
+    with pytest.raises(BundleError, match="cannot unpack"):
+        load_bundle(_pack(clash))

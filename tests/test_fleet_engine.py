@@ -277,3 +277,38 @@ def test_memory_store_admits_exactly_the_limit_under_threads() -> None:
     for t in threads:
         t.join()
     assert granted.count(True) == 500 and store.count("k", 3600) == 500
+
+
+def test_policy_test_cases_and_eval_name_the_agent(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from guardrails.cli import main
+    from guardrails.testing import run_tests
+
+    suite = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: support-only}
+spec:
+  match: {tools: [refund], agents: [support]}
+  rules:
+    - {name: no-refunds, when: 'true', action: deny}
+---
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: agents}
+spec:
+  cases:
+    - name: support is refused
+      call: {tool: refund, agent: support}
+      expect: {effect: deny, rules: [support-only/no-refunds]}
+    - name: billing is not
+      call: {tool: refund, agent: billing}
+      expect: {effect: allow, rules: []}
+"""
+    (tmp_path / "s.yaml").write_text(suite)
+    report = run_tests(tmp_path)
+    assert report.passed and len(report.results) == 2
+    assert main(["eval", str(tmp_path / "s.yaml"), "--tool", "refund", "--agent", "billing"]) == 0
+    assert '"effect": "allow"' in capsys.readouterr().out
+    assert main(["eval", str(tmp_path / "s.yaml"), "--tool", "refund", "--agent", "support"]) == 0
+    assert '"effect": "deny"' in capsys.readouterr().out

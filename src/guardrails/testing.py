@@ -72,6 +72,8 @@ class TestCase:
     description: str
     expect: Mapping[str, Any]
     """Keys present in the document only: effect, arguments, rules, message, errors."""
+    agent: str | None = None
+    """The calling agent's name or id, for ``match.agents`` and bindings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +216,7 @@ class Runner:
                     "policies to test (set spec.policies)")
             decision = policy_set.evaluate(
                 case.tool, case.args, principal=case.principal, history=case.history,
-                request=case.request, description=case.description,
+                request=case.request, description=case.description, agent=case.agent,
             )
             used.setdefault(key, []).append(decision)
             results.append(CaseResult(
@@ -342,7 +344,7 @@ def cases_from_documents(documents: Documents) -> list[TestCase]:
                 line=case.position.line, column=case.position.column, policies=policies,
                 tool=call.tool, args=call.args, principal=call.principal,
                 history=[h.to_dict() for h in call.history], request=call.request,
-                description=call.description or "", expect=wanted,
+                description=call.description or "", expect=wanted, agent=call.agent,
             ))
     return out
 

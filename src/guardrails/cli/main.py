@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='earlier calls (a JSON list of {"tool", "args", "effect"})')
     p.add_argument("--request", metavar="TEXT", help="text of the user's request")
     p.add_argument("--description", default="", metavar="TEXT", help="tool description")
+    p.add_argument("--agent", metavar="NAME", help="the calling agent's name or id "
+                   "(match.agents, bindings)")
     p.add_argument("--explain", action="store_true",
                    help="add the value every expression produced (secrets redacted)")
     p.set_defaults(run=_eval)
@@ -216,7 +218,8 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
     except guardrails.PolicyError as e:
         raise UsageError(_problems_line(e)) from None
     kwargs: dict[str, Any] = {"principal": principal, "history": history,
-                              "request": args.request, "description": args.description}
+                              "request": args.request, "description": args.description,
+                              "agent": args.agent}
     if args.explain:
         explanation = policies.explain(args.tool, call_args, **kwargs)
         result = explanation.decision.to_dict()

@@ -295,6 +295,7 @@ def _members(data: bytes, origin: str) -> dict[str, bytes]:
                 raise BundleError(origin, f"member {name!r} is not a regular file")
             clean = posixpath.normpath(name)
             if (clean != name or name.startswith("/") or "\\" in name
+                    or any(ord(c) < 32 or c == "\x7f" for c in name)
                     or any(part in ("", ".", "..") for part in name.split("/"))):
                 raise BundleError(origin, f"unsafe member name {name!r}")
             if name in out:
@@ -331,17 +332,26 @@ def load_bundle(data: bytes, *, key: str | os.PathLike[str] | bytes | None = Non
     """Verify a bundle, then load its policies. Problems name ``origin!/file:line:col``."""
     bundle = read(data, key=key, origin=origin)
     with tempfile.TemporaryDirectory(prefix="guardrails-bundle-") as tmp:
-        for name, content in bundle.files.items():
-            path = os.path.join(tmp, *name.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(content)
+        try:
+            for name, content in bundle.files.items():
+                path = os.path.join(tmp, *name.split("/"))
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "xb") as f:
+                    f.write(content)
+        except OSError as e:  # e.g. "a" and "a/b" both listed
+            raise BundleError(origin, f"cannot unpack: {type(e).__name__}") from None
         try:
             documents = load_documents(tmp)
             policies = compile_documents(documents, limits=limits or DEFAULT_LIMITS,
                                          backend=backend)
         except PolicyError as e:
             raise PolicyError(_relocated(p, tmp, origin) for p in e.errors) from None
+        root = os.path.realpath(tmp)
+        for name in documents.sources:
+            if not os.path.realpath(name).startswith(root + os.sep):
+                # A paramsFile naming a path outside: a bundle must be self-contained.
+                raise BundleError(origin, "a policy reads a file outside the bundle "
+                                          f"({os.path.basename(name)})")
     if policies.revision != bundle.manifest.revision:
         raise BundleError(origin, "the files' revision differs from the manifest's")
     return policies

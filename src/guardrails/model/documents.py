@@ -221,6 +221,8 @@ class TestCall:
     request: str | None
     description: str | None
     position: Position
+    agent: str | None = None
+    """The calling agent's name or id (``match.agents``, bindings); None: unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -869,7 +869,7 @@ class _DocumentReader:
 
     def call(self, node: Node, path: str) -> TestCall | None:
         f = self.fields(node, path, ("tool", "args", "principal", "history", "request",
-                                     "description"), ("tool",))
+                                     "description", "agent"), ("tool",))
         if f is None:
             return None
         n = len(self.src.problems)
@@ -887,10 +887,11 @@ class _DocumentReader:
                    if "request" in f else None)
         description = (self.string(f["description"], f"{path}.description", empty=True)
                        if "description" in f else None)
+        agent = self.string(f["agent"], f"{path}.agent") if "agent" in f else None
         if tool is None or args is None or principal is None or len(self.src.problems) != n:
             return None
         return TestCall(tool, MappingProxyType(args), MappingProxyType(principal),
-                        tuple(history), request, description, self.src.pos(node))
+                        tuple(history), request, description, self.src.pos(node), agent)
 
     def history_entry(self, node: Node, path: str) -> HistoryEntry | None:
         f = self.fields(node, path, ("tool", "args", "effect"), ("tool",))

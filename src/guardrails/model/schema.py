@@ -186,6 +186,8 @@ def json_schema() -> dict[str, Any]:
             "history": _list("Earlier calls, oldest first.", {"$ref": "#/$defs/HistoryEntry"}),
             "request": _str("Text of the user messages that started the run."),
             "description": _str("Tool description."),
+            "agent": _str("The calling agent's name or id (match.agents, bindings).",
+                          minLength=1),
         }, ("tool",)),
         "TestExpect": _obj("What the decision must show: its effect, and optionally more.", {
             "effect": {"enum": list(EFFECTS), "description": "The decision's effect."},
