@@ -1,17 +1,23 @@
 """Approvals: what a human's approval covers, the request they see, and the replay check.
 
 A ``require_approval`` call stops with the framework's approval request and leaves a
-fingerprint in the session. When the approved call is replayed, the guard evaluates it
-again and the approval counts only if the fingerprint still matches: same tool, same
-(repaired) arguments, same reasons, same policy revision. Approval satisfies
-``require_approval`` and nothing else; deny and halt rules still apply to a replay.
+fingerprint in the session, with a fresh random token that the request carries (in its
+``additional_properties``, which the framework copies into the response made from it).
+When the approved call is replayed, the guard evaluates it again and the approval counts
+only if the response carries the token of the request held for that call, and the
+fingerprint still matches: same tool, same (validated) arguments, same reasons, same policy
+revision. The occurrence id alone proves nothing (the model chooses it, and may reuse it):
+an answer to one request never approves another call that took its id, in this session
+or any other, and an answer is used once. Approval satisfies ``require_approval`` and
+nothing else; deny and halt rules still apply to a replay.
 
-The fingerprint is a plain hash anyone can compute, so a host that lets session state
-travel through untrusted hands gives the guard an ``approval_key``: the held record is then
-the fingerprint plus an HMAC of it and the approval id, and a record without the right MAC
-approves nothing. With an ``ApprovalStore`` (``guardrails.fleet.stores``) the record is held
-in the shared store instead of the session, so a call approved on one replica replays on
-another; ``take`` reads and deletes it in one step, so it is used once, anywhere.
+The fingerprint is a plain hash and the token travels in the conversation, so whoever can
+rewrite the session state could make an altered call look approved. A host whose session
+state passes through untrusted hands gives the guard an ``approval_key``: the held record
+then carries an HMAC of the approval id, fingerprint and token, and a record without the
+right MAC approves nothing. With an ``ApprovalStore`` (``guardrails.fleet.stores``) the
+record is held in the shared store instead of the session, so a call approved on one
+replica replays on another; ``take`` reads and deletes it in one step (used once, anywhere).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -26,9 +33,13 @@ from agent_framework import Content, FunctionInvocationContext
 
 from guardrails.engine import Action, Decision
 
-__all__ = ["APPROVALS_LIMIT", "APPROVAL_TTL", "ApprovalStore", "approval_id_for",
-           "approval_matches", "approval_record", "approval_request", "approved_replay",
-           "hold_approval", "is_approved_response", "take_held"]
+__all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
+           "approval_id_for", "approval_matches", "approval_record", "approval_request",
+           "approved_replay", "hold_approval", "is_approved_response", "new_token",
+           "response_token", "take_held"]
+
+APPROVAL_TOKEN_KEY = "guardrails_approval"
+"""Key of the request's (and so the response's) token in ``additional_properties``."""
 
 APPROVALS_LIMIT = 50
 """Unanswered approvals kept per session, oldest dropped first (as history is bounded).
@@ -44,7 +55,7 @@ APPROVAL_TTL = 24 * 3600
 
 
 class ApprovalStore(Protocol):
-    """Where held approvals live when they must be shared by replicas."""
+    """Where held approvals live when replicas must share them."""
 
     blocking: bool
 
@@ -53,24 +64,48 @@ class ApprovalStore(Protocol):
     def take(self, key: str) -> str | None: ...
 
 
+def new_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
 def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision, key: bytes | None) -> str:
-    """What is held for a call waiting for approval: its fingerprint, MAC'd with ``key``."""
-    fingerprint = _fingerprint(tool, arguments, decision)
-    if key is None:
-        return fingerprint
-    mac = hmac.new(key, f"{approval_id}\n{fingerprint}".encode(), hashlib.sha256).hexdigest()
-    return f"{fingerprint}.{mac}"
+                    decision: Decision, token: str, key: bytes | None) -> dict[str, str]:
+    """What is held for a call waiting for approval: its fingerprint and the token its
+    request carries, and with ``key`` an HMAC binding both to the approval id."""
+    record = {"fingerprint": _fingerprint(tool, arguments, decision), "token": token}
+    if key is not None:
+        record["mac"] = _mac(key, approval_id, record["fingerprint"], token)
+    return record
 
 
-def approval_matches(held: str | None, approval_id: str, tool: str,
+def _mac(key: bytes, approval_id: str, fingerprint: str, token: str) -> str:
+    message = f"{approval_id}\n{fingerprint}\n{token}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
                      arguments: Mapping[str, Any], decision: Decision,
                      key: bytes | None) -> bool:
-    """Whether a held record approves exactly this call (constant-time comparison)."""
-    if not isinstance(held, str):
+    """Whether a held record (a dict, or its JSON text from a store) approves exactly this
+    call answered with ``token``. Comparisons are constant-time."""
+    if isinstance(held, str):
+        try:
+            held = json.loads(held)
+        except ValueError:
+            return False
+    if not (isinstance(held, dict) and isinstance(held.get("fingerprint"), str)
+            and isinstance(held.get("token"), str) and isinstance(token, str)):
         return False
-    expected = approval_record(approval_id, tool, arguments, decision, key)
-    return hmac.compare_digest(held.encode(), expected.encode())
+    if not secrets.compare_digest(token, held["token"]):
+        return False
+    fingerprint = _fingerprint(tool, arguments, decision)
+    if not secrets.compare_digest(fingerprint, held["fingerprint"]):
+        return False
+    if key is None:
+        return True
+    mac = held.get("mac")
+    return isinstance(mac, str) and secrets.compare_digest(
+        mac, _mac(key, approval_id, fingerprint, token))
 
 
 def is_approved_response(context: FunctionInvocationContext) -> bool:
@@ -78,6 +113,14 @@ def is_approved_response(context: FunctionInvocationContext) -> bool:
     response = context.metadata.get("approval_response")
     return (isinstance(response, Content) and response.type == "function_approval_response"
             and response.approved is True)
+
+
+def response_token(context: FunctionInvocationContext) -> Any:
+    """The token the approval response carries (copied by the framework from the request)."""
+    response = context.metadata.get("approval_response")
+    if not isinstance(response, Content):
+        return None
+    return response.additional_properties.get(APPROVAL_TOKEN_KEY)
 
 
 def approval_id_for(context: FunctionInvocationContext) -> str:
@@ -104,43 +147,53 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) ->
 
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
                   arguments: Mapping[str, Any], decision: Decision, *,
-                  key: bytes | None = None) -> None:
-    """Keep the record of a call waiting for approval in the session's state."""
+                  key: bytes | None = None) -> str:
+    """Keep the record of a call waiting for approval in the session's state; returns
+    the token its request carries. A later request under the same id replaces it."""
     approvals = state.get("approvals")
     if not isinstance(approvals, dict):
         approvals = state["approvals"] = {}
+    token = new_token()
     approvals.pop(approval_id, None)  # re-added last: the most recent
-    approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, key)
+    approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, token,
+                                             key)
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
+    return token
 
 
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
                     approval_id: str, tool: str, arguments: Mapping[str, Any],
                     decision: Decision, *, key: bytes | None = None) -> bool:
-    """Whether this call is the replay of an approved call, unchanged since the approval
-    (the record held in the session).
+    """Whether this call is the replay of the approved call the human was shown, unchanged.
 
-    A replay uses up its held record, matching or not: one approval, one call.
+    The response must carry the token of the request held for this id (the request the
+    human answered, not another that reused its id), and the call must have the held
+    fingerprint. A replay uses up what is held, matching or not: one approval, one call.
     """
     if not is_approved_response(context):
         return False
     held = take_held(state, approval_id)
-    return approval_matches(held, approval_id, tool, arguments, decision, key)
+    return approval_matches(held, approval_id, response_token(context), tool, arguments,
+                            decision, key)
 
 
-def take_held(state: dict[str, Any] | None, approval_id: str) -> str | None:
+def take_held(state: dict[str, Any] | None, approval_id: str) -> dict[str, str] | None:
+    """Remove and return the record held in the session for ``approval_id``."""
     if state is None:
         return None
     approvals = state.get("approvals")
     if not isinstance(approvals, dict):
         return None
     held = approvals.pop(approval_id, None)
-    return held if isinstance(held, str) else None
+    if not (isinstance(held, dict) and isinstance(held.get("fingerprint"), str)
+            and isinstance(held.get("token"), str)):
+        return None
+    return held
 
 
 def approval_request(context: FunctionInvocationContext, approval_id: str, decision: Decision,
-                     arguments: Mapping[str, Any], message: str) -> Content:
+                     arguments: Mapping[str, Any], message: str, token: str) -> Content:
     """The framework's approval request for this call, as the user will be shown it."""
     call_id = context.metadata.get("call_id")
     occurrence = context.metadata.get("function_call_occurrence_id")
@@ -153,5 +206,6 @@ def approval_request(context: FunctionInvocationContext, approval_id: str, decis
     return Content.from_function_approval_request(
         id=approval_id,
         function_call=call,
-        additional_properties={"reason": message, "guardrails_decision_id": decision.id},
+        additional_properties={"reason": message, "guardrails_decision_id": decision.id,
+                               APPROVAL_TOKEN_KEY: token},
     )

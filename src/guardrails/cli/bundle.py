@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any, TextIO
 
 OK, PROBLEMS, BAD_INPUT = 0, 1, 2
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
     b.add_argument("directory", metavar="DIR", help="policy directory")
     b.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write")
     b.add_argument("--sign", metavar="KEY", help="Ed25519 private key (PEM) to sign with")
-    b.set_defaults(run=_build)
+    b.set_defaults(run=_run(_build))
 
     v = actions.add_parser("verify", help="check a bundle's hashes (and signature)",
                            description="Check every hash, and with --key the signature; "
@@ -36,18 +37,31 @@ def add_parser(sub: Any) -> None:
     v.add_argument("file", metavar="FILE", help="bundle file")
     v.add_argument("--key", metavar="PUB", help="Ed25519 public key (PEM): the bundle must "
                    "be signed by its private key")
-    v.set_defaults(run=_verify)
+    v.set_defaults(run=_run(_verify))
 
     k = actions.add_parser("keygen", help="make an Ed25519 key pair for signing",
                            description="Write PATH (private key, mode 0600) and PATH.pub.")
     k.add_argument("path", metavar="PATH", help="private key file to create")
-    k.set_defaults(run=_keygen)
+    k.set_defaults(run=_run(_keygen))
+
+
+class _Usage(Exception):
+    """Bad usage: one line on stderr, exit 2 (as ``guardrails.cli.main`` reports its own)."""
 
 
 def _usage(message: str) -> Exception:
-    from guardrails.cli.main import UsageError
+    return _Usage(message)
 
-    return UsageError(message)
+
+def _run(action: Any) -> Any:
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            code: int = action(args, out)
+        except _Usage as e:
+            print(f"guardrails bundle {args.action}: error: {e}", file=sys.stderr)
+            return BAD_INPUT
+        return code
+    return run
 
 
 def _key_file(path: str | None) -> str | None:
