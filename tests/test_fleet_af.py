@@ -72,6 +72,11 @@ async def test_counter_across_runs_and_agents_sharing_one_store(tmp_path: Path) 
         mw = guard(policies, principal={"user": "ann"}, counters=store)
         await run(_agent("finance", client, mw), "pay")
     assert [c[1]["recipient"] for c in CALLS] == ["P0", "P1"]
+    # Each call reserved once, although settling the validated arguments evaluates more.
+    import json
+
+    from guardrails.engine.counters import window_key
+    assert store.count(window_key("finance-payments/payments", json.dumps("ann")), 86400) == 2
 
 
 async def test_a_call_waiting_for_approval_is_counted_only_when_it_runs(tmp_path: Path) -> None:

@@ -150,3 +150,46 @@ def _sqlite_worker(path: str) -> int:
     n = sum(store.reserve([CounterRequest("k", 3600, 150, 1)])[0].granted for _ in range(100))
     store.close()
     return n
+
+
+def _guard_worker(args: tuple[str, str, str, int]) -> int:
+    """One replica running real agent runs through guard() with the shared Redis store."""
+    import asyncio
+
+    from agent_framework import Agent, tool
+
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call
+
+    path, url, prefix, runs = args
+    ran: list[int] = []
+
+    @tool
+    def pay(amount: float) -> str:
+        """Pay."""
+        ran.append(1)
+        return "paid"
+
+    async def main() -> None:
+        store = RedisStore(url, prefix=prefix)
+        middleware = guard(guardrails.load(path), principal={"tenant": "hot"}, counters=store)
+        for i in range(runs):
+            client = ScriptedChatClient([[call("pay", amount=0 if i % 10 == 0 else 5)]])
+            await Agent(client=client, tools=[pay], middleware=middleware).run("pay")
+        store.close()
+
+    asyncio.run(main())
+    return len(ran)
+
+
+def test_soak_real_agent_loop_four_processes(tmp_path: Path, redis_server: RedisServer) -> None:
+    """The same claim through the guard: runs, validation and the thread offload included."""
+    limit = 150
+    path = _write(tmp_path, limit)
+    prefix = f"loop-{uuid.uuid4().hex}:"
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        ran = pool.map(_guard_worker, [(str(path), redis_server.url, prefix, 60)] * 4)
+    assert sum(ran) == limit  # 216 calls would pass the other rules: exactly the limit ran
+    store = RedisStore(redis_server.url, prefix=prefix)
+    (h,) = store.reserve([CounterRequest(_key("hot"), 3600, limit, 0)])
+    assert h.count == limit
