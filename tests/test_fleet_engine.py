@@ -312,3 +312,55 @@ spec:
     assert '"effect": "allow"' in capsys.readouterr().out
     assert main(["eval", str(tmp_path / "s.yaml"), "--tool", "refund", "--agent", "support"]) == 0
     assert '"effect": "deny"' in capsys.readouterr().out
+
+
+def test_policy_tests_preset_counts_to_reach_the_exceeded_branch(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from guardrails.cli import main
+
+    suite = NEW_PAYEES + """---
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: payee-limits}
+spec:
+  cases:
+    - name: the fourth new payee of the week is refused
+      call: {tool: send_money, args: {to: zed, amount: 5}, principal: {user: u},
+             counters: {new_payees: 3}}
+      expect: {effect: deny, rules: [payees/too-many-new-payees],
+               message: "new payees this week: 4"}
+    - name: the third is not
+      call: {tool: send_money, args: {to: zed, amount: 5}, principal: {user: u},
+             counters: {payees/new_payees: 2}}
+      expect: {effect: allow, rules: []}
+    - name: a known payee is not counted
+      call: {tool: send_money, args: {to: alice, amount: 5}, principal: {user: u},
+             counters: {new_payees: 3}}
+      expect: {effect: allow}
+    - name: tiny
+      call: {tool: send_money, args: {to: alice, amount: 0}, principal: {user: u}}
+      expect: {effect: deny}
+"""
+    (tmp_path / "suite.yaml").write_text(suite)
+    assert main(["test", str(tmp_path), "--require-coverage"]) == 0, capsys.readouterr().out
+    (tmp_path / "suite.yaml").write_text(suite.replace("{new_payees: 3}}", "{new_payees: -3}}",
+                                                       1))
+    assert main(["test", str(tmp_path)]) == 2
+    assert "expected an integer >= 0" in capsys.readouterr().err
+
+
+class OddStore:
+    blocking = False
+
+    def reserve(self, requests: object) -> list[object]:
+        return ["not a result"]
+
+    def release(self, reservations: object) -> None:
+        pass
+
+
+def test_a_store_answering_nonsense_fails_closed(tmp_path: Path) -> None:
+    ps = load_text(tmp_path, NEW_PAYEES)
+    d = ps.evaluate("send_money", {"to": "new", "amount": 5}, principal={"user": "u"},
+                    counters=OddStore())  # type: ignore[arg-type]
+    assert d.effect == "deny" and d.errors[0].element == "counters.new_payees"

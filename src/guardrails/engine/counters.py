@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -28,6 +28,7 @@ __all__ = [
     "CounterResult",
     "CounterStore",
     "MemoryStore",
+    "PresetCounts",
     "Reservation",
     "StoreUnavailable",
     "window_key",
@@ -48,6 +49,8 @@ class CounterRequest:
     window: int
     limit: int
     cost: int
+    scope: str = ""
+    """``policy/counter`` the request is for (for inspection; the key already holds it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,28 @@ def window_entry(key: str, window: int, now: float) -> tuple[str, float]:
     """The entry of ``key`` in the window containing ``now``, and when that window ends."""
     index = int(now // window)
     return f"{key}:{window}:{index}", (index + 1) * window
+
+
+class PresetCounts:
+    """Counts "already made" before a call, by counter name or ``policy/counter``: what a
+    ``PolicyTest`` case's ``call.counters`` gives. Never stores anything."""
+
+    blocking = False
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self._counts = dict(counts)
+
+    def reserve(self, requests: Sequence[CounterRequest]) -> list[CounterResult]:
+        out = []
+        for r in requests:
+            name = r.scope.rsplit("/", 1)[-1]
+            before = self._counts.get(r.scope, self._counts.get(name, 0))
+            total = before + r.cost
+            out.append(CounterResult(total, total <= r.limit, None))
+        return out
+
+    def release(self, reservations: Sequence[Reservation]) -> None:
+        pass
 
 
 class MemoryStore:

@@ -596,8 +596,10 @@ def _count(
     else:
         try:
             results = list(store.reserve(requests))
-            if len(results) != len(requests):
-                raise ValueError("the counter store answered a different number of requests")
+            if len(results) != len(requests) or not all(
+                    isinstance(r, CounterResult) and type(r.count) is int for r in results):
+                raise ValueError("the counter store answered something else than one "
+                                 "CounterResult per request")
         except Exception as exc:
             results = None
             reason = f"counter store unavailable ({type(exc).__name__})"
@@ -632,7 +634,7 @@ def _request(counter: CompiledCounter, bindings: Mapping[str, Any]) -> CounterRe
             raise CelError("cost must be an int between 0 and 2^53")
     # JSON text keeps the string "1" and the int 1 apart.
     return CounterRequest(window_key(counter.scope, json.dumps(key)), counter.window,
-                          counter.limit, cost if counts else 0)
+                          counter.limit, cost if counts else 0, counter.scope)
 
 
 def _view(count: int, limit: int) -> dict[str, Any]:

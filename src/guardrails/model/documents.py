@@ -223,6 +223,8 @@ class TestCall:
     position: Position
     agent: str | None = None
     """The calling agent's name or id (``match.agents``, bindings); None: unknown."""
+    counters: Mapping[str, int] | None = None
+    """Counts already made in the current window, by counter name (or ``policy/counter``)."""
 
 
 @dataclass(frozen=True, slots=True)

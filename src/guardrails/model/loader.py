@@ -869,7 +869,7 @@ class _DocumentReader:
 
     def call(self, node: Node, path: str) -> TestCall | None:
         f = self.fields(node, path, ("tool", "args", "principal", "history", "request",
-                                     "description", "agent"), ("tool",))
+                                     "description", "agent", "counters"), ("tool",))
         if f is None:
             return None
         n = len(self.src.problems)
@@ -888,10 +888,22 @@ class _DocumentReader:
         description = (self.string(f["description"], f"{path}.description", empty=True)
                        if "description" in f else None)
         agent = self.string(f["agent"], f"{path}.agent") if "agent" in f else None
+        counters: dict[str, int] | None = None
+        if "counters" in f:
+            counters = {}
+            if isinstance(f["counters"], MappingNode):
+                for name, _, value in _yaml.pairs(self.src, f["counters"]):
+                    count = self.count(value, f"{path}.counters.{name}")
+                    if count is not None:
+                        counters[name] = count
+            else:
+                self.error(f["counters"], f"{path}.counters: expected a mapping of counter "
+                                          f"names to counts, got {describe(f['counters'])}")
         if tool is None or args is None or principal is None or len(self.src.problems) != n:
             return None
         return TestCall(tool, MappingProxyType(args), MappingProxyType(principal),
-                        tuple(history), request, description, self.src.pos(node), agent)
+                        tuple(history), request, description, self.src.pos(node), agent,
+                        MappingProxyType(counters) if counters is not None else None)
 
     def history_entry(self, node: Node, path: str) -> HistoryEntry | None:
         f = self.fields(node, path, ("tool", "args", "effect"), ("tool",))

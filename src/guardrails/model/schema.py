@@ -188,6 +188,9 @@ def json_schema() -> dict[str, Any]:
             "description": _str("Tool description."),
             "agent": _str("The calling agent's name or id (match.agents, bindings).",
                           minLength=1),
+            "counters": {"type": "object", "description": "Counts already made in the "
+                         "window, by counter name (or policy/counter).",
+                         "additionalProperties": {"type": "integer", "minimum": 0}},
         }, ("tool",)),
         "TestExpect": _obj("What the decision must show: its effect, and optionally more.", {
             "effect": {"enum": list(EFFECTS), "description": "The decision's effect."},
