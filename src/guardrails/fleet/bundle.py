@@ -279,8 +279,8 @@ def _members(data: bytes, origin: str) -> dict[str, bytes]:
         raw = _gunzip(data)
         tar = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")  # noqa: SIM115 (closed below)
     except (OSError, EOFError, tarfile.TarError) as e:
-        raise BundleError(origin, f"not a readable bundle archive ({type(e).__name__})"
-                          ) from None
+        detail = " ".join(str(e).split())[:200] or type(e).__name__
+        raise BundleError(origin, f"not a readable bundle archive ({detail})") from None
     out: dict[str, bytes] = {}
     with tar:
         try:
