@@ -164,6 +164,10 @@ def test_cli_build_verify_keygen(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["bundle", "build", str(d), "-o", str(unsigned)]) == 0
     assert main(["bundle", "verify", str(unsigned), "--key", f"{key}.pub"]) == 1
     assert main(["bundle", "verify", str(unsigned)]) == 0
+    capsys.readouterr()
+    # A bundle is a policy location for the other commands too.
+    assert main(["eval", str(out), "--tool", "send_money", "--args", '{"amount": 500}']) == 0
+    assert '"effect": "deny"' in capsys.readouterr().out
 
 
 def test_load_from_url_with_key(tmp_path: Path, keys: tuple[str, str],

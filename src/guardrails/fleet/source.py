@@ -59,6 +59,8 @@ def load(location: Location, *, key: Key = None, limits: Limits | None = None,
     with its private key. Raises ``PolicyError`` listing every problem, with
     ``file:line:column`` (a refused bundle is a ``BundleError``, also a ``PolicyError``).
     """
+    if not isinstance(location, str | os.PathLike) and len(location) == 1:
+        location = location[0]  # `guardrails eval BUNDLE ...` passes a list of one
     if _is_url(location):
         assert isinstance(location, str)
         data, _ = _fetch(location, None, timeout)
@@ -231,6 +233,8 @@ class _Fetcher:
 
 def _fetcher(location: Location, key: Key, limits: Limits, backend: Backend,
              timeout: float) -> _Fetcher:
+    if not isinstance(location, str | os.PathLike) and len(location) == 1:
+        location = location[0]
     if _is_url(location):
         assert isinstance(location, str)
         return _URLFetcher(location, key, limits, backend, timeout)
