@@ -8,6 +8,7 @@ picked up; a call finishes on the set it started with, under load, in the real l
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
 import threading
@@ -159,6 +160,28 @@ def test_url_polled_with_etag_and_verified(tmp_path: Path,
         assert source.current.evaluate("send_money", {"amount": 500}).effect == "allow"
 
 
+def test_an_older_signed_bundle_is_a_rollback(tmp_path: Path,
+                                              bundle_server: BundleServer) -> None:
+    private, public = generate_key(tmp_path / "k")
+    _write_version(tmp_path / "v1", 100, "v1")
+    _write_version(tmp_path / "v2", 1000, "v2")
+    day = datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC)
+    build(tmp_path / "v1", tmp_path / "old.tgz", sign=private, now=day)
+    build(tmp_path / "v2", tmp_path / "new.tgz", sign=private,
+          now=day + datetime.timedelta(hours=1))
+    build(tmp_path / "v1", tmp_path / "rebuilt.tgz", sign=private,
+          now=day + datetime.timedelta(hours=2))
+    bundle_server.publish((tmp_path / "new.tgz").read_bytes())
+    with guardrails.watch(bundle_server.url, interval=3600, key=public) as source:
+        v2 = source.current.revision
+        bundle_server.publish((tmp_path / "old.tgz").read_bytes())  # validly signed, older
+        assert source.refresh() is False and source.current.revision == v2
+        assert "rollback is refused" in (source.status.error or "")
+        # Going back on purpose: rebuild the old policies (a newer build of them).
+        bundle_server.publish((tmp_path / "rebuilt.tgz").read_bytes())
+        assert source.refresh() is True and source.current.revision != v2
+
+
 def test_bundle_file_watch_rejects_tampering(tmp_path: Path) -> None:
     private, public = generate_key(tmp_path / "k")
     _write_version(tmp_path / "v1", 100, "v1")
@@ -188,15 +211,18 @@ async def test_hot_reload_under_load_in_the_real_loop(tmp_path: Path) -> None:
     """
     private, public = generate_key(tmp_path / "k")
     revisions: dict[str, str] = {}
+    bundles: list[bytes] = []
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     for version, cap in (("v1", 100), ("v2", 1000)):
         _write_version(tmp_path / version, cap, version)
-        revisions[build(tmp_path / version, tmp_path / f"{version}.tgz",
-                        sign=private).revision] = version
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "pay.yaml").write_text(_pay(5, "v3").replace("true", "tru e"))
+    for i in range(60):  # v1, v2, v1...: each built later than the one before (no rollback)
+        version = ("v1", "v2")[i % 2]
+        out = tmp_path / f"b{i}.tgz"
+        revisions[build(tmp_path / version, out, sign=private,
+                        now=start + datetime.timedelta(seconds=i)).revision] = version
+        bundles.append(out.read_bytes())
     live = tmp_path / "live.tgz"
-    os.link(tmp_path / "v1.tgz", live)
-    bundles = [(tmp_path / "v1.tgz").read_bytes(), (tmp_path / "v2.tgz").read_bytes()]
+    live.write_bytes(bundles[0])
     broken = bytearray(bundles[1])
     broken[len(broken) // 3] ^= 0x55
 
@@ -205,8 +231,8 @@ async def test_hot_reload_under_load_in_the_real_loop(tmp_path: Path) -> None:
 
     def publisher() -> None:
         i = 0
-        while not stop.is_set():
-            data = bytes(broken) if i % 3 == 2 else bundles[i % 2]
+        while not stop.is_set() and i // 2 < len(bundles):
+            data = bytes(broken) if i % 2 == 1 else bundles[i // 2]
             tmp = tmp_path / f"pub-{i}"
             tmp.write_bytes(data)
             os.replace(tmp, live)  # atomic publish

@@ -41,6 +41,7 @@ __all__ = [
     "generate_key",
     "is_bundle",
     "load_bundle",
+    "load_verified",
     "read",
 ]
 
@@ -328,9 +329,26 @@ def _gunzip(data: bytes) -> bytes:
 
 def load_bundle(data: bytes, *, key: str | os.PathLike[str] | bytes | None = None,
                 origin: str = "<bundle>", limits: Limits | None = None,
-                backend: Backend = "compiled") -> PolicySet:
-    """Verify a bundle, then load its policies. Problems name ``origin!/file:line:col``."""
+                backend: Backend = "compiled", not_before: str | None = None) -> PolicySet:
+    """Verify a bundle, then load its policies. Problems name ``origin!/file:line:col``.
+
+    ``not_before``: the build time of the bundle in use; an older one is refused (a
+    validly signed but outdated bundle served again is a rollback, not an update).
+    """
+    return load_verified(data, key=key, origin=origin, limits=limits, backend=backend,
+                         not_before=not_before)[0]
+
+
+def load_verified(data: bytes, *, key: str | os.PathLike[str] | bytes | None = None,
+                  origin: str = "<bundle>", limits: Limits | None = None,
+                  backend: Backend = "compiled", not_before: str | None = None,
+                  ) -> tuple[PolicySet, Manifest]:
+    """``load_bundle``, also returning the bundle's manifest."""
     bundle = read(data, key=key, origin=origin)
+    if not_before is not None and bundle.manifest.built < not_before:
+        raise BundleError(origin, f"built {bundle.manifest.built}, before the bundle in use "
+                                  f"({not_before}): a rollback is refused (rebuild the old "
+                                  "policies to go back)")
     with tempfile.TemporaryDirectory(prefix="guardrails-bundle-") as tmp:
         try:
             for name, content in bundle.files.items():
@@ -354,7 +372,7 @@ def load_bundle(data: bytes, *, key: str | os.PathLike[str] | bytes | None = Non
                                           f"({os.path.basename(name)})")
     if policies.revision != bundle.manifest.revision:
         raise BundleError(origin, "the files' revision differs from the manifest's")
-    return policies
+    return policies, bundle.manifest
 
 
 def _relocated(problem: Problem, tmp: str, origin: str) -> Problem:

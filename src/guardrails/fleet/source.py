@@ -33,7 +33,7 @@ from guardrails.engine.compile import Backend, compile_documents
 from guardrails.engine.compile import load as load_paths
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle
+from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle, load_verified
 from guardrails.model import load_documents
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
@@ -298,7 +298,23 @@ class _PathFetcher(_Fetcher):
         return policies
 
 
-class _BundleFileFetcher(_Fetcher):
+class _BundleFetcher(_Fetcher):
+    """Loads verified bundles, never one built before the last it loaded (rollback)."""
+
+    key: Key
+    limits: Limits
+    backend: Backend
+    built: str | None = None
+
+    def load(self, data: bytes) -> PolicySet:
+        policies, manifest = load_verified(data, key=self.key, origin=self.name,
+                                           limits=self.limits, backend=self.backend,
+                                           not_before=self.built)
+        self.built = manifest.built
+        return policies
+
+
+class _BundleFileFetcher(_BundleFetcher):
     def __init__(self, path: str, key: Key, limits: Limits, backend: Backend) -> None:
         self.name = path
         self.key = key
@@ -313,11 +329,10 @@ class _BundleFileFetcher(_Fetcher):
         self.stamp = stamp
         with open(self.name, "rb") as f:
             data = f.read(MAX_BUNDLE_BYTES + 1)
-        return load_bundle(data, key=self.key, origin=self.name, limits=self.limits,
-                           backend=self.backend)
+        return self.load(data)
 
 
-class _URLFetcher(_Fetcher):
+class _URLFetcher(_BundleFetcher):
     """A bundle over HTTP(S), polled with ``If-None-Match``: unchanged costs one 304."""
 
     def __init__(self, url: str, key: Key, limits: Limits, backend: Backend,
@@ -335,8 +350,7 @@ class _URLFetcher(_Fetcher):
             return None
         # Remembered before loading: a refused bundle is not fetched again until it changes.
         self.etag = etag
-        return load_bundle(data, key=self.key, origin=self.name, limits=self.limits,
-                           backend=self.backend)
+        return self.load(data)
 
 
 def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, str | None]:
