@@ -174,6 +174,7 @@ def test_an_older_signed_bundle_is_a_rollback(tmp_path: Path,
     bundle_server.publish((tmp_path / "new.tgz").read_bytes())
     with guardrails.watch(bundle_server.url, interval=3600, key=public) as source:
         v2 = source.current.revision
+        assert source.status.built == "2026-03-01T01:00:00Z"
         bundle_server.publish((tmp_path / "old.tgz").read_bytes())  # validly signed, older
         assert source.refresh() is False and source.current.revision == v2
         assert "rollback is refused" in (source.status.error or "")

@@ -104,6 +104,8 @@ class SourceStatus:
     problems: tuple[Problem, ...] = ()
     failures: int = 0
     """Failed checks in a row."""
+    built: str | None = None
+    """Build time of the bundle in use (None for files): a stale mirror shows here."""
 
 
 class PolicySource:
@@ -128,7 +130,8 @@ class PolicySource:
         now = _now()
         self.current: PolicySet = first
         """The set in use: read it once per decision. Replaced whole, never changed."""
-        self.status = SourceStatus(self._fetcher.name, first.revision, now, now, True)
+        self.status = SourceStatus(self._fetcher.name, first.revision, now, now, True,
+                                   built=self._fetcher.built)
         # What the content last fetched turned out to be: unchanged content keeps its verdict.
         self._verdict: tuple[str | None, tuple[Problem, ...]] = (None, ())
         self._lock = threading.Lock()  # one check at a time (the thread, or refresh())
@@ -193,7 +196,8 @@ class PolicySource:
                                   problems=(), failures=0)
             return False
         self.current = found  # the swap: one assignment of a complete set
-        self.status = SourceStatus(self._fetcher.name, found.revision, now, now, True)
+        self.status = SourceStatus(self._fetcher.name, found.revision, now, now, True,
+                                   built=self._fetcher.built)
         self._reloads.add(1, {RELOAD_OUTCOME: "loaded"})
         _log.info("guardrails: loaded policy revision %s from %s", found.revision[:12],
                   self._fetcher.name)
@@ -226,6 +230,8 @@ def _describe(location: Location) -> str:
 
 class _Fetcher:
     name: str
+    built: str | None = None
+    """Build time of the last bundle loaded (bundles only)."""
 
     def poll(self) -> PolicySet | None:
         raise NotImplementedError
@@ -304,7 +310,6 @@ class _BundleFetcher(_Fetcher):
     key: Key
     limits: Limits
     backend: Backend
-    built: str | None = None
 
     def load(self, data: bytes) -> PolicySet:
         policies, manifest = load_verified(data, key=self.key, origin=self.name,
