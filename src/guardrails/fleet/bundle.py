@@ -85,8 +85,18 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
 # --- keys ------------------------------------------------------------------------------
 
 
+def _require_cryptography() -> None:
+    """Signing and verifying need the ``cryptography`` package: say so plainly."""
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:  # pragma: no cover - an install problem
+        raise ImportError("signed bundles need the cryptography package: pip install "
+                          "'cel-guardrails[fleet]'") from None
+
+
 def generate_key(private_path: str | os.PathLike[str]) -> tuple[str, str]:
     """Write a new Ed25519 key pair: ``PATH`` (private, PEM, mode 0600) and ``PATH.pub``."""
+    _require_cryptography()
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -105,6 +115,7 @@ def generate_key(private_path: str | os.PathLike[str]) -> tuple[str, str]:
 
 
 def _private_key(key: str | os.PathLike[str] | bytes) -> Any:
+    _require_cryptography()
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -116,6 +127,7 @@ def _private_key(key: str | os.PathLike[str] | bytes) -> Any:
 
 
 def _public_key(key: str | os.PathLike[str] | bytes) -> Any:
+    _require_cryptography()
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -257,6 +269,7 @@ def read(data: bytes, *, key: str | os.PathLike[str] | bytes | None = None,
 
 def _verify(manifest: bytes, signature: bytes, key: str | os.PathLike[str] | bytes,
             origin: str) -> str:
+    _require_cryptography()
     from cryptography.exceptions import InvalidSignature
 
     public = _public_key(key)
