@@ -191,9 +191,9 @@ class PolicySource:
                                   failures=0 if error is None else self.status.failures)
             return False
         self._verdict = (None, ())
-        if found.revision == self.current.revision:
+        if found.revision == self.current.revision:  # e.g. the same files, rebuilt
             self.status = replace(self.status, checked_at=now, ok=True, error=None,
-                                  problems=(), failures=0)
+                                  problems=(), failures=0, built=self._fetcher.built)
             return False
         self.current = found  # the swap: one assignment of a complete set
         self.status = SourceStatus(self._fetcher.name, found.revision, now, now, True,
