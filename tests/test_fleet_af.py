@@ -109,3 +109,37 @@ async def test_unknown_agent_gets_every_agents_restrictions(tmp_path: Path) -> N
     only_function = [GuardFunctionMiddleware(policies, telemetry=telemetry)]
     await run(_agent("finance", client, only_function), "pay")
     assert telemetry.decisions[0].effect == "deny" and CALLS == []
+
+
+class SlowStore(MemoryStore):
+    """Our own store interface with a slow round trip (as a far Redis would have)."""
+
+    blocking = True
+
+    def reserve(self, requests: Any) -> Any:
+        import time
+        time.sleep(0.3)
+        return super().reserve(requests)
+
+
+async def test_a_blocking_store_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    import asyncio
+
+    policies = _policies(tmp_path)
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def one_run() -> None:
+        client = ScriptedChatClient([[call("send_money", recipient="P", amount=10)]])
+        mw = guard(policies, principal={"user": "ann"}, counters=SlowStore())
+        await run(_agent("finance", client, mw), "pay")
+        done.set()
+
+    await asyncio.gather(ticker(), one_run())
+    assert CALLS and ticks >= 10  # the loop kept running while the store took 300 ms
