@@ -364,3 +364,21 @@ def test_a_store_answering_nonsense_fails_closed(tmp_path: Path) -> None:
     d = ps.evaluate("send_money", {"to": "new", "amount": 5}, principal={"user": "u"},
                     counters=OddStore())  # type: ignore[arg-type]
     assert d.effect == "deny" and d.errors[0].element == "counters.new_payees"
+
+
+def test_two_bindings_matching_one_call_count_it_once(tmp_path: Path) -> None:
+    ps = load_text(tmp_path, policy("daily", spec="""
+        counters:
+          - {name: calls, key: 'principal.tenant', window: 1d, limit: 2}
+        rules:
+          - {name: over, when: 'counters.calls.exceeded', action: deny}
+    """), binding("all", "policy: daily"), binding("acme", """
+        policy: daily
+        match: {when: 'principal.tenant == "acme"'}
+    """))
+    store = MemoryStore()
+    acme = {"tenant": "acme"}
+    effects = [ps.evaluate("pay", {}, principal=acme, counters=store).effect for _ in range(3)]
+    assert effects == ["allow", "allow", "deny"]
+    d = ps.evaluate("pay", {}, principal=acme, counters=store)
+    assert d.policies == ("daily@all", "daily@acme")

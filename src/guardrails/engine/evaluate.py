@@ -589,7 +589,12 @@ def _count(
             pending.append((policy, counter, request))
     if not pending:
         return views, failed
-    requests = [r for _, _, r in pending]
+    # Two bindings of one policy matching the same call share its counter: the call is
+    # one call, so an identical request is made (and counted) once.
+    index: dict[CounterRequest, int] = {}
+    for _, _, r in pending:
+        index.setdefault(r, len(index))
+    requests = list(index)
     results: list[CounterResult] | None
     if store is None:
         results = [CounterResult(r.cost, r.cost <= r.limit, None) for r in requests]
@@ -603,13 +608,13 @@ def _count(
         except Exception as exc:
             results = None
             reason = f"counter store unavailable ({type(exc).__name__})"
-    for i, (policy, counter, request) in enumerate(pending):
+    if results is not None:
+        reservations.extend(r.reservation for r in results if r.reservation is not None)
+    for policy, counter, request in pending:
         if results is None:
             fail(policy, counter, reason)
             continue
-        result = results[i]
-        if result.reservation is not None:
-            reservations.append(result.reservation)
+        result = results[index[request]]
         view = _view(result.count, request.limit)
         views[policy.name][counter.name] = view
         pt = traces.get(policy.name)
