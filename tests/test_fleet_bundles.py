@@ -50,9 +50,14 @@ def test_bundle_round_trip_same_revision_as_the_directory(tmp_path: Path,
     for loaded in (guardrails.load(out), guardrails.load(out, key=keys[1])):
         assert loaded.revision == direct.revision
         assert loaded.evaluate("send_money", {"amount": 500}).effect == "deny"
-    # Deterministic: the same files give the same bytes (signature included).
-    build(d, tmp_path / "again.tar.gz", sign=keys[0], now=None)
     assert read(out.read_bytes(), key=keys[1]).manifest.signed_by == manifest.signed_by
+    # Deterministic: the same files built at the same time give the same bytes (Ed25519
+    # signatures are deterministic too).
+    import datetime
+    when = datetime.datetime(2026, 5, 1, tzinfo=datetime.UTC)
+    build(d, tmp_path / "a.tgz", sign=keys[0], now=when)
+    build(d, tmp_path / "b.tgz", sign=keys[0], now=when)
+    assert (tmp_path / "a.tgz").read_bytes() == (tmp_path / "b.tgz").read_bytes()
 
 
 def _members(data: bytes) -> list[tuple[tarfile.TarInfo, bytes]]:
