@@ -143,3 +143,30 @@ async def test_a_blocking_store_never_blocks_the_event_loop(tmp_path: Path) -> N
 
     await asyncio.gather(ticker(), one_run())
     assert CALLS and ticks >= 10  # the loop kept running while the store took 300 ms
+
+
+async def test_a_sub_agent_is_judged_as_itself(tmp_path: Path) -> None:
+    """The same tool, called by the orchestrator and by the sub-agent it runs: each call is
+    decided with the policies of the agent that made it."""
+    from guardrails.agent_framework.scripted import text
+
+    policies = _policies(tmp_path)
+    telemetry = RecordingTelemetry()
+    from tests.af_support import guarded
+    inner_client = ScriptedChatClient([[call("send_money", recipient="IN", amount=10)],
+                                       [text("inner done")]])
+    inner = Agent(client=inner_client, name="support", description="Support desk.",
+                  tools=[send_money], middleware=guarded(policies, telemetry,
+                                                         principal={"user": "u"}))
+    outer_client = ScriptedChatClient([[call("support", task="refund")],
+                                       [call("send_money", recipient="OUT", amount=10)],
+                                       [text("done")]])
+    outer = Agent(client=outer_client, name="finance", tools=[inner.as_tool(), send_money],
+                  middleware=guarded(policies, telemetry, principal={"user": "u"}))
+    await run(outer, "go")
+    by_recipient = {d.arguments.get("recipient"): d for d in telemetry.decisions
+                    if d.tool == "send_money"}
+    assert by_recipient["IN"].policies == ("support-payments",)
+    assert by_recipient["IN"].effect == "deny"
+    assert by_recipient["OUT"].policies == ("finance-payments",)
+    assert CALLS == [("send_money", {"recipient": "OUT", "amount": 10.0})]
