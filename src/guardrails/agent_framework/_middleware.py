@@ -33,6 +33,7 @@ def guard(
     meter_provider: Any = None,
     decision_log: Any = None,
     strict: bool = False,
+    unmatched: str = "allow",
     counters: CounterStore | None = None,
     approvals: ApprovalStore | None = None,
     approval_key: bytes | None = None,
@@ -42,7 +43,10 @@ def guard(
     ``principal``: a mapping, or a callable of the ``FunctionInvocationContext`` (sync or
     async) returning one. ``secrets``: a :class:`SecretProvider` (environment variables by
     default). ``mode="audit"`` runs every policy as audit (shadow rollout). ``strict``
-    checks the policies against the agent's tool schemas when a run starts.
+    checks the policies against the agent's tool schemas when a run starts. ``unmatched``
+    is what happens to a call to a tool no policy names: ``"allow"`` (the default),
+    ``"warn"`` (allowed, with a warning logged) or ``"deny"``. MCP tools also answer to
+    ``mcp:<server>/<tool>`` in ``match.tools`` (see docs/integration.md).
     ``policies``: a ``PolicySet``, or a ``PolicySource`` from ``guardrails.watch()`` (each
     call is decided on the set current when it starts). ``counters``: the store the
     policies' counters live in (``guardrails.fleet``: SQLite, Redis); by default a
@@ -64,8 +68,8 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry, counters=counters, approvals=approvals,
-                                approval_key=approval_key),
+                                telemetry=telemetry, unmatched=unmatched, counters=counters,
+                                approvals=approvals, approval_key=approval_key),
     ]
 
 
