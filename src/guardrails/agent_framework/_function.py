@@ -242,6 +242,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         policies = self._policies.current  # once: the whole call uses this set
         self._for_set(policies)
+        memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
         if entry is not None and not json_numbers(entry):
@@ -261,7 +262,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return policies.evaluate(
                 tool, arguments, principal=principal, history=history, request=request,
                 description=context.function.description or "",
-                known_secrets=self._memory, aliases=aliases, unmatched=unmatched,
+                known_secrets=memory, aliases=aliases, unmatched=unmatched,
                 agent=agent, counters=counters)
 
         def decide(arguments: Any) -> Decision:
