@@ -92,8 +92,11 @@ def test_a_shared_store_needs_a_key(policies: guardrails.PolicySet, tmp_path: Pa
         guard(policies, approvals=SQLiteStore(tmp_path / "s.db"))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: Any, tmp_path: Path, redis_server: RedisServer) -> Any:
+    if request.param == "memory":  # guards of one process
+        from guardrails.engine.counters import MemoryStore
+        return MemoryStore()
     if request.param == "sqlite":
         return SQLiteStore(tmp_path / "shared.db")
     return RedisStore(redis_server.url, prefix=f"ap-{uuid.uuid4().hex}:")

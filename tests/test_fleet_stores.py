@@ -93,8 +93,12 @@ def _key(tenant: str) -> str:
     return window_key("limited/calls", json.dumps(tenant))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: Any, tmp_path: Path, redis_server: RedisServer) -> Any:
+    if request.param == "memory":
+        from guardrails.engine.counters import MemoryStore
+        yield MemoryStore()
+        return
     if request.param == "sqlite":
         s: Any = SQLiteStore(tmp_path / "state.db")
     else:

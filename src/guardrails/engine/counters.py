@@ -120,7 +120,7 @@ class PresetCounts:
 
 
 class MemoryStore:
-    """Counters in this process only (one machine, one process): a dict behind a lock.
+    """Counters (and held approvals) in this process only: a dict behind a lock.
 
     ``clock`` is for tests (windows roll over without waiting).
     """
@@ -132,6 +132,7 @@ class MemoryStore:
         self._clock = clock
         self._max_entries = max_entries
         self._counts: dict[str, tuple[int, float]] = {}
+        self._held: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
     def reserve(self, requests: Sequence[CounterRequest]) -> list[CounterResult]:
@@ -157,6 +158,23 @@ class MemoryStore:
                 held = self._counts.get(r.entry)
                 if held is not None:
                     self._counts[r.entry] = (max(0, held[0] - r.cost), held[1])
+
+    def hold(self, key: str, value: str, ttl: int) -> None:
+        """Hold an approval record (``guard(approvals=...)`` within one process)."""
+        with self._lock:
+            self._held[key] = (value, self._clock() + ttl)
+            if len(self._held) > self._max_entries:
+                now = self._clock()
+                self._held = {k: v for k, v in self._held.items() if v[1] > now}
+                if len(self._held) > self._max_entries:
+                    del self._held[key]
+                    raise StoreUnavailable("memory store full of held approvals")
+
+    def take(self, key: str) -> str | None:
+        """Remove and return a held approval record (once)."""
+        with self._lock:
+            held = self._held.pop(key, None)
+        return held[0] if held is not None and held[1] > self._clock() else None
 
     def count(self, entry_key: str, window: int) -> int:
         """The current count of a ``window_key`` (for tests and inspection)."""
