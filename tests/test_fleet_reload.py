@@ -315,3 +315,49 @@ def test_guard_accepts_a_source_with_mode(tmp_path: Path) -> None:
         after = fn._policies.current  # type: ignore[attr-defined]
         assert after.revision == source.current.revision and all(
             p.mode == "audit" for p in after.policies)
+
+
+async def test_counts_survive_a_reload_and_the_new_limit_applies(tmp_path: Path) -> None:
+    from guardrails.agent_framework import guard
+    from guardrails.engine.counters import MemoryStore
+
+    def write(limit: int) -> None:
+        d = tmp_path / "policies"
+        d.mkdir(exist_ok=True)
+        (d / "limit.yaml").write_text(policy("limit", spec=f"""
+            match: {{tools: [send_money]}}
+            counters:
+              - {{name: calls, key: 'principal.user', window: 1d, limit: {limit}}}
+            rules:
+              - {{name: over, when: 'counters.calls.exceeded', action: deny}}
+        """))
+        _bump(d / "limit.yaml")
+
+    ran: list[float] = []
+
+    @tool
+    def send_money(recipient: str, amount: float) -> str:
+        """Send money."""
+        ran.append(amount)
+        return "ok"
+
+    write(3)
+    source = guardrails.watch(tmp_path / "policies", interval=3600)
+    middleware = guard(source, principal={"user": "u"}, counters=MemoryStore())
+
+    async def pay(amount: float) -> None:
+        client = ScriptedChatClient([[call("send_money", recipient="a", amount=amount)]])
+        await Agent(client=client, tools=[send_money], middleware=middleware).run("pay")
+
+    for i in range(2):
+        await pay(i)
+    write(2)  # lowered: the two calls already made count against the new limit
+    assert source.refresh() is True
+    await pay(9)
+    write(4)
+    assert source.refresh() is True
+    await pay(10)
+    await pay(11)
+    await pay(12)
+    source.close()
+    assert ran == [0, 1, 10, 11]
