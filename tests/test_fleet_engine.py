@@ -382,3 +382,17 @@ def test_two_bindings_matching_one_call_count_it_once(tmp_path: Path) -> None:
     assert effects == ["allow", "allow", "deny"]
     d = ps.evaluate("pay", {}, principal=acme, counters=store)
     assert d.policies == ("daily@all", "daily@acme")
+
+
+def test_comparing_a_counter_itself_to_a_number_is_a_load_error(tmp_path: Path) -> None:
+    """``counters.x`` is a map: a new user's ``counters.x > 3`` would error on every call
+    (and fail closed); the type checker stops it at load, at the operator."""
+    bad = NEW_PAYEES.replace("when: 'counters.new_payees.exceeded'",
+                             "when: 'counters.new_payees > 3'")
+    with pytest.raises(guardrails.PolicyError, match="cannot compare map"):
+        load_text(tmp_path, bad)
+    fine = NEW_PAYEES.replace("when: 'counters.new_payees.exceeded'",
+                              "when: 'counters.new_payees.count > 3'")
+    assert load_text(tmp_path, fine).policies
+    with pytest.raises(guardrails.PolicyError, match="cost"):
+        load_text(tmp_path, NEW_PAYEES.replace("limit: 3", "limit: 3\n      cost: '\"one\"'"))
