@@ -361,3 +361,23 @@ async def test_counts_survive_a_reload_and_the_new_limit_applies(tmp_path: Path)
     await pay(12)
     source.close()
     assert ran == [0, 1, 10, 11]
+
+
+def test_a_stale_bundle_is_reported_but_stays_in_use(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    _write_version(tmp_path / "v1", 100, "v1")
+    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=2)
+    build(tmp_path / "v1", tmp_path / "live.tgz", now=old)
+    with caplog.at_level(logging.WARNING, logger="guardrails.source"), guardrails.watch(
+            tmp_path / "live.tgz", interval=3600, max_age=86400) as source:
+        assert not source.status.ok and "stale copy" in (source.status.error or "")
+        assert source.current.evaluate("send_money", {"amount": 500}).effect == "deny"
+        for _ in range(3):
+            source.refresh()
+        assert not source.status.ok
+        build(tmp_path / "v1", tmp_path / "live.tgz")  # rebuilt now: fresh again
+        _bump(tmp_path / "live.tgz")
+        source.refresh()
+        assert source.status.ok and source.status.error is None
+    stale_logs = [r for r in caplog.records if "stale copy" in r.getMessage()]
+    assert len(stale_logs) == 1  # once, not once per poll

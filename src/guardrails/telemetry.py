@@ -51,7 +51,8 @@ SOURCE_LOGGER = "guardrails.source"
 POLICY_RELOADS = "guardrails.policy.reloads"
 """Counter of policy updates a ``PolicySource`` found, by ``RELOAD_OUTCOME``."""
 RELOAD_OUTCOME = "guardrails.reload.outcome"
-"""``loaded``, ``rejected`` (did not load, or a bundle failed its checks) or ``unreachable``."""
+"""``loaded``, ``rejected`` (did not load, or a bundle failed its checks), ``unreachable`` or
+``stale`` (the bundle in use is older than ``max_age``)."""
 RECORD_VERSION = 1
 
 # Attribute keys. gen_ai.* follow the OpenTelemetry GenAI semantic conventions (as the framework's

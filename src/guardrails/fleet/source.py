@@ -80,11 +80,17 @@ def load(location: Location, *, key: Key = None, limits: Limits | None = None,
 
 def watch(location: Location, *, interval: float = 5.0, key: Key = None,
           limits: Limits | None = None, backend: Backend = "compiled",
-          timeout: float = 10.0, meter_provider: Any = None) -> PolicySource:
+          timeout: float = 10.0, meter_provider: Any = None,
+          max_age: float | None = None) -> PolicySource:
     """Load ``location`` now (raising ``PolicyError`` if it does not load) and keep it
-    current: see ``PolicySource``. Close it (or use it as a context manager) when done."""
+    current: see ``PolicySource``. Close it (or use it as a context manager) when done.
+
+    ``max_age`` (seconds, bundles only): ``status`` turns not ok, with a warning and the
+    metric's ``stale`` outcome, while the bundle in use was built longer ago than this (a
+    server stuck on an old copy); the policies stay in use.
+    """
     return PolicySource(location, interval=interval, key=key, limits=limits, backend=backend,
-                        timeout=timeout, meter_provider=meter_provider)
+                        timeout=timeout, meter_provider=meter_provider, max_age=max_age)
 
 
 @dataclass(frozen=True)
@@ -114,10 +120,13 @@ class PolicySource:
     def __init__(self, location: Location, *, interval: float = 5.0, key: Key = None,
                  limits: Limits | None = None, backend: Backend = "compiled",
                  timeout: float = 10.0, meter_provider: Any = None,
-                 start: bool = True) -> None:
+                 start: bool = True, max_age: float | None = None) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
+        if max_age is not None and max_age <= 0:
+            raise ValueError("max_age must be positive")
         self.interval = interval
+        self.max_age = max_age
         self._fetcher = _fetcher(location, key, limits or DEFAULT_LIMITS, backend, timeout)
         meter = metrics.get_meter("guardrails", "", meter_provider)
         self._reloads = meter.create_counter(
@@ -134,7 +143,10 @@ class PolicySource:
                                    built=self._fetcher.built)
         # What the content last fetched turned out to be: unchanged content keeps its verdict.
         self._verdict: tuple[str | None, tuple[Problem, ...]] = (None, ())
+        self._logged: str | None = None
+        """The failure last logged (not logged again while it lasts)."""
         self._lock = threading.Lock()  # one check at a time (the thread, or refresh())
+        self._check_age()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start:
@@ -148,7 +160,7 @@ class PolicySource:
     def refresh(self) -> bool:
         """Check the location now; True when a new set was swapped in."""
         with self._lock:
-            return self._check()
+            return self._round()
 
     def close(self) -> None:
         """Stop polling (``.current`` stays usable)."""
@@ -167,7 +179,7 @@ class PolicySource:
         while not self._stop.wait(self.interval):
             with self._lock:
                 try:
-                    self._check()
+                    self._round()
                 except Exception:  # pragma: no cover - _check reports its own failures
                     _log.exception("guardrails: policy source check failed")
 
@@ -203,6 +215,32 @@ class PolicySource:
                   self._fetcher.name)
         return True
 
+    def _round(self) -> bool:
+        """One check of the location and of the bundle's age; True when swapped."""
+        swapped = self._check()
+        self._check_age()
+        if self.status.ok:
+            self._logged = None  # a failure after a recovery is logged again
+        return swapped
+
+    def _check_age(self) -> None:
+        """A bundle in use older than ``max_age`` is reported (it stays in use)."""
+        built = self.status.built
+        if self.max_age is None or built is None or not self.status.ok:
+            return
+        try:
+            when = datetime.datetime.strptime(built, "%Y-%m-%dT%H:%M:%SZ").replace(
+                tzinfo=datetime.UTC)
+        except ValueError:
+            return
+        age = (self.status.checked_at - when).total_seconds()
+        if age > self.max_age:
+            problem = Problem(self._fetcher.name, 0, 0,
+                              f"the bundle in use was built at {built}, more than max_age "
+                              f"({self.max_age:g} s) ago: is the server serving a stale "
+                              "copy?")
+            self._failed(self.status.checked_at, "stale", (problem,))
+
     def _failed(self, now: datetime.datetime, outcome: str,
                 problems: tuple[Problem, ...]) -> None:
         error = "\n".join(str(p) for p in problems)
@@ -210,7 +248,8 @@ class PolicySource:
         self.status = replace(previous, checked_at=now, ok=False, error=error,
                               problems=problems, failures=previous.failures + 1)
         self._reloads.add(1, {RELOAD_OUTCOME: outcome})
-        if error != previous.error:  # once per distinct failure, not once per poll
+        if error != self._logged:  # once per distinct failure, not once per poll
+            self._logged = error
             _log.warning("guardrails: policy update from %s %s; keeping revision %s:\n%s",
                          self._fetcher.name, outcome, self.current.revision[:12], error)
 
