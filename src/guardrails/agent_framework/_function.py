@@ -47,7 +47,6 @@ from guardrails.agent_framework._approvals import (
 from guardrails.agent_framework._arguments import (
     apply_repairs,
     as_mapping,
-    json_numbers,
     json_view,
     same_json,
 )
@@ -142,6 +141,9 @@ class _Plan:
     deferred: bool = False
     """Only the injected placeholder failed validation: validate with the real secret, and
     run only if that changes nothing the rules read."""
+    over_bounds: bool = False
+    """The inputs are over the engine's bounds (or not JSON): the call never runs and no
+    later pass (validation, the snapshot, history) reads them."""
 
 
 @dataclass(frozen=True)
@@ -245,8 +247,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
-        if entry is not None and not json_numbers(entry):
-            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+        # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
+        # arguments over them are an input error, never walked to find one.
         principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
@@ -279,6 +281,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
             arguments: dict[str, Any] = {}
+        elif policies.input_error(entry) is not None:
+            # Over the bounds: one evaluation (an input error, found by a walk that stops at
+            # the bound) and nothing else reads them: no JSON view, no validation.
+            decision = decide(entry)
+            arguments = dict(decision.arguments)
         else:
             settled = self._settle(context, entry, decide, policies)
             decision, arguments = settled.decision, settled.arguments
@@ -309,9 +316,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
+        over_bounds = any(e.element == "input" for e in decision.errors)
+        if over_bounds and effect not in _BLOCKING:
+            # Inputs over the bounds (or not JSON) never run, whatever the policies'
+            # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
+            # to read (``Ignore`` only skips the policy's own rules).
+            effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(policies, decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred)
+                     approval_id, replay, run, validated, invalid, deferred, over_bounds)
 
     async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
@@ -528,9 +541,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             await self._run_tool(context, call_next, scrub, plan.run)
             return
 
-        # The call does not run: bind the snapshot to the arguments as they stand.
-        with contextlib.suppress(Exception):
-            _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
+        # The call does not run: give back any reservation (of a require_approval, or of a
+        # decision the guard overrode: only calls that run are counted); bind the snapshot
+        # to the arguments as they stand (not when they are over the bounds: the
+        # framework's token walks every value).
+        self._release(decision)
+        if not plan.over_bounds:
+            with contextlib.suppress(Exception):
+                _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
         base_scrub = self._scrubber(plan, ())
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
@@ -540,7 +558,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
-            self._release(decision)  # counted when the approved call is replayed and runs
+            # (Its reservation went back above: counted when the approved replay runs.)
             state = session_state(context.session, create=True)
             if state is None:
                 self._record(context, plan, "deny", base_scrub)
@@ -710,5 +728,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         history = history_of(session_state(context.session, create=True), plan.run)
         if history is None:
             return
-        args = redacted(plan.arguments, plan.secret_names, scrub)
-        record(history, context.function.name, args, effect, self._history_limit)
+        args: dict[str, Any]
+        if plan.over_bounds:  # nothing of arguments over the bounds is read again
+            args, truncated = {}, True
+        else:
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+        record(history, context.function.name, args, effect, self._history_limit,
+               truncated=truncated)
