@@ -138,30 +138,40 @@ class Scrubber:
         return out
 
     def merged(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values`` in one layer: for a set that grows now and then and
-        is used on every call (a guard's memory of injected values)."""
+        """This scrubber plus ``values`` merged into its top layer (the layers below are
+        shared): for a set that grows now and then and is used on every call (a guard's
+        memory of injected values, which starts a new layer every ``MEMORY_LAYER`` values
+        so that a new value never recompiles the whole memory's search)."""
         self._compute()
         if self._opaque:
             return self
         texts = _texts_of(values)
         if texts is not None and texts <= self._texts:
             return self
-        out = Scrubber((), self._redact)
+        out = Scrubber((), self._redact, base=self._base)
         if texts is None or len(self._texts | texts) > MAX_TEXTS:
             out._set(None)
             return out
         out._texts = self._texts | texts
         forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
-        out._needles = tuple(sorted({*self._all_needles(), *forms}, key=len, reverse=True))
+        out._needles = tuple(sorted({*self._needles, *forms}, key=len, reverse=True))
         return out
 
-    def _all_needles(self) -> Iterator[str]:
-        layer: Scrubber | None = self
-        while layer is not None:
-            layer._compute()
-            yield from layer._needles
-            layer = layer._base
+    def top_layer(self) -> Scrubber:
+        """Only this layer's values (and the patterns), without the layers below: what a
+        copy of a decision keeps, so that a pickled decision never carries the values of a
+        guard's whole memory, only those of its own call."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return Scrubber(sorted(self._texts - below), self._redact)
+
+    @property
+    def top_layer_size(self) -> int:
+        """How many texts the top layer holds (its own, not those of the layers below)."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return len(self._texts - below)
 
     def __call__(self, text: str) -> str:
         if self._pending is not None:
@@ -229,7 +239,7 @@ beyond it (a guard remembers up to 1,024 injected values, each in several spelli
 RE2 search is far cheaper than a scan per needle."""
 
 _RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
+_RE2_OPTIONS.max_mem = 256 << 20  # thousands of literals stay in one DFA (not the slow NFA)
 _RE2_OPTIONS.log_errors = False
 
 
@@ -243,23 +253,28 @@ def _alternation(needles: tuple[str, ...]) -> Any:
 
 
 def spellings(text: str) -> set[str]:
-    """The forms a text takes inside the texts that leave: as is, JSON-escaped (with and
-    without ``ensure_ascii``: the framework serializes dict and list tool results with
-    ``json.dumps``), and as Python's ``repr`` writes it inside a quoted string (a
-    ``KeyError``'s text, an expression error quoting a value), with and without the
-    single quote escaped (``repr`` escapes it or not depending on the whole text).
+    """The forms a text takes inside the texts that leave.
+
+    As is; as Python's ``repr`` writes it inside a quoted string (a ``KeyError``'s text, an
+    expression error quoting a value), with and without the single quote escaped (``repr``
+    escapes it or not depending on the whole text), and ``ascii()``'s variant; as the
+    ``repr`` of its UTF-8 bytes (``json.dumps(..., default=str)`` of a bytes value); and each
+    of those JSON-escaped, with and without ``ensure_ascii`` (the framework serializes dict
+    and list tool results with ``json.dumps``, so a ``repr`` inside one is escaped twice).
 
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
-    forms = {text,
-             json.dumps(text)[1:-1],
-             json.dumps(text, ensure_ascii=False)[1:-1]}
     inner = _py_escaped(text)
-    forms.add(inner)
-    forms.add(inner.replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True))
+    ascii_inner = _py_escaped(text, ascii_only=True)
+    data = repr(text.encode("utf-8", "surrogatepass"))[2:-1]
+    base = {text, inner, inner.replace("'", "\\'"), ascii_inner,
+            ascii_inner.replace("'", "\\'"), data, data.replace("'", "\\'"),
+            data.replace("\\'", "'")}
+    forms = set(base)
+    for form in base:
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
     return forms
 
 
