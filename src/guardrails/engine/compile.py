@@ -28,7 +28,7 @@ from guardrails.engine.policy import (
     SecretRef,
 )
 from guardrails.engine.policyset import PolicySet
-from guardrails.expr import ExpressionError, compile_expression
+from guardrails.expr import ExpressionError, compile_expression, generate_pending
 from guardrails.expr import ast as cel
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.model import Documents, load_documents
@@ -84,6 +84,7 @@ def compile_documents(
     ]
     if problems:
         raise PolicyError(problems)
+    generate_pending()  # all generated code in one compile(), at load, not on first use
     return PolicySet(
         [p for p in compiled if p is not None], revision=revision(documents), limits=limits
     )
