@@ -310,9 +310,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 injected = self._injections(decision)
                 running = self._running(context, plan, injected)
                 context.arguments = running
-                _private.record_argument_snapshot(context, running)
-                if plan.validated is not None:
-                    _private.bind_prepared_arguments(context, running)
+                _private.bind_running_arguments(
+                    context, running, prepared=plan.validated is not None)
                 if plan.approved_replay:
                     # What the approval covered: the framework compares it with the approved
                     # call, which never holds injected values.
