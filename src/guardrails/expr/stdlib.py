@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
+from guardrails.expr import safe_re
 from guardrails.expr.values import (
     BOOL,
     BYTES,
@@ -456,6 +457,8 @@ def regex(pattern: str) -> Any:
 def regex_tester(compiled: Any) -> Callable[[str], bool]:
     """A boolean search on a compiled RE2 pattern, about ten times cheaper per call.
 
+    Patterns and inputs ``safe_re`` proves equivalent and bounded run on Python's ``re``.
+
     google-re2's ``search`` builds a match object through a Python generator (about 3 µs);
     a rule only needs "does it match", which RE2's own ``Match`` answers directly. The
     wrapper's internals are pinned by the dependency range and checked by the tests; if
@@ -478,7 +481,20 @@ def regex_tester(compiled: Any) -> Callable[[str], bool]:
         found: bool = raw_match(unanchored, b, 0, len(b))[0] != no_match
         return found
 
-    return test
+    translation = safe_re.translate(compiled.pattern)
+    if translation is None:
+        return test
+    python_search = translation.search
+    limit = translation.max_input
+
+    def test_in_python(s: str) -> bool:
+        # Python's re keeps the GIL (RE2 releases it on every match, and threads then
+        # trade it on every rule); safe_re proved the same answer within a bounded time.
+        if len(s) <= limit and s.isascii():
+            return python_search(s) is not None
+        return test(s)
+
+    return test_in_python
 
 
 def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
