@@ -255,20 +255,24 @@ class _Parser:
 # ---------------------------------------------------------------------------- the bound
 
 
-def _paths(node: _Node, n: int) -> int:
-    """Most ways ``node`` can match a prefix of an input of length ``n``."""
+def _paths(node: _Node, n: int, *, last: bool = False) -> int:
+    """Most ways ``node`` can match a prefix of an input of length ``n``; ``last`` when
+    nothing follows it in the pattern (then a repetition of one character never backtracks:
+    once it has its minimum the match is found, and fewer repetitions cannot help)."""
     if isinstance(node, _Atom | _Assertion):
         return 1
     if isinstance(node, _Seq):
         total = 1
-        for item in node.items:
-            total *= _paths(item, n)
+        for i, item in enumerate(node.items):
+            total *= _paths(item, n, last=last and i == len(node.items) - 1)
             if total > WORK_BUDGET:
                 return WORK_BUDGET + 1
         return total
     if isinstance(node, _Alt):
-        return min(sum(_paths(o, n) for o in node.options), WORK_BUDGET + 1)
+        return min(sum(_paths(o, n, last=last) for o in node.options), WORK_BUDGET + 1)
     inner = _paths(node.item, n)
+    if last and isinstance(node.item, _Atom):
+        return 1
     high = n if node.high is None else min(node.high, n)
     if high < node.low:
         return 1  # cannot match: fails after at most ``low`` steps
@@ -282,6 +286,24 @@ def _paths(node: _Node, n: int) -> int:
     return total
 
 
+def _longest(node: _Node) -> int | None:
+    """The most characters ``node`` can match (None: unbounded)."""
+    if isinstance(node, _Atom):
+        return 1
+    if isinstance(node, _Assertion):
+        return 0
+    if isinstance(node, _Seq | _Alt):
+        parts = [_longest(i) for i in (node.items if isinstance(node, _Seq) else node.options)]
+        if any(p is None for p in parts):
+            return None
+        found = [p for p in parts if p is not None]
+        return sum(found) if isinstance(node, _Seq) else max(found, default=0)
+    inner = _longest(node.item)
+    if node.high is None or inner is None:
+        return None if inner != 0 else 0
+    return inner * node.high
+
+
 def _size(node: _Node) -> int:
     if isinstance(node, _Atom | _Assertion):
         return 1
@@ -293,8 +315,12 @@ def _size(node: _Node) -> int:
 
 
 def _work(node: _Node, anchored: bool, n: int) -> int:
+    """Worst-case steps of a backtracking search: for each start position, every way the
+    pattern can match, each in at most (pattern size + the longest match) steps."""
     starts = 1 if anchored else n + 1
-    return starts * _paths(node, n) * (_size(node) + n) + n  # + n: failing other starts
+    longest = _longest(node)
+    reach = n if longest is None else min(longest, n)
+    return starts * _paths(node, n, last=True) * (_size(node) + reach) + n
 
 
 def _longest_safe_input(node: _Node, anchored: bool) -> int:
