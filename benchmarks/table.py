@@ -1,6 +1,10 @@
 """The speed table of issue 14, every row measured now, in one run, next to its goal.
 
-    .venv/bin/python benchmarks/table.py
+    .venv/bin/python benchmarks/table.py [--base CHECKOUT]
+
+``--base`` also runs every row against another checkout's ``src`` (for example
+``git worktree add /tmp/base <commit>``), right before the row's run on this one: on a
+shared machine that is the only honest "before".
 
 Each row runs in its own fresh process (first-call and load figures need one; the others
 are kept apart so one row's caches and garbage do not bias the next). Figures are ratios
@@ -28,6 +32,7 @@ Rows (what each compares):
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -259,23 +264,47 @@ ROWS: list[tuple[str, str, str, str, str]] = [
 ]
 
 
+def _run_row(key: str, source: str | None) -> dict[str, Any] | str:
+    """One row in a fresh process; ``source``: another checkout's ``src`` to import
+    guardrails from (the same benchmark code measures both)."""
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = source + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, __file__, "--row", key], capture_output=True,
+                          text=True, timeout=900, check=False, env=env)
+    try:
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return "failed: " + " ".join(done.stderr.strip().splitlines()[-1:])[-120:]
+    return result
+
+
+def _show(key: str, value: float) -> str:
+    return f"{value:.2f} s" if key == "load10k" else f"{value:.2f}×"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--row"]:
         print(json.dumps(globals()["row_" + argv[1]]()))
         return 0
+    base = None
+    if argv[:1] == ["--base"]:
+        base = str(Path(argv[1]).resolve() / "src")
     print("Issue 14 speed table: each row in its own process, measured now")
-    print(f"{'measure':64} {'before':>11} {'now':>9} {'goal':>12}  detail")
+    if base is not None:
+        print(f"'then' is the same row run now on {base} (same machine, same minute)")
+    print(f"{'measure':64} {'issue':>11} {'then' if base else '':>9} {'now':>9} {'goal':>12}")
     for key, measure, before, goal, reads in ROWS:
-        done = subprocess.run([sys.executable, __file__, "--row", key], capture_output=True,
-                              text=True, timeout=900, check=False)
-        try:
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            print(f"{measure:64} {before:>11} {'failed':>9} {goal:>12}  "
-                  f"{done.stderr.strip()[-300:]}")
+        then = ""
+        if base is not None:
+            earlier = _run_row(key, base)
+            then = earlier if isinstance(earlier, str) else _show(key, earlier["value"])
+        result = _run_row(key, None)
+        if isinstance(result, str):
+            print(f"{measure:64} {before:>11} {then:>9} {result}")
             continue
         value = result["value"]
-        now = f"{value:.2f} s" if key == "load10k" else f"{value:.2f}×"
+        now = _show(key, value)
         kind, _, bound = reads.partition(":")
         met = "" if kind == "none" else (
             "met" if (value <= float(bound) if kind == "le" else value >= float(bound))
@@ -283,7 +312,7 @@ def main(argv: list[str]) -> int:
         detail = result.get("detail", "")
         if "anchor" in result:
             detail = f"plain Python with re: {result['anchor']:.2f}×"
-        print(f"{measure:64} {before:>11} {now:>9} {goal:>12}  {met:8} {detail}")
+        print(f"{measure:64} {before:>11} {then:>9} {now:>9} {goal:>12}  {met:8} {detail}")
     return 0
 
 
