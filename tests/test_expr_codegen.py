@@ -411,3 +411,21 @@ def test_shared_constants_are_one_object() -> None:
     shared = [c for c in constants(a) if c == "amount_shared"]
     other = [c for c in constants(b) if c == "amount_shared"]
     assert shared and other and shared[0] is other[0]
+
+
+def test_pending_programs_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Programs built outside a load and never evaluated do not pile up: past the bound
+    the batch is compiled."""
+    import uuid
+
+    from guardrails.expr import codegen
+
+    codegen.generate_pending()
+    monkeypatch.setattr(codegen, "_PENDING_MAX", 3)
+    monkeypatch.setattr(codegen, "_FACTORIES", {})  # no shape compiled before
+    names = ["p_" + uuid.uuid4().hex[:8] for _ in range(3)]
+    programs = [generated(f"{n} + {i} * 3 > {'1 + ' * i}0", declared=(n,))
+                for i, n in enumerate(names)]
+    assert not codegen._PENDING
+    assert all(p._pending is None and p._python for p in programs)
+    assert programs[2].evaluate({names[2]: 5}) is True

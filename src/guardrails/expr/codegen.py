@@ -810,6 +810,7 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
 
 
 _PENDING: list[GeneratedProgram] = []
+_PENDING_MAX: Final = 50_000
 _LOCK = threading.Lock()
 
 
@@ -831,6 +832,9 @@ def generated_program(checked: Checked) -> GeneratedProgram:
     object.__setattr__(program, "evaluate", functools.partial(_first_evaluate, program))
     with _LOCK:
         _PENDING.append(program)
+        full = len(_PENDING) >= _PENDING_MAX
+    if full:  # programs built outside a load and never evaluated: compile them now
+        generate_pending()
     return program
 
 
