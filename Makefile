@@ -35,6 +35,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/expr_bench.py
 	$(BIN)/python benchmarks/agent_bench.py
 	$(BIN)/python benchmarks/telemetry_bench.py
+	$(BIN)/python benchmarks/scrub_bench.py
 
 clean:
 	rm -rf $(VENV)

@@ -30,13 +30,17 @@ def guard(
     meter_provider: Any = None,
     decision_log: Any = None,
     strict: bool = False,
+    unmatched: str = "allow",
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
 
     ``principal``: a mapping, or a callable of the ``FunctionInvocationContext`` (sync or
     async) returning one. ``secrets``: a :class:`SecretProvider` (environment variables by
     default). ``mode="audit"`` runs every policy as audit (shadow rollout). ``strict``
-    checks the policies against the agent's tool schemas when a run starts.
+    checks the policies against the agent's tool schemas when a run starts. ``unmatched``
+    is what happens to a call to a tool no policy names: ``"allow"`` (the default),
+    ``"warn"`` (allowed, with a warning logged) or ``"deny"``. MCP tools also answer to
+    ``mcp:<server>/<tool>`` in ``match.tools`` (see docs/integration.md).
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
@@ -51,5 +55,5 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry),
+                                telemetry=telemetry, unmatched=unmatched),
     ]
