@@ -429,3 +429,41 @@ def test_pending_programs_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not codegen._PENDING
     assert all(p._pending is None and p._python for p in programs)
     assert programs[2].evaluate({names[2]: 5}) is True
+
+
+def test_select_on_engine_mappings_and_the_type_cache() -> None:
+    """Field selection on non-dict mappings (the engine's ``params`` proxy, lazy
+    ``variables``) takes a remembered-type fast path with the same results."""
+    from types import MappingProxyType
+
+    from guardrails.expr import stdlib
+
+    class Lazy(Mapping[str, Any]):
+        def __getitem__(self, k: str) -> Any:
+            if k == "boom":
+                raise CelError("variable boom failed")
+            if k != "a":
+                raise KeyError(k)
+            return 1
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["a"])
+
+        def __len__(self) -> int:
+            return 1
+
+    for value in (MappingProxyType({"a": 1}), Lazy(), {"a": 1}):
+        for _ in range(2):  # the first check fills the cache, the second uses it
+            assert stdlib.select(value, "a") == 1
+            assert stdlib.has_field(value, "a") is True
+            with pytest.raises(CelError, match="no such key"):
+                stdlib.select(value, "zz")
+    with pytest.raises(CelError, match="boom failed"):
+        stdlib.select(Lazy(), "boom")
+    for not_a_map in ([1], "s", 3, None):
+        with pytest.raises(CelError):
+            stdlib.select(not_a_map, "a")
+    assert len(stdlib._MAPPING_TYPES) <= 64 and list not in stdlib._MAPPING_TYPES
+    p = compile_expression("params.limit > 3 && variables.v.size() == 1",
+                           declared=("params", "variables"))
+    assert p.evaluate({"params": MappingProxyType({"limit": 4}), "variables": {"v": [1]}})

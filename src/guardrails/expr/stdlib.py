@@ -225,7 +225,7 @@ def index(container: Any, key: Any) -> Any:
         if 0 <= i < len(container):
             return container[i]
         raise CelError(f"index out of range: {key}")
-    if t is dict or isinstance(container, Mapping):
+    if t is dict or is_mapping(container):
         v = map_get(container, key)
         if v is MISSING:
             raise CelError(f"no such key: {key}")
@@ -233,8 +233,25 @@ def index(container: Any, key: Any) -> Any:
     no_overload("_[_]", container, key)
 
 
+_MAPPING_TYPES: set[type] = {dict}
+"""Types seen to be ``Mapping``: an ``isinstance`` against the ABC costs a microsecond for
+the engine's own mappings (``params`` is a ``mappingproxy``, ``variables`` computes on
+demand), and rules select fields of them on every call."""
+
+
+def is_mapping(value: Any) -> bool:
+    t = type(value)
+    if t in _MAPPING_TYPES:
+        return True
+    if isinstance(value, Mapping):
+        if len(_MAPPING_TYPES) < 64:
+            _MAPPING_TYPES.add(t)
+        return True
+    return False
+
+
 def select(operand: Any, field: str) -> Any:
-    if isinstance(operand, Mapping):
+    if is_mapping(operand):
         v = operand.get(field, MISSING)
         if v is MISSING:
             raise CelError(f"no such key: {field}")
@@ -245,7 +262,7 @@ def select(operand: Any, field: str) -> Any:
 def has_field(operand: Any, field: str) -> bool:
     if type(operand) is dict:
         return field in operand
-    if isinstance(operand, Mapping):
+    if is_mapping(operand):
         return operand.get(field, MISSING) is not MISSING
     raise CelError(f"invalid type for has(): '{type_names((operand,))}'")
 
@@ -256,7 +273,7 @@ def in_(x: Any, container: Any) -> bool:
         if type(x) is str:
             return x in container
         return any(eq(x, e) for e in container)
-    if t is dict or isinstance(container, Mapping):
+    if t is dict or is_mapping(container):
         tk = type(x)
         if tk is not str and tk not in _NUM and tk is not bool:
             return False
