@@ -26,6 +26,7 @@ import copy
 import functools
 import sys
 import threading
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -193,6 +194,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_str": str,
     "_list": list,
     "_dict": dict,
+    "_proxy": types.MappingProxyType,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -363,7 +365,11 @@ class _Gen:
         if node.test_only:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
-            self.emit(f"{t} = {v}[{k}] if type({v}) is _dict and {k} in {v} else _select({v}, {k})")
+            # dicts and the engine's read-only params (a mappingproxy): plain lookups
+            self.emit(
+                f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
+                f"else _select({v}, {k})"
+            )
         return t
 
     # ------------------------------------------------------------------ calls
