@@ -29,6 +29,8 @@ def test_redacted_equals_two_step_form(args: dict[str, Any]) -> None:
     names = frozenset({"api_key"})
     expected = scrub_json(redact_arguments(args, names), scrub)
     got, truncated = redacted(args, names, scrub)
-    assert not truncated
-    assert repr(got) == repr(expected)  # repr: NaN-safe structural equality
     assert SECRET not in repr(got)
+    # Many small values can pass the 4 KB entry bound (64 bytes a value): the two forms
+    # are equal where the bound keeps the entry whole.
+    if not truncated:
+        assert repr(got) == repr(expected)  # repr: NaN-safe structural equality
