@@ -27,7 +27,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from guardrails.engine.decision import Decision, Effect
+from guardrails.engine.decision import REDACTED, Decision, Effect
 from guardrails.engine.scrub import Scrubber
 
 __all__ = [
@@ -247,15 +247,27 @@ class CallSpan:
         ``require_approval`` decision lets it run."""
         self.approved = True
 
+    def call_id(self, decision: Decision) -> str | None:
+        """The model's call id as spans and records may carry it: ``[REDACTED]`` when it
+        holds a secret the decision knows (a secret argument's value, an injected value,
+        a redact-pattern match)."""
+        raw = self._call_id
+        if raw is None:
+            return None
+        return raw if decision.scrub(raw) == raw else REDACTED
+
     def record(self, decision: Decision, duration_s: float) -> None:
         """Attributes, events, metrics and the decision-log record for a decision."""
         self.decision = decision
         approved = self.approved
         span, t = self.span, self._telemetry
+        call_id = self.call_id(decision)
         # Each signal on its own: a failing exporter, meter or sink loses only its signal.
         effect = decision.effect.value
         audit = _has_audit(decision)
         with t._contain("span"):
+            if call_id is not None:
+                span.set_attribute(TOOL_CALL_ID, call_id)
             self._record_span(decision, approved, effect, audit)
         if decision.effect is Effect.HALT:
             with t._contain("span"):
@@ -264,7 +276,7 @@ class CallSpan:
             self._record_metrics(decision, effect, audit, duration_s)
         with t._contain("decision log"):
             if t._log_enabled():
-                t._write(decision_record(decision, call_id=self._call_id,
+                t._write(decision_record(decision, call_id=call_id,
                                          duration_s=duration_s, span=span, approved=approved))
 
     def _record_span(self, decision: Decision, approved: bool, effect: str, audit: bool) -> None:
@@ -441,9 +453,9 @@ class GuardTelemetry:
         Starting, entering and ending it are contained: a span processor that raises in
         ``on_start`` or ``on_end`` never replaces what the guarded call raised (a halt).
         """
+        # The call id is the model's choice: it is set when the decision is recorded,
+        # scrubbed by it (``CallSpan.call_id``), never raw.
         attributes: dict[str, str] = {TOOL_NAME: tool}
-        if call_id is not None:
-            attributes[TOOL_CALL_ID] = call_id
         parent: Span = trace.INVALID_SPAN
         span: Span = trace.INVALID_SPAN
         with self._contain("span"):

@@ -60,7 +60,6 @@ from guardrails.agent_framework._secrets import (
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.engine import Decision, Effect, PolicySet
-from guardrails.engine.decision import REDACTED
 from guardrails.engine.policy import SecretRef
 from guardrails.telemetry import GuardTelemetry
 
@@ -87,6 +86,10 @@ than that over one guard's life builds a new ``guard()`` (per session, say)."""
 
 INJECTED_MEMORY_CHARS = 1 << 20
 """Total characters of the remembered values (the same refusal applies beyond it)."""
+
+_MEMORY_LAYER = 128
+"""Injected values per layer of the memory's scrubber: a new value recompiles only its
+layer's search (at most this many values' spellings), never the whole memory's."""
 
 UNMATCHED = ("allow", "warn", "deny")
 """What ``guard(unmatched=...)`` does with a call to a tool no policy names: let it run,
@@ -188,14 +191,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
             # nothing else runs.
             raise _GuardHalt(stopped)
-        call_id = self._safe_call_id(context)
+        raw_call_id = context.metadata.get("call_id")
+        call_id = raw_call_id if isinstance(raw_call_id, str) else None
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             started = time.perf_counter()
             try:
-                if call_id == REDACTED and context.metadata.get("call_id") != REDACTED:
-                    # The framework's own execute_tool span and logs would carry it.
-                    raise ValueError("the call id the model chose carries a secret value")
                 plan = await self._plan(context)
+                if call_id is not None and plan.decision.scrub(call_id) != call_id:
+                    # The model chose a call id holding a secret: the framework's own
+                    # execute_tool span and logs would carry it, so the call does not run.
+                    raise ValueError("the call id the model chose carries a secret value")
             except Exception as exc:  # fail closed: a guard error never lets a call through
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
@@ -361,24 +366,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._injects.clear()
             self._injects[decision.policies] = found
         return found
-
-    def _safe_call_id(self, context: FunctionInvocationContext) -> str | None:
-        """The model chose the call id: blanked when it carries a known secret (an injected
-        value, a secret argument's value, a redact-pattern match) before any span or record
-        holds it."""
-        call_id = context.metadata.get("call_id")
-        if not isinstance(call_id, str):
-            return None
-        try:
-            scrub = self._memory
-            arguments = as_mapping(context.arguments)
-            names = self._policies.secret_arguments(context.function.name,
-                                                    tool_aliases(context.function))
-            if arguments is not None and names:
-                scrub = scrub.with_values([v for k, v in arguments.items() if k in names])
-            return call_id if scrub(call_id) == call_id else REDACTED
-        except Exception:
-            return REDACTED
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -569,7 +556,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     "one could let it leak; build a new guard()")
             self._injected[value] = None
             self._injected_chars += len(value)
-            self._memory = self._memory.merged([value])
+            if self._memory.top_layer_size >= _MEMORY_LAYER:
+                self._memory = self._memory.with_values([value])  # a new layer on top
+            else:
+                self._memory = self._memory.merged([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:

@@ -155,12 +155,16 @@ def _read_tools(path: str) -> dict[str, Any]:
     import yaml
 
     from guardrails.engine.lint import parse_tools
+    from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)  # YAML is a superset of JSON
+        # A FIFO or a device given as the tools file is refused, not read (it would hang).
+        text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")
+        data = yaml.safe_load(text)  # YAML is a superset of JSON
     except OSError as e:
         raise UsageError(f"cannot read tools file {path}: {e.strerror}") from None
+    except (UnreadableFile, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read tools file {path}: {e}") from None
     except yaml.YAMLError as e:
         raise UsageError(f"tools file {path} is not valid JSON/YAML: "
                          f"{_one_line(str(e))}") from None

@@ -134,7 +134,7 @@ class Decision:
         # from a plain dict (a copy is a new object, so it is never taken for the original).
         return (Decision, (self.id, self.tool, self.effect, dict(self.arguments), self.rules,
                            self.repairs, self.errors, self.policies, self.revision,
-                           self.secret_arguments, self.__dict__.get("_scrubber")))
+                           self.secret_arguments, _copied_scrubber(self.__dict__.get("_scrubber"))))
 
     def scrub(self, text: str) -> str:
         """``text`` without any secret this decision knows: its secret arguments' values
@@ -194,6 +194,14 @@ class Decision:
             "policies": list(self.policies),
             "revision": self.revision,
         }
+
+
+def _copied_scrubber(scrubber: Any) -> Any:
+    """What a copy of a decision keeps of its scrubber: the call's own values and the
+    patterns, not the caller's known secrets below them (a guard's injected values, which
+    would otherwise travel in every pickled decision)."""
+    top_layer = getattr(scrubber, "top_layer", None)
+    return top_layer() if callable(top_layer) else scrubber
 
 
 def redact_arguments(arguments: Mapping[str, Any], secret: frozenset[str],

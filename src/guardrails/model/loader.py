@@ -180,7 +180,7 @@ class _Loader:
         except OSError as e:
             self.problems.append(Problem(name, 0, 0, f"cannot read file: {e.strerror}"))
             return None
-        except _NotReadable as e:
+        except UnreadableFile as e:
             self.problems.append(Problem(name, 0, 0, str(e)))
             return None
         real = os.path.realpath(name)
@@ -248,8 +248,8 @@ class _Loader:
                          warnings=tuple(dict.fromkeys(warnings)))
 
 
-class _NotReadable(Exception):
-    """A path that is not read: not a regular file, or larger than the bound."""
+class UnreadableFile(Exception):
+    """A path that is refused without reading it: not a regular file, or over the bound."""
 
 
 def _kind(mode: int) -> str:
@@ -276,15 +276,15 @@ def read_regular_file(name: str, limit: int) -> bytes:
     """
     st = os.stat(name)
     if not stat.S_ISREG(st.st_mode):
-        raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without reading it")
+        raise UnreadableFile(f"not a regular file ({_kind(st.st_mode)}); refused without reading it")
     if st.st_size > limit:
-        raise _NotReadable(f"file is {st.st_size} bytes, over the {limit}-byte bound")
+        raise UnreadableFile(f"file is {st.st_size} bytes, over the {limit}-byte bound")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(name, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without "
+            raise UnreadableFile(f"not a regular file ({_kind(st.st_mode)}); refused without "
                                "reading it")
         chunks: list[bytes] = []
         size = 0
@@ -297,7 +297,7 @@ def read_regular_file(name: str, limit: int) -> bytes:
     finally:
         os.close(fd)
     if size > limit:
-        raise _NotReadable(f"file is over the {limit}-byte bound")
+        raise UnreadableFile(f"file is over the {limit}-byte bound")
     return b"".join(chunks)
 
 
