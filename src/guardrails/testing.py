@@ -22,6 +22,7 @@ callers building expectations in Python).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,8 @@ class TestCase:
     description: str
     expect: Mapping[str, Any]
     """Keys present in the document only: effect, arguments, rules, message, errors."""
+    now: datetime.datetime | None = None
+    """The evaluation time (``call.now``); None reads the clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +217,7 @@ class Runner:
                     "policies to test (set spec.policies)")
             decision = policy_set.evaluate(
                 case.tool, case.args, principal=case.principal, history=case.history,
-                request=case.request, description=case.description,
+                request=case.request, description=case.description, now=case.now,
             )
             used.setdefault(key, []).append(decision)
             results.append(CaseResult(
@@ -342,7 +345,7 @@ def cases_from_documents(documents: Documents) -> list[TestCase]:
                 line=case.position.line, column=case.position.column, policies=policies,
                 tool=call.tool, args=call.args, principal=call.principal,
                 history=[h.to_dict() for h in call.history], request=call.request,
-                description=call.description or "", expect=wanted,
+                description=call.description or "", expect=wanted, now=call.now,
             ))
     return out
 

@@ -79,6 +79,11 @@ def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | 
     return held is not None and held == _fingerprint(tool, arguments, decision)
 
 
+def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:
+    """Drop a held call a human rejected; whether this guard was holding it."""
+    return _pop_approval(state, approval_id) is not None
+
+
 def _pop_approval(state: dict[str, Any] | None, approval_id: str) -> str | None:
     if state is None:
         return None

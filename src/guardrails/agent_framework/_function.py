@@ -10,14 +10,17 @@ denies, halts or asks for approval. Any error of the guard's own blocks the call
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
 
 from agent_framework import (
+    AgentSession,
+    Content,
     FunctionInvocationContext,
     FunctionMiddleware,
     MiddlewareFailure,
@@ -31,10 +34,17 @@ from guardrails.agent_framework._approvals import (
     approval_request,
     approved_replay,
     hold_approval,
+    release_approval,
 )
 from guardrails.agent_framework._arguments import apply_repairs, as_mapping, json_numbers
 from guardrails.agent_framework._boundary import _GuardHalt, mint
-from guardrails.agent_framework._history import HISTORY_LIMIT, history_of, record, redacted
+from guardrails.agent_framework._history import (
+    HISTORY_LIMIT,
+    history_of,
+    record,
+    redacted,
+    set_result,
+)
 from guardrails.agent_framework._secrets import (
     CURRENT_SCRUBBER,
     EnvironmentSecrets,
@@ -48,7 +58,7 @@ from guardrails.agent_framework._state import RUN, RunState, session_state, stor
 from guardrails.engine import Decision, Effect, PolicySet
 from guardrails.telemetry import GuardTelemetry
 
-__all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource"]
+__all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource", "TrustLabels"]
 
 _log = logging.getLogger("guardrails.agent_framework")
 
@@ -58,6 +68,10 @@ PrincipalSource: TypeAlias = (
                Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None]
     | None
 )
+
+TrustLabels: TypeAlias = Mapping[str, bool] | Iterable[str] | None
+"""Host labels for tools' results: names (or globs) of trusted tools, or a mapping of
+names (or globs) to True (trusted) / False (untrusted)."""
 
 INJECTED_MEMORY = 256
 """Distinct injected secret values a guard keeps scrubbing from every later call's output."""
@@ -91,8 +105,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         secrets: SecretProvider | None = None,
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
+        trusted_tools: TrustLabels = None,
     ) -> None:
         self._policies = policies
+        self._trust_labels = _trust_labels(trusted_tools)
+        self._trusted: dict[str, bool] = {}
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
@@ -207,8 +224,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._block_on_guard_error(context, tool, exc)
                 return
             scrub = self._scrubber(plan, injected.values())
-            self._record(context, plan, "allow", scrub)
+            entry = self._record(context, plan, "allow", scrub)
             await self._run_tool(context, call_next, scrub)
+            set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
         # The call does not run: bind the snapshot to the arguments as they stand.
@@ -308,9 +326,65 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                           "so it was blocked.")
 
     def _record(self, context: FunctionInvocationContext, plan: _Plan, effect: str,
-                scrub: Scrubber) -> None:
+                scrub: Scrubber) -> dict[str, Any] | None:
         history = history_of(session_state(context.session, create=True), plan.run)
         if history is None:
-            return
+            return None
+        tool = context.function.name
         args = redacted(plan.arguments, plan.secret_names, scrub)
-        record(history, context.function.name, args, effect, self._history_limit)
+        return record(history, tool, args, effect, self._history_limit,
+                      trusted=self.trusted(tool))
+
+    def trusted(self, tool: str) -> bool:
+        """Whether ``tool``'s results are trusted content: some label (a policy's
+        ``spec.results`` or the host's ``trusted_tools``) says trusted and none says
+        untrusted. Unlabelled tools are untrusted."""
+        found = self._trusted.get(tool)
+        if found is None:
+            labels = [self._policies.results_trusted(tool)]
+            labels += [v for glob, v in self._trust_labels if fnmatch.fnmatchcase(tool, glob)]
+            found = False not in labels and True in labels
+            if len(self._trusted) >= _TOOLS_REMEMBERED:
+                self._trusted.clear()
+            self._trusted[tool] = found
+        return found
+
+    # Private framework capability (see _private.APPROVAL_OBSERVER): the framework tells
+    # its function middleware about approval responses that will not run the call.
+    def _on_approval_responses(self, responses: Sequence[Content], *,
+                               session: AgentSession | None) -> None:
+        """A human rejected a held call: history records it with effect "rejected"."""
+        with contextlib.suppress(Exception):  # bookkeeping must never break a run
+            state = session_state(session)
+            history = history_of(state, RUN.get())
+            for response in responses:
+                call = response.function_call
+                if (response.type != "function_approval_response" or response.approved is True
+                        or call is None or not isinstance(call.name, str)):
+                    continue
+                if not isinstance(response.id, str) or not release_approval(state, response.id):
+                    continue  # not a call this guard held
+                arguments = call.parse_arguments() or {}
+                names = self._policies.secret_arguments(call.name)
+                scrub = self._memory.with_values(
+                    [v for k, v in arguments.items() if k in names]) if names else self._memory
+                record(history, call.name, redacted(arguments, names, scrub), "rejected",
+                       self._history_limit, trusted=self.trusted(call.name))
+
+
+def _trust_labels(labels: TrustLabels) -> tuple[tuple[str, bool], ...]:
+    if labels is None:
+        return ()
+    if isinstance(labels, str):
+        raise TypeError("trusted_tools must be a list of tool names or a mapping, not a string")
+    if isinstance(labels, Mapping):
+        out = []
+        for name, value in labels.items():
+            if not isinstance(name, str) or not isinstance(value, bool):
+                raise TypeError("trusted_tools mapping must map tool names to True or False")
+            out.append((name, value))
+        return tuple(out)
+    names = list(labels)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError("trusted_tools must hold tool names")
+    return tuple((n, True) for n in names)

@@ -12,7 +12,11 @@ from typing import Any
 from agent_framework import AgentMiddleware, FunctionMiddleware
 
 from guardrails.agent_framework._boundary import GuardRunMiddleware
-from guardrails.agent_framework._function import GuardFunctionMiddleware, PrincipalSource
+from guardrails.agent_framework._function import (
+    GuardFunctionMiddleware,
+    PrincipalSource,
+    TrustLabels,
+)
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
 from guardrails.engine import PolicySet
 from guardrails.telemetry import GuardTelemetry
@@ -30,6 +34,7 @@ def guard(
     meter_provider: Any = None,
     decision_log: Any = None,
     strict: bool = False,
+    trusted_tools: TrustLabels = None,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
 
@@ -37,6 +42,9 @@ def guard(
     async) returning one. ``secrets``: a :class:`SecretProvider` (environment variables by
     default). ``mode="audit"`` runs every policy as audit (shadow rollout). ``strict``
     checks the policies against the agent's tool schemas when a run starts.
+    ``trusted_tools`` labels tools' results for the provenance functions: names (or globs)
+    of trusted tools, or a mapping of them to True/False; it adds to the policies'
+    ``spec.results`` labels, and an untrusted label always wins. Unlabelled: untrusted.
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
@@ -51,5 +59,5 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry),
+                                telemetry=telemetry, trusted_tools=trusted_tools),
     ]

@@ -7,7 +7,10 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
   after the guard changes the arguments, and that makes validation errors use their
   redacted text;
 - the argument-validation error type, which the guard re-raises with scrubbed text so
-  the framework still reports "Argument parsing failed" rather than "Function failed".
+  the framework still reports "Argument parsing failed" rather than "Function failed";
+- the *approval response observer*: a function middleware with a method named
+  ``APPROVAL_OBSERVER`` is told of approval responses that will not run their call
+  (rejections), which history records with effect "rejected".
 
 ``tests/test_af_private.py`` pins the behaviour of each name here: a framework upgrade
 that changes them fails those tests loudly instead of silently weakening the guard.
@@ -19,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_framework import FunctionInvocationContext
+from agent_framework._middleware import _ApprovalResponseObserver
 from agent_framework._tools import (
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
@@ -26,7 +30,9 @@ from agent_framework._tools import (
 )
 
 __all__ = [
+    "APPROVAL_OBSERVER",
     "SNAPSHOT_KEY",
+    "ApprovalObserver",
     "has_argument_snapshot",
     "is_argument_validation_error",
     "record_argument_snapshot",
@@ -34,6 +40,11 @@ __all__ = [
 ]
 
 SNAPSHOT_KEY: str = _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY
+
+ApprovalObserver: Any = _ApprovalResponseObserver
+"""The runtime-checkable protocol the framework tests its function middleware against."""
+APPROVAL_OBSERVER = "_on_approval_responses"
+"""The method the framework calls with the approval responses it will not execute."""
 
 
 def record_argument_snapshot(context: FunctionInvocationContext,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
@@ -60,10 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool", required=True, help="tool name")
     p.add_argument("--args", default="{}", metavar="JSON", help="arguments (a JSON object)")
     p.add_argument("--principal", metavar="JSON", help="principal (a JSON object)")
-    p.add_argument("--history", metavar="JSON",
-                   help='earlier calls (a JSON list of {"tool", "args", "effect"})')
+    p.add_argument("--history", metavar="FILE",
+                   help='earlier calls: a JSON file (or JSON text) holding a list of '
+                        '{"tool", "args", "effect", "result", "trusted", "at"}')
     p.add_argument("--request", metavar="TEXT", help="text of the user's request")
     p.add_argument("--description", default="", metavar="TEXT", help="tool description")
+    p.add_argument("--now", metavar="TIMESTAMP",
+                   help="evaluation time, RFC 3339 (default: the clock)")
     p.add_argument("--explain", action="store_true",
                    help="add the value every expression produced (secrets redacted)")
     p.set_defaults(run=_eval)
@@ -206,13 +211,15 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
     call_args = _json_arg("--args", args.args, dict)
     principal = _json_arg("--principal", args.principal, dict) if args.principal else None
-    history = _json_arg("--history", args.history, list) if args.history else None
+    history = _history_arg(args.history) if args.history else None
+    now = _now_arg(args.now) if args.now else None
     try:
         policies = guardrails.load(args.paths)
     except guardrails.PolicyError as e:
         raise UsageError(_problems_line(e)) from None
     kwargs: dict[str, Any] = {"principal": principal, "history": history,
-                              "request": args.request, "description": args.description}
+                              "request": args.request, "description": args.description,
+                              "now": now}
     if args.explain:
         explanation = policies.explain(args.tool, call_args, **kwargs)
         result = explanation.decision.to_dict()
@@ -221,6 +228,28 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
         result = policies.evaluate(args.tool, call_args, **kwargs).to_dict()
     _dump(result, out)
     return OK
+
+
+def _history_arg(value: str) -> Any:
+    """``--history FILE``; JSON text is still accepted (it was the only form before)."""
+    if os.path.isfile(value):
+        try:
+            with open(value, encoding="utf-8") as f:
+                value = f.read()
+        except (OSError, UnicodeError) as e:
+            raise UsageError(f"--history: cannot read {value}: {e}") from None
+    elif not value.lstrip().startswith("["):
+        raise UsageError(f"--history: no such file: {value}")
+    return _json_arg("--history", value, list)
+
+
+def _now_arg(value: str) -> datetime.datetime:
+    try:
+        now = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(f"--now: '{value}' is not an RFC 3339 timestamp "
+                         "(e.g. 2026-03-01T09:30:00Z)") from None
+    return now if now.tzinfo is not None else now.replace(tzinfo=datetime.UTC)
 
 
 def _json_arg(flag: str, text: str, kind: type) -> Any:

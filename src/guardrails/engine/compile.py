@@ -42,6 +42,9 @@ Backend = Literal["compiled", "closures", "interpreter"]
 CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "params", "now"})
 """Names every expression can use; ``variables`` is added where variables exist."""
 
+PROVENANCE_FUNCTIONS = frozenset({"provenance", "untrusted"})
+"""Functions that read ``history`` and ``request`` without naming them."""
+
 PathLike = str | os.PathLike[str]
 
 
@@ -159,6 +162,7 @@ class _Compiler:
             secret_arguments=p.secrets.secret_arguments,
             inject={i.argument: SecretRef(env=i.env) for i in p.secrets.inject},
             redact=tuple(redact),
+            results=p.results,
         )
 
     def problem(self, line: int, column: int, message: str) -> None:
@@ -185,6 +189,9 @@ class _Compiler:
         for node in cel.walk(program.ast):
             if isinstance(node, cel.Ident):
                 used.add(node.name)
+            elif (isinstance(node, cel.Call) and node.target is None
+                  and node.function in PROVENANCE_FUNCTIONS):
+                used.update(("history", "request"))  # they read both, unnamed
             name = _variable_reference(node)
             if name is not None and name not in variables:
                 pos = expression.position_of(node.offset)

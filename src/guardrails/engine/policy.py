@@ -89,6 +89,8 @@ class CompiledPolicy:
     secret_arguments: frozenset[str]
     inject: Mapping[str, SecretRef]
     redact: tuple[RedactPattern, ...]
+    results: str | None = None
+    """``spec.results``: "trusted", "untrusted" or None (no label)."""
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_index: Mapping[str, CompiledVariable] = field(init=False, repr=False, compare=False)
     names: frozenset[str] = field(init=False, repr=False, compare=False)

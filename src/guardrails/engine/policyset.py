@@ -20,6 +20,7 @@ from guardrails.engine.evaluate import (
     PolicyTrace,
     evaluate_call,
     normalize,
+    normalize_history,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
@@ -172,7 +173,8 @@ class PolicySet:
                     raise InputError("principal must be a map")
             n_history: Any = []
             if "history" in names:
-                n_history = normalize(list(history or ())[-limits.max_history:], limits, budget)
+                n_history = normalize_history(history if history is not None else (),
+                                              limits, budget)
             text = request or ""
             if not isinstance(text, str):
                 raise InputError("request must be text")
@@ -199,6 +201,14 @@ class PolicySet:
         ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
         holds the injected names too)."""
         return self._candidates(tool).secret_names
+
+    def results_trusted(self, tool: str) -> bool | None:
+        """The ``spec.results`` label of the policies whose globs name ``tool``: False when
+        any says untrusted, True when some say trusted and none untrusted, else None."""
+        labels = {p.results for p in self.for_tool(tool)}
+        if "untrusted" in labels:
+            return False
+        return True if "trusted" in labels else None
 
     def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
         """Secrets to inject into the call: from the policies that matched and enforce."""

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from guardrails.expr import lib_net as _net
+from guardrails.expr import lib_provenance as _prov
 from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
 from guardrails.expr.lib_common import cel_equal
@@ -49,6 +50,9 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "emails.domain": _text.emails_domain,
         "emails.valid": _text.emails_valid,
         "credentials.found": _text.credentials_found,
+        # provenance (the call's context is set by the engine: lib_provenance.ORIGINS)
+        "provenance": _prov.provenance,
+        "untrusted": _prov.untrusted,
     }
 )
 
@@ -92,6 +96,8 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "masked": _net.masked,
         "prefixLength": _net.prefix_length,
         "isMask": _net.is_mask,
+        # provenance: request.mentions(value)
+        "mentions": _prov.mentions,
     }
 )
 

@@ -9,6 +9,7 @@ treat it as read-only.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("Fail", "Ignore")
 DEFAULT_ACTIONS: tuple[DefaultAction, ...] = ("allow", "deny")
 RULE_ACTIONS: tuple[RuleAction, ...] = ("allow", "deny", "halt", "require_approval", "warn")
 EFFECTS: tuple[Effect, ...] = ("allow", "deny", "halt", "require_approval")
+Trust = Literal["trusted", "untrusted"]
+TRUST: tuple[Trust, ...] = ("trusted", "untrusted")
+HISTORY_EFFECTS: tuple[str, ...] = (*EFFECTS, "rejected")
+"""Effects a history entry can record: a human's rejection of an approval too."""
 
 DEFAULT_REPLACEMENT = "[REDACTED]"
 
@@ -133,6 +138,8 @@ class ToolPolicy:
     redact: tuple[Redaction, ...]
     position: Position
     """Of the document (its first node)."""
+    results: Trust | None = None
+    """``spec.results``: whether the matched tools' results are trusted content."""
 
     @property
     def name(self) -> str:
@@ -147,12 +154,19 @@ class ToolPolicy:
 class HistoryEntry:
     tool: str
     args: Mapping[str, Any]
-    effect: Effect
+    effect: str
     position: Position
+    result: str = ""
+    trusted: bool = False
+    at: datetime.datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The shape ``PolicySet.evaluate(history=...)`` takes."""
-        return {"tool": self.tool, "args": self.args, "effect": self.effect}
+        """The shape ``PolicySet.evaluate(history=...)`` takes (the guard records the same)."""
+        out: dict[str, Any] = {"tool": self.tool, "args": self.args, "effect": self.effect,
+                               "result": self.result, "trusted": self.trusted}
+        if self.at is not None:
+            out["at"] = self.at
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +180,7 @@ class TestCall:
     request: str | None
     description: str | None
     position: Position
+    now: datetime.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ Decisions (the contract leaves them open):
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import os
@@ -35,15 +36,17 @@ import re2
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from guardrails.model import _yaml
-from guardrails.model._yaml import BOOL, FLOAT, INT, STR, SourceFile, describe
+from guardrails.model._yaml import BOOL, FLOAT, INT, STR, TIMESTAMP, SourceFile, describe
 from guardrails.model.documents import (
     API_VERSION,
     DEFAULT_ACTIONS,
     DEFAULT_REPLACEMENT,
     EFFECTS,
     FAILURE_POLICIES,
+    HISTORY_EFFECTS,
     MODES,
     RULE_ACTIONS,
+    TRUST,
     DefaultAction,
     Documents,
     Effect,
@@ -63,6 +66,7 @@ from guardrails.model.documents import (
     TestCase,
     TestExpect,
     ToolPolicy,
+    Trust,
     Variable,
 )
 from guardrails.model.errors import PolicyError, Problem
@@ -85,7 +89,7 @@ _S = TypeVar("_S", bound=str)
 _DOCUMENT_FIELDS = ("apiVersion", "kind", "metadata", "spec")
 _METADATA_FIELDS = ("name", "description", "labels")
 _POLICY_FIELDS = ("mode", "failurePolicy", "defaultAction", "match", "params", "paramsFile",
-                  "variables", "repairs", "secrets", "rules", "redact")
+                  "variables", "repairs", "secrets", "rules", "redact", "results")
 _TEST_FIELDS = ("policies", "cases")
 
 
@@ -520,6 +524,8 @@ class _DocumentReader:
                                 lambda r: (r.name, r.position))
         redact = self.named_list(f.get("redact"), "spec.redact", "redact", self.redaction,
                                  lambda r: (r.name, r.position))
+        results: Trust | None = (self.enum(f["results"], "spec.results", TRUST, "untrusted")
+                                 if "results" in f else None)
         if len(self.src.problems) != n or match is None or params is None:
             return None
         position = self.src.pos(doc)
@@ -529,7 +535,8 @@ class _DocumentReader:
             return ToolPolicy(metadata=metadata, mode=mode, failure_policy=failure,
                               default_action=default, match=match, params=frozen_params,
                               params_file=params_file, variables=variables, repairs=repairs,
-                              secrets=secrets, rules=rules, redact=redact, position=position)
+                              secrets=secrets, rules=rules, redact=redact, position=position,
+                              results=results)
         return build
 
     def match(self, node: Node | None, spec: Node) -> Match | None:
@@ -744,7 +751,7 @@ class _DocumentReader:
 
     def call(self, node: Node, path: str) -> TestCall | None:
         f = self.fields(node, path, ("tool", "args", "principal", "history", "request",
-                                     "description"), ("tool",))
+                                     "description", "now"), ("tool",))
         if f is None:
             return None
         n = len(self.src.problems)
@@ -762,21 +769,47 @@ class _DocumentReader:
                    if "request" in f else None)
         description = (self.string(f["description"], f"{path}.description", empty=True)
                        if "description" in f else None)
+        now = self.timestamp(f["now"], f"{path}.now") if "now" in f else None
         if tool is None or args is None or principal is None or len(self.src.problems) != n:
             return None
         return TestCall(tool, MappingProxyType(args), MappingProxyType(principal),
-                        tuple(history), request, description, self.src.pos(node))
+                        tuple(history), request, description, self.src.pos(node), now)
+
+    def timestamp(self, node: Node, path: str) -> datetime.datetime | None:
+        """An RFC 3339 timestamp (``2026-03-01T09:30:00Z``); naive means UTC."""
+        if not isinstance(node, ScalarNode) or node.tag not in (STR, TIMESTAMP):
+            self.error(node, f"{path}: expected an RFC 3339 timestamp, got {describe(node)}")
+            return None
+        try:
+            value = datetime.datetime.fromisoformat(str(node.value).strip())
+        except ValueError:
+            self.error(node, f"{path}: '{node.value}' is not an RFC 3339 timestamp "
+                             "(e.g. 2026-03-01T09:30:00Z)")
+            return None
+        return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
 
     def history_entry(self, node: Node, path: str) -> HistoryEntry | None:
-        f = self.fields(node, path, ("tool", "args", "effect"), ("tool",))
+        f = self.fields(node, path, ("tool", "args", "effect", "result", "trusted", "at"),
+                        ("tool",))
         if f is None:
             return None
+        n = len(self.src.problems)
         tool = self.string(f["tool"], f"{path}.tool") if "tool" in f else None
         args = self.mapping_value(f["args"], f"{path}.args") if "args" in f else {}
-        effect: Effect = self.enum(f.get("effect"), f"{path}.effect", EFFECTS, "allow")
-        if tool is None or args is None:
+        effect = self.enum(f.get("effect"), f"{path}.effect", HISTORY_EFFECTS, "allow")
+        result = self.string(f["result"], f"{path}.result", empty=True) if "result" in f else ""
+        trusted = False
+        if "trusted" in f:
+            t = f["trusted"]
+            if not isinstance(t, ScalarNode) or t.tag != BOOL:
+                self.error(t, f"{path}.trusted: expected true or false, got {describe(t)}")
+            else:
+                trusted = t.value.lower() == "true"
+        at = self.timestamp(f["at"], f"{path}.at") if "at" in f else None
+        if tool is None or args is None or result is None or len(self.src.problems) != n:
             return None
-        return HistoryEntry(tool, MappingProxyType(args), effect, self.src.pos(node))
+        return HistoryEntry(tool, MappingProxyType(args), effect, self.src.pos(node),
+                            result, trusted, at)
 
     def expect(self, node: Node, path: str) -> TestExpect | None:
         keys = ("effect", "arguments", "rules", "message", "errors")

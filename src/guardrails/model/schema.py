@@ -141,11 +141,19 @@ def json_schema() -> dict[str, Any]:
             "rules": _list("Rules; every one that fires is reported.",
                            {"$ref": "#/$defs/Rule"}),
             "redact": _list("Redaction patterns.", {"$ref": "#/$defs/Redaction"}),
+            "results": {"enum": ["trusted", "untrusted"],
+                        "description": "Whether the matched tools' results are trusted "
+                                       "content (unlabelled tools: untrusted)."},
         }),
         "HistoryEntry": _obj("An earlier call in the session.", {
             "tool": _str("Tool name."),
             "args": {"type": "object", "description": "Its arguments."},
-            "effect": {"enum": list(EFFECTS), "default": "allow", "description": "Its effect."},
+            "effect": {"enum": [*EFFECTS, "rejected"], "default": "allow",
+                       "description": "Its effect (rejected: a human rejected the approval)."},
+            "result": _str("The tool's result as the model got it (scrubbed)."),
+            "trusted": {"type": "boolean", "default": False,
+                        "description": "Whether the tool's results are trusted content."},
+            "at": _str("When the call was made, RFC 3339.", format="date-time"),
         }, ("tool",)),
         "TestCall": _obj("The tool call to evaluate.", {
             "tool": _str("Tool name.", minLength=1),
@@ -154,6 +162,7 @@ def json_schema() -> dict[str, Any]:
             "history": _list("Earlier calls, oldest first.", {"$ref": "#/$defs/HistoryEntry"}),
             "request": _str("Text of the user messages that started the run."),
             "description": _str("Tool description."),
+            "now": _str("The evaluation time, RFC 3339.", format="date-time"),
         }, ("tool",)),
         "TestExpect": _obj("What the decision must show: its effect, and optionally more.", {
             "effect": {"enum": list(EFFECTS), "description": "The decision's effect."},

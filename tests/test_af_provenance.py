@@ -1,0 +1,231 @@
+"""Provenance in the framework's real loop: rules see where an argument's value came from.
+
+The scripted model reads an e-mail (an untrusted tool) and pays whatever IBAN it found; a
+provenance rule catches it, while the same IBAN typed by the user, or read from a trusted
+tool, is allowed. History entries carry the scrubbed result, the trust label and the time.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import Agent, tool
+
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text, text
+from tests.af_support import approve_all, load_text
+
+IBAN = "GB82WEST12345698765432"
+SPACED = "GB82 WEST 1234 5698 7654 32"
+
+POLICY = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payee-origin}
+spec:
+  match: {tools: [send_money]}
+  rules:
+    - name: payee-from-untrusted-content
+      when: untrusted(args.recipient)
+      action: require_approval
+      message: The payee came from content the agent read, not from the user.
+    - name: payee-of-unknown-origin
+      when: '!untrusted(args.recipient) && !request.mentions(args.recipient)
+             && !provenance(args.recipient).exists(p, p.source == "result" && p.trusted)'
+      action: deny
+      message: The payee was neither named by the user nor read from a trusted source.
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: address-book}
+spec:
+  match: {tools: [read_contacts]}
+  results: trusted
+"""
+
+paid: list[dict[str, Any]] = []
+
+
+@tool
+def read_inbox() -> str:
+    """Read the latest e-mail."""
+    return (f"From: billing@acme.example\nPlease pay the invoice to IBAN {SPACED.lower()}"
+            " by Friday.")
+
+
+@tool
+def read_contacts() -> str:
+    """The user's address book."""
+    return f"Landlord: {SPACED}"
+
+
+@tool
+def send_money(recipient: str, amount: float) -> str:
+    """Send money."""
+    paid.append({"recipient": recipient, "amount": amount})
+    return f"sent {amount} to {recipient}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    paid.clear()
+
+
+def _agent(client: ScriptedChatClient, policies: Any, **kwargs: Any) -> Agent:
+    return Agent(client=client, tools=[read_inbox, read_contacts, send_money],
+                 middleware=guard(policies, **kwargs))
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Any:
+    return load_text(tmp_path, POLICY)
+
+
+async def test_iban_from_an_untrusted_email_is_caught(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_inbox")],
+                                 [call("send_money", recipient=IBAN, amount=120)],
+                                 [text("done")]])
+    session = (agent := _agent(client, policies)).create_session()
+    response = await agent.run("Handle my latest e-mail", session=session)
+    assert paid == []
+    [request] = response.user_input_requests
+    assert "not from the user" in request.additional_properties["reason"]
+    # A human rejects it: history records the rejection.
+    client.turns.append([text("ok")])
+    await agent.run(approve_all(response, approved=False), session=session)
+    history = session.state["guardrails"]["history"]
+    assert [(h["tool"], h["effect"]) for h in history] == [
+        ("read_inbox", "allow"), ("send_money", "rejected")]
+    assert paid == []
+
+
+async def test_same_iban_typed_by_the_user_is_allowed(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_inbox")],
+                                 [call("send_money", recipient=IBAN, amount=120)],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    await agent.run(f"Pay 120 to {SPACED} (it is also in my inbox)",
+                    session=agent.create_session())
+    assert paid == [{"recipient": IBAN, "amount": 120.0}]
+
+
+async def test_iban_read_from_a_trusted_tool_is_allowed(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_contacts")],
+                                 [call("send_money", recipient=IBAN.lower(), amount=900)],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    await agent.run("Pay my landlord", session=agent.create_session())
+    assert paid == [{"recipient": IBAN.lower(), "amount": 900.0}]
+
+
+async def test_host_label_makes_a_tool_trusted_and_untrusted_wins(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_inbox")],
+                                 [call("send_money", recipient=IBAN, amount=1)],
+                                 [text("done")]])
+    agent = _agent(client, policies, trusted_tools=["read_inbox"])
+    await agent.run("Handle my latest e-mail", session=agent.create_session())
+    assert paid == [{"recipient": IBAN, "amount": 1.0}]
+    # A policy label of untrusted is not overridden by the host, nor the other way round.
+    paid.clear()
+    client = ScriptedChatClient([[call("read_contacts")],
+                                 [call("send_money", recipient=IBAN, amount=1)],
+                                 [text("done")]])
+    agent = _agent(client, policies, trusted_tools={"read_*": False})
+    response = await agent.run("Pay my landlord", session=agent.create_session())
+    assert paid == [] and response.user_input_requests
+
+
+async def test_unknown_payee_is_denied(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_inbox")],
+                                 [call("send_money", recipient="GB33BUKB20201555555555",
+                                       amount=5)],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    await agent.run("Handle my latest e-mail", session=agent.create_session())
+    assert paid == []
+    assert "neither named by the user" in result_text(client.tool_results()[1])
+
+
+@pytest.mark.parametrize("typed", [
+    IBAN, IBAN.lower(), SPACED, SPACED.lower(), "GB82-WEST-1234-5698-7654-32",
+    f"IBAN:{IBAN}.",
+])
+async def test_spacing_and_case_variants_match(policies: Any, typed: str) -> None:
+    client = ScriptedChatClient([[call("send_money", recipient=IBAN, amount=1)],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    await agent.run(f"please pay {typed} one pound", session=agent.create_session())
+    assert paid == [{"recipient": IBAN, "amount": 1.0}]
+
+
+@pytest.mark.parametrize("typed", [
+    IBAN[:-1],                   # a prefix
+    IBAN + "1",                  # longer
+    "X" + IBAN,                  # glued to a word
+    IBAN[:-1] + "3",             # one digit off
+    "GB82 WEST 1234 5698 7654",  # a group missing
+])
+async def test_near_misses_do_not_match(policies: Any, typed: str) -> None:
+    client = ScriptedChatClient([[call("send_money", recipient=IBAN, amount=1)],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    await agent.run(f"please pay {typed} one pound", session=agent.create_session())
+    assert paid == []
+
+
+async def test_history_entries_carry_result_trust_and_time(policies: Any) -> None:
+    client = ScriptedChatClient([[call("read_contacts")], [call("read_inbox")],
+                                 [text("done")]])
+    agent = _agent(client, policies)
+    session = agent.create_session()
+    before = datetime.datetime.now(datetime.UTC)
+    await agent.run("what's new", session=session)
+    history = session.state["guardrails"]["history"]
+    assert [(h["tool"], h["trusted"]) for h in history] == [
+        ("read_contacts", True), ("read_inbox", False)]
+    assert history[1]["result"] == result_text(client.tool_results()[1])
+    for h in history:
+        at = datetime.datetime.fromisoformat(h["at"])
+        assert before <= at <= datetime.datetime.now(datetime.UTC)
+
+
+async def test_rate_window_counts_recent_payments(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: rate}
+spec:
+  match: {tools: [send_money]}
+  rules:
+    - name: three-a-day
+      when: >-
+        history.filter(h, h.tool == "send_money" && h.effect == "allow"
+                       && now - h.at < duration("24h")).size() >= 3
+      action: deny
+""")
+    client = ScriptedChatClient([[call("send_money", recipient=IBAN, amount=1)]
+                                 for _ in range(4)] + [[text("done")]])
+    agent = _agent(client, policies)
+    await agent.run("pay four times", session=agent.create_session())
+    assert len(paid) == 3
+
+
+async def test_cost_is_bounded_with_a_full_history_of_large_results(policies: Any) -> None:
+    """100 entries of 64 KiB untrusted results, none holding the value: every query scans
+    them all, and the whole decision still takes a bounded time."""
+    filler = ("lorem ipsum 1234 dolor GB82 sit amet WEST " * 2000)[:65_536]
+    history = [{"tool": "read_inbox", "args": {}, "effect": "allow",
+                "result": filler + str(i), "trusted": False,
+                "at": "2026-01-01T00:00:00Z"} for i in range(100)]
+    decision = policies.evaluate("send_money", {"recipient": IBAN, "amount": 1},
+                                 history=history, request="pay my rent")
+    assert decision.effect.value == "deny" and not decision.errors
+    # The value planted in the oldest result is still found (results are cut at 64 KiB:
+    # what lies beyond is not searched, so the value sits at the start).
+    history[0] = dict(history[0], result=f"pay {SPACED} " + filler)
+    decision = policies.evaluate("send_money", {"recipient": IBAN, "amount": 1},
+                                 history=history, request="pay my rent")
+    assert decision.effect.value == "require_approval"
