@@ -37,6 +37,7 @@ __all__ = [
     "SCAN_BUDGET",
     "SIGNATURES",
     "Origins",
+    "Place",
     "Request",
     "mentions",
     "provenance",
@@ -252,6 +253,23 @@ class _Scan:
             raise CelError("provenance: the call's scanning budget is exhausted")
 
 
+@dataclass(frozen=True, slots=True)
+class Place:
+    """One place a value appears (``provenance()`` gives them as maps)."""
+
+    source: str
+    """"request", "params" or "result"."""
+    tool: str
+    index: int
+    trusted: bool
+    requested: bool
+    """For a result: the user's request names an argument of the call that produced it."""
+
+    def as_map(self) -> dict[str, Any]:
+        return {"source": self.source, "tool": self.tool, "index": self.index,
+                "trusted": self.trusted, "requested": self.requested}
+
+
 @dataclass
 class Origins:
     """What one evaluated call knows of where values came from: set by the engine."""
@@ -260,34 +278,52 @@ class Origins:
     history: Sequence[Mapping[str, Any]]
     params: Any = None
     scan: _Scan = field(default_factory=lambda: _Scan(SCAN_BUDGET))
-    _places: dict[Any, tuple[tuple[str, str, int, bool], ...]] = field(default_factory=dict)
+    _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
+    _requested: dict[int, bool] = field(default_factory=dict)
 
-    def places(self, value: Any) -> tuple[tuple[str, str, int, bool], ...]:
-        """(source, tool, index, trusted) of every place ``value`` appears, memoised."""
+    def places(self, value: Any) -> tuple[Place, ...]:
+        """Every place ``value`` appears, memoised per value."""
         key = (type(value), value) if _hashable(value) else None
         if key is not None:
             found = self._places.get(key)
             if found is not None:
                 return found
         m = matcher(value)
-        out: list[tuple[str, str, int, bool]] = []
+        out: list[Place] = []
         if m is not None:
             if self.request and m.found(_lower(self.request), self.scan):
-                out.append(("request", "", -1, True))
+                out.append(Place("request", "", -1, True, True))
             params = self._params_lower()
             if params and m.found(params, self.scan):
-                out.append(("params", "", -1, True))
+                out.append(Place("params", "", -1, True, False))
             for i, entry in enumerate(self.history):
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is str and result and m.found(_lower(result), self.scan):
                     tool = entry.get("tool")
-                    out.append(("result", tool if type(tool) is str else "", i,
-                                entry.get("trusted") is True))
+                    out.append(Place("result", tool if type(tool) is str else "", i,
+                                     entry.get("trusted") is True, self.requested(i, entry)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
         return places
+
+    def requested(self, index: int, entry: Mapping[str, Any]) -> bool:
+        """Whether the user's request names an argument of the call at ``index`` (the user
+        pointed the agent at that content: "pay the bill in bill.txt")."""
+        found = self._requested.get(index)
+        if found is None:
+            args = entry.get("args")
+            values: list[Any] = []
+            if isinstance(args, Mapping):
+                for v in list(args.values())[:16]:
+                    values += v[:16] if isinstance(v, list) else [v]
+            low = _lower(self.request) if self.request else ""
+            found = bool(low) and any(
+                (m := matcher(v)) is not None and m.kind != "number" and m.found(low, self.scan)
+                for v in values if type(v) is str)
+            self._requested[index] = found
+        return found
 
     def _params_lower(self) -> str:
         params = self.params
@@ -334,11 +370,10 @@ def _arg(name: str, value: Any) -> None:
 
 @guarded("provenance")
 def provenance(value: Any) -> list[dict[str, Any]]:
-    """Every place ``value`` appears: ``{source, tool, index, trusted}`` maps, in the order
-    request, params, then tool results oldest first."""
+    """Every place ``value`` appears: ``{source, tool, index, trusted, requested}`` maps, in
+    the order request, params, then tool results oldest first."""
     _arg("provenance", value)
-    return [{"source": s, "tool": t, "index": i, "trusted": tr}
-            for s, t, i, tr in _origins("provenance").places(value)]
+    return [p.as_map() for p in _origins("provenance").places(value)]
 
 
 @guarded("untrusted")
@@ -346,9 +381,9 @@ def untrusted(value: Any) -> bool:
     """True when ``value`` appears in the result of an untrusted tool and not in the request."""
     _arg("untrusted", value)
     places = _origins("untrusted").places(value)
-    if any(p[0] == "request" for p in places):
+    if any(p.source == "request" for p in places):
         return False
-    return any(p[0] == "result" and not p[3] for p in places)
+    return any(p.source == "result" and not p.trusted for p in places)
 
 
 # -------------------------------------------------------------------- the request
