@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 
 from guardrails.expr import CelError, codegen, compile_expression
-from guardrails.expr.compiler import closure_compile
+from guardrails.expr.checker import check
+from guardrails.expr.closures import closure_program
 from guardrails.expr.limits import DEFAULT_LIMITS
 from guardrails.expr.parser import parse
 
@@ -205,22 +206,17 @@ def load_costs(sources: list[str], declared: tuple[str, ...], number: int) -> No
         return (time.perf_counter() - start) / number / len(sources) * 1e6
 
     trees = {s: parse(s, limits) for s in sources}
-    compiled = {
-        s: closure_compile(trees[s], source=s, declared=declared, limits=limits, container="")
-        for s in sources
-    }
-    generated = {s: codegen.generate_source(*compiled[s])[0] for s in sources}
+    checked = {s: check(trees[s], source=s, declared=declared, limits=limits) for s in sources}
+    generated = {s: codegen.generate_source(checked[s])[0] for s in sources}
     t_parse = timed(lambda s: parse(s, limits))
-    t_closure = timed(
-        lambda s: closure_compile(
-            trees[s], source=s, declared=declared, limits=limits, container=""
-        )
-    )
-    t_gen = timed(lambda s: codegen.generate_source(*compiled[s]))
+    t_check = timed(lambda s: check(trees[s], source=s, declared=declared, limits=limits))
+    t_closure = timed(lambda s: closure_program(checked[s]))
+    t_gen = timed(lambda s: codegen.generate_source(checked[s]))
     t_compile = timed(lambda s: compile(generated[s], "<cel>", "exec"))
     size = statistics.mean(len(generated[s]) for s in sources)
     print(
-        f"load, µs per expression: parse {t_parse:.1f}, closure compile {t_closure:.1f}, "
+        f"load, µs per expression: parse {t_parse:.1f}, check {t_check:.1f}, "
+        f"closures {t_closure:.1f}, "
         f"codegen {t_gen:.1f}, Python compile() {t_compile:.1f} (uncached; generated source "
         f"{size:.0f} chars on average; compile() is cached by generated text, which holds "
         "no literals)"

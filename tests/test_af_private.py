@@ -54,3 +54,33 @@ def test_opaque_arguments_cannot_be_bound() -> None:
     context = FunctionInvocationContext(function=send_money, arguments={})
     with pytest.raises(MiddlewareFailure):
         _private.record_argument_snapshot(context, {"obj": object()})
+
+
+async def test_prepare_arguments_is_the_tools_own_validation() -> None:
+    context = FunctionInvocationContext(function=send_money, arguments={})
+    prepared = _private.prepare_arguments(context, {"recipient": "UK12", "amount": "5"})
+    assert prepared == {"recipient": "UK12", "amount": 5.0}
+    assert type(prepared["amount"]) is float  # the framework's pydantic coercion
+    with pytest.raises(Exception) as caught:
+        _private.prepare_arguments(context, {"recipient": "UK12", "amount": "five"})
+    assert _private.is_argument_validation_error(caught.value)
+    assert _private.prepare_arguments(
+        FunctionInvocationContext(function=object(), arguments={}),  # type: ignore[arg-type]
+        {"a": 1}) is None
+
+
+async def test_prepared_arguments_run_exactly_without_a_second_validation() -> None:
+    # The tool receives the prepared values as they are: a value the framework would have
+    # coerced again (an int for a float) proves invoke skipped its own validation.
+    CALLS.clear()
+    arguments = {"recipient": "UK12", "amount": 7}
+    context = FunctionInvocationContext(function=send_money, arguments=dict(arguments))
+    _private.bind_prepared_arguments(context, arguments)
+    await send_money.invoke(context=context)
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 7})]
+    assert type(CALLS[0][1]["amount"]) is int
+    CALLS.clear()
+    context.arguments = {"recipient": "UK12", "amount": 8}  # changed: validated again
+    await send_money.invoke(context=context)
+    assert type(CALLS[0][1]["amount"]) is float
+    CALLS.clear()

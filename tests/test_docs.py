@@ -223,7 +223,8 @@ def test_telemetry_names_are_documented() -> None:
     documented = set(re.findall(r"`(guardrails\.[a-z_.]+)`", text))
     known = set(names) | {"guardrails.decisions", "guardrails.rules.fired",
                           "guardrails.evaluation.duration", "guardrails.evaluation.errors",
-                          "guardrails.decision_log.errors", "guardrails.guard",
+                          "guardrails.decision_log.errors", "guardrails.signal.errors",
+                          "guardrails.guard",
                           "guardrails.telemetry", "guardrails.agent_framework.ScriptedChatClient",
                           "guardrails.telemetry.DecisionSink",
                           "guardrails.telemetry.decision_record", "guardrails.PolicyViolation"}
@@ -262,7 +263,7 @@ def test_no_stale_module_names() -> None:
         if dotted.startswith(("guardrails.decision", "guardrails.rule", "guardrails.polic",
                               "guardrails.repair", "guardrails.error", "guardrails.evaluation",
                               "guardrails.audit", "guardrails.approval", "guardrails.halt",
-                              "guardrails.guard", "guardrails.decisions")):
+                              "guardrails.guard", "guardrails.decisions", "guardrails.signal")):
             continue  # telemetry names and logger names, checked above
         mod = __import__(module, fromlist=[attr])
         assert hasattr(mod, attr), dotted

@@ -21,7 +21,8 @@ from guardrails.expr import (
     compile_expression,
 )
 from guardrails.expr import ast as A
-from guardrails.expr.compiler import LIB_FUNCTIONS, compile_ast
+from guardrails.expr.checker import LIB_FUNCTIONS
+from guardrails.expr.compiler import compile_ast
 from guardrails.expr.values import INT, STRING, UInt
 
 DECLARED = ("args", "params", "principal", "variables", "x", "y", "now")

@@ -10,6 +10,7 @@ See docs/telemetry.md for the full list of names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,9 +18,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import Token
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -63,6 +66,7 @@ REPAIR_SET = "guardrails.repair.set"
 REPAIR_UNSET = "guardrails.repair.unset"
 ERROR_ELEMENT = "guardrails.error.element"
 ERROR_HANDLED_AS = "guardrails.error.handled_as"
+SIGNAL = "guardrails.signal"
 
 EVENT_RULE = "guardrails.rule"
 EVENT_REPAIR = "guardrails.repair"
@@ -241,8 +245,23 @@ class CallSpan:
         self.decision = decision
         approved = self.approved
         span, t = self.span, self._telemetry
+        # Each signal on its own: a failing exporter, meter or sink loses only its signal.
         effect = decision.effect.value
         audit = _has_audit(decision)
+        with t._contain("span"):
+            self._record_span(decision, approved, effect, audit)
+        if decision.effect is Effect.HALT:
+            with t._contain("span"):
+                t._mark_halt(self._parent, decision)
+        with t._contain("metrics"):
+            self._record_metrics(decision, effect, audit, duration_s)
+        with t._contain("decision log"):
+            if t._log_enabled():
+                t._write(decision_record(decision, call_id=self._call_id,
+                                         duration_s=duration_s, span=span, approved=approved))
+
+    def _record_span(self, decision: Decision, approved: bool, effect: str, audit: bool) -> None:
+        span = self.span
         if span.is_recording():  # with no SDK, skip building what nobody keeps
             if approved:
                 span.set_attribute(APPROVED, True)
@@ -271,9 +290,10 @@ class CallSpan:
             elif decision.errors:
                 failed = ", ".join(f"{e.policy}/{e.element}" for e in decision.errors)
                 span.set_status(Status(StatusCode.ERROR, f"evaluation error in {failed}"))
-        if decision.effect is Effect.HALT:
-            t._mark_halt(self._parent, decision)
 
+    def _record_metrics(self, decision: Decision, effect: str, audit: bool,
+                        duration_s: float) -> None:
+        t = self._telemetry
         base = {EFFECT: effect, TOOL_NAME: self._tool}
         t._decision_counter.add(1, {**base, AUDIT: audit})
         for r in decision.rules:
@@ -283,9 +303,6 @@ class CallSpan:
         for e in decision.errors:
             t._error_counter.add(1, {TOOL_NAME: self._tool, POLICY: e.policy,
                              ERROR_HANDLED_AS: e.handled_as})
-        if t._log_enabled():
-            t._write(decision_record(decision, call_id=self._call_id, duration_s=duration_s,
-                                     span=span, approved=approved))
 
     def fail(self, error: BaseException) -> None:
         """The guard itself failed (the call is blocked, fail closed).
@@ -294,16 +311,40 @@ class CallSpan:
         """
         self.failed = True
         kind = type(error).__name__
-        self.span.set_attribute(ERROR_TYPE, kind)
-        self.span.set_status(Status(StatusCode.ERROR, f"guard failed: {kind}"))
-        self._telemetry._error_counter.add(1, {TOOL_NAME: self._tool, ERROR_TYPE: kind})
+        with self._telemetry._contain("span"):
+            self.span.set_attribute(ERROR_TYPE, kind)
+            self.span.set_status(Status(StatusCode.ERROR, f"guard failed: {kind}"))
+        with self._telemetry._contain("metrics"):
+            self._telemetry._error_counter.add(1, {TOOL_NAME: self._tool, ERROR_TYPE: kind})
 
     def _exit_with(self, error: BaseException) -> None:
         """An exception left the span: the tool's own, the guard's halt, or a cancellation."""
         if self.decision is None and not self.failed:
             kind = type(error).__name__
-            self.span.set_attribute(ERROR_TYPE, kind)
-            self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
+            with self._telemetry._contain("span"):
+                self.span.set_attribute(ERROR_TYPE, kind)
+                self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
+
+
+class _Contain:
+    """``with telemetry._contain(part):`` — an Exception inside is counted and swallowed.
+    A class rather than a generator: it is entered several times per guarded call."""
+
+    __slots__ = ("_part", "_telemetry")
+
+    def __init__(self, telemetry: GuardTelemetry, part: str) -> None:
+        self._telemetry = telemetry
+        self._part = part
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> bool:
+        if isinstance(exc, Exception):
+            self._telemetry._contained(self._part, exc)
+            return True
+        return False
 
 
 class GuardTelemetry:
@@ -320,9 +361,27 @@ class GuardTelemetry:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.decision_log: DecisionSink = decision_log if decision_log is not None else LoggingSink()
+        self.failures = 0
+        """Telemetry operations that raised (an exporter, span processor, meter or sink):
+        each was contained, counted here and logged once per kind; no decision changed."""
+        self._failures_logged: set[tuple[str, str]] = set()
+        self._failures_lock = threading.Lock()
         version = _version()
-        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
-        meter = metrics.get_meter(INSTRUMENTATION_NAME, version or "", meter_provider)
+        self.tracer: trace.Tracer = trace.NoOpTracer()
+        with self._contain("tracer"):
+            self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
+        meter: metrics.Meter = metrics.NoOpMeter(INSTRUMENTATION_NAME)
+        with self._contain("meter"):
+            meter = metrics.get_meter(INSTRUMENTATION_NAME, version or "", meter_provider)
+        try:
+            self._create_instruments(meter)
+        except Exception as exc:
+            self._contained("meter", exc)
+            self._create_instruments(metrics.NoOpMeter(INSTRUMENTATION_NAME))
+        self._halts_marked: OrderedDict[tuple[int, int, str], None] = OrderedDict()
+        self._halts_lock = threading.Lock()
+
+    def _create_instruments(self, meter: metrics.Meter) -> None:
         self._decision_counter = meter.create_counter(
             "guardrails.decisions", "{decision}", "Guard decisions, by effect and tool.")
         self._rule_counter = meter.create_counter(
@@ -336,32 +395,70 @@ class GuardTelemetry:
             "Expressions that failed at run time, and guard failures (fail closed).")
         self._log_error_counter = meter.create_counter(
             "guardrails.decision_log.errors", "{error}", "Decision records the sink refused.")
-        self._halts_marked: OrderedDict[tuple[int, int, str], None] = OrderedDict()
-        self._halts_lock = threading.Lock()
+        self._telemetry_error_counter = meter.create_counter(
+            "guardrails.signal.errors", "{error}",
+            "Telemetry operations that raised and were contained (decisions unaffected).")
+
+    # The one place telemetry failures are contained. A decision, a block or a halt must
+    # never depend on an exporter, a span processor, a meter or a sink: whatever they
+    # raise is counted, logged once per kind, and the guard goes on.
+    def _contain(self, part: str) -> _Contain:
+        return _Contain(self, part)
+
+    def _contained(self, part: str, exc: Exception) -> None:
+        kind = type(exc).__name__
+        with self._failures_lock:
+            self.failures += 1
+            first = (part, kind) not in self._failures_logged
+            if first and len(self._failures_logged) < 64:
+                self._failures_logged.add((part, kind))
+        with contextlib.suppress(Exception):
+            self._telemetry_error_counter.add(1, {SIGNAL: part, ERROR_TYPE: kind})
+        if first:
+            # The type only: the exception's text is the failing component's, not ours.
+            with contextlib.suppress(Exception):
+                _log.warning("guardrails telemetry: %s failed (%s); contained, decisions are "
+                             "unaffected (further failures of this kind are only counted)",
+                             part, kind)
 
     @contextmanager
     def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
-        """Open the guard span as the current span; the tool's execute_tool span nests inside."""
-        parent = trace.get_current_span()
+        """Open the guard span as the current span; the tool's execute_tool span nests inside.
+
+        Starting, entering and ending it are contained: a span processor that raises in
+        ``on_start`` or ``on_end`` never replaces what the guarded call raised (a halt).
+        """
         attributes: dict[str, str] = {TOOL_NAME: tool}
         if call_id is not None:
             attributes[TOOL_CALL_ID] = call_id
-        # No record_exception: exception messages (tool errors, validation errors) may quote
-        # argument values. The framework's execute_tool span reports the tool's own failures.
-        with self.tracer.start_as_current_span(
-            f"guardrails.guard {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
-            record_exception=False, set_status_on_exception=False,
-        ) as span:
-            call = CallSpan(self, span, parent, tool=tool, call_id=call_id)
-            try:
-                yield call
-            except BaseException as exc:
-                call._exit_with(exc)
-                raise
+        parent: Span = trace.INVALID_SPAN
+        span: Span = trace.INVALID_SPAN
+        with self._contain("span"):
+            parent = trace.get_current_span()
+            # No record_exception: exception messages (tool errors, validation errors) may
+            # quote argument values. The framework's execute_tool span reports the tool's own.
+            span = self.tracer.start_span(f"guardrails.guard {tool}", kind=SpanKind.INTERNAL,
+                                          attributes=attributes)
+        token: Token[otel_context.Context] | None = None
+        with self._contain("span"):
+            token = otel_context.attach(trace.set_span_in_context(span))
+        call = CallSpan(self, span, parent, tool=tool, call_id=call_id)
+        try:
+            yield call
+        except BaseException as exc:
+            call._exit_with(exc)
+            raise
+        finally:
+            if token is not None:
+                with self._contain("span"):
+                    otel_context.detach(token)
+            with self._contain("span"):
+                span.end()
 
     def record_halt(self, decision: Decision) -> None:
         """Called by the run boundary when a run is halted: marks the current (agent) span."""
-        self._mark_halt(trace.get_current_span(), decision)
+        with self._contain("span"):
+            self._mark_halt(trace.get_current_span(), decision)
 
     def _mark_halt(self, span: Span, decision: Decision) -> None:
         # The guard marks the span around the tool call (the framework's invoke_agent span) and
@@ -395,7 +492,10 @@ class GuardTelemetry:
         try:
             self.decision_log.write(record)
         except Exception as exc:
-            self._log_error_counter.add(1, {ERROR_TYPE: type(exc).__name__})
+            with self._failures_lock:
+                self.failures += 1
+            with contextlib.suppress(Exception):
+                self._log_error_counter.add(1, {ERROR_TYPE: type(exc).__name__})
             _log.warning("decision log sink %s failed: %s", type(self.decision_log).__name__,
                          type(exc).__name__)
 

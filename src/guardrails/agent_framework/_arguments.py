@@ -3,7 +3,9 @@
 The guard evaluates, fingerprints and binds a copy it owns, so nothing a tool or another
 middleware holds can change what was checked. Repairs replace only what they touch, so
 untouched arguments keep the framework's exact objects (an approval or snapshot over
-them is unchanged by the guard's own round trip).
+them is unchanged by the guard's own round trip). Rules read the JSON form of the values
+the tool's validation produced (``json_view``); ``same_json`` tells whether two such
+forms are equal without Python's ``True == 1 == 1.0``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from guardrails.engine import Decision
 
-__all__ = ["apply_repairs", "as_mapping", "json_numbers"]
+__all__ = ["apply_repairs", "as_mapping", "json_numbers", "json_view", "same_json"]
 
 
 def as_mapping(arguments: Any) -> dict[str, Any] | None:
@@ -61,3 +65,43 @@ def apply_repairs(entry: Mapping[str, Any], decision: Decision) -> dict[str, Any
         for name in repair.unset:
             arguments.pop(name, None)
     return arguments
+
+
+def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON form of validated arguments: what rules read.
+
+    pydantic's own conversion (the one the framework uses for approval requests): enums
+    become their values, datetimes ISO text, sets and tuples lists, models dicts. A value
+    with no JSON form, NaN or an infinity raises, a guard error that blocks the call: a
+    rule cannot judge what it cannot read.
+    """
+    view = to_jsonable_python(dict(arguments), fallback=_mapping)
+    if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
+        raise TypeError("arguments have no JSON form")
+    if not json_numbers(view):
+        # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
+        # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
+        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+    return view
+
+
+def _mapping(value: Any) -> Any:
+    if isinstance(value, Mapping):  # the engine's read-only views
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def same_json(left: Any, right: Any) -> bool:
+    """Whether two JSON-like values are the same JSON: ``true``, ``1`` and ``1.0`` differ
+    (Python's ``==`` says they are equal), a list and a tuple of the same items do not.
+
+    Recursive on purpose, like ``json_numbers``: a value nested too deeply raises
+    RecursionError, a guard error that blocks the call.
+    """
+    if isinstance(left, Mapping):
+        return (isinstance(right, Mapping) and len(left) == len(right)
+                and all(k in right and same_json(v, right[k]) for k, v in left.items()))
+    if isinstance(left, list | tuple):
+        return (isinstance(right, list | tuple) and len(left) == len(right)
+                and all(same_json(x, y) for x, y in zip(left, right, strict=True)))
+    return type(left) is type(right) and bool(left == right)

@@ -66,7 +66,7 @@ def minted_decision(exc: BaseException, run: RunState | None = None) -> Decision
         return None
     if _MINTED.get(decision.id) is not decision:
         return None
-    if run is not None and decision.id not in run.halts:
+    if run is not None and not run.halted_with(decision):
         return None
     return decision
 
@@ -84,21 +84,25 @@ class GuardRunMiddleware(AgentMiddleware):
     async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
         if self._strict:
             self._check_tools(context)
-        state = RunState(request=run_request(context))
+        parent = RUN.get()
+        state = RunState(request=run_request(context, parent), parent=parent)
         token = RUN.set(state)
         try:
             await call_next()
-        except MiddlewareFailure as exc:
-            decision = minted_decision(exc, state)
-            if decision is None:
+        except Exception as exc:
+            violation = self._violation(state, exc)
+            if violation is None:
                 raise
-            self._telemetry.record_halt(decision)
-            raise PolicyViolation(decision) from exc
+            raise violation from exc
         finally:
             RUN.reset(token)
         result = context.result
         if context.stream and isinstance(result, ResponseStream):
             result.with_pull_context_manager(lambda: self._stream_scope(state))
+        elif state.halted:
+            # Halted, yet the run went on (a middleware or tool swallowed the halt): it
+            # still ends as a halt.
+            raise self._violation(state, None) or PolicyViolation(state.halted[0])
 
     @contextlib.contextmanager
     def _stream_scope(self, state: RunState) -> Iterator[None]:
@@ -106,14 +110,37 @@ class GuardRunMiddleware(AgentMiddleware):
         token = RUN.set(state)
         try:
             yield
-        except MiddlewareFailure as exc:
-            decision = minted_decision(exc, state)
-            if decision is None:
+        except Exception as exc:
+            violation = self._violation(state, exc)
+            if violation is None:
                 raise
-            self._telemetry.record_halt(decision)
-            raise PolicyViolation(decision) from exc
+            raise violation from exc
         finally:
             RUN.reset(token)
+        if state.halted:
+            raise self._violation(state, None) or PolicyViolation(state.halted[0])
+
+    def _violation(self, state: RunState, exc: Exception | None) -> PolicyViolation | None:
+        """The ``PolicyViolation`` a run ends with, or None when it was not halted.
+
+        A halt is ours when the failure is our private type carrying a decision this run
+        halted with. Any other failure ending a run that was halted (a third-party
+        ``MiddlewareFailure`` from a sibling call in the same batch won the race) still
+        ends it as the first halt, the other failure kept as ``other_failure``, as the
+        cause, and named in a note.
+        """
+        decision = minted_decision(exc, state) if isinstance(exc, MiddlewareFailure) else None
+        other = None
+        if decision is None:
+            if not state.halted:
+                return None
+            decision, other = state.halted[0], exc
+        self._telemetry.record_halt(decision)
+        violation = PolicyViolation(decision, other_failure=other)
+        if other is not None:
+            violation.add_note(f"the run was also failed by {type(other).__name__} "
+                               "(see other_failure)")
+        return violation
 
     # STRICT HOOK: schema-aware checking against the agent's tools (guardrails.engine.lint).
     # Skipped when that module is absent. Errors reject the run before any tool can run.
@@ -144,18 +171,32 @@ def _message_text(message: Message) -> str:
     return "\n".join(c.text for c in message.contents if c.type == "text" and c.text)
 
 
-def run_request(context: AgentContext) -> str:
+def run_request(context: AgentContext, parent: RunState | None = None) -> str:
     """The text of the user messages that started the run (never tool or assistant text).
 
-    A run that only resumes approvals carries no user text: the request is then the one
-    that started the paused run, kept in the session.
+    A nested run (an agent used as a tool by a guarded agent) has no user of its own: its
+    "user message" is the orchestrating model's tool argument, which an injected document
+    can fill. It inherits the outermost human's words instead. A run that only resumes
+    approvals carries no user text: the request is then the one that started the paused
+    run, kept in the session. Any other run without user text has an empty request.
     """
-    text = "\n".join(t for m in context.messages if m.role == "user" and (t := _message_text(m)))
     state = session_state(context.session, create=True)
+    if parent is not None:
+        if state is not None:
+            state["request"] = parent.request
+        return parent.request
+    text = "\n".join(t for m in context.messages if m.role == "user" and (t := _message_text(m)))
     if state is None:
         return text
     if text:
         state["request"] = text
         return text
+    if not _resumes_approval(context):
+        return ""
     stored = state.get("request")
     return stored if isinstance(stored, str) else ""
+
+
+def _resumes_approval(context: AgentContext) -> bool:
+    return any(c.type == "function_approval_response"
+               for m in context.messages for c in m.contents)

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 from agent_framework import (
     AgentSession,
@@ -36,7 +36,13 @@ from guardrails.agent_framework._approvals import (
     hold_approval,
     release_approval,
 )
-from guardrails.agent_framework._arguments import apply_repairs, as_mapping, json_numbers
+from guardrails.agent_framework._arguments import (
+    apply_repairs,
+    as_mapping,
+    json_numbers,
+    json_view,
+    same_json,
+)
 from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import (
     HISTORY_LIMIT,
@@ -76,6 +82,14 @@ names (or globs) to True (trusted) / False (untrusted)."""
 INJECTED_MEMORY = 256
 """Distinct injected secret values a guard keeps scrubbing from every later call's output."""
 
+_SETTLE_ROUNDS = 2
+"""Evaluations of one call after the first, at most: again each time the tool's validation
+changes what the rules read. Three evaluations in all; a repair that validation keeps
+undoing is refused (a guard error that blocks the call)."""
+
+_PLACEHOLDER = "guardrails-injected-secret"
+"""What an argument the guard injects holds while the call is validated before the check."""
+
 _TOOLS_REMEMBERED = 1024
 """Tools whose "does a policy inject" answer a guard keeps (cleared when full, like the engine's tool index)."""
 
@@ -87,11 +101,17 @@ class _Plan:
     """The effect to act on: the decision's, except an approved replay of require_approval."""
     entry_arguments: dict[str, Any]
     arguments: dict[str, Any]
-    """The repaired arguments (no injected secrets)."""
+    """The arguments as the rules read them: the JSON form of the validated, repaired
+    arguments (no injected secrets). Approvals show and cover these."""
     secret_names: frozenset[str]
     approval_id: str
     approved_replay: bool
     run: RunState | None
+    validated: dict[str, Any] | None = None
+    """What the tool's validation made of ``arguments``: the values the tool receives
+    (None when the tool has no validation the guard can run: ``arguments`` run as they are)."""
+    invalid: Exception | None = None
+    """The tool's validation error: the call cannot run, whatever the rules say."""
 
 
 class GuardFunctionMiddleware(FunctionMiddleware):
@@ -129,6 +149,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         call_next: Callable[[], Awaitable[None]],
     ) -> None:
         tool = context.function.name
+        run = RUN.get()
+        if run is not None and run.halted:
+            # The run was halted (by a sibling call, or a sub-agent): nothing else runs.
+            raise _GuardHalt(run.halted[0])
         call_id = context.metadata.get("call_id")
         with self._telemetry.call_span(
             tool=tool, call_id=call_id if isinstance(call_id, str) else None
@@ -157,18 +181,22 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
         history = history_of(state, run) or ()  # the engine copies what it reads
-        decision = self._policies.evaluate(
-            tool,
-            entry if entry is not None else cast(Any, context.arguments),  # fails closed
-            principal=principal,
-            history=history,
-            request=request,
-            description=context.function.description or "",
-        )
-        mint(decision)
+
+        def decide(arguments: Any) -> Decision:
+            decision = self._policies.evaluate(
+                tool, arguments, principal=principal, history=history, request=request,
+                description=context.function.description or "")
+            mint(decision)
+            return decision
+
+        validated: dict[str, Any] | None = None
+        invalid: Exception | None = None
         if entry is None:
+            decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
-        arguments = apply_repairs(entry, decision)
+            arguments: dict[str, Any] = {}
+        else:
+            decision, arguments, validated, invalid = self._settle(context, entry, decide)
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
         replay = approved_replay(context, state, approval_id, tool, arguments, decision)
@@ -177,7 +205,83 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run)
+                     approval_id, replay, run, validated, invalid)
+
+    def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
+                decide: Callable[[Any], Decision],
+                ) -> tuple[Decision, dict[str, Any], dict[str, Any] | None, Exception | None]:
+        """Evaluate the values the tool will receive: the rules of the returned decision
+        read exactly (the JSON form of) what the tool's own validation made of the
+        repaired arguments.
+
+        Returns the decision, the arguments as rules read them, the validated values the
+        tool will receive (None for a tool without validation: the repaired values run),
+        and the validation error when they do not validate (the call must not run).
+        Arguments the guard will inject are validated with a placeholder (the secret is
+        fetched only for a call that runs) and left out: the model's value never runs.
+
+        One evaluation when nothing changes: the framework hands over arguments it already
+        validated, or the repairs' output validates unchanged. Otherwise the values are
+        evaluated again, until repairs and validation agree.
+        """
+        validated = _private.prepared_arguments(context, entry)
+        seen: dict[str, Any] | None = None
+        if validated is not None:
+            seen = json_view(validated)
+            decision = decide(seen)
+            if self._injected_names(decision) & validated.keys():
+                validated = self._without_injected(validated, decision)
+                seen = json_view(validated)
+        else:
+            decision = decide(json_view(entry))
+        if validated is None or seen is None or not same_json(seen, decision.arguments):
+            candidate = apply_repairs(validated if validated is not None else entry, decision)
+            try:
+                validated = self._validate(context, candidate, decision)
+            except Exception as exc:
+                if not _private.is_argument_validation_error(exc):
+                    raise
+                return decision, json_view(candidate), None, exc
+            if validated is None:  # no validation the guard can run: the repaired values run
+                return decision, candidate, None, None
+            seen = json_view(validated)
+        for _ in range(_SETTLE_ROUNDS):
+            if same_json(seen, decision.arguments):
+                return decision, seen, validated, None
+            # Validation changed a value (``"true"`` became ``True``, a default was filled
+            # in, an extra field was dropped): the rules must judge the values that run.
+            decision = decide(seen)
+            if same_json(decision.arguments, seen):
+                return decision, seen, validated, None
+            candidate = apply_repairs(validated, decision)
+            try:
+                revalidated = self._validate(context, candidate, decision)
+            except Exception as exc:
+                if not _private.is_argument_validation_error(exc):
+                    raise
+                return decision, json_view(candidate), None, exc
+            validated = revalidated if revalidated is not None else candidate
+            seen = json_view(validated)
+        raise ValueError("the arguments do not settle: repairs and the tool's validation "
+                         "keep changing them")
+
+    def _validate(self, context: FunctionInvocationContext, candidate: dict[str, Any],
+                  decision: Decision) -> dict[str, Any] | None:
+        injected = self._injected_names(decision)
+        validated = _private.prepare_arguments(
+            context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)})
+        return None if validated is None else self._without_injected(validated, decision)
+
+    def _without_injected(self, arguments: dict[str, Any],
+                          decision: Decision) -> dict[str, Any]:
+        """``arguments`` without those the guard injects: the model's value never runs."""
+        names = self._injected_names(decision)
+        return {k: v for k, v in arguments.items() if k not in names} if names else arguments
+
+    def _injected_names(self, decision: Decision) -> frozenset[str]:
+        if not self._tool_injects(decision.tool):
+            return frozenset()
+        return frozenset(self._policies.injections(decision))
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -209,23 +313,38 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
+        if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
+            # The tool's validation refused the arguments: the call cannot run, and the model
+            # gets the framework's own "Argument parsing failed" result, scrubbed.
+            scrub = self._scrubber(plan, ())
+            with contextlib.suppress(Exception):
+                _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
+            self._record(context, plan, "deny", scrub)
+            raise scrubbed_exception(plan.invalid, scrub)
         if plan.effect is Effect.ALLOW:
+            injected: dict[str, str] = {}
             try:
                 injected = self._injections(decision)
-                running = {**plan.arguments, **injected}
+                running = self._running(context, plan, injected)
                 context.arguments = running
                 _private.record_argument_snapshot(context, running)
+                if plan.validated is not None:
+                    _private.bind_prepared_arguments(context, running)
                 if plan.approved_replay:
                     # What the approval covered: the framework compares it with the approved
                     # call, which never holds injected values.
-                    context.metadata["original_arguments_for_messages"] = dict(plan.arguments)
+                    context.metadata["original_arguments_for_messages"] = dict(
+                        plan.validated if plan.validated is not None else plan.arguments)
             except Exception as exc:
+                if _private.is_argument_validation_error(exc):
+                    # The injected secret itself fails the tool's validation.
+                    raise scrubbed_exception(exc, self._scrubber(plan, injected.values())) from None
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub)
+            await self._run_tool(context, call_next, scrub, plan.run)
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -237,7 +356,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
             if plan.run is not None:
-                plan.run.halts.add(decision.id)
+                plan.run.halt(decision)
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
@@ -249,15 +368,31 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     f"unavailable (no session to hold the request), so it was denied. {message}"
                 ).strip()
                 return
-            hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
+            token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
             context.result = approval_request(context, plan.approval_id, decision,
-                                              plan.arguments, message)
+                                              plan.arguments, message, token)
             return
         self._record(context, plan, "deny", base_scrub)
         context.result = f"Error: the call to {tool} was denied by policy. {message}".strip()
 
     async def _run_tool(self, context: FunctionInvocationContext,
-                        call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
+                        call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
+                        run: RunState | None) -> None:
+        """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
+        halted this run too: the call ends with the halt, whatever the tool made of it
+        (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
+        try:
+            await self._call_tool(context, call_next, scrub)
+        except Exception:
+            if run is None or not run.halted:
+                raise
+        else:
+            if run is None or not run.halted:
+                return
+        raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
+
+    async def _call_tool(self, context: FunctionInvocationContext,
+                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
         token = CURRENT_SCRUBBER.set(scrub)
         failure: BaseException | None = None
         try:
@@ -285,6 +420,22 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if failure is not None:
             raise failure
         context.result = scrub_result(context.result, scrub)
+
+    @staticmethod
+    def _running(context: FunctionInvocationContext, plan: _Plan,
+                 injected: Mapping[str, str]) -> dict[str, Any]:
+        """The exact values the tool receives: the validated arguments the rules judged, and
+        the injected secrets, validated by the tool like any argument."""
+        if plan.validated is None:
+            return {**plan.arguments, **injected}
+        if not injected:
+            return dict(plan.validated)
+        running = _private.prepare_arguments(context, {**plan.arguments, **injected})
+        if running is None or not same_json(
+                json_view({k: v for k, v in running.items() if k not in injected}),
+                plan.arguments):
+            raise ValueError("injecting secrets changed the validated arguments")
+        return running
 
     def _injections(self, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}

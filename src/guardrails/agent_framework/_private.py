@@ -8,6 +8,10 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
   redacted text;
 - the argument-validation error type, which the guard re-raises with scrubbed text so
   the framework still reports "Argument parsing failed" rather than "Function failed";
+- the tool's own argument validation (``FunctionTool._prepare_arguments``) and the
+  *prepared-arguments* record that makes the final ``invoke`` run the tool with exactly the
+  values prepared before it, without validating them a second time. The guard validates
+  first and evaluates what validation produced, so what the rules see is what runs;
 - the *approval response observer*: a function middleware with a method named
   ``APPROVAL_OBSERVER`` is told of approval responses that will not run their call
   (rejections), which history records with effect "rejected".
@@ -24,22 +28,31 @@ from typing import Any
 from agent_framework import FunctionInvocationContext
 from agent_framework._middleware import _ApprovalResponseObserver
 from agent_framework._tools import (
+    _PREPARED_ARGUMENTS_CONTEXT_KEY,
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
+    _argument_comparison_token,
     _FunctionArgumentValidationError,
+    _PreparedArgumentsState,
 )
+from pydantic import BaseModel
 
 __all__ = [
     "APPROVAL_OBSERVER",
+    "PREPARED_KEY",
     "SNAPSHOT_KEY",
     "ApprovalObserver",
+    "bind_prepared_arguments",
     "has_argument_snapshot",
     "is_argument_validation_error",
+    "prepare_arguments",
+    "prepared_arguments",
     "record_argument_snapshot",
     "scrubbed_validation_error",
 ]
 
 SNAPSHOT_KEY: str = _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY
+PREPARED_KEY: str = _PREPARED_ARGUMENTS_CONTEXT_KEY
 
 ApprovalObserver: Any = _ApprovalResponseObserver
 """The runtime-checkable protocol the framework tests its function middleware against."""
@@ -73,3 +86,66 @@ def scrubbed_validation_error(exc: BaseException, scrub: Callable[[str], str]) -
         scrub(str(exc)),
         redacted_message=scrub(redacted) if isinstance(redacted, str) else None,
     )
+
+
+def prepared_arguments(context: FunctionInvocationContext,
+                       arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The values the framework already prepared (validated) for exactly these arguments
+    before the middleware ran, with the tool's defaults filled in; None when it did not
+    (its validation failed, so the middleware got the raw arguments) or they changed.
+
+    Reusing them is what the framework's own final step does: validating prepared values
+    again is not always a no-op (a field with an alias no longer validates by its name).
+    """
+    prepared = context.metadata.get(PREPARED_KEY)
+    if not (isinstance(prepared, _PreparedArgumentsState)
+            and _argument_comparison_token(dict(arguments)) == prepared.token):
+        return None
+    return _with_defaults(context.function, dict(prepared.arguments))
+
+
+def prepare_arguments(context: FunctionInvocationContext,
+                      arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The values the tool's own validation turns ``arguments`` into, with the tool's
+    defaults filled in, or None for a tool with no validation the guard can run (not a
+    ``FunctionTool``). Raises the framework's argument-validation error when they do not
+    validate. The framework's final step, ``FunctionTool._prepare_arguments``.
+    """
+    function = context.function
+    prepare = getattr(function, "_prepare_arguments", None)
+    if not callable(prepare):
+        return None
+    result = prepare(dict(arguments))
+    if not isinstance(result, dict):
+        raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
+    return _with_defaults(function, result)
+
+
+def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with the input model's top-level defaults filled in.
+
+    The framework drops unset fields so that the function's own defaults apply; a rule
+    reading the argument would see it missing while the tool runs with the default. The
+    guard passes the default explicitly instead (the input model of a function tool is
+    made from its signature, so the value is the one the function would have used).
+    Nested models need nothing: the tool receives them as the dicts validation produced.
+    """
+    model = getattr(function, "input_model", None)
+    if (getattr(function, "_schema_supplied", False) or not isinstance(model, type)
+            or not issubclass(model, BaseModel)):
+        return arguments
+    filled = dict(arguments)
+    for name, info in model.model_fields.items():
+        if name not in filled and not info.is_required():
+            filled[name] = info.get_default(call_default_factory=True, validated_data=filled)
+    return filled
+
+
+def bind_prepared_arguments(context: FunctionInvocationContext,
+                            arguments: Mapping[str, Any]) -> None:
+    """Run the tool with exactly ``arguments``: the framework's final ``invoke`` reuses
+    prepared arguments whose comparison token matches the context's, and validates again
+    only if they were changed after this call (which the snapshot refuses anyway)."""
+    values = dict(arguments)
+    context.metadata[PREPARED_KEY] = _PreparedArgumentsState(
+        arguments=values, token=_argument_comparison_token(values))

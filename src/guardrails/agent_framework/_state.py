@@ -15,6 +15,8 @@ from typing import Any
 
 from agent_framework import AgentSession
 
+from guardrails.engine import Decision
+
 __all__ = ["RUN", "STATE_KEY", "RunState", "session_state", "stored_request"]
 
 STATE_KEY = "guardrails"
@@ -26,10 +28,28 @@ class RunState:
     """What the run boundary hands to the function middleware (through ``RUN``)."""
 
     request: str
+    """The outermost human's words: a nested run (an agent used as a tool) inherits its
+    parent's, never the orchestrating model's tool argument."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """History of this run, used when the run has no session."""
-    halts: set[str] = field(default_factory=set)
-    """Ids of the decisions the guard halted this run with: the only ones it unwraps."""
+    parent: RunState | None = None
+    """The guarded run this one is nested in (through ``agent.as_tool()``), if any."""
+    halted: list[Decision] = field(default_factory=list)
+    """The decisions this run was halted with, first first: the only ones the boundary
+    unwraps. Once there is one, no further call of the run runs and the run ends with
+    ``PolicyViolation``, whatever else a sibling call or a middleware raised."""
+
+    def halt(self, decision: Decision) -> None:
+        """Record a genuine halt of this run, and of every run it is nested in: a halt in a
+        sub-agent stops the agents that called it too."""
+        run: RunState | None = self
+        while run is not None:
+            if all(d is not decision for d in run.halted):
+                run.halted.append(decision)
+            run = run.parent
+
+    def halted_with(self, decision: Decision) -> bool:
+        return any(d is decision for d in self.halted)
 
 
 RUN: ContextVar[RunState | None] = ContextVar("guardrails_run", default=None)

@@ -112,7 +112,5 @@ def walk(node: Node) -> list[Node]:
         elif isinstance(n, StructLit):
             stack.extend(v for _, v in reversed(n.fields))
         elif isinstance(n, Comprehension):
-            stack.extend(
-                (n.result, n.loop_step, n.loop_condition, n.accu_init, n.iter_range)
-            )
+            stack.extend((n.result, n.loop_step, n.loop_condition, n.accu_init, n.iter_range))
     return out

@@ -4,9 +4,9 @@ A tree of closures pays a Python call per AST node; generated code pays none for
 operations (field select on dicts, same-type comparisons and equality, ``!``, ``&&``,
 ``||``, ``?:``, ``in``, ``size``, string tests, macros as loops), and falls back to the
 ``stdlib`` functions for everything else, so CEL semantics stay those of the closure
-backend, which remains the reference for names, arity and folding: the closure compiler
-runs first (it rejects bad expressions and folds constants) and this module reuses its
-results.
+backend. Names, overloads and folded constants come from the front end (``checker``);
+the closures of the same checked tree are the fallback for what Python's compiler refuses
+(too deeply nested code).
 
 Safety: the generated text never contains expression text. Every literal, field name,
 variable name, pattern and library function reaches the code through the arguments of a
@@ -30,17 +30,9 @@ from typing import Any, Final, NoReturn
 
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
-from guardrails.expr.compiler import (
-    LIB_FUNCTIONS,
-    LIB_METHODS,
-    Program,
-    _arity_ok,
-    _Compiler,
-    _logic_error,
-    _predicate_error,
-    _type_constant,
-    qualified_name,
-)
+from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
+from guardrails.expr.closures import closure_program
+from guardrails.expr.program import Program
 from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
 
 Run = Callable[[Mapping[str, Any]], Any]
@@ -55,7 +47,7 @@ class GeneratedProgram(Program):
     """A program whose ``evaluate`` is the generated function itself (no wrapper call).
 
     Code is generated on the first evaluation, not at load: loading checks everything (the
-    closure compiler runs at load and its program stays in ``_fn``), and a policy set of
+    front end runs at load and the closures of the checked tree stay in ``_fn``), and a policy set of
     10,000 rules must load fast while a call evaluates only a few of them. The generated
     function converts non-CEL exceptions to ``CelError`` (fail closed) like
     ``Program.evaluate`` does. Installing it mutates the slot once; the program behaves the
@@ -63,9 +55,7 @@ class GeneratedProgram(Program):
     """
 
     evaluate: Run = field(default=_unset, repr=False, compare=False)  # type: ignore[assignment]
-    _plan: tuple[dict[int, Any], frozenset[str], str] | None = field(
-        default=None, repr=False, compare=False
-    )
+    _plan: Checked | None = field(default=None, repr=False, compare=False)
     _python: str = field(default="", repr=False, compare=False)
 
     def python_source(self) -> str:
@@ -77,12 +67,9 @@ class GeneratedProgram(Program):
         plan = self._plan
         if plan is None:
             return
-        folded, declared, container = plan
-        compiler = _Compiler(declared, self._limits, container)
-        compiler.folded = folded
         run: Run
         try:
-            source, consts = generate_source(self, compiler)
+            source, consts = generate_source(plan)
             run = _factory(source)(*consts)
         except Exception:  # too deep for Python's compiler: the closures are still right
             source = ""
@@ -128,8 +115,8 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_cost_exceeded": _cost_exceeded,
     "_unbound": _unbound,
     "_overflow": _overflow,
-    "_logic_error": _logic_error,
-    "_predicate_error": _predicate_error,
+    "_logic_error": logic_error,
+    "_predicate_error": predicate_error,
     "_too_deep": _too_deep,
     "_failed": _failed,
     "_no_overload": std.no_overload,
@@ -199,9 +186,10 @@ class _TooDeep(Exception):
 
 
 class _Gen:
-    def __init__(self, compiler: _Compiler) -> None:
-        self.c = compiler
-        self.folded = compiler.folded
+    def __init__(self, checked: Checked) -> None:
+        self.folded = checked.constants
+        self.references = checked.references
+        self.overloads = checked.overloads
         self.consts: list[Any] = []
         self.const_names: dict[Any, str] = {}
         self.lines: list[str] = []
@@ -276,10 +264,11 @@ class _Gen:
         key = id(node)
         if key in self.folded:
             return self.const(self.folded[key])
-        if isinstance(node, ast.Literal):
-            return self.const(node.value)
-        if isinstance(node, ast.Ident):
-            return self.ident(node)
+        ref = self.references.get(key)
+        if isinstance(ref, Local):
+            return self.local(ref)
+        if ref is not None:
+            return self.variable(ref.name)
         if isinstance(node, ast.Select):
             return self.select(node)
         if isinstance(node, ast.Call):
@@ -300,29 +289,16 @@ class _Gen:
             f"unsupported node {type(node).__name__}"
         )  # the closure compiler rejected it
 
-    def ident(self, node: ast.Ident) -> str:
-        scoped = self.lookup(node.name)
-        if scoped is not None:
-            local, accu = scoped
-            if accu:
-                self.emit(f"if type({local}) is _ErrorValue: raise {local}.error")
-            return local
-        var = self.c.resolve_declared(node.name)
-        if var is not None:
-            return self.variable(var)
-        found = _type_constant(node.name)
-        if found is None:
-            raise _TooDeep(f"undeclared {node.name}")  # unreachable: checked by the compiler
-        return self.const(found)
+    def local(self, ref: Local) -> str:
+        scoped = self.lookup(ref.name)
+        if scoped is None:
+            raise _TooDeep(f"unscoped local {ref.name}")  # unreachable: scoped by the checker
+        local, accu = scoped
+        if accu:
+            self.emit(f"if type({local}) is _ErrorValue: raise {local}.error")
+        return local
 
     def select(self, node: ast.Select) -> str:
-        if not node.test_only:
-            qualified = qualified_name(node, self.scopes)
-            found = None if qualified is None else self.c.resolve_qualified(qualified)
-            if isinstance(found, str):
-                return self.variable(found)
-            if found is not None:
-                return self.const(found)
         v = self.expr(node.operand)
         k = self.const(node.field)
         t = self.tmp()
@@ -335,57 +311,32 @@ class _Gen:
     # ------------------------------------------------------------------ calls
 
     def call(self, node: ast.Call) -> str:
-        name = node.function
-        if node.target is None:
+        overload = self.overloads[id(node)]
+        if overload.kind == "operator":
             special = self.operator(node)
-            if special is not None:
-                return special
-            return self.global_call(name, node.args)
-        if name == "bind" and len(node.args) == 3 and self.is_cel_namespace(node.target):
+            if special is None:
+                raise _TooDeep(f"operator {node.function}")  # unreachable: all are handled
+            return special
+        if overload.kind == "bind":
             return self.bind(node)
-        namespace = qualified_name(node.target, self.scopes)
-        if namespace is not None and self.c.resolve_declared(namespace.split(".")[0]) is None:
-            return self.global_call(f"{namespace}.{name}", node.args)
-        return self.method_call(node)
-
-    def is_cel_namespace(self, target: ast.Node) -> bool:
-        return (
-            isinstance(target, ast.Ident)
-            and target.name == "cel"
-            and self.lookup("cel") is None
-            and self.c.resolve_declared("cel") is None
-        )
-
-    def global_call(self, name: str, arg_nodes: tuple[ast.Node, ...]) -> str:
-        std_fn = std.GLOBALS.get(name)
-        if std_fn is not None:
-            return self.std_call(name, std_fn, [self.expr(a) for a in arg_nodes])
-        lib_fn = LIB_FUNCTIONS.get(name)
-        if lib_fn is None:
-            raise _TooDeep(f"unknown function {name}")
-        return self.lib_call(lib_fn, [self.expr(a) for a in arg_nodes])
-
-    def method_call(self, node: ast.Call) -> str:
-        assert node.target is not None
-        name = node.function
-        parts = [self.expr(node.target), *(self.expr(a) for a in node.args)]
-        if name == "matches" and len(node.args) == 1:
-            pattern_key = id(node.args[0])
-            pattern = self.folded.get(pattern_key, MISSING_PATTERN)
-            if type(pattern) is str:
-                try:
-                    compiled = std.regex(pattern)
-                except CelError:
-                    pass  # an invalid pattern stays a run-time error
-                else:
-                    return self.matches_const(parts[0], compiled)
-        std_fn = std.METHODS.get(name)
-        if std_fn is not None and _arity_ok(std_fn, len(parts) + 1):
-            return self.std_call(name, std_fn, parts)
-        lib_fn = LIB_METHODS.get(name)
-        if lib_fn is None:
-            raise _TooDeep(f"unknown method {name}")
-        return self.lib_call(lib_fn, parts)
+        assert overload.fn is not None
+        if overload.method:
+            assert node.target is not None
+            if overload.name == "matches" and len(node.args) == 1:
+                pattern = self.folded.get(id(node.args[0]), MISSING_PATTERN)
+                if type(pattern) is str:
+                    try:
+                        compiled = std.regex(pattern)
+                    except CelError:
+                        pass  # an invalid pattern stays a run-time error
+                    else:
+                        return self.matches_const(self.expr(node.target), compiled)
+            parts = [self.expr(node.target), *(self.expr(a) for a in node.args)]
+        else:
+            parts = [self.expr(a) for a in node.args]
+        if overload.kind == "std":
+            return self.std_call(overload.name, overload.fn, parts)
+        return self.lib_call(overload.fn, parts)
 
     def matches_const(self, s: str, compiled: Any) -> str:
         t = self.tmp()
@@ -783,11 +734,11 @@ _FACTORIES: dict[str, Callable[..., Run]] = {}
 _FACTORIES_MAX: Final = 4096
 
 
-def generate_source(program: Program, compiler: _Compiler) -> tuple[str, list[Any]]:
-    """The factory source for ``program`` and the constants to call it with."""
-    gen = _Gen(compiler)
-    result = gen.expr(program.ast)
-    if id(program.ast) in gen.folded and isinstance(gen.folded[id(program.ast)], list | dict):
+def generate_source(checked: Checked) -> tuple[str, list[Any]]:
+    """The factory source for a checked tree and the constants to call it with."""
+    gen = _Gen(checked)
+    result = gen.expr(checked.ast)
+    if id(checked.ast) in gen.folded and isinstance(gen.folded[id(checked.ast)], list | dict):
         # Never hand out a folded constant itself: callers may mutate results.
         gen.emit(f"return _deepcopy({result})")
     else:
@@ -795,7 +746,7 @@ def generate_source(program: Program, compiler: _Compiler) -> tuple[str, list[An
     params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
     head = ["def _make(" + params + "):", "    def _f(b):"]
     if gen.budget:
-        head.append(f"        _bud = {gen.const(program._limits.max_cost)}")
+        head.append(f"        _bud = {gen.const(checked.limits.max_cost)}")
         params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
         head[0] = "def _make(" + params + "):"
     source = "\n".join(
@@ -828,19 +779,20 @@ def _factory(source: str) -> Callable[..., Run]:
     return found
 
 
-def generate_program(program: Program, compiler: _Compiler) -> GeneratedProgram:
-    """The generated-code program for a closure-compiled one; the code itself is generated
-    on first use (see ``GeneratedProgram``)."""
+def generated_program(checked: Checked) -> GeneratedProgram:
+    """The generated-code program for a checked tree; the code itself is generated on first
+    use (see ``GeneratedProgram``)."""
+    program = closure_program(checked)
     generated = GeneratedProgram(
         program.source,
         program.ast,
         program._fn,
         program._slots,
         program._limits,
-        _plan=(compiler.folded, compiler.declared, compiler.container),
+        _plan=checked,
     )
     object.__setattr__(generated, "evaluate", functools.partial(_first_evaluate, generated))
     return generated
 
 
-__all__ = ["GeneratedProgram", "generate_program", "generate_source"]
+__all__ = ["GeneratedProgram", "generate_source", "generated_program"]

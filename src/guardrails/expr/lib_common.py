@@ -44,8 +44,15 @@ def guarded(name: str) -> Callable[[F], F]:
                 raise
             except TypeError:
                 raise no_overload(name, *args) from None
-            except (ValueError, IndexError, KeyError, RecursionError, OverflowError,
-                    UnicodeError, AttributeError) as exc:
+            except (
+                ValueError,
+                IndexError,
+                KeyError,
+                RecursionError,
+                OverflowError,
+                UnicodeError,
+                AttributeError,
+            ) as exc:
                 raise CelError(f"{name}: {type(exc).__name__}: {exc}") from None
 
         return wrapper  # type: ignore[return-value]

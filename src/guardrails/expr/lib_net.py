@@ -310,8 +310,7 @@ _USERINFO_RE: Final = r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*"
 _BAD_ESCAPE_RE: Final = r"%(?:[^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)"
 # Characters kept as written in an escaped path (Go's validEncoded set plus '%').
 _PATH_SAFE: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-    "-._~!$&'()*+,;=:@/[]%"
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/[]%"
 )
 
 
@@ -323,8 +322,7 @@ def _url_error(s: str, why: str) -> CelError:
 class URL:
     """A CEL ``kubernetes.URL`` value, already normalised (see ``parse_url``)."""
 
-    __slots__ = ("fragment", "hostname", "opaque", "path", "port", "query", "scheme",
-                 "userinfo")
+    __slots__ = ("fragment", "hostname", "opaque", "path", "port", "query", "scheme", "userinfo")
     cel_type: ClassVar[CelType] = CelType.named("kubernetes.URL")
     scheme: str
     userinfo: str | None
@@ -372,8 +370,12 @@ class URL:
         else:
             # An empty authority is written out before a path starting with "//", or
             # the path would read back as a host (as Go's url.URL.String does).
-            if (self.hostname or self.scheme == "file" or self.userinfo is not None
-                    or self.path.startswith("//")):
+            if (
+                self.hostname
+                or self.scheme == "file"
+                or self.userinfo is not None
+                or self.path.startswith("//")
+            ):
                 out += "//"
                 if self.userinfo is not None:
                     out += self.userinfo + "@"
@@ -431,9 +433,7 @@ def _normalise_host(s: str, host: str) -> str:
         # Browsers and inet_aton read such hosts as IPv4 numbers (127.1, 0x7f.1,
         # 2130706433, 0177.0.0.1): only the canonical dotted quad is accepted.
         octet_re = compile_re2(_DEC_OCTET_RE)
-        if len(labels) != 4 or any(
-            octet_re.fullmatch(x) is None or int(x) > 255 for x in labels
-        ):
+        if len(labels) != 4 or any(octet_re.fullmatch(x) is None or int(x) > 255 for x in labels):
             raise _url_error(s, f"ambiguous numeric host {host!r} (use a dotted-quad IPv4)")
     return name
 
@@ -618,4 +618,3 @@ def get_escaped_path(u: Any) -> str:
 @guarded("getQuery")
 def get_query(u: Any) -> dict[str, list[str]]:
     return query_map(_url_arg("getQuery", u).query)
-

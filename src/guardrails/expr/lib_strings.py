@@ -30,12 +30,8 @@ _GO_SPACE: Final = (
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
-_ASCII_LOWER: Final = str.maketrans(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
-)
-_ASCII_UPPER: Final = str.maketrans(
-    "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
+_ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER: Final = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 MAX_RESULT_CHARS: Final = 4_000_000
@@ -74,8 +70,11 @@ def index_of(s: Any, sub: Any, offset: Any = 0) -> int:
 
 @guarded("lastIndexOf")
 def last_index_of(s: Any, sub: Any, *rest: Any) -> int:
-    if type(s) is not str or type(sub) is not str or len(rest) > 1 or (
-        rest and not is_int(rest[0])
+    if (
+        type(s) is not str
+        or type(sub) is not str
+        or len(rest) > 1
+        or (rest and not is_int(rest[0]))
     ):
         raise no_overload("lastIndexOf", s, sub, *rest)
     if not rest:
@@ -134,8 +133,11 @@ def replace(s: Any, old: Any, new: Any, *rest: Any) -> str:
 def split(s: Any, sep: Any, *rest: Any) -> list[str]:
     """Go's strings.SplitN: n == 0 gives [], n < 0 all parts; an empty separator splits
     into code points (at most n parts, the last holding the rest)."""
-    if type(s) is not str or type(sep) is not str or len(rest) > 1 or (
-        rest and not is_int(rest[0])
+    if (
+        type(s) is not str
+        or type(sep) is not str
+        or len(rest) > 1
+        or (rest and not is_int(rest[0]))
     ):
         raise no_overload("split", s, sep, *rest)
     n: int = rest[0] if rest else -1
@@ -152,9 +154,7 @@ def split(s: Any, sep: Any, *rest: Any) -> list[str]:
 
 @guarded("substring")
 def substring(s: Any, start: Any, *rest: Any) -> str:
-    if type(s) is not str or not is_int(start) or len(rest) > 1 or (
-        rest and not is_int(rest[0])
-    ):
+    if type(s) is not str or not is_int(start) or len(rest) > 1 or (rest and not is_int(rest[0])):
         raise no_overload("substring", s, start, *rest)
     size = len(s)
     if not rest:
@@ -310,8 +310,11 @@ def find(s: Any, pattern: Any) -> str:
 def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
     """Kubernetes ``findAll`` (Go's FindAllString): at most ``n`` matches when n >= 0;
     an empty match right after the previous match is dropped, as Go does."""
-    if type(s) is not str or type(pattern) is not str or len(rest) > 1 or (
-        rest and not is_int(rest[0])
+    if (
+        type(s) is not str
+        or type(pattern) is not str
+        or len(rest) > 1
+        or (rest and not is_int(rest[0]))
     ):
         raise no_overload("findAll", s, pattern, *rest)
     n: int = rest[0] if rest else -1
@@ -438,7 +441,6 @@ def parse_json(text: Any) -> Any:
     ):
         raise CelError("parseJSON: lone UTF-16 surrogate escape")
     return value
-
 
 
 # --------------------------------------------------------------------------- format

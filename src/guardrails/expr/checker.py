@@ -1,0 +1,527 @@
+"""The front end: resolve names and overloads, check arity, fold constants: a ``Checked`` tree.
+
+As in cel-go, the parser's tree goes through one checking pass whose result is the
+contract every backend compiles from (closures in ``closures``, generated code in
+``codegen``, cel-python in ``interpreter``). Backends never resolve a name, look up a
+function or fold a constant themselves: they read ``Checked.references``,
+``Checked.overloads`` and ``Checked.constants``, so all of them accept and reject the same
+expressions and agree on what every name means. This module imports no backend.
+
+Names are resolved at load time (cel-spec name resolution): comprehension and
+``cel.bind`` variables are ``Local``; declared variables, container first and the longest
+declared prefix of a select chain winning, are ``Var``; type names are constants; anything
+else is an ``ExpressionError``, as are unknown functions, wrong arities and struct literals.
+
+Folding evaluates a call whose arguments are all constants with the same ``stdlib``
+functions the backends call, once, at load; an error while folding leaves the call to run
+(errors are values in CEL, and must surface when the expression is evaluated).
+
+Type checking plugs in at ``TYPE_CHECKERS``: each pass gets the ``Checked`` tree (names
+and overloads resolved, constants folded) and returns it, typically with ``types`` filled
+in, or raises ``ExpressionError``. The list is empty until a typed checker registers.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from guardrails.expr import ast, library
+from guardrails.expr import stdlib as std
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.stdlib import Activation
+from guardrails.expr.values import CelError, CelType, type_names
+
+LIB_FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = library.FUNCTIONS
+LIB_METHODS: Final[Mapping[str, Callable[..., Any]]] = library.METHODS
+
+
+class ExpressionError(Exception):
+    """A load-time problem with an expression, at ``offset`` characters into its source."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """An ``Ident`` or select chain naming a declared variable (its full declared name)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """An ``Ident`` naming a comprehension or ``cel.bind`` variable; ``accumulator`` when it
+    may hold an error value (accumulators and bindings; the iteration variable never does)."""
+
+    name: str
+    accumulator: bool
+
+
+Reference = Var | Local
+
+OverloadKind = Literal["operator", "bind", "std", "lib"]
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """What a ``Call`` runs. ``operator``: a CEL operator by its function name; ``bind``:
+    ``cel.bind``; ``std``: a ``stdlib`` function taking the activation first; ``lib``: a
+    library function (no activation; the backend charges its cost). ``method`` when the
+    call's target is the first argument; a namespaced global (``net.parseIP``) is not a
+    method, and its target is not evaluated."""
+
+    kind: OverloadKind
+    name: str
+    fn: Callable[..., Any] | None = None
+    method: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A checked expression: the tree and, by ``id(node)``, what the checker found.
+
+    The record holds ``ast``, so the node ids stay valid as long as the record lives.
+    """
+
+    source: str
+    ast: ast.Node
+    declared: frozenset[str]
+    container: str
+    limits: Limits
+    constants: Mapping[int, Any] = field(repr=False)
+    """Folded value of every constant node (literals, type names, folded calls)."""
+    references: Mapping[int, Reference] = field(repr=False)
+    """What each ``Ident`` and each select chain standing for a variable names."""
+    overloads: Mapping[int, Overload] = field(repr=False)
+    """What each ``Call`` runs."""
+    types: Mapping[int, Any] = field(default_factory=dict, repr=False)
+    """Type of each node, by a type-checking pass (empty when none ran)."""
+
+
+TypeChecker = Callable[[Checked], Checked]
+TYPE_CHECKERS: Final[list[TypeChecker]] = []
+"""Passes run on every checked tree, in order (the typed checker registers here)."""
+
+
+_BINARY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
+    "_==_": std.eq,
+    "_!=_": std.ne,
+    "_<_": std.lt,
+    "_<=_": std.le,
+    "_>_": std.gt,
+    "_>=_": std.ge,
+    "_-_": std.sub,
+    "_*_": std.mul,
+    "_/_": std.div,
+    "_%_": std.mod,
+    "@in": std.in_,
+    "_[_]": std.index,
+}
+"""Binary operators that are plain functions of their two values."""
+_ARITY: Final[Mapping[str, int]] = {
+    **dict.fromkeys(_BINARY, 2),
+    "_&&_": 2,
+    "_||_": 2,
+    "_+_": 2,
+    "_?_:_": 3,
+    "!_": 1,
+    "-_": 1,
+    "@not_strictly_false": 1,
+}
+"""Every operator and its arity."""
+BINARY: Final = _BINARY
+
+
+@functools.lru_cache(maxsize=4096)
+def arity_ok(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` accepts ``n`` positional arguments (cached: signatures are slow to read)."""
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError:
+        return False
+    except ValueError:  # builtins without a signature: trust them
+        return True
+    return True
+
+
+def type_constant(name: str) -> CelType | None:
+    """Type names: the standard ones, and those of library extension types (``net.IP``)."""
+    found = std.TYPE_CONSTANTS.get(name)
+    if found is None and "." in name:
+        found = CelType.registry.get(name)
+    return found
+
+
+def qualified_name(node: ast.Node, scopes: Sequence[str]) -> str | None:
+    """``a.b.c`` for a chain of plain selects on an identifier that is not in ``scopes``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Select) and not node.test_only:
+        parts.append(node.field)
+        node = node.operand
+    if not isinstance(node, ast.Ident) or node.name in scopes:
+        return None
+    parts.append(node.name)
+    return ".".join(reversed(parts))
+
+
+def logic_error(op: str, value: Any) -> CelError:
+    """``&&`` / ``||`` given a non-bool operand."""
+    return CelError(f"no matching overload for '{op}' applied to ({type_names((value,))}, ...)")
+
+
+def predicate_error(macro: str, value: Any) -> CelError:
+    """A macro predicate that is not a bool."""
+    return CelError(f"no matching overload for '{macro}' predicate of type {type_names((value,))}")
+
+
+_MISSING: Final = object()
+
+
+class _Checker:
+    def __init__(self, declared: frozenset[str], limits: Limits, container: str) -> None:
+        self.declared = declared
+        self.limits = limits
+        self.container = container
+        self.scopes: list[tuple[str, bool]] = []  # (name, is accumulator)
+        self.constants: dict[int, Any] = {}
+        self.references: dict[int, Reference] = {}
+        self.overloads: dict[int, Overload] = {}
+        self.fold_act = Activation({}, 0, limits.max_cost)
+
+    # -------------------------------------------------------------------- names
+
+    def lookup_scope(self, name: str) -> Local | None:
+        for n, accu in reversed(self.scopes):
+            if n == name:
+                return Local(n, accu)
+        return None
+
+    def scope_names(self) -> list[str]:
+        return [n for n, _ in self.scopes]
+
+    def resolve_declared(self, name: str) -> str | None:
+        """The declared variable a (possibly qualified) name means, container first."""
+        if self.container:
+            parts = self.container.split(".")
+            for i in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:i]) + "." + name
+                if candidate in self.declared:
+                    return candidate
+        if name in self.declared:
+            return name
+        return None
+
+    def resolve_qualified(self, qualified: str) -> str | CelType | None:
+        """What a whole select chain ``a.b.c`` names: a declared variable (its name) or a
+        type; None to select field by field. The longest declared prefix wins (cel-spec
+        qualified name resolution)."""
+        root = qualified.split(".", 1)[0]
+        if self.resolve_declared(root) is None or self.resolve_declared(qualified):
+            var = self.resolve_declared(qualified)
+            if var is not None:
+                return var
+            return type_constant(qualified)
+        return None
+
+    # -------------------------------------------------------------------- folding
+
+    def value(self, node: ast.Node) -> Any:
+        """The folded value of an already checked node, or ``_MISSING``."""
+        return self.constants.get(id(node), _MISSING)
+
+    def fold(self, node: ast.Node, compute: Callable[[], Any]) -> None:
+        """Record ``compute()`` as the node's value; an error leaves the node to run."""
+        self.fold_act.budget = self.limits.max_cost
+        try:
+            self.constants[id(node)] = compute()
+        except CelError:
+            return
+
+    def values(self, nodes: Sequence[ast.Node]) -> list[Any] | None:
+        found = [self.value(n) for n in nodes]
+        return None if any(v is _MISSING for v in found) else found
+
+    # -------------------------------------------------------------------- nodes
+
+    def check(self, node: ast.Node) -> None:
+        if isinstance(node, ast.Literal):
+            self.constants[id(node)] = node.value
+        elif isinstance(node, ast.Ident):
+            self.ident(node)
+        elif isinstance(node, ast.Select):
+            self.select(node)
+        elif isinstance(node, ast.Call):
+            self.call(node)
+        elif isinstance(node, ast.ListLit):
+            for e in node.elements:
+                self.check(e)
+            items = self.values(node.elements)
+            if items is not None:
+                self.fold(node, lambda: list(items))
+        elif isinstance(node, ast.MapLit):
+            for k, v in node.entries:
+                self.check(k)
+                self.check(v)
+            keys = self.values([k for k, _ in node.entries])
+            vals = self.values([v for _, v in node.entries])
+            if keys is not None and vals is not None:
+                self.fold(node, lambda: std.make_map(list(zip(keys, vals, strict=True))))
+        elif isinstance(node, ast.Comprehension):
+            self.comprehension(node)
+        elif isinstance(node, ast.StructLit):
+            raise ExpressionError(
+                f"message construction '{node.type_name}{{...}}' is not supported", node.offset
+            )
+        else:
+            raise ExpressionError(f"unsupported expression node {type(node).__name__}", node.offset)
+
+    def ident(self, node: ast.Ident) -> None:
+        local = self.lookup_scope(node.name)
+        if local is not None:
+            self.references[id(node)] = local
+            return
+        var = self.resolve_declared(node.name)
+        if var is not None:
+            self.references[id(node)] = Var(var)
+            return
+        found = type_constant(node.name)
+        if found is None:
+            raise ExpressionError(f"undeclared reference to '{node.name}'", node.offset)
+        self.constants[id(node)] = found
+
+    def select(self, node: ast.Select) -> None:
+        if not node.test_only:
+            qualified = qualified_name(node, self.scope_names())
+            found = None if qualified is None else self.resolve_qualified(qualified)
+            if isinstance(found, str):
+                self.references[id(node)] = Var(found)
+                return
+            if found is not None:
+                self.constants[id(node)] = found
+                return
+        self.check(node.operand)
+        if node.test_only:
+            return  # has() is never folded: it is cheap and its operand rarely constant
+        operand = self.value(node.operand)
+        if operand is not _MISSING:
+            self.fold(node, lambda: _select(operand, node.field))
+
+    def comprehension(self, node: ast.Comprehension) -> None:
+        self.check(node.iter_range)
+        self.check(node.accu_init)
+        self.scopes.append((node.accu_var, True))
+        self.scopes.append((node.iter_var, False))
+        try:
+            self.check(node.loop_condition)
+            self.check(node.loop_step)
+            self.scopes.pop()  # the iteration variable is not visible in the result
+            self.check(node.result)
+            self.scopes.append((node.iter_var, False))
+        finally:
+            self.scopes.pop()
+            self.scopes.pop()
+
+    # -------------------------------------------------------------------- calls
+
+    def call(self, node: ast.Call) -> None:
+        name = node.function
+        if node.target is None and name in _ARITY:
+            if len(node.args) != _ARITY[name]:
+                raise ExpressionError(f"wrong use of operator '{name}'", node.offset)
+            self.overloads[id(node)] = Overload("operator", name)
+            for a in node.args:
+                self.check(a)
+            self.fold_operator(node)
+            return
+        if node.target is not None:
+            if name == "bind" and self.is_cel_namespace(node.target) and len(node.args) == 3:
+                self.bind(node)
+                return
+            namespace = qualified_name(node.target, self.scope_names())
+            if namespace is not None and self.resolve_declared(namespace.split(".")[0]) is None:
+                qualified = f"{namespace}.{name}"
+                if qualified in std.GLOBALS or qualified in LIB_FUNCTIONS:
+                    self.global_call(node, qualified)
+                    return
+                raise ExpressionError(f"unknown function '{qualified}'", node.offset)
+            self.method_call(node)
+            return
+        self.global_call(node, name)
+
+    def is_cel_namespace(self, target: ast.Node) -> bool:
+        return (
+            isinstance(target, ast.Ident)
+            and target.name == "cel"
+            and self.lookup_scope("cel") is None
+            and self.resolve_declared("cel") is None
+        )
+
+    def bind(self, node: ast.Call) -> None:
+        """``cel.bind(name, init, body)`` (cel-go bindings extension): a local variable."""
+        var, init, body = node.args
+        if not isinstance(var, ast.Ident):
+            raise ExpressionError("cel.bind() variable must be a simple identifier", var.offset)
+        self.overloads[id(node)] = Overload("bind", "cel.bind")
+        self.check(init)
+        self.scopes.append((var.name, True))
+        try:
+            self.check(body)
+        finally:
+            self.scopes.pop()
+
+    def global_call(self, node: ast.Call, name: str) -> None:
+        for a in node.args:
+            self.check(a)
+        n = len(node.args)
+        std_fn = std.GLOBALS.get(name)
+        if std_fn is not None:
+            if not arity_ok(std_fn, n + 1):
+                raise ExpressionError(f"wrong number of arguments to '{name}': {n}", node.offset)
+            self.overloads[id(node)] = Overload("std", name, std_fn)
+            self.fold_std(node, std_fn, node.args)
+            return
+        lib_fn = LIB_FUNCTIONS.get(name)
+        if lib_fn is not None:
+            if not arity_ok(lib_fn, n):
+                raise ExpressionError(f"wrong number of arguments to '{name}': {n}", node.offset)
+            self.overloads[id(node)] = Overload("lib", name, lib_fn)
+            return
+        raise ExpressionError(f"unknown function '{name}'", node.offset)
+
+    def method_call(self, node: ast.Call) -> None:
+        assert node.target is not None
+        name = node.function
+        operands = (node.target, *node.args)
+        for a in operands:
+            self.check(a)
+        n = len(operands)
+        std_fn = std.METHODS.get(name)
+        lib_fn = LIB_METHODS.get(name)
+        if std_fn is not None and arity_ok(std_fn, n + 1):
+            self.overloads[id(node)] = Overload("std", name, std_fn, method=True)
+            self.fold_std(node, std_fn, operands)
+            return
+        if lib_fn is not None:
+            if not arity_ok(lib_fn, n):
+                raise ExpressionError(
+                    f"wrong number of arguments to method '{name}': {n - 1}", node.offset
+                )
+            self.overloads[id(node)] = Overload("lib", name, lib_fn, method=True)
+            return
+        if std_fn is not None:
+            raise ExpressionError(
+                f"wrong number of arguments to method '{name}': {n - 1}", node.offset
+            )
+        raise ExpressionError(f"unknown method '{name}'", node.offset)
+
+    def fold_std(
+        self, node: ast.Call, fn: Callable[..., Any], operands: Sequence[ast.Node]
+    ) -> None:
+        if node.function not in std.FOLDABLE:
+            return
+        found = self.values(operands)
+        if found is not None:
+            self.fold(node, lambda: fn(self.fold_act, *found))
+
+    def fold_operator(self, node: ast.Call) -> None:
+        name = node.function
+        args = node.args
+        if name == "_?_:_":
+            cond = self.value(args[0])
+            if cond is True or cond is False:
+                chosen = self.value(args[1] if cond is True else args[2])
+                if chosen is not _MISSING:
+                    self.constants[id(node)] = chosen
+            return
+        if name == "@not_strictly_false":
+            return  # a run-time guard on errors; never folded
+        found = self.values(args)
+        if found is None:
+            return
+        if name in ("_&&_", "_||_"):
+            self.fold(node, lambda: _logical(name, found[0], found[1]))
+        elif name == "!_":
+            self.fold(node, lambda: std.not_(found[0]))
+        elif name == "-_":
+            self.fold(node, lambda: std.neg(found[0]))
+        elif name == "_+_":
+            self.fold(node, lambda: std.add(self.fold_act, found[0], found[1]))
+        else:
+            fn = _BINARY[name]
+            self.fold(node, lambda: fn(found[0], found[1]))
+
+
+def _select(value: Any, name: str) -> Any:
+    if type(value) is dict:
+        try:
+            return value[name]
+        except KeyError:
+            raise CelError(f"no such key: {name}") from None
+    return std.select(value, name)
+
+
+def _logical(op: str, left: Any, right: Any) -> bool:
+    """``&&`` / ``||`` on two constant operands (non-bool operands are errors)."""
+    stop = op == "_||_"
+    if left is stop or right is stop:
+        return op == "_||_"
+    for v in (left, right):
+        if v is not (not stop):
+            raise logic_error(op, v)
+    return not stop
+
+
+def check(
+    node: ast.Node,
+    *,
+    source: str = "",
+    declared: Collection[str],
+    limits: Limits = DEFAULT_LIMITS,
+    container: str = "",
+) -> Checked:
+    """Check a parsed tree: the contract every backend compiles from."""
+    names = frozenset(declared)
+    checker = _Checker(names, limits, container)
+    try:
+        checker.check(node)
+    except RecursionError:
+        raise ExpressionError("expression is nested too deeply", node.offset) from None
+    checked = Checked(
+        source,
+        node,
+        names,
+        container,
+        limits,
+        checker.constants,
+        checker.references,
+        checker.overloads,
+    )
+    for type_checker in TYPE_CHECKERS:
+        checked = type_checker(checked)
+    return checked
+
+
+__all__ = [
+    "LIB_FUNCTIONS",
+    "LIB_METHODS",
+    "TYPE_CHECKERS",
+    "Checked",
+    "ExpressionError",
+    "Local",
+    "Overload",
+    "Reference",
+    "Var",
+    "arity_ok",
+    "check",
+    "logic_error",
+    "predicate_error",
+    "qualified_name",
+    "type_constant",
+]

@@ -1,0 +1,43 @@
+"""``Program``: what every backend produces from a checked tree, behind one interface.
+
+Backends (``closures``, ``codegen``, ``interpreter``) build ``Program`` records; the front
+end (``checker``) never sees them and ``compiler`` picks the backend in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardrails.expr import ast
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.stdlib import Activation
+from guardrails.expr.values import CelError
+
+Fn = Callable[[Activation], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A compiled expression: evaluate it as often as needed; it holds no mutable state."""
+
+    source: str
+    ast: ast.Node
+    _fn: Fn = field(repr=False, compare=False)
+    _slots: int = field(default=0, repr=False, compare=False)
+    _limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+
+    def evaluate(self, bindings: Mapping[str, Any]) -> Any:
+        act = Activation(bindings, self._slots, self._limits.max_cost)
+        try:
+            return self._fn(act)
+        except CelError:
+            raise
+        except RecursionError:
+            raise CelError("expression evaluation too deep") from None
+        except Exception as e:  # fail closed: a non-CEL exception is an evaluation error
+            raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
+
+
+__all__ = ["Fn", "Program"]
