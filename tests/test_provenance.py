@@ -226,7 +226,7 @@ def test_results_are_bounded_per_entry_and_in_all(tmp_path: Path) -> None:
 def test_scan_budget_fails_closed(policies: guardrails.PolicySet,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prov, "SCAN_BUDGET", 1000)
-    history = [{"tool": "a", "result": "z " * 2000}]
+    history = [{"tool": "a", "result": "z " * 20_000}]
     d = policies.evaluate("t", {"v": "GB82WEST12345698765432"}, history=history)
     assert d.effect == "deny"
     assert any("scanning budget" in e.message for e in d.errors)

@@ -60,7 +60,10 @@ SIGNATURES: Final[Mapping[str, tuple[tuple[str, ...], str]]] = {
 # -------------------------------------------------------------------- lower-cased texts
 
 _LOWER: dict[str, str] = {}
-_LOWER_SIZE = 512
+_DENSE: dict[str, str] = {}
+_CACHE_SIZE = 256
+"""Texts whose lower-cased (and dense) forms are kept: at most 2 x 256 x 64 KiB."""
+_SEPARATORS = str.maketrans("", "", " -().\t")
 
 
 def _lower(text: str) -> str:
@@ -69,9 +72,21 @@ def _lower(text: str) -> str:
     found = _LOWER.get(text)
     if found is None:
         found = text[:MAX_TEXT].lower()
-        if len(_LOWER) >= _LOWER_SIZE:
+        if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
+    return found
+
+
+def _dense(low: str) -> str:
+    """A lower-cased text without the separators identifiers and phone numbers may hold:
+    the prefilter for them (a value that is not in it cannot match)."""
+    found = _DENSE.get(low)
+    if found is None:
+        found = low.translate(_SEPARATORS)
+        if len(_DENSE) >= _CACHE_SIZE:
+            _DENSE.clear()
+        _DENSE[low] = found
     return found
 
 
@@ -99,11 +114,17 @@ class Matcher:
     kind: str
     literal: str
     pattern: Any
+    dense: str = ""
+    """For identifiers and phone numbers: what the text without separators must contain."""
 
     def found(self, low: str, budget: _Scan) -> bool:
         budget.charge(len(low) // 8)
         if self.literal not in low:
             return False
+        if self.dense:
+            budget.charge(len(low) // 8)
+            if self.dense not in _dense(low):
+                return False
         budget.charge(len(low))
         return self.pattern.search(low) is not None
 
@@ -151,7 +172,10 @@ def _as_date(low: str) -> datetime.date | None:
 
 
 def _classify(value: Any) -> tuple[str, str, str] | None:
-    """(kind, literal, RE2 pattern) for a value; None when nothing can contain it."""
+    """(kind, literal, RE2 pattern) for a value; None when nothing can contain it.
+
+    For identifiers and phone numbers the literal is the value's digits and letters without
+    separators, to look for in the dense text (see ``Matcher.dense``)."""
     if type(value) is int or type(value) is float:
         if value != value or value in (float("inf"), float("-inf")):
             return None
@@ -188,18 +212,19 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
         if (digits[0] == "0" and len(digits.partition(".")[0]) > 1) or (
                 "." not in digits and len(digits) >= 7):
             # An account number, not an amount: its digits may be grouped with spaces.
-            pattern = _identifier_pattern(compact) if digits[0] == "0" else (
-                f"(?:{pattern})|(?:{_identifier_pattern(compact)})")
-            return "identifier", "", pattern
+            if digits[0] == "0":
+                return "identifier", compact, _identifier_pattern(compact)
+            # Also an amount (1,500,000): no dense prefilter, which commas would defeat.
+            return "identifier", "", f"(?:{pattern})|(?:{_identifier_pattern(compact)})"
         whole = digits.partition(".")[0]
         return "number", whole[-3:], pattern
     if _PHONE.fullmatch(low) and sum(c.isdigit() for c in low) >= 7:
         digits = "".join(c for c in low if c.isdigit())
-        return "phone", "", (r"(?:^|[^\pL\pN+])\+?" + "[ ().-]{0,3}".join(digits) + _B_R)
+        return "phone", digits, (r"(?:^|[^\pL\pN+])\+?" + "[ ().-]{0,3}".join(digits) + _B_R)
     if _IDENTIFIER.fullmatch(low) and any(c.isdigit() for c in low):
         compact = low.replace(" ", "").replace("-", "")
         if len(compact) >= 4:
-            return "identifier", "", _identifier_pattern(compact)
+            return "identifier", compact, _identifier_pattern(compact)
     words = _WORD.findall(low)
     if not words:
         return None
@@ -213,6 +238,8 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     if found is None:
         return None
     kind, literal, pattern = found
+    if kind in ("identifier", "phone"):
+        return Matcher(kind, "", compile_re2(pattern), dense=literal)
     return Matcher(kind, literal, compile_re2(pattern))
 
 
