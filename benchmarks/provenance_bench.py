@@ -54,8 +54,8 @@ def main() -> None:
 
         base = median_ms(lambda: run([]))
         h10, h100 = history(10), history(100)
-        t10 = median_ms(lambda: run(h10))
-        t100 = median_ms(lambda: run(h100))
+        t10 = median_ms(lambda h=h10: run(h))
+        t100 = median_ms(lambda h=h100: run(h))
         fresh = []
         for r in range(5):
             h = history(100, tag=f"{kind}{r}")
