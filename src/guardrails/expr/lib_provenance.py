@@ -308,6 +308,7 @@ class Origins:
     _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
+    _args_text: dict[int, str] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -328,8 +329,12 @@ class Origins:
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is str and result and m.found(_lower(result), self.scan):
                     tool = entry.get("tool")
+                    # A trusted tool that echoes its own arguments ("no contact named X")
+                    # vouches for nothing it was given: the value came from the caller.
+                    trusted = entry.get("trusted") is True and not m.found(
+                        self._args_lower(i, entry), self.scan)
                     out.append(Place("result", tool if type(tool) is str else "", i,
-                                     entry.get("trusted") is True, self.requested(i, entry)))
+                                     trusted, self.requested(i, entry)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
@@ -350,6 +355,13 @@ class Origins:
                 (m := matcher(v)) is not None and m.kind != "number" and m.found(low, self.scan)
                 for v in values if type(v) is str)
             self._requested[index] = found
+        return found
+
+    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> str:
+        found = self._args_text.get(index)
+        if found is None:
+            found = "\x00".join(_strings(entry.get("args"), 0)).lower()[:MAX_TEXT]
+            self._args_text[index] = found
         return found
 
     def _params_lower(self) -> str:
