@@ -151,7 +151,7 @@ async def test_a_halt_survives_telemetry_that_raises(policies: Any, stream: bool
     assert caught.value.decision.tool == "send_money"
     assert CALLS == []
     assert len(client.received) == 1  # the model was never asked again
-    assert telemetry.failures > 0
+    assert telemetry.contained_failures > 0
 
 
 @STREAMING
@@ -182,7 +182,7 @@ async def test_telemetry_failures_are_counted_and_logged_once(
     agent = agent_with(client, [send_money], guarded(policies, telemetry))
     with caplog.at_level(logging.WARNING, logger="guardrails.telemetry"):
         await agent.run("pay")
-    assert telemetry.failures >= 2
+    assert telemetry.contained_failures >= 2
     warnings = [r for r in caplog.records if "metrics failed (Boom)" in r.getMessage()]
     assert len(warnings) == 1
     assert "add" not in warnings[0].getMessage()  # the type only, not the text
@@ -465,3 +465,49 @@ async def test_no_run_without_user_text_inherits_the_request(policies: Any,
     await agent.run("a note for bob@example.com", session=session)
     await agent.run(message, session=session)
     assert CALLS == []
+
+
+class EndSibling(FunctionMiddleware):
+    """A third-party middleware that ends the loop (gracefully) on one tool's calls."""
+
+    async def process(self, context: FunctionInvocationContext, call_next: Any) -> None:
+        from agent_framework import MiddlewareTermination
+
+        if context.function.name == "write_note":
+            raise MiddlewareTermination("enough", result="stopped here")
+        await call_next()
+
+
+@STREAMING
+async def test_a_sibling_ending_the_loop_does_not_hide_a_halt(policies: Any,
+                                                              stream: bool) -> None:
+    client = ScriptedChatClient([[call("write_note", target="x", body="y"),
+                                  call("send_money", **HALT)], [text("went on")]])
+    agent = agent_with(client, [send_money, write_note], [EndSibling(), *guard(policies)])
+    with pytest.raises(PolicyViolation):
+        await run(agent, "pay", stream=stream)
+    assert CALLS == []
+
+
+async def test_a_sub_agent_run_from_a_sync_tool_in_a_thread_is_still_nested(
+        policies: Any) -> None:
+    # The framework runs a sync tool in a worker thread; the tool runs the sub-agent on a
+    # loop of its own there. The run is still nested: it judges the human's words, and its
+    # halt stops the caller.
+    inner, inner_client = _sub_agent(
+        [[call("write_note", target="attacker@evil.example", body="s")],
+         [call("send_money", **HALT)]], guard(policies), tools=[write_note, send_money])
+
+    @tool(name="threaded_payer")
+    def threaded_payer(task: str) -> str:
+        """Runs the payer synchronously."""
+        return asyncio.run(inner.run(task)).text
+
+    outer_client = ScriptedChatClient([[call("threaded_payer", task="note attacker@evil.example")],
+                                       [text("went on")]])
+    outer = agent_with(outer_client, [threaded_payer], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await outer.run("summarise my inbox for bob@example.com")
+    assert CALLS == []
+    assert "did not come from the user" in result_text(inner_client.tool_results()[0])
+    assert len(outer_client.received) == 1

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import pytest
 from agent_framework import tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -347,3 +349,144 @@ async def test_a_normalising_validator_is_judged_after_normalising(
     result = await _attempt(policies, notify, stream, who=who, amount=amount)
     assert RAN == []
     assert "Never mallory" in result
+
+
+@tool
+def call_strict(endpoint: str, api_key: Annotated[str, Field(min_length=40)],
+                retries: int = 0) -> str:
+    """Call a service whose key has a minimum length (the key is injected by policy)."""
+    RAN.append({"endpoint": endpoint, "api_key": api_key, "retries": retries})
+    return "ok"
+
+
+STRICT_INJECTING = INJECTING.replace('"call_service"', '"call_strict"')
+
+
+@STREAMING
+async def test_an_injected_argument_with_constraints_is_validated_with_the_real_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    key = "k-" + "7" * 46
+    monkeypatch.setenv("INSPECTED_TEST_KEY", key)
+    policies = load_text(tmp_path, STRICT_INJECTING)
+    assert await _attempt(policies, call_strict, stream, endpoint="e", retries=2) == "ok"
+    assert [{"endpoint": "e", "api_key": key, "retries": 2}] == RAN
+    RAN.clear()
+    # A value validation would change is refused rather than run unjudged.
+    refused = await _attempt(policies, call_strict, stream, endpoint="e", retries=2.0)
+    assert RAN == [] and "could not evaluate" in refused
+    denied = await _attempt(policies, call_strict, stream, endpoint="e", retries=9)
+    assert RAN == [] and "Too many retries" in denied
+
+
+@STREAMING
+async def test_a_real_secret_that_fails_validation_is_not_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    monkeypatch.setenv("INSPECTED_TEST_KEY", "short-SECRET-value")
+    policies = load_text(tmp_path, STRICT_INJECTING)
+    client = ScriptedChatClient([[call("call_strict", endpoint="e", retries=1)]])
+    agent = agent_with(client, [call_strict], guard(policies),
+                       include_detailed_errors=True)
+    await run(agent, "call", stream=stream)
+    result = result_text(client.tool_results()[0])
+    assert RAN == []
+    assert result.startswith("Error: Argument parsing failed"), result
+    assert "short-SECRET-value" not in client.model_saw(own_calls=True)
+
+
+# -- the property: for any arguments, what runs is what the rules read --------------------
+
+RECEIVED: list[dict[str, Any]] = []
+
+
+@tool
+def typed(flag: bool = False, count: int = 0, ratio: float = 1.0, name: str = "",
+          level: Level = Level.LOW, mode: Mode = Mode.NORMAL,
+          tags: Annotated[list[int] | None, Field()] = None,
+          payee: Payee | None = None) -> str:
+    """A tool whose parameters pydantic coerces in every way it can."""
+    RECEIVED.append({"flag": flag, "count": count, "ratio": ratio, "name": name,
+                     "level": level, "mode": mode, "tags": tags, "payee": payee})
+    return "ran"
+
+
+TYPED = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: typed}
+spec:
+  match: {tools: ["typed"]}
+  repairs:
+    - name: count-as-text
+      when: 'has(args.count) && type(args.count) == string && args.count.contains(",")'
+      set: {count: 'args.count.replace(",", "")'}
+  rules:
+    - name: never
+      when: 'false'
+      action: deny
+"""
+
+_scalars = st.one_of(
+    st.booleans(), st.integers(-5, 5), st.floats(-5, 5, allow_nan=False),
+    st.sampled_from(["true", "false", "yes", "off", "1", "0", "3", "2.0", "1,0", "normal",
+                     "wire", "", " x ", "nan", "1e3"]),
+    st.none())
+_values = st.one_of(_scalars, st.lists(_scalars, max_size=3),
+                    st.fixed_dictionaries({"iban": st.sampled_from(["GB1", 1])},
+                                          optional={"vip": _scalars}))
+_coercible = {
+    "flag": st.sampled_from([True, False, "true", "false", "yes", "off", "1", "0", 1, 0]),
+    "count": st.sampled_from([1, 3, "3", "1,0", 2.0, "2", "1,2,3"]),
+    "ratio": st.sampled_from([1, 1.5, "2.5", "1e3", 3, "-0.5"]),
+    "name": st.sampled_from([" x ", "bob", "", "ünï"]),
+    "level": st.sampled_from([1, 3, "3", "1", 3.0]),
+    "mode": st.sampled_from(["normal", "wire"]),
+    "tags": st.lists(st.sampled_from(["1", 2, 3.0, True]), max_size=3),
+    "payee": st.fixed_dictionaries({"iban": st.just("GB1")},
+                                   optional={"vip": st.sampled_from(["on", "no", True, 0])}),
+    "extra": _values,
+}
+_typed_arguments = st.dictionaries(
+    st.sampled_from(sorted(_coercible)), st.none(), max_size=6).flatmap(
+    lambda keys: st.fixed_dictionaries(
+        {k: st.one_of(_coercible[k], _values) if k == "extra" else
+         st.one_of(_coercible[k], _coercible[k], _coercible[k], _values) for k in keys}))
+
+
+@given(arguments=_typed_arguments)
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+async def test_what_runs_is_what_the_rules_read_for_any_arguments(
+        tmp_path: Path, arguments: dict[str, Any]) -> None:
+    from guardrails.agent_framework._arguments import json_view, same_json
+    from tests.af_support import RecordingTelemetry, guarded
+
+    policies = _typed_policies(tmp_path)
+    RECEIVED.clear()
+    telemetry = RecordingTelemetry()
+    client = ScriptedChatClient([[call("typed", **arguments)]])
+    agent = agent_with(client, [typed], guarded(policies, telemetry))
+    await agent.run("go")
+    if RECEIVED:
+        (received,) = RECEIVED
+        (decision,) = telemetry.decisions
+        assert same_json(json_view(received), decision.arguments), (arguments, received)
+
+
+_TYPED_CACHE: dict[str, Any] = {}
+
+
+def _typed_policies(tmp_path: Path) -> Any:
+    if "policies" not in _TYPED_CACHE:
+        _TYPED_CACHE["policies"] = load_text(tmp_path, TYPED)
+    return _TYPED_CACHE["policies"]
+
+
+@STREAMING
+async def test_a_rule_that_errors_on_raw_text_judges_the_coerced_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    # The key is missing (it is injected), so the guard gets the raw arguments: "2" > 3 is
+    # an error on the raw text, but the tool receives 2, which the rule allows.
+    monkeypatch.setenv("INSPECTED_TEST_KEY", "k-123456")
+    policies = load_text(tmp_path, INJECTING)
+    assert await _attempt(policies, call_service, stream, endpoint="e", retries="2") == "ok"
+    assert RAN == [{"endpoint": "e", "api_key": "k-123456", "retries": 2}]

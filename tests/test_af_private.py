@@ -75,12 +75,64 @@ async def test_prepared_arguments_run_exactly_without_a_second_validation() -> N
     CALLS.clear()
     arguments = {"recipient": "UK12", "amount": 7}
     context = FunctionInvocationContext(function=send_money, arguments=dict(arguments))
-    _private.bind_prepared_arguments(context, arguments)
+    _private.record_argument_snapshot(context, arguments, prepared=True)
     await send_money.invoke(context=context)
     assert CALLS == [("send_money", {"recipient": "UK12", "amount": 7})]
     assert type(CALLS[0][1]["amount"]) is int
     CALLS.clear()
-    context.arguments = {"recipient": "UK12", "amount": 8}  # changed: validated again
-    await send_money.invoke(context=context)
+    unbound = FunctionInvocationContext(function=send_money, arguments=dict(arguments))
+    _private.record_argument_snapshot(unbound, arguments)  # not prepared: validated again
+    await send_money.invoke(context=unbound)
     assert type(CALLS[0][1]["amount"]) is float
     CALLS.clear()
+
+
+def test_the_snapshot_token_is_the_prepared_comparison_token() -> None:
+    # One token serves both: the framework compares the prepared record with
+    # _argument_comparison_token and the snapshot with _argument_authority_token.
+    from agent_framework import _tools
+
+    arguments = {"recipient": "UK12", "amount": 7, "tags": ["a", {"b": 1.5}]}
+    assert (_tools._argument_authority_token(arguments, boundary="security policy")
+            == _tools._argument_comparison_token(arguments))
+
+
+async def test_the_framework_prepares_valid_arguments_before_the_middleware() -> None:
+    """The loop validates the model's arguments before the middleware when it can, and
+    records them under PREPARED_KEY; prepared_arguments finds exactly those (None for
+    arguments that failed, which the middleware gets raw)."""
+    from typing import Any
+
+    from agent_framework import FunctionMiddleware
+
+    from guardrails.agent_framework import ScriptedChatClient
+    from guardrails.agent_framework.scripted import call, text
+    from tests.af_support import agent_with
+
+    seen: list[Any] = []
+
+    class Probe(FunctionMiddleware):
+        async def process(self, context: FunctionInvocationContext, call_next: Any) -> None:
+            seen.append((dict(context.arguments),
+                         _private.prepared_arguments(context, context.arguments)))  # type: ignore[arg-type]
+            context.result = "probed"
+
+    client = ScriptedChatClient([[call("send_money", recipient="UK12", amount="5"),
+                                  call("send_money", recipient="UK12", amount="1,5")],
+                                 [text("done")]])
+    await agent_with(client, [send_money], [Probe()]).run("x")
+    valid, raw = sorted(seen, key=lambda s: s[1] is None)
+    assert valid[0] == {"recipient": "UK12", "amount": 5.0}  # validated before the middleware
+    assert valid[1] == {"recipient": "UK12", "amount": 5.0}
+    assert raw == ({"recipient": "UK12", "amount": "1,5"}, None)
+
+
+def test_invalid_fields_names_the_arguments_a_validation_error_is_about() -> None:
+    context = FunctionInvocationContext(function=send_money, arguments={})
+    with pytest.raises(Exception) as caught:
+        _private.prepare_arguments(context, {"recipient": "UK12", "amount": "five"})
+    assert _private.invalid_fields(caught.value) == frozenset({"amount"})
+    with pytest.raises(Exception) as missing:
+        _private.prepare_arguments(context, {"amount": 5})
+    assert _private.invalid_fields(missing.value) == frozenset({"recipient"})
+    assert _private.invalid_fields(ValueError("no cause")) is None

@@ -144,3 +144,35 @@ def test_load_restores_the_garbage_collector_even_when_it_fails(tmp_path: Path) 
         assert not gc.isenabled()  # a caller's own choice is left as it was
     finally:
         gc.enable()
+
+
+def test_a_structural_problem_in_one_file_does_not_hide_a_cel_error_in_another(
+        tmp_path: Path) -> None:
+    broken = tmp_path / "a.yaml"
+    broken.write_text(policy(spec="""
+        mode: strict
+        rules:
+          - {name: r, when: 'true', action: deny}
+    """))
+    cel = tmp_path / "b.yaml"
+    cel.write_text(policy(spec="""
+        rules:
+          - {name: r, when: 'args.amount >> 3', action: deny}
+    """, name="q"))
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(tmp_path)
+    found = {(p.file, p.message.split(":")[0]) for p in info.value.errors}
+    assert (str(broken), "spec.mode") in found
+    assert any(f == str(cel) for f, _ in found), info.value.errors
+    # And the other way round in one file: a broken document, a good one with bad CEL.
+    both = tmp_path / "c" / "both.yaml"
+    both.parent.mkdir()
+    both.write_text(policy(spec="  mode: strict\n", name="x") + "---\n"
+                    + policy(spec="""
+        rules:
+          - {name: r, when: 'args.nope(', action: deny}
+    """, name="y"))
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(both)
+    lines = sorted(p.line for p in info.value.errors)
+    assert len(lines) == 2 and lines[0] < lines[1], info.value.errors

@@ -12,9 +12,11 @@ import guardrails
 from guardrails.engine.lint import Finding, lint, parse_tools, tool_parameters
 
 PAY: dict[str, Any] = {"type": "object", "properties": {"recipient": {"type": "string"},
-                                        "amount": {"type": "number"}}}
+                                        "amount": {"type": "number"}},
+                       "required": ["recipient", "amount"]}
 REFUND: dict[str, Any] = {"type": "object", "properties": {"order": {"type": "string"},
-                                           "amount": {"type": "number"}}}
+                                           "amount": {"type": "number"}},
+                          "required": ["order", "amount"]}
 
 
 def policy(tmp_path: Path, body: str, name: str = "p.yaml") -> Path:
@@ -105,7 +107,8 @@ def test_argument_only_some_tools_have(tmp_path: Path) -> None:
     tools = {"send_money": PAY, "refund": REFUND}
     both = '["send_money", "refund"]'
     [f] = findings(tmp_path, rule("args.order == \"x\"", both), tools)
-    assert f.severity == "warning" and "'send_money' has no parameter 'order'" in f.message
+    assert f.severity == "warning" and "'args.order' may be absent" in f.message
+    assert "test has(args.order) first" in f.message
     # Guarded by has() in the same expression: the author handled it.
     assert findings(tmp_path, rule('has(args.order) && args.order == "x"', both), tools) == []
     # Present in none of them: still an error.

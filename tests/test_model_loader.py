@@ -289,11 +289,11 @@ def test_unknown_top_level_field_suggests_the_known_one(tmp_path: Path) -> None:
     ("  repairs:\n    - {name: r, when: x}\n", 7, 7,
      "spec.repairs[0]: the repair changes nothing; give 'set' or 'unset'"),
     ("  repairs:\n    - {name: r, set: {a: '1'}, unset: [a]}\n", 7, 40,
-     "spec.repairs[0].unset: argument 'a' is also set"),
+     "spec.repairs[0].unset[0]: argument 'a' is also set"),
     ("  repairs:\n    - {name: r, set: [a]}\n", 7, 22,
      "spec.repairs[0].set: expected a mapping, got a list"),
     ("  match:\n    tools: [\"send_[ab\"]\n", 7, 13,
-     "spec.match.tools: invalid glob 'send_[ab': unbalanced '['"),
+     "spec.match.tools[0]: invalid glob 'send_[ab': unbalanced '['"),
     ("  match:\n    tools: []\n", 7, 12, "spec.match.tools: an empty list matches no tool"),
     ("  match:\n    tools: send_*\n", 7, 12,
      "spec.match.tools: expected a list, got a string"),
@@ -351,7 +351,7 @@ def test_every_problem_in_a_file_is_reported_at_once(tmp_path: Path) -> None:
     ))
     found = [(p.line, p.column, p.message.split(":")[0]) for p in problems(path)]
     assert found == [(3, 18, "metadata.name"), (5, 9, "spec.mode"),
-                     (6, 19, "spec.match.tools"), (8, 34, "spec.rules[0].action"),
+                     (6, 19, "spec.match.tools[0]"), (8, 34, "spec.rules[0].action"),
                      (10, 24, "spec.redact[0].regex"), (15, 15, "spec.cases")]
 
 
@@ -507,7 +507,7 @@ TEST_HEADER = "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t}\
 
 @pytest.mark.parametrize(("body", "line", "column", "message"), [
     ("  policies: [missing.yaml]\n  cases:\n    - {name: c, call: {tool: x}, expect: "
-     "{effect: allow}}\n", 5, 14, "spec.policies: 'missing.yaml' does not exist"),
+     "{effect: allow}}\n", 5, 14, "spec.policies[0]: 'missing.yaml' does not exist"),
     ("  cases: []\n", 5, 10, "spec.cases: a test needs at least one case"),
     ("  policies: []\n", 5, 3, "missing required field 'cases' in spec"),
     ("  cases:\n    - {name: c, call: {args: {}}, expect: {effect: allow}}\n", 6, 23,
@@ -518,7 +518,7 @@ TEST_HEADER = "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t}\
      "spec.cases[0].expect.effect: invalid value 'denied'; allowed: allow, deny, halt, "
      "require_approval"),
     ("  cases:\n    - {name: c, call: {tool: x}, expect: {effect: deny, rules: [large-amount]}}\n", 6, 65,
-     "spec.cases[0].expect.rules: 'large-amount' is not 'policy/rule'"),
+     "spec.cases[0].expect.rules[0]: 'large-amount' is not 'policy/rule'"),
     ("  cases:\n    - {name: c, call: {tool: x}, expect: {effect: deny, errors: -1}}\n", 6, 65,
      "spec.cases[0].expect.errors: expected a count (an integer >= 0), got an integer"),
     ("  cases:\n    - {name: c, call: {tool: x}, expect: {effect: deny, errors: [x]}}\n", 6, 65,

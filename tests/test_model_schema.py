@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from guardrails.model import loader
+from guardrails.model import shape
+from guardrails.model.loader import field_names
 from guardrails.model.schema import json_schema
 
 DATA = Path(__file__).parent / "data" / "model" / "valid"
@@ -37,7 +38,8 @@ def test_schema_is_json_draft_2020_12_and_every_object_is_closed_and_described()
     schema = json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     json.dumps(schema)  # serialisable as is
-    objects = list(_objects(schema))
+    # The top level only dispatches on kind (if/then); every document object is closed.
+    objects = list(_objects(schema["$defs"]))
     assert len(objects) >= 15
     for obj in objects:
         assert obj["additionalProperties"] is False
@@ -46,12 +48,18 @@ def test_schema_is_json_draft_2020_12_and_every_object_is_closed_and_described()
             assert prop.get("description"), name
 
 
-def test_schema_field_names_are_the_loader_field_names() -> None:
+def test_schema_field_names_are_the_model_field_names() -> None:
     defs = json_schema()["$defs"]
-    assert tuple(defs["ToolPolicySpec"]["properties"]) == loader._POLICY_FIELDS
-    assert tuple(defs["PolicyTestSpec"]["properties"]) == loader._TEST_FIELDS
-    assert tuple(defs["Metadata"]["properties"]) == loader._METADATA_FIELDS
-    assert tuple(defs["ToolPolicy"]["properties"]) == loader._DOCUMENT_FIELDS
+    assert tuple(defs["ToolPolicySpec"]["properties"]) == (
+        "mode", "failurePolicy", "defaultAction", "match", "params", "paramsFile",
+        "variables", "repairs", "secrets", "rules", "redact", "results")
+    assert tuple(defs["PolicyTestSpec"]["properties"]) == field_names(shape.PolicyTestSpec)
+    assert tuple(defs["PolicyMetadata"]["properties"]) == ("name", "description", "labels")
+    assert tuple(defs["ToolPolicy"]["properties"]) == ("apiVersion", "kind", "metadata",
+                                                       "spec")
+    for model in (shape.RuleShape, shape.RepairShape, shape.TestCallShape):
+        assert tuple(defs[model.__name__.removesuffix("Shape")]["properties"]) == \
+            field_names(model)
     assert defs["Rule"]["properties"]["action"]["enum"] == [
         "allow", "deny", "halt", "require_approval", "warn"]
     assert defs["ToolPolicySpec"]["properties"]["mode"]["enum"] == ["enforce", "audit"]
@@ -74,3 +82,19 @@ def test_schema_validates_fixtures_and_rejects_a_misspelt_field() -> None:
     bad = _documents()[3]
     bad["spec"]["cases"][0]["expect"] = {}
     assert list(validator.iter_errors(bad))
+
+
+def test_schema_dispatches_on_kind_so_errors_are_about_the_claimed_kind() -> None:
+    """if/then per kind: a misspelt rule field is reported at its own path, once, not as
+    "matches none of oneOf"."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json_schema())
+    bad = _documents()[0]
+    bad["spec"]["rules"][0]["acton"] = "deny"
+    errors = list(validator.iter_errors(bad))
+    leaves = [e for err in errors for e in [err, *(err.context or [])]]
+    assert not any(e.validator == "oneOf" for e in leaves)
+    paths = [list(e.absolute_path) for e in validator.iter_errors(bad)]
+    assert ["spec", "rules", 0] in paths
+    unknown = validator.iter_errors({"apiVersion": "guardrails/v1", "kind": "ToolPolcy"})
+    assert [list(e.absolute_path) for e in unknown] == [["kind"]]

@@ -361,7 +361,7 @@ class GuardTelemetry:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.decision_log: DecisionSink = decision_log if decision_log is not None else LoggingSink()
-        self.failures = 0
+        self.contained_failures = 0
         """Telemetry operations that raised (an exporter, span processor, meter or sink):
         each was contained, counted here and logged once per kind; no decision changed."""
         self._failures_logged: set[tuple[str, str]] = set()
@@ -408,7 +408,7 @@ class GuardTelemetry:
     def _contained(self, part: str, exc: Exception) -> None:
         kind = type(exc).__name__
         with self._failures_lock:
-            self.failures += 1
+            self.contained_failures += 1
             first = (part, kind) not in self._failures_logged
             if first and len(self._failures_logged) < 64:
                 self._failures_logged.add((part, kind))
@@ -493,7 +493,7 @@ class GuardTelemetry:
             self.decision_log.write(record)
         except Exception as exc:
             with self._failures_lock:
-                self.failures += 1
+                self.contained_failures += 1
             with contextlib.suppress(Exception):
                 self._log_error_counter.add(1, {ERROR_TYPE: type(exc).__name__})
             _log.warning("decision log sink %s failed: %s", type(self.decision_log).__name__,

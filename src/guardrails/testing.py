@@ -23,6 +23,7 @@ callers building expectations in Python).
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -74,7 +75,7 @@ class TestCase:
     expect: Mapping[str, Any]
     """Keys present in the document only: effect, arguments, rules, message, errors."""
     now: datetime.datetime | None = None
-    """The evaluation time (``call.now``); None reads the clock."""
+    """The evaluation time; None: the real time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,9 +221,11 @@ class Runner:
                 request=case.request, description=case.description, now=case.now,
             )
             used.setdefault(key, []).append(decision)
+            mismatches = [*check(case.expect, decision), *unknown_rules(case.expect,
+                                                                        policy_set)]
             results.append(CaseResult(
                 case.suite, case.name, case.file, case.line, case.column,
-                tuple(check(case.expect, decision)), decision.to_dict(),
+                tuple(mismatches), decision.to_dict(),
             ))
         return TestReport(tuple(results), self._coverage(used))
 
@@ -251,7 +254,10 @@ class Runner:
         merged: dict[tuple[str, str, int], PolicyCoverage] = {}
         for key, decisions in used.items():
             for policy in self._sets[key].policies:
-                fired = {r.rule for d in decisions for r in d.rules if r.policy == policy.name}
+                # A rule that fired only because its expression failed was not exercised:
+                # its condition never decided anything.
+                fired = {r.rule for d in decisions for r in d.rules if r.policy == policy.name
+                         and not _errored(d, policy.name, r.rule)}
                 applied = {r.repair for d in decisions for r in d.repairs
                            if r.policy == policy.name}
                 pos = policy.position
@@ -301,6 +307,13 @@ def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
     if message is not None and str(message) not in decision.message:
         out.append(Mismatch("message", str(message), decision.message, "substring not found"))
     errors = expect.get("errors")
+    if errors is None and decision.errors:
+        # An evaluation error nobody expected fails the case: a rule that denies because
+        # it cannot be evaluated must not pass for one that works.
+        out.append(Mismatch("errors", 0, len(decision.errors), "unexpected evaluation "
+                            "error: " + "; ".join(f"{e.policy}/{e.element}: {e.message}"
+                                                   for e in decision.errors)
+                            + " (add expect.errors if the case is about this error)"))
     if errors is not None:
         failed = sorted(f"{e.policy}/{e.element}" for e in decision.errors)
         if isinstance(errors, int) and not isinstance(errors, bool):
@@ -310,6 +323,28 @@ def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
         elif sorted(str(e) for e in errors) != failed:
             out.append(Mismatch("errors", sorted(str(e) for e in errors), failed))
     return out
+
+
+def unknown_rules(expect: Mapping[str, Any], policy_set: PolicySet) -> list[Mismatch]:
+    """``expect.rules`` entries naming no rule of the policies the case runs against: such
+    an expectation can only ever pass by accident (``rules: []`` style), so it fails."""
+    rules = expect.get("rules")
+    if not rules:
+        return []
+    known = {f"{p.name}/{r.name}" for p in policy_set.policies for r in p.rules}
+    out: list[Mismatch] = []
+    for name in rules:
+        if str(name) not in known:
+            close = difflib.get_close_matches(str(name), sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            out.append(Mismatch("rules", str(name), None,
+                                f"no such rule in the policies under test{hint}"))
+    return out
+
+
+def _errored(decision: Decision, policy: str, rule: str) -> bool:
+    element = f"rules.{rule}"
+    return any(e.policy == policy and e.element == element for e in decision.errors)
 
 
 def same_value(want: Any, have: Any) -> bool:

@@ -1,10 +1,12 @@
 """The run boundary, and the halt: the one failure it turns into ``PolicyViolation``.
 
-An agent middleware around the whole run captures the user's own words for ``request``,
-holds the per-run state (``_state.RUN``) and translates a halt. A halt is unwrapped only
-when the failure is exactly this package's private type carrying a decision this process
-minted (by identity) and halted this run with: a forged or laundered ``MiddlewareFailure``
-propagates exactly as raised.
+An agent middleware around the whole run captures the user's own words for ``request``
+(a nested run, an agent used as a tool, inherits the outermost human's), holds the per-run
+state (``_state.RUN``) and translates a halt. A halt is unwrapped only when the failure is
+exactly this package's private type carrying a decision this process minted (by identity)
+and halted this run with: a forged or laundered ``MiddlewareFailure`` propagates exactly as
+raised. A run that was genuinely halted ends with ``PolicyViolation`` whatever else ended
+it (a sibling's failure, a swallowed halt, a halted sub-agent).
 """
 
 from __future__ import annotations

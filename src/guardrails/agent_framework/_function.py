@@ -1,10 +1,13 @@
 """The function middleware: every tool call is evaluated, bound, and acted on.
 
-Per tool call, in this order: repairs the raw arguments and evaluates the policies (one
-engine call: repairs run first, on the raw JSON-parsed arguments, before the framework's
-final validation); binds the framework's argument snapshot, so a later middleware that
-changes the arguments makes the framework fail closed; injects secrets; then allows,
-denies, halts or asks for approval. Any error of the guard's own blocks the call.
+Per tool call, in this order: repairs the arguments (the raw JSON-parsed ones when the
+framework's own validation of them failed), validates the repaired arguments with the
+tool's own validation and evaluates the policies on the JSON form of what it produced, so
+the rules judge exactly the values the tool receives; binds the framework's argument
+snapshot (a later middleware that changes the arguments makes the framework fail closed)
+and its prepared-arguments record (the tool runs with those values, not validated again);
+injects secrets; then allows, denies, halts or asks for approval. Any error of the
+guard's own blocks the call, and once a run is halted nothing else in it runs.
 """
 
 from __future__ import annotations
@@ -87,6 +90,9 @@ _SETTLE_ROUNDS = 2
 changes what the rules read. Three evaluations in all; a repair that validation keeps
 undoing is refused (a guard error that blocks the call)."""
 
+_BLOCKING = (Effect.DENY, Effect.HALT)
+"""Effects under which the call never runs: no need to know what validation makes of it."""
+
 _PLACEHOLDER = "guardrails-injected-secret"
 """What an argument the guard injects holds while the call is validated before the check."""
 
@@ -112,6 +118,20 @@ class _Plan:
     (None when the tool has no validation the guard can run: ``arguments`` run as they are)."""
     invalid: Exception | None = None
     """The tool's validation error: the call cannot run, whatever the rules say."""
+    deferred: bool = False
+    """Only the injected placeholder failed validation: validate with the real secret, and
+    run only if that changes nothing the rules read."""
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """What ``_settle`` worked out (see there)."""
+
+    decision: Decision
+    arguments: dict[str, Any]
+    validated: dict[str, Any] | None = None
+    invalid: Exception | None = None
+    deferred: bool = False
 
 
 class GuardFunctionMiddleware(FunctionMiddleware):
@@ -150,9 +170,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     ) -> None:
         tool = context.function.name
         run = RUN.get()
-        if run is not None and run.halted:
-            # The run was halted (by a sibling call, or a sub-agent): nothing else runs.
-            raise _GuardHalt(run.halted[0])
+        stopped = run.stopped_by() if run is not None else None
+        if stopped is not None:
+            # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
+            # nothing else runs.
+            raise _GuardHalt(stopped)
         call_id = context.metadata.get("call_id")
         with self._telemetry.call_span(
             tool=tool, call_id=call_id if isinstance(call_id, str) else None
@@ -191,12 +213,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
         validated: dict[str, Any] | None = None
         invalid: Exception | None = None
+        deferred = False
         if entry is None:
             decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
             arguments: dict[str, Any] = {}
         else:
-            decision, arguments, validated, invalid = self._settle(context, entry, decide)
+            settled = self._settle(context, entry, decide)
+            decision, arguments = settled.decision, settled.arguments
+            validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
         replay = approved_replay(context, state, approval_id, tool, arguments, decision)
@@ -205,11 +230,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid)
+                     approval_id, replay, run, validated, invalid, deferred)
 
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
-                decide: Callable[[Any], Decision],
-                ) -> tuple[Decision, dict[str, Any], dict[str, Any] | None, Exception | None]:
+                decide: Callable[[Any], Decision]) -> _Settled:
         """Evaluate the values the tool will receive: the rules of the returned decision
         read exactly (the JSON form of) what the tool's own validation made of the
         repaired arguments.
@@ -223,6 +247,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         One evaluation when nothing changes: the framework hands over arguments it already
         validated, or the repairs' output validates unchanged. Otherwise the values are
         evaluated again, until repairs and validation agree.
+
+        When only the placeholder fails the tool's constraints (a minimum length, a pattern),
+        validation waits for the real secret: the call runs only if validating it then
+        changes none of the values the rules read (``deferred``).
         """
         validated = _private.prepared_arguments(context, entry)
         seen: dict[str, Any] | None = None
@@ -234,36 +262,46 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
+        if seen is not None and decision.effect in _BLOCKING:
+            # Judged on validated values, the call does not run: nothing more to settle. (A
+            # decision on raw values is not final: validation may change what rules read.)
+            return _Settled(decision, seen, validated)
         if validated is None or seen is None or not same_json(seen, decision.arguments):
             candidate = apply_repairs(validated if validated is not None else entry, decision)
             try:
                 validated = self._validate(context, candidate, decision)
             except Exception as exc:
-                if not _private.is_argument_validation_error(exc):
-                    raise
-                return decision, json_view(candidate), None, exc
+                return self._not_validated(exc, decision, candidate)
             if validated is None:  # no validation the guard can run: the repaired values run
-                return decision, candidate, None, None
+                return _Settled(decision, candidate)
             seen = json_view(validated)
         for _ in range(_SETTLE_ROUNDS):
             if same_json(seen, decision.arguments):
-                return decision, seen, validated, None
+                return _Settled(decision, seen, validated)
             # Validation changed a value (``"true"`` became ``True``, a default was filled
             # in, an extra field was dropped): the rules must judge the values that run.
             decision = decide(seen)
-            if same_json(decision.arguments, seen):
-                return decision, seen, validated, None
+            if decision.effect in _BLOCKING or same_json(decision.arguments, seen):
+                return _Settled(decision, seen, validated)
             candidate = apply_repairs(validated, decision)
             try:
                 revalidated = self._validate(context, candidate, decision)
             except Exception as exc:
-                if not _private.is_argument_validation_error(exc):
-                    raise
-                return decision, json_view(candidate), None, exc
+                return self._not_validated(exc, decision, candidate)
             validated = revalidated if revalidated is not None else candidate
             seen = json_view(validated)
         raise ValueError("the arguments do not settle: repairs and the tool's validation "
                          "keep changing them")
+
+    def _not_validated(self, exc: Exception, decision: Decision,
+                       candidate: dict[str, Any]) -> _Settled:
+        if not _private.is_argument_validation_error(exc):
+            raise exc
+        injected = self._injected_names(decision)
+        fields = _private.invalid_fields(exc)
+        if injected and fields is not None and fields <= injected:
+            return _Settled(decision, json_view(candidate), deferred=True)
+        return _Settled(decision, json_view(candidate), invalid=exc)
 
     def _validate(self, context: FunctionInvocationContext, candidate: dict[str, Any],
                   decision: Decision) -> dict[str, Any] | None:
@@ -327,9 +365,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 injected = self._injections(decision)
                 running = self._running(context, plan, injected)
                 context.arguments = running
-                _private.record_argument_snapshot(context, running)
-                if plan.validated is not None:
-                    _private.bind_prepared_arguments(context, running)
+                _private.record_argument_snapshot(
+                    context, running, prepared=plan.validated is not None or plan.deferred)
                 if plan.approved_replay:
                     # What the approval covered: the framework compares it with the approved
                     # call, which never holds injected values.
@@ -426,6 +463,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                  injected: Mapping[str, str]) -> dict[str, Any]:
         """The exact values the tool receives: the validated arguments the rules judged, and
         the injected secrets, validated by the tool like any argument."""
+        if plan.deferred:
+            running = _private.prepare_arguments(context, {**plan.arguments, **injected})
+            if running is None or not same_json(
+                    json_view({k: v for k, v in running.items() if k not in injected}),
+                    plan.arguments):
+                raise ValueError("validating the injected secrets changed the arguments")
+            return running
         if plan.validated is None:
             return {**plan.arguments, **injected}
         if not injected:

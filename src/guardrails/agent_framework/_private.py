@@ -35,15 +35,15 @@ from agent_framework._tools import (
     _FunctionArgumentValidationError,
     _PreparedArgumentsState,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "APPROVAL_OBSERVER",
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
     "ApprovalObserver",
-    "bind_prepared_arguments",
     "has_argument_snapshot",
+    "invalid_fields",
     "is_argument_validation_error",
     "prepare_arguments",
     "prepared_arguments",
@@ -61,14 +61,22 @@ APPROVAL_OBSERVER = "_on_approval_responses"
 
 
 def record_argument_snapshot(context: FunctionInvocationContext,
-                             arguments: Mapping[str, Any]) -> None:
+                             arguments: Mapping[str, Any], *, prepared: bool = False) -> None:
     """Bind the call to ``arguments``: any later change makes the framework fail closed.
+
+    With ``prepared``, also run the tool with exactly these values: the framework's final
+    ``invoke`` reuses prepared arguments whose comparison token matches the context's and
+    validates again only if they were changed (which the snapshot refuses anyway). The
+    snapshot's authority token is that comparison token, so it is computed once.
 
     Raises the framework's ``MiddlewareFailure`` for arguments that cannot be bound
     (opaque mutable objects); the guard treats that as a guard error.
     """
-    context.metadata[SNAPSHOT_KEY] = _argument_authority_token(
-        dict(arguments), boundary="security policy")
+    values = dict(arguments)
+    token = _argument_authority_token(values, boundary="security policy")
+    context.metadata[SNAPSHOT_KEY] = token
+    if prepared:
+        context.metadata[PREPARED_KEY] = _PreparedArgumentsState(arguments=values, token=token)
 
 
 def has_argument_snapshot(context: FunctionInvocationContext) -> bool:
@@ -141,11 +149,16 @@ def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def bind_prepared_arguments(context: FunctionInvocationContext,
-                            arguments: Mapping[str, Any]) -> None:
-    """Run the tool with exactly ``arguments``: the framework's final ``invoke`` reuses
-    prepared arguments whose comparison token matches the context's, and validates again
-    only if they were changed after this call (which the snapshot refuses anyway)."""
-    values = dict(arguments)
-    context.metadata[PREPARED_KEY] = _PreparedArgumentsState(
-        arguments=values, token=_argument_comparison_token(values))
+def invalid_fields(exc: BaseException) -> frozenset[str] | None:
+    """The top-level argument names a framework validation error is about, when it says
+    (the framework raises it ``from`` pydantic's ``ValidationError``); None when unknown."""
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return None
+    names: set[str] = set()
+    for error in cause.errors():
+        loc = error.get("loc") or ()
+        if not loc or not isinstance(loc[0], str):
+            return None
+        names.add(loc[0])
+    return frozenset(names)

@@ -48,6 +48,15 @@ class RunState:
                 run.halted.append(decision)
             run = run.parent
 
+    def stopped_by(self) -> Decision | None:
+        """The halt that stopped this run or a run it is nested in, if any: no call runs."""
+        run: RunState | None = self
+        while run is not None:
+            if run.halted:
+                return run.halted[0]
+            run = run.parent
+        return None
+
     def halted_with(self, decision: Decision) -> bool:
         return any(d is decision for d in self.halted)
 

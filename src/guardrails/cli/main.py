@@ -40,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="policy file or directory")
     p.add_argument("--tools", metavar="FILE",
                    help="JSON/YAML tool schemas (name -> parameters schema, or a list of "
-                   "function definitions): also check argument names against them")
+                   "function definitions): also check argument names and types against "
+                   "them")
+    p.add_argument("--strict", action="store_true",
+                   help="treat warnings as errors (exit 1 when there is any)")
     _format_option(p)
     p.set_defaults(run=_check)
 
@@ -111,12 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
-    import guardrails
+    from guardrails import PolicyError
+    from guardrails.engine.compile import load_with_warnings
+    from guardrails.engine.lint import Finding, lint
 
     tools = _read_tools(args.tools) if args.tools else None
     try:
-        policies = guardrails.load(args.paths)
-    except guardrails.PolicyError as e:
+        policies, warnings = load_with_warnings(args.paths)
+    except PolicyError as e:
         if args.format == "json":
             _dump({"ok": False, "problems": [p.to_dict() for p in e.errors],
                    "findings": [], "policies": [], "revision": None}, out)
@@ -127,12 +132,12 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{n} problem{'s' if n != 1 else ''}", file=out)
         return PROBLEMS
 
-    findings = []
+    findings = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
     if tools is not None:
-        from guardrails.engine.lint import lint
-
-        findings = lint(policies, tools)
-    errors = [f for f in findings if f.severity == "error"]
+        findings.extend(lint(policies, tools))
+    findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
+    failing = ("error", "warning") if args.strict else ("error",)
+    errors = [f for f in findings if f.severity in failing]
     names = [p.name for p in policies.policies]
     if args.format == "json":
         _dump({"ok": not errors, "problems": [], "findings": [f.to_dict() for f in findings],
@@ -142,7 +147,8 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
             print(f, file=out)
         if errors:
             n = len(errors)
-            print(f"{n} error{'s' if n != 1 else ''}", file=out)
+            what = "error" if not args.strict else "error or warning (--strict)"
+            print(f"{n} {what}{'s' if n != 1 and not args.strict else ''}", file=out)
         else:
             n = len(names)
             print(f"ok: {n} polic{'ies' if n != 1 else 'y'}, revision {policies.revision[:12]}",

@@ -28,13 +28,14 @@ from guardrails.engine.policy import (
     SecretRef,
 )
 from guardrails.engine.policyset import PolicySet
+from guardrails.engine.typecheck import typecheck
 from guardrails.expr import ExpressionError, compile_expression
 from guardrails.expr import ast as cel
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.model import Documents, load_documents
+from guardrails.model import Documents
 from guardrails.model.documents import ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
-from guardrails.model.loader import RE2_OPTIONS
+from guardrails.model.loader import RE2_OPTIONS, read_documents
 from guardrails.model.source import Expression
 
 Backend = Literal["compiled", "closures", "interpreter"]
@@ -58,9 +59,27 @@ def load(
 
     Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
     """
+    return load_with_warnings(paths, limits=limits, backend=backend)[0]
+
+
+def load_with_warnings(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    limits: Limits | None = None,
+    backend: Backend = "compiled",
+) -> tuple[PolicySet, tuple[Problem, ...]]:
+    """``load``, and the likely mistakes that do not stop it (YAML pitfalls), for
+    ``guardrails check``."""
     with _collector_paused():
-        documents = load_documents(paths)
-        return compile_documents(documents, limits=limits or DEFAULT_LIMITS, backend=backend)
+        documents, problems = read_documents(paths)
+        try:
+            policy_set = compile_documents(documents, limits=limits or DEFAULT_LIMITS,
+                                           backend=backend)
+        except PolicyError as e:  # all problems at once: the other files' CEL too
+            problems.extend(e.errors)
+        if problems:
+            raise PolicyError(problems)
+        return policy_set, documents.warnings
 
 
 @contextlib.contextmanager
@@ -147,7 +166,7 @@ class _Compiler:
                              f"redact {red.name}: invalid RE2 pattern: {e}")
         if len(self.problems) > before:
             return None
-        return CompiledPolicy(
+        compiled = CompiledPolicy(
             name=p.name,
             position=p.position,
             mode=p.mode,
@@ -164,6 +183,13 @@ class _Compiler:
             redact=tuple(redact),
             results=p.results,
         )
+        # Type errors knowable without tool schemas (literals, params, the engine's own
+        # names) stop the load; warnings need schemas and are `guardrails check`'s job.
+        for finding in typecheck(compiled):
+            if finding.severity == "error":
+                pos = finding.position
+                self.problem(pos.line, pos.column, f"{finding.element}: {finding.message}")
+        return compiled if len(self.problems) == before else None
 
     def problem(self, line: int, column: int, message: str) -> None:
         self.problems.append(Problem(self.src.file, line, column, message))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from guardrails.engine.policy import CompiledPolicy
+from guardrails.engine.typecheck import args_type, typecheck
 from guardrails.expr import ast
 from guardrails.model.source import Expression, Position
 
@@ -70,7 +71,7 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     params = {name: tool_parameters(schema) for name, schema in tools.items()}
     findings: list[Finding] = []
     for policy in compiled:
-        findings.extend(_lint_policy(policy, params))
+        findings.extend(_lint_policy(policy, params, tools))
     for tool in sorted(tools):
         if not any(p.matches_tool(tool) for p in compiled):
             findings.append(Finding("info", "", 0, 0,
@@ -128,8 +129,8 @@ class _Access:
     """``args.x`` (the node offset may sit before the name) rather than a string literal."""
 
 
-def _lint_policy(policy: CompiledPolicy,
-                 params: Mapping[str, frozenset[str] | None]) -> list[Finding]:
+def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | None],
+                 params_schemas: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     matched = [t for t in params if policy.matches_tool(t)]
     findings: list[Finding] = []
     if policy.tools is not None and params and not matched:
@@ -151,18 +152,25 @@ def _lint_policy(policy: CompiledPolicy,
         tested = {a.name for a in accesses if a.presence}
         for acc in accesses:
             missing = sorted(t for t, ps in declared.items() if acc.name not in ps)
-            if not missing:
+            if len(missing) != len(declared):
                 continue
-            where = _position(expression, acc)
-            if len(missing) == len(declared):
-                findings.append(_at(where, "error",
-                                    f"policy {policy.name}: {element}: "
-                                    f"{_no_param(missing, acc.name)}{_hint(acc.name, union)}"))
-            elif not acc.presence and acc.name not in tested:
-                findings.append(_at(where, "warning",
-                                    f"policy {policy.name}: {element}: "
-                                    f"{_no_param(missing, acc.name)} (test it with "
-                                    f"has(args.{acc.name}) first)"))
+            hint = _hint(acc.name, union)
+            # Tested with has() and not close to a declared name: a deliberate check for
+            # an argument some other tool may send (payments' currency), not a typo.
+            deliberate = (acc.presence or acc.name in tested) and not hint
+            findings.append(_at(_position(expression, acc),
+                                "warning" if deliberate else "error",
+                                f"policy {policy.name}: {element}: "
+                                f"{_no_param(missing, acc.name)}{hint}"
+                                + (" (tested with has(), so the rule only acts on calls "
+                                   "that send it anyway)" if deliberate else "")))
+    # Types, and optional arguments read without has(): an argument only some matched
+    # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
+    # repair's own when), which a per-expression name test cannot do.
+    typed = args_type([params_schemas[t] for t in declared])
+    for f in typecheck(policy, typed):
+        findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
+                            f"policy {policy.name}: {f.element}: {f.message}"))
 
     def undeclared(names: Iterable[str], what: str, at: Position) -> None:
         for name in names:

@@ -19,8 +19,12 @@ from guardrails.expr.values import CelError, UInt, type_names
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # invalid policy regexes are reported as CelError, not on stderr
+RE2_OPTIONS = re2.Options()
+"""Every expression regex is compiled with these: ``log_errors = False`` because an
+invalid pattern is reported as a ``CelError`` (or a load error), and RE2's C++ logging
+would otherwise write a line to stderr on every evaluation."""
+RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS = RE2_OPTIONS
 
 
 def no_overload(name: str, *args: Any) -> CelError:

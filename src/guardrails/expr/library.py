@@ -22,7 +22,7 @@ from guardrails.expr.lib_common import cel_equal
 from guardrails.expr.lib_net import CIDR, IP, URL
 from guardrails.expr.values import CelType
 
-__all__ = ["CIDR", "FUNCTIONS", "IP", "METHODS", "TYPES", "URL", "cel_equal"]
+__all__ = ["CIDR", "FUNCTIONS", "IP", "METHODS", "SIGNATURES", "TYPES", "URL", "cel_equal"]
 
 FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
     {
@@ -110,3 +110,61 @@ TYPES: Final[Mapping[str, CelType]] = MappingProxyType(
 )
 """Type values of the extension types, for ``type(ip(x)) == net.IP`` (cel-spec
 network_ext conformance); the compiler may declare these names as type identifiers."""
+
+_U, _I, _C = "kubernetes.URL", "net.IP", "net.CIDR"
+
+SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "strings.quote": ("strings.quote(string) -> string",),
+        "sets.contains": ("sets.contains(list, list) -> bool",),
+        "sets.intersects": ("sets.intersects(list, list) -> bool",),
+        "sets.equivalent": ("sets.equivalent(list, list) -> bool",),
+        "parseJSON": ("parseJSON(string) -> dyn",),
+        "url": (f"url(string) -> {_U}",),
+        "isURL": ("isURL(string) -> bool",),
+        "ip": (f"ip(string) -> {_I}", f"{_C}.ip() -> {_I}"),
+        "isIP": ("isIP(string) -> bool",),
+        "ip.isCanonical": ("ip.isCanonical(string) -> bool",),
+        "cidr": (f"cidr(string) -> {_C}",),
+        "isCIDR": ("isCIDR(string) -> bool",),
+        "paths.clean": ("paths.clean(string) -> string",),
+        "paths.within": ("paths.within(string, string) -> bool",),
+        "paths.glob": ("paths.glob(string, string) -> bool",),
+        "emails.domain": ("emails.domain(string) -> string",),
+        "emails.valid": ("emails.valid(string) -> bool",),
+        "credentials.found": ("credentials.found(string) -> bool",),
+        "charAt": ("string.charAt(int) -> string",),
+        "indexOf": ("string.indexOf(string) -> int", "string.indexOf(string, int) -> int"),
+        "lastIndexOf": ("string.lastIndexOf(string) -> int",
+                        "string.lastIndexOf(string, int) -> int"),
+        "lowerAscii": ("string.lowerAscii() -> string",),
+        "upperAscii": ("string.upperAscii() -> string",),
+        "replace": ("string.replace(string, string) -> string",
+                    "string.replace(string, string, int) -> string"),
+        "split": ("string.split(string) -> list(string)",
+                  "string.split(string, int) -> list(string)"),
+        "substring": ("string.substring(int) -> string", "string.substring(int, int) -> string"),
+        "trim": ("string.trim() -> string",),
+        "join": ("list.join() -> string", "list.join(string) -> string"),
+        "reverse": ("string.reverse() -> string", "list.reverse() -> list"),
+        "format": ("string.format(list) -> string",),
+        "find": ("string.find(string) -> string",),
+        "findAll": ("string.findAll(string) -> list(string)",
+                    "string.findAll(string, int) -> list(string)"),
+        **{n: (f"{_U}.{n}() -> string",)
+           for n in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath")},
+        "getQuery": (f"{_U}.getQuery() -> map(string, list(string))",),
+        "family": (f"{_I}.family() -> int",),
+        **{n: (f"{_I}.{n}() -> bool",)
+           for n in ("isUnspecified", "isLoopback", "isLinkLocalMulticast",
+                     "isLinkLocalUnicast", "isGlobalUnicast", "isPrivate")},
+        "containsIP": (f"{_C}.containsIP({_I}) -> bool", f"{_C}.containsIP(string) -> bool"),
+        "containsCIDR": (f"{_C}.containsCIDR({_C}) -> bool",
+                         f"{_C}.containsCIDR(string) -> bool"),
+        "masked": (f"{_C}.masked() -> {_C}",),
+        "prefixLength": (f"{_C}.prefixLength() -> int",),
+        "isMask": (f"{_C}.isMask() -> bool",),
+    }
+)
+"""The types of the functions above, for the static checker (same form as
+``stdlib.SIGNATURES``); docs/functions.md describes them for people."""

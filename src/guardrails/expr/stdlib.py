@@ -443,8 +443,10 @@ def regex(pattern: str) -> Any:
     if found is None:
         import re2
 
+        from guardrails.expr.lib_common import RE2_OPTIONS
+
         try:
-            found = re2.compile(pattern)
+            found = re2.compile(pattern, RE2_OPTIONS)
         except Exception as e:
             raise CelError(f"invalid regular expression {pattern!r}: {e}") from None
         if len(_REGEX_CACHE) >= _REGEX_CACHE_MAX:
@@ -1062,6 +1064,43 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = {
     **_TS_ACCESSORS,
 }
 
+SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
+    "size": ("size(string) -> int", "size(bytes) -> int", "size(list) -> int",
+             "size(map) -> int", "string.size() -> int", "bytes.size() -> int",
+             "list.size() -> int", "map.size() -> int"),
+    "int": ("int(dyn) -> int",),
+    "uint": ("uint(dyn) -> uint",),
+    "double": ("double(dyn) -> double",),
+    "string": ("string(dyn) -> string",),
+    "bytes": ("bytes(dyn) -> bytes",),
+    "bool": ("bool(dyn) -> bool",),
+    "dyn": ("dyn(dyn) -> dyn",),
+    "type": ("type(dyn) -> type",),
+    "timestamp": ("timestamp(string) -> timestamp", "timestamp(int) -> timestamp",
+                  "timestamp(timestamp) -> timestamp"),
+    "duration": ("duration(string) -> duration", "duration(duration) -> duration"),
+    "matches": ("matches(string, string) -> bool", "string.matches(string) -> bool"),
+    "contains": ("string.contains(string) -> bool",),
+    "startsWith": ("string.startsWith(string) -> bool",),
+    "endsWith": ("string.endsWith(string) -> bool",),
+    "base64.encode": ("base64.encode(bytes) -> string",),
+    "base64.decode": ("base64.decode(string) -> bytes",),
+    **{f"math.{n}": (f"math.{n}(double) -> double",)
+       for n in ("ceil", "floor", "round", "trunc")},
+    **{f"math.{n}": (f"math.{n}(double) -> bool",) for n in ("isNaN", "isInf", "isFinite")},
+    **{n: (f"timestamp.{n}() -> int", f"timestamp.{n}(string) -> int")
+       for n in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
+                 "getDayOfYear")},
+    **{n: (f"timestamp.{n}() -> int", f"timestamp.{n}(string) -> int",
+           f"duration.{n}() -> int")
+       for n in ("getHours", "getMinutes", "getSeconds", "getMilliseconds")},
+}
+"""The types of the functions above, for the type checker (``guardrails.expr.typechecker``):
+``receiver.name(params) -> result`` for a method, ``name(params) -> result`` for a global.
+A function without an entry is typed ``dyn`` (never reported); ``dyn`` parameters accept
+anything."""
+
+
 # Pure functions whose constant calls may be folded at compile time.
 FOLDABLE: Final = frozenset(
     {"size", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
@@ -1074,6 +1113,7 @@ __all__ = [
     "METHODS",
     "MISSING",
     "ORDERED_TYPES",
+    "SIGNATURES",
     "TYPE_CONSTANTS",
     "Activation",
     "ErrorValue",

@@ -44,6 +44,8 @@ class SourceFile:
     name: str
     text: str
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    """Likely mistakes that still load (YAML pitfalls); ``guardrails check`` shows them."""
     _line_starts: list[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +71,10 @@ class SourceFile:
     def error(self, where: Node | Position, message: str) -> None:
         p = where if isinstance(where, Position) else self.pos(where)
         self.problems.append(Problem(p.file, p.line, p.column, message))
+
+    def warn(self, where: Node | Position, message: str) -> None:
+        p = where if isinstance(where, Position) else self.pos(where)
+        self.warnings.append(Problem(p.file, p.line, p.column, message))
 
 
 MAX_DEPTH = 64
@@ -164,6 +170,7 @@ def _compose_exact(src: SourceFile) -> list[Node]:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         text = ": ".join(s for s in (e.context, e.problem) if s) or "invalid YAML"
+        text += _syntax_hint(e.problem or "")
         where = (Position(src.name, mark.line + 1, mark.column + 1) if mark is not None
                  else Position(src.name, 0, 0))
         src.error(where, f"YAML syntax error: {text}")
@@ -378,3 +385,72 @@ def _escape(raw: str, p: int) -> tuple[str, int]:
     if c and c in _LINE_BREAKS:
         return "", 3 if raw[p + 1:p + 3] == "\r\n" else 2
     return "", 1
+
+
+def _syntax_hint(problem: str) -> str:
+    """What an author usually did to get this YAML error, and the fix."""
+    if "mapping values are not allowed" in problem:
+        return (" (hint: an unquoted ': ' inside a value starts a mapping; quote the "
+                "expression or text, e.g. when: 'a ? b : c')")
+    if "unknown escape character" in problem:
+        return (" (hint: inside double quotes YAML reads backslash escapes; write CEL "
+                "expressions and regexes in single quotes, where a backslash is kept)")
+    if "found character '\\t'" in problem or "found character '\t'" in problem:
+        return " (hint: indent with spaces; YAML does not allow tabs there)"
+    return ""
+
+
+_CONTROL_ESCAPES = {"0": "\\0", "a": "\\a", "b": "\\b", "v": "\\v", "f": "\\f", "e": "\\e"}
+
+
+def escape_warning(src: SourceFile, node: ScalarNode) -> None:
+    """Warn when YAML escapes in a double-quoted scalar made control characters.
+
+    ``"\\bdrop\\b"`` is what an author means; ``"\\b"`` in double quotes is a
+    backspace, so a regex or string built from it silently matches nothing. Single
+    quotes keep backslashes as written.
+    """
+    if node.style != '"' or not any((c < " " and c not in "\n\t\r") or c == "\x7f"
+                                    for c in node.value):
+        return
+    raw = src.text[node.start_mark.index:node.end_mark.index]
+    at = node.start_mark.index
+    offset = next((i for i in range(len(raw) - 1) if raw[i] == "\\"
+                   and raw[i + 1] in _CONTROL_ESCAPES), None)
+    if offset is None:
+        offset = next((i for i in range(len(raw) - 1) if raw[i] == "\\"
+                       and raw[i + 1] in "xuU"), 0)
+    escape = raw[offset:offset + 2] if raw[offset:offset + 1] == "\\" else "an escape"
+    src.warn(src.at_index(at + offset),
+             f"in double quotes YAML turns {escape} into a control character, so the "
+             f"value does not contain the backslash written here; use single quotes "
+             f"(where a backslash is kept) and write a single quote inside as ''")
+
+
+YAML11_PLAIN = frozenset({"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on",
+                          "On", "ON", "off", "Off", "OFF", "~", ""})
+"""Plain scalars PyYAML (YAML 1.1) reads as booleans or null that YAML 1.2 and JSON would
+not: ``[prod, staging, no]`` holds ``false``."""
+
+
+def yaml11_warnings(src: SourceFile, node: Node, where: str) -> None:
+    """Warn about YAML 1.1 booleans and nulls written among strings in data."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, SequenceNode):
+            values = list(n.value)
+        elif isinstance(n, MappingNode):
+            values = [v for _, v in n.value]
+        else:
+            continue
+        stack.extend(values)
+        if not any(isinstance(v, ScalarNode) and v.tag == STR for v in values):
+            continue
+        for v in values:
+            if (isinstance(v, ScalarNode) and not v.style and v.tag in (BOOL, NULL)
+                    and v.value in YAML11_PLAIN):
+                read = "null" if v.tag == NULL else str(_CONSTRUCTOR.construct_yaml_bool(v)).lower()
+                text = repr(v.value) if v.value else "an empty value"
+                src.warn(v, f"{where}: YAML reads the plain {text} among strings as {read} "
+                            f"(YAML 1.1); quote it (\"{v.value}\") if you mean the text")

@@ -27,70 +27,60 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+import types
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Annotated, Any, Union, get_args, get_origin
 
-import re2
+from pydantic import TypeAdapter, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from guardrails.model import _yaml
-from guardrails.model._yaml import BOOL, FLOAT, INT, STR, TIMESTAMP, SourceFile, describe
+from guardrails.model._yaml import SourceFile, describe
 from guardrails.model.documents import (
     API_VERSION,
-    DEFAULT_ACTIONS,
-    DEFAULT_REPLACEMENT,
-    EFFECTS,
-    FAILURE_POLICIES,
-    HISTORY_EFFECTS,
-    MODES,
-    RULE_ACTIONS,
-    TRUST,
-    DefaultAction,
     Documents,
-    Effect,
-    FailurePolicy,
     HistoryEntry,
     Match,
     Metadata,
-    Mode,
     PolicyTest,
     Redaction,
     Repair,
     Rule,
-    RuleAction,
     SecretInjection,
     Secrets,
     TestCall,
     TestCase,
     TestExpect,
     ToolPolicy,
-    Trust,
     Variable,
 )
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.shape import (
+    DOCUMENT_MODELS,
+    KINDS,
+    RE2_OPTIONS,
+    PolicyTestDocument,
+    Shape,
+    ToolPolicyDocument,
+)
 from guardrails.model.source import Expression, Position
 
 PathArg = str | os.PathLike[str]
+Loc = tuple[str | int, ...]
 
-KINDS = ("ToolPolicy", "PolicyTest")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_ELEMENT_NAME = re.compile(r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FIRED_RULE = re.compile(r"[^/\s]+/[^/\s]+")
-_CEL_RESERVED = frozenset(
-    ["true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"]
-)
-_T = TypeVar("_T")
-_S = TypeVar("_S", bound=str)
+__all__ = ["KINDS", "RE2_OPTIONS", "load_documents", "read_documents"]
 
-_DOCUMENT_FIELDS = ("apiVersion", "kind", "metadata", "spec")
-_METADATA_FIELDS = ("name", "description", "labels")
-_POLICY_FIELDS = ("mode", "failurePolicy", "defaultAction", "match", "params", "paramsFile",
-                  "variables", "repairs", "secrets", "rules", "redact", "results")
-_TEST_FIELDS = ("policies", "cases")
+_DOCUMENT_FIELDS = tuple(f.alias or n for n, f in ToolPolicyDocument.model_fields.items())
+_ADAPTERS = {kind: TypeAdapter(model) for kind, model in DOCUMENT_MODELS.items()}
+_DATA_FIELDS = frozenset({"params", "args", "principal", "arguments"})
+"""Fields holding plain data, where YAML 1.1's ``no``/``on``/``~`` among strings is
+likely a mistake (``spec.params``, a case's ``call.args`` and the like)."""
+_NAMED_LISTS = {"ToolPolicy": (("variables", "variable"), ("repairs", "repair"),
+                               ("rules", "rule"), ("redact", "redact")),
+                "PolicyTest": (("cases", "test case"),)}
+"""``spec`` lists whose elements' names must be unique within the list."""
 
 
 def load_documents(paths: PathArg | Sequence[PathArg]) -> Documents:
@@ -99,11 +89,26 @@ def load_documents(paths: PathArg | Sequence[PathArg]) -> Documents:
     ``paths`` is a file, a directory (searched recursively for ``*.yaml``/``*.yml``, in
     sorted order) or a sequence of both. Raises ``PolicyError`` listing every problem.
     """
+    documents, problems = read_documents(paths)
+    if problems:
+        raise PolicyError(problems)
+    return documents
+
+
+def read_documents(paths: PathArg | Sequence[PathArg]) -> tuple[Documents, list[Problem]]:
+    """Every document that read without a problem, and every problem found.
+
+    For callers that go on checking what did load (compiling its CEL) so that a
+    structural problem in one file does not hide a CEL error in another; the documents
+    are incomplete whenever the problem list is not empty, and must not be used as a
+    policy set then.
+    """
     problems: list[Problem] = []
     loader = _Loader(problems)
     for name in _discover(paths, problems):
         loader.read_document_file(name)
-    return loader.finish()
+    documents = loader.finish()
+    return documents, list(dict.fromkeys(problems))
 
 
 @dataclass
@@ -123,6 +128,7 @@ class _Params:
     """Problems inside the params file itself, reported at their own positions."""
     reason: str = ""
     """Why ``value`` is None, for the problem reported at the ``paramsFile`` field."""
+    warnings: list[Problem] = field(default_factory=list)
 
 
 class _Loader:
@@ -198,7 +204,8 @@ class _Loader:
         if src.problems:
             return _Params(None, src.problems, "invalid content (see the problems reported "
                                                "for that file)")
-        return _Params(value, [])
+        _yaml.yaml11_warnings(src, node, "params")
+        return _Params(value, [], warnings=src.warnings)
 
     def finish(self) -> Documents:
         referenced = set(self.params)  # every params file named, loaded or not
@@ -212,11 +219,12 @@ class _Loader:
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
         _check_unique(self.problems, "test", [(t.name, t.metadata.name_position) for t in tests])
-        if self.problems:
-            raise PolicyError(dict.fromkeys(self.problems))
+        warnings = [w for r in kept for w in r.src.warnings]
+        warnings += [w for p in self.params.values() for w in p.warnings]
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
-                         sources=MappingProxyType(dict(self.sources)))
+                         sources=MappingProxyType(dict(self.sources)),
+                         warnings=tuple(dict.fromkeys(warnings)))
 
 
 def _has_api_version(result: _FileResult) -> bool:
@@ -299,16 +307,6 @@ def _walk(directory: str, problems: list[Problem]) -> Iterator[str]:
                 yield os.path.normpath(os.path.join(root, f))
 
 
-def _raw_name(src: SourceFile, node: Node) -> tuple[str, Position] | None:
-    """The ``name`` written in a list item that failed to build, if it has one."""
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if (isinstance(key, ScalarNode) and key.value == "name"
-                    and isinstance(value, ScalarNode) and value.tag == STR):
-                return str(value.value), src.pos(node)
-    return None
-
-
 def _suggest(key: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if not close:
@@ -317,579 +315,360 @@ def _suggest(key: str, known: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def _path(loc: Loc) -> str:
+    """``spec.rules[0].when`` for ``("spec", "rules", 0, "when")``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _unwrap(tp: Any) -> Any:
+    """The type inside ``Annotated[...]`` and ``X | None``."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            rest = [a for a in get_args(tp) if a is not type(None)]
+            if len(rest) != 1:
+                return tp
+            tp = rest[0]
+        else:
+            return tp
+
+
+def field_names(model: type[Shape]) -> tuple[str, ...]:
+    """The YAML field names of ``model``, in declaration order."""
+    return tuple(f.alias or n for n, f in model.model_fields.items())
+
+
+def _shape_at(root: type[Shape], loc: Loc) -> type[Shape] | None:
+    """The model that validates the value at ``loc`` under ``root``, if that is a model."""
+    tp: Any = root
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, Shape) and isinstance(part, str):
+            found = [f for n, f in tp.model_fields.items() if (f.alias or n) == part]
+            if not found:
+                return None
+            tp = found[0].annotation
+        elif get_origin(tp) is list and isinstance(part, int):
+            tp = get_args(tp)[0]
+        elif get_origin(tp) is dict and isinstance(part, str):
+            tp = get_args(tp)[1]
+        else:
+            return None
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, Shape) else None
+
+
+_EXPECTED = {"string_type": "a string", "list_type": "a list", "dict_type": "a mapping",
+             "int_type": "an integer", "bool_type": "a boolean", "float_type": "a number"}
+
+
+class _Tree:
+    """One document as plain data, with the YAML node of every value and key by location.
+
+    The side table is what lets pydantic, which sees only plain data, report problems at
+    ``file:line:column``: an error's ``loc`` is looked up here.
+    """
+
+    def __init__(self, src: SourceFile, node: MappingNode) -> None:
+        self.src = src
+        self.values: dict[Loc, Node] = {}
+        self.keys: dict[Loc, Node] = {}
+        self.broken: set[Loc] = set()
+        """Where a scalar could not be read (already reported by ``_yaml``)."""
+        self.data = self._build(node, ())
+
+    def _build(self, node: Node, loc: Loc) -> Any:
+        self.values[loc] = node
+        if loc and loc[-1] in _DATA_FIELDS and loc[0] == "spec" and len(loc) in (2, 5, 7):
+            _yaml.yaml11_warnings(self.src, node, _path(loc))
+        if isinstance(node, MappingNode):
+            out: dict[str, Any] = {}
+            for key, key_node, value in _yaml.pairs(self.src, node):
+                self.keys[(*loc, key)] = key_node
+                out[key] = self._build(value, (*loc, key))
+            return out
+        if isinstance(node, SequenceNode):
+            if node.tag != _yaml.SEQ:
+                self.src.error(node, f"unsupported YAML tag '{node.tag}'")
+            return [self._build(item, (*loc, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        n = len(self.src.problems)
+        value = _yaml.to_value(self.src, node)
+        if len(self.src.problems) != n:
+            self.broken.add(loc)
+        return value
+
+    def node(self, loc: Loc) -> Node:
+        """The node at ``loc``, or of its nearest ancestor present in the file."""
+        while loc not in self.values:
+            loc = loc[:-1]
+        return self.values[loc]
+
+    def pos(self, loc: Loc) -> Position:
+        return self.src.pos(self.node(loc))
+
+    def expression(self, loc: Loc) -> Expression:
+        node = self.values[loc]
+        assert isinstance(node, ScalarNode)
+        _yaml.escape_warning(self.src, node)  # CEL text: a "\b" there is a mistake
+        return _yaml.expression(self.src, node)
+
+    def optional_expression(self, loc: Loc) -> Expression | None:
+        return self.expression(loc) if loc in self.values else None
+
+
 class _DocumentReader:
-    """Builds one document's records from its nodes, reporting problems to ``src``."""
+    """Validates one document with its pydantic model and builds its records."""
 
     def __init__(self, src: SourceFile, loader: _Loader) -> None:
         self.src = src
         self.loader = loader
 
-    # -- generic node readers ------------------------------------------------------------
-
     def error(self, where: Node | Position, message: str) -> None:
         self.src.error(where, message)
-
-    def fields(self, node: Node, path: str, known: Sequence[str],
-               required: Sequence[str] = ()) -> dict[str, Node] | None:
-        """The known fields of mapping ``node``; reports unknown and missing ones."""
-        if not isinstance(node, MappingNode):
-            self.error(node, f"{path}: expected a mapping, got {describe(node)}")
-            return None
-        out: dict[str, Node] = {}
-        for key, key_node, value in _yaml.pairs(self.src, node):
-            if key in known:
-                out[key] = value
-            else:
-                where = f" in {path}" if path else ""
-                self.error(key_node, f"unknown field '{key}'{where}{_suggest(key, known)}")
-        for name in required:
-            if name not in out:
-                where = f" in {path}" if path else ""
-                self.error(node, f"missing required field '{name}'{where}")
-        return out
-
-    def string(self, node: Node, path: str, *, empty: bool = False) -> str | None:
-        if not isinstance(node, ScalarNode) or node.tag != STR:
-            self.error(node, f"{path}: expected a string, got {describe(node)}")
-            return None
-        if not empty and not node.value.strip():
-            self.error(node, f"{path}: must not be empty")
-            return None
-        return str(node.value)
-
-    def enum(self, node: Node | None, path: str, allowed: tuple[_S, ...], default: _S) -> _S:
-        if node is None:
-            return default
-        value = self.string(node, path)
-        if value is None:
-            return default
-        if value not in allowed:
-            self.error(node, f"{path}: invalid value '{value}'; allowed: {', '.join(allowed)}")
-            return default
-        return value
-
-    def items(self, node: Node, path: str) -> list[Node] | None:
-        if not isinstance(node, SequenceNode):
-            self.error(node, f"{path}: expected a list, got {describe(node)}")
-            return None
-        if node.tag != _yaml.SEQ:
-            self.error(node, f"unsupported YAML tag '{node.tag}'")
-        return list(node.value)
-
-    def strings(self, node: Node, path: str) -> list[tuple[str, Node]] | None:
-        items = self.items(node, path)
-        if items is None:
-            return None
-        out: list[tuple[str, Node]] = []
-        for i, item in enumerate(items):
-            value = self.string(item, f"{path}[{i}]")
-            if value is not None:
-                out.append((value, item))
-        return out
-
-    def mapping_value(self, node: Node, path: str) -> dict[str, Any] | None:
-        if not isinstance(node, MappingNode):
-            self.error(node, f"{path}: expected a mapping, got {describe(node)}")
-            return None
-        value = _yaml.to_value(self.src, node)
-        assert isinstance(value, dict)
-        return value
-
-    def expression(self, node: Node, path: str) -> Expression | None:
-        if not isinstance(node, ScalarNode) or node.tag not in (STR, INT, FLOAT, BOOL):
-            self.error(node, f"{path}: expected a CEL expression (a string), got "
-                             f"{describe(node)}")
-            return None
-        expr = _yaml.expression(self.src, node)
-        if not expr.source.strip():
-            self.error(expr.position, f"{path}: empty expression")
-            return None
-        return expr
-
-    def name(self, node: Node | None, path: str, what: str, pattern: re.Pattern[str],
-             rule: str) -> str | None:
-        if node is None:
-            return None
-        value = self.string(node, path)
-        if value is not None and not pattern.fullmatch(value):
-            self.error(node, f"{path}: invalid {what} '{value}': {rule}")
-            return None
-        return value
-
-    def named_list(self, node: Node | None, path: str, what: str,
-                   build: Callable[[Node, str], _T | None],
-                   name_of: Callable[[_T], tuple[str, Position]]) -> tuple[_T, ...]:
-        """A list of records with names unique within it."""
-        if node is None:
-            return ()
-        items = self.items(node, path)
-        if items is None:
-            return ()
-        out: list[_T] = []
-        first: dict[str, Position] = {}
-        for i, item in enumerate(items):
-            record = build(item, f"{path}[{i}]")
-            # A record with other problems still takes part in the duplicate check.
-            named = name_of(record) if record is not None else _raw_name(self.src, item)
-            if named is not None:
-                name, pos = named
-                if name in first:
-                    self.error(pos, f"duplicate {what} name '{name}' (first at line "
-                                    f"{first[name].line})")
-                    continue
-                first[name] = pos
-            if record is not None:
-                out.append(record)
-        return tuple(out)
-
-    # -- documents -----------------------------------------------------------------------
 
     def document(self, node: Node) -> ToolPolicy | PolicyTest | None:
         if not isinstance(node, MappingNode):
             self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
             return None
-        f = self.fields(node, "", _DOCUMENT_FIELDS, ("apiVersion", "kind"))
-        if f is None or "apiVersion" not in f or "kind" not in f:
-            return None
-        api = self.string(f["apiVersion"], "apiVersion")
-        if api is not None and api != API_VERSION:
-            self.error(f["apiVersion"], f"unsupported apiVersion '{api}'; expected "
-                                        f"'{API_VERSION}'")
-            return None
-        kind = self.string(f["kind"], "kind")
-        if kind is not None and kind not in KINDS:
-            self.error(f["kind"], f"unknown kind '{kind}'; allowed: {', '.join(KINDS)}"
-                                  f"{_suggest(kind, KINDS)}")
-        if api is None or kind not in KINDS:
-            return None
-        for required in ("metadata", "spec"):
-            if required not in f:
-                self.error(node, f"missing required field '{required}'")
-        metadata = self.metadata(f["metadata"], kind) if "metadata" in f else None
-        if "spec" not in f:
-            return None
-        if kind == "ToolPolicy":
-            policy = self.policy(f["spec"], node)
-            return None if metadata is None or policy is None else policy(metadata)
-        test = self.test(f["spec"], node)
-        return None if metadata is None or test is None else test(metadata)
-
-    def metadata(self, node: Node, kind: str) -> Metadata | None:
-        f = self.fields(node, "metadata", _METADATA_FIELDS, ("name",))
-        if f is None:
-            return None
-        what = "policy name" if kind == "ToolPolicy" else "test name"
-        name = self.name(f.get("name"), "metadata.name", what, _DNS_LABEL,
-                         "must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 "
-                         "characters, starting and ending with a letter or digit)")
-        description = ""
-        if "description" in f:
-            description = self.string(f["description"], "metadata.description",
-                                      empty=True) or ""
-        labels: dict[str, str] = {}
-        if "labels" in f:
-            lf = f["labels"]
-            if isinstance(lf, MappingNode):
-                for key, _, value in _yaml.pairs(self.src, lf):
-                    text = self.string(value, f"metadata.labels.{key}", empty=True)
-                    if text is not None:
-                        labels[key] = text
-            else:
-                self.error(lf, f"metadata.labels: expected a mapping, got {describe(lf)}")
-        if name is None:
-            return None
-        return Metadata(name, description, MappingProxyType(labels), self.src.pos(node),
-                        self.src.pos(f["name"]))
-
-    # -- ToolPolicy ----------------------------------------------------------------------
-
-    def policy(self, node: Node, doc: Node) -> Callable[[Metadata], ToolPolicy] | None:
-        f = self.fields(node, "spec", _POLICY_FIELDS)
-        if f is None:
+        tree = _Tree(self.src, node)
+        kind = self.header(tree)
+        if kind is None:
             return None
         n = len(self.src.problems)
-        mode: Mode = self.enum(f.get("mode"), "spec.mode", MODES, "enforce")
-        failure: FailurePolicy = self.enum(f.get("failurePolicy"), "spec.failurePolicy",
-                                           FAILURE_POLICIES, "Fail")
-        default: DefaultAction = self.enum(f.get("defaultAction"), "spec.defaultAction",
-                                           DEFAULT_ACTIONS, "allow")
-        match = self.match(f.get("match"), node)
-        params, params_file = self.policy_params(f.get("params"), f.get("paramsFile"))
-        variables = self.named_list(f.get("variables"), "spec.variables", "variable",
-                                    self.variable, lambda v: (v.name, v.position))
-        repairs = self.named_list(f.get("repairs"), "spec.repairs", "repair", self.repair,
-                                  lambda r: (r.name, r.position))
-        secrets = self.secrets(f.get("secrets"))
-        rules = self.named_list(f.get("rules"), "spec.rules", "rule", self.rule,
-                                lambda r: (r.name, r.position))
-        redact = self.named_list(f.get("redact"), "spec.redact", "redact", self.redaction,
-                                 lambda r: (r.name, r.position))
-        results: Trust | None = (self.enum(f["results"], "spec.results", TRUST, "untrusted")
-                                 if "results" in f else None)
-        if len(self.src.problems) != n or match is None or params is None:
+        model = DOCUMENT_MODELS[kind]
+        try:
+            doc: Shape | None = _ADAPTERS[kind].validate_python(tree.data)
+        except ValidationError as e:
+            doc = None
+            self.report(tree, model, e)
+        params = self.cross_checks(tree, kind)
+        if doc is None or len(self.src.problems) != n:
             return None
-        position = self.src.pos(doc)
-        frozen_params = MappingProxyType(params)
+        if isinstance(doc, ToolPolicyDocument):
+            return _policy_record(tree, doc, params or {}, self.params_file(tree))
+        assert isinstance(doc, PolicyTestDocument)
+        return _test_record(tree, doc, self.test_policies(tree))
 
-        def build(metadata: Metadata) -> ToolPolicy:
-            return ToolPolicy(metadata=metadata, mode=mode, failure_policy=failure,
-                              default_action=default, match=match, params=frozen_params,
-                              params_file=params_file, variables=variables, repairs=repairs,
-                              secrets=secrets, rules=rules, redact=redact, position=position,
-                              results=results)
-        return build
+    def header(self, tree: _Tree) -> str | None:
+        """The document's kind, when ``apiVersion`` and ``kind`` say it is one we read."""
+        data = tree.data
+        problems = len(self.src.problems)
+        for name in ("apiVersion", "kind"):
+            if name not in data:
+                self.error(tree.values[()], f"missing required field '{name}'")
+            elif not isinstance(data[name], str):
+                self.error(tree.values[(name,)], f"{name}: expected a string, got "
+                                                 f"{describe(tree.values[(name,)])}")
+        api, kind = data.get("apiVersion"), data.get("kind")
+        if isinstance(api, str) and api != API_VERSION:
+            self.error(tree.values[("apiVersion",)], f"unsupported apiVersion '{api}'; "
+                                                     f"expected '{API_VERSION}'")
+        if isinstance(kind, str) and kind not in KINDS:
+            self.error(tree.values[("kind",)], f"unknown kind '{kind}'; allowed: "
+                                               f"{', '.join(KINDS)}{_suggest(kind, KINDS)}")
+        if len(self.src.problems) == problems:
+            assert isinstance(kind, str)
+            return kind
+        for key in data:
+            if key not in _DOCUMENT_FIELDS:
+                self.error(tree.keys[(key,)], f"unknown field '{key}'"
+                                              f"{_suggest(key, _DOCUMENT_FIELDS)}")
+        return None
 
-    def match(self, node: Node | None, spec: Node) -> Match | None:
-        if node is None:
-            return Match(None, None, self.src.pos(spec))
-        f = self.fields(node, "spec.match", ("tools", "when"))
-        if f is None:
+    def report(self, tree: _Tree, model: type[Shape], error: ValidationError) -> None:
+        """Every validation error as a problem at the YAML node it is about."""
+        for e in error.errors(include_url=False, include_input=True):
+            loc: Loc = tuple(e["loc"])
+            ctx = e.get("ctx") or {}
+            loc = (*loc, *ctx.get("at", ()))
+            if loc in tree.broken:
+                continue  # the value itself could not be read; that is reported already
+            kind, path = e["type"], _path(loc)
+            if kind == "missing":
+                parent = loc[:-1]
+                where = f" in {_path(parent)}" if parent else ""
+                self.error(tree.node(parent), f"missing required field '{loc[-1]}'{where}")
+            elif kind == "extra_forbidden":
+                parent = loc[:-1]
+                where = f" in {_path(parent)}" if parent else ""
+                owner = _shape_at(model, parent)
+                hint = _suggest(str(loc[-1]), field_names(owner)) if owner else ""
+                self.error(tree.keys.get(loc) or tree.node(loc),
+                           f"unknown field '{loc[-1]}'{where}{hint}")
+            elif kind == "empty_expression":
+                self.error(tree.expression(loc).position, f"{path}: empty expression")
+            elif kind == "literal_error" and isinstance(e["input"], str):
+                allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+                self.error(tree.node(loc), f"{path}: invalid value '{e['input']}'; "
+                                           f"allowed: {', '.join(allowed)}")
+            elif kind in ("literal_error", *_EXPECTED):
+                what = _EXPECTED.get(kind, "a string")
+                self.error(tree.node(loc), f"{path}: expected {what}, got "
+                                           f"{describe(tree.node(loc))}")
+            elif kind in ("model_type", "model_attributes_type"):
+                owner = _shape_at(model, loc)
+                what = owner.expected if owner else "a mapping"
+                self.error(tree.node(loc), f"{path}: expected {what}, got "
+                                           f"{describe(tree.node(loc))}")
+            elif kind == "expected":
+                self.error(tree.node(loc), f"{path}: {e['msg']}, got "
+                                           f"{describe(tree.node(loc))}")
+            else:
+                self.error(tree.node(loc), f"{path}: {e['msg']}")
+
+    # -- checks that need more than one element, or the file system ----------------------
+
+    def cross_checks(self, tree: _Tree, kind: str) -> dict[str, Any] | None:
+        """Unique names within lists; the params file. Run whether or not the model
+        validated, so that every problem comes at once. Returns the merged params."""
+        spec = tree.data.get("spec")
+        if not isinstance(spec, dict):
             return None
-        tools: tuple[str, ...] | None = None
-        if "tools" in f:
-            globs = self.strings(f["tools"], "spec.match.tools")
-            if globs is not None:
-                if not globs and isinstance(f["tools"], SequenceNode):
-                    self.error(f["tools"], "spec.match.tools: an empty list matches no tool; "
-                                           "omit 'tools' to match every tool")
-                for glob, glob_node in globs:
-                    problem = _glob_problem(glob)
-                    if problem:
-                        self.error(glob_node, f"spec.match.tools: invalid glob '{glob}': "
-                                              f"{problem}")
-                tools = tuple(g for g, _ in globs)
-        when = self.expression(f["when"], "spec.match.when") if "when" in f else None
-        return Match(tools, when, self.src.pos(node))
+        for field_name, what in _NAMED_LISTS[kind]:
+            items = spec.get(field_name)
+            if isinstance(items, list):
+                self.unique_names(tree, ("spec", field_name), items, what)
+        if kind == "ToolPolicy":
+            return self.policy_params(tree, spec)
+        self._test_policies(tree, report=True)
+        return None
 
-    def policy_params(self, inline: Node | None,
-                      file_node: Node | None) -> tuple[dict[str, Any] | None, str | None]:
+    def unique_names(self, tree: _Tree, loc: Loc, items: list[Any], what: str) -> None:
+        first: dict[str, Position] = {}
+        for i, item in enumerate(items):
+            name = item.get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str):
+                continue
+            pos = tree.pos((*loc, i))
+            if name in first:
+                self.error(pos, f"duplicate {what} name '{name}' (first at line "
+                                f"{first[name].line})")
+            else:
+                first[name] = pos
+
+    def params_file(self, tree: _Tree) -> str | None:
+        rel = tree.data["spec"].get("paramsFile")
+        if not isinstance(rel, str) or not rel.strip():
+            return None
+        return os.path.normpath(os.path.join(os.path.dirname(self.src.name), rel))
+
+    def policy_params(self, tree: _Tree, spec: dict[str, Any]) -> dict[str, Any] | None:
+        """``paramsFile`` content with inline ``params`` merged over it (per key)."""
         params: dict[str, Any] = {}
-        params_file: str | None = None
-        if file_node is not None:
-            rel = self.string(file_node, "spec.paramsFile")
-            if rel is None:
-                return None, None
-            params_file = os.path.normpath(os.path.join(os.path.dirname(self.src.name), rel))
+        params_file = self.params_file(tree)
+        if params_file is not None:
+            rel = spec["paramsFile"]
+            node = tree.values[("spec", "paramsFile")]
             loaded = self.loader.load_params(params_file)
             if loaded.value is None:
-                self.error(file_node, f"spec.paramsFile '{rel}': {loaded.reason}")
-                return None, params_file
+                self.error(node, f"spec.paramsFile '{rel}': {loaded.reason}")
+                return None
             if "apiVersion" in loaded.value and "kind" in loaded.value:
-                self.error(file_node, f"spec.paramsFile '{rel}' is a guardrails document, "
-                                      "not a params file")
-                return None, params_file
+                self.error(node, f"spec.paramsFile '{rel}' is a guardrails document, "
+                                 "not a params file")
+                return None
             params.update(loaded.value)
-        if inline is not None:
-            value = self.mapping_value(inline, "spec.params")
-            if value is None:
-                return None, params_file
-            params.update(value)
-        return params, params_file
+        inline = spec.get("params")
+        if isinstance(inline, dict):
+            params.update(inline)
+        return params
 
-    def variable(self, node: Node, path: str) -> Variable | None:
-        f = self.fields(node, path, ("name", "expression"), ("name", "expression"))
-        if f is None:
-            return None
-        name = self.name(f.get("name"), f"{path}.name", "variable name", _IDENTIFIER,
-                         "must be an identifier (letters, digits and '_', not starting "
-                         "with a digit) so that variables.<name> can use it")
-        if name is not None and name in _CEL_RESERVED:
-            self.error(f["name"], f"{path}.name: '{name}' is a reserved word in CEL")
-            name = None
-        expr = self.expression(f["expression"], f"{path}.expression") if "expression" in f \
-            else None
-        if name is None or expr is None:
-            return None
-        return Variable(name, expr, self.src.pos(node))
+    def test_policies(self, tree: _Tree) -> tuple[str, ...]:
+        return tuple(self._test_policies(tree, report=False))
 
-    def element_name(self, f: dict[str, Node], path: str, what: str) -> str | None:
-        return self.name(f.get("name"), f"{path}.name", f"{what} name", _ELEMENT_NAME,
-                         "use lowercase letters, digits, '-' and '_', starting and ending "
-                         "with a letter or digit, at most 63 characters")
-
-    def repair(self, node: Node, path: str) -> Repair | None:
-        f = self.fields(node, path, ("name", "when", "set", "unset"), ("name",))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        name = self.element_name(f, path, "repair")
-        when = self.expression(f["when"], f"{path}.when") if "when" in f else None
-        sets: list[tuple[str, Expression]] = []
-        if "set" in f:
-            if isinstance(f["set"], MappingNode):
-                for arg, _, value in _yaml.pairs(self.src, f["set"]):
-                    expr = self.expression(value, f"{path}.set.{arg}")
-                    if expr is not None:
-                        sets.append((arg, expr))
-            else:
-                self.error(f["set"], f"{path}.set: expected a mapping, got {describe(f['set'])}")
-        unset: list[str] = []
-        if "unset" in f:
-            for arg, arg_node in self.strings(f["unset"], f"{path}.unset") or ():
-                if any(arg == s for s, _ in sets):
-                    self.error(arg_node, f"{path}.unset: argument '{arg}' is also set")
-                unset.append(arg)
-        if len(self.src.problems) == n and not sets and not unset:
-            self.error(node, f"{path}: the repair changes nothing; give 'set' or 'unset'")
-        if name is None or len(self.src.problems) != n:
-            return None
-        return Repair(name, when, tuple(sets), tuple(unset), self.src.pos(node))
-
-    def secrets(self, node: Node | None) -> Secrets:
-        if node is None:
-            return Secrets((), (), None)
-        f = self.fields(node, "spec.secrets", ("arguments", "inject"))
-        if f is None:
-            return Secrets((), (), None)
-        arguments: list[str] = []
-        if "arguments" in f:
-            arguments = [a for a, _ in self.strings(f["arguments"], "spec.secrets.arguments")
-                         or ()]
-        inject: list[SecretInjection] = []
-        if "inject" in f:
-            if isinstance(f["inject"], MappingNode):
-                for arg, _, value in _yaml.pairs(self.src, f["inject"]):
-                    injection = self.injection(arg, value)
-                    if injection is not None:
-                        inject.append(injection)
-            else:
-                self.error(f["inject"], "spec.secrets.inject: expected a mapping, got "
-                                        f"{describe(f['inject'])}")
-        return Secrets(tuple(arguments), tuple(inject), self.src.pos(node))
-
-    def injection(self, arg: str, node: Node) -> SecretInjection | None:
-        path = f"spec.secrets.inject.{arg}"
-        if not isinstance(node, MappingNode):
-            self.error(node, f"{path}: expected {{env: VARIABLE_NAME}}, got {describe(node)}")
-            return None
-        f = self.fields(node, path, ("env",), ("env",))
-        if f is None or "env" not in f:
-            return None
-        env = self.name(f["env"], f"{path}.env", "environment variable name", _ENV_NAME,
-                        "use letters, digits and '_', not starting with a digit")
-        if env is None:
-            return None
-        return SecretInjection(arg, env, self.src.pos(node))
-
-    def rule(self, node: Node, path: str) -> Rule | None:
-        f = self.fields(node, path, ("name", "when", "action", "message", "messageExpression"),
-                        ("name", "when", "action"))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        name = self.element_name(f, path, "rule")
-        when = self.expression(f["when"], f"{path}.when") if "when" in f else None
-        action: RuleAction = self.enum(f.get("action"), f"{path}.action", RULE_ACTIONS, "deny")
-        message = self.string(f["message"], f"{path}.message") if "message" in f else None
-        message_expr = (self.expression(f["messageExpression"], f"{path}.messageExpression")
-                        if "messageExpression" in f else None)
-        if name is None or when is None or len(self.src.problems) != n:
-            return None
-        return Rule(name, when, action, message, message_expr, self.src.pos(node))
-
-    def redaction(self, node: Node, path: str) -> Redaction | None:
-        f = self.fields(node, path, ("name", "regex", "replacement"), ("name", "regex"))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        name = self.element_name(f, path, "redact")
-        regex = self.string(f["regex"], f"{path}.regex") if "regex" in f else None
-        if regex is not None:
-            problem = _regex_problem(regex)
-            if problem:
-                self.error(f["regex"], f"{path}.regex: {problem}")
-        replacement = DEFAULT_REPLACEMENT
-        if "replacement" in f:
-            replacement = self.string(f["replacement"], f"{path}.replacement",
-                                      empty=True) or ""
-            if regex is not None and len(self.src.problems) == n:
-                problem = _replacement_problem(regex, replacement)
-                if problem:
-                    self.error(f["replacement"], f"{path}.replacement: {problem}")
-        if name is None or regex is None or len(self.src.problems) != n:
-            return None
-        return Redaction(name, regex, replacement, self.src.pos(node), self.src.pos(f["regex"]))
-
-    # -- PolicyTest ----------------------------------------------------------------------
-
-    def test(self, node: Node, doc: Node) -> Callable[[Metadata], PolicyTest] | None:
-        f = self.fields(node, "spec", _TEST_FIELDS, ("cases",))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        policies: list[str] = []
+    def _test_policies(self, tree: _Tree, *, report: bool) -> list[str]:
+        spec = tree.data.get("spec")
+        rels = spec.get("policies") if isinstance(spec, dict) else None
+        out: list[str] = []
         base = os.path.dirname(self.src.name)
-        for rel, rel_node in (self.strings(f["policies"], "spec.policies") or ()
-                              if "policies" in f else ()):
+        for i, rel in enumerate(rels if isinstance(rels, list) else ()):
+            if not isinstance(rel, str) or not rel.strip():
+                continue
             path = os.path.normpath(os.path.join(base, rel))
-            if not os.path.exists(path):
-                self.error(rel_node, f"spec.policies: '{rel}' does not exist (looked for "
-                                     f"{path})")
-            policies.append(path)
-        cases = self.named_list(f.get("cases"), "spec.cases", "test case", self.case,
-                                lambda c: (c.name, c.position))
-        if "cases" in f and isinstance(f["cases"], SequenceNode) and not f["cases"].value:
-            self.error(f["cases"], "spec.cases: a test needs at least one case")
-        if len(self.src.problems) != n:
-            return None
-        position = self.src.pos(doc)
-
-        def build(metadata: Metadata) -> PolicyTest:
-            return PolicyTest(metadata, tuple(policies), cases, position)
-        return build
-
-    def case(self, node: Node, path: str) -> TestCase | None:
-        f = self.fields(node, path, ("name", "call", "expect"), ("name", "call", "expect"))
-        if f is None:
-            return None
-        name = self.string(f["name"], f"{path}.name") if "name" in f else None
-        call = self.call(f["call"], f"{path}.call") if "call" in f else None
-        expect = self.expect(f["expect"], f"{path}.expect") if "expect" in f else None
-        if name is None or call is None or expect is None:
-            return None
-        return TestCase(name, call, expect, self.src.pos(node))
-
-    def call(self, node: Node, path: str) -> TestCall | None:
-        f = self.fields(node, path, ("tool", "args", "principal", "history", "request",
-                                     "description", "now"), ("tool",))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        tool = self.string(f["tool"], f"{path}.tool") if "tool" in f else None
-        args = self.mapping_value(f["args"], f"{path}.args") if "args" in f else {}
-        principal = (self.mapping_value(f["principal"], f"{path}.principal")
-                     if "principal" in f else {})
-        history: list[HistoryEntry] = []
-        for i, item in enumerate(self.items(f["history"], f"{path}.history") or ()
-                                 if "history" in f else ()):
-            entry = self.history_entry(item, f"{path}.history[{i}]")
-            if entry is not None:
-                history.append(entry)
-        request = (self.string(f["request"], f"{path}.request", empty=True)
-                   if "request" in f else None)
-        description = (self.string(f["description"], f"{path}.description", empty=True)
-                       if "description" in f else None)
-        now = self.timestamp(f["now"], f"{path}.now") if "now" in f else None
-        if tool is None or args is None or principal is None or len(self.src.problems) != n:
-            return None
-        return TestCall(tool, MappingProxyType(args), MappingProxyType(principal),
-                        tuple(history), request, description, self.src.pos(node), now)
-
-    def timestamp(self, node: Node, path: str) -> datetime.datetime | None:
-        """An RFC 3339 timestamp (``2026-03-01T09:30:00Z``); naive means UTC."""
-        if not isinstance(node, ScalarNode) or node.tag not in (STR, TIMESTAMP):
-            self.error(node, f"{path}: expected an RFC 3339 timestamp, got {describe(node)}")
-            return None
-        try:
-            value = datetime.datetime.fromisoformat(str(node.value).strip())
-        except ValueError:
-            self.error(node, f"{path}: '{node.value}' is not an RFC 3339 timestamp "
-                             "(e.g. 2026-03-01T09:30:00Z)")
-            return None
-        return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
-
-    def history_entry(self, node: Node, path: str) -> HistoryEntry | None:
-        f = self.fields(node, path, ("tool", "args", "effect", "result", "trusted", "at"),
-                        ("tool",))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        tool = self.string(f["tool"], f"{path}.tool") if "tool" in f else None
-        args = self.mapping_value(f["args"], f"{path}.args") if "args" in f else {}
-        effect = self.enum(f.get("effect"), f"{path}.effect", HISTORY_EFFECTS, "allow")
-        result = self.string(f["result"], f"{path}.result", empty=True) if "result" in f else ""
-        trusted = False
-        if "trusted" in f:
-            t = f["trusted"]
-            if not isinstance(t, ScalarNode) or t.tag != BOOL:
-                self.error(t, f"{path}.trusted: expected true or false, got {describe(t)}")
-            else:
-                trusted = t.value.lower() == "true"
-        at = self.timestamp(f["at"], f"{path}.at") if "at" in f else None
-        if tool is None or args is None or result is None or len(self.src.problems) != n:
-            return None
-        return HistoryEntry(tool, MappingProxyType(args), effect, self.src.pos(node),
-                            result, trusted, at)
-
-    def expect(self, node: Node, path: str) -> TestExpect | None:
-        keys = ("effect", "arguments", "rules", "message", "errors")
-        f = self.fields(node, path, keys, ("effect",))
-        if f is None:
-            return None
-        n = len(self.src.problems)
-        effect: Effect = self.enum(f.get("effect"), f"{path}.effect", EFFECTS, "allow")
-        arguments = (self.mapping_value(f["arguments"], f"{path}.arguments")
-                     if "arguments" in f else None)
-        rules: tuple[str, ...] | None = None
-        if "rules" in f:
-            entries = self.strings(f["rules"], f"{path}.rules") or []
-            for value, item in entries:
-                if not _FIRED_RULE.fullmatch(value):
-                    self.error(item, f"{path}.rules: '{value}' is not 'policy/rule'")
-            rules = tuple(v for v, _ in entries)
-        message = self.string(f["message"], f"{path}.message") if "message" in f else None
-        errors: int | None = None
-        if "errors" in f:
-            en = f["errors"]
-            if isinstance(en, ScalarNode) and en.tag == INT and _yaml.to_value(self.src, en) >= 0:
-                errors = int(_yaml.to_value(self.src, en))
-            else:
-                self.error(en, f"{path}.errors: expected a count (an integer >= 0), got "
-                               f"{describe(en)}")
-        if len(self.src.problems) != n:
-            return None
-        return TestExpect(effect, MappingProxyType(arguments) if arguments is not None else None,
-                          rules, message, errors, self.src.pos(node))
+            if report and not os.path.exists(path):
+                self.error(tree.pos(("spec", "policies", i)),
+                           f"spec.policies[{i}]: '{rel}' does not exist (looked for {path})")
+            out.append(path)
+        return out
 
 
-def _glob_problem(glob: str) -> str | None:
-    """Why ``glob`` is not a sensible shell-style pattern (fnmatch would read a stray '['
-    as a literal character, hiding the author's mistake)."""
-    i = 0
-    while i < len(glob):
-        if glob[i] == "[":
-            j = i + 1
-            if j < len(glob) and glob[j] == "!":
-                j += 1
-            if j < len(glob) and glob[j] == "]":
-                j += 1
-            j = glob.find("]", j)
-            if j < 0:
-                return "unbalanced '['"
-            i = j
-        i += 1
-    return None
+# -- records: validated data plus positions ---------------------------------------------------
 
 
-RE2_OPTIONS = re2.Options()
-"""The options every policy regex is compiled with (the engine compiles the same way)."""
-RE2_OPTIONS.log_errors = False
+def _metadata(tree: _Tree, name: str, description: str, labels: dict[str, str]) -> Metadata:
+    return Metadata(name, description, MappingProxyType(dict(labels)),
+                    tree.pos(("metadata",)), tree.pos(("metadata", "name")))
 
 
-def _regex_problem(regex: str) -> str | None:
-    try:
-        compiled = re2.compile(regex, RE2_OPTIONS)
-    except re2.error as e:
-        detail = e.args[0] if e.args else e
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        return f"invalid RE2 regular expression: {detail}"
-    if compiled.search("") is not None:
-        return "the pattern matches the empty string, so it would redact between every character"
-    return None
+def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
+                   params_file: str | None) -> ToolPolicy:
+    spec, at = doc.spec, ("spec",)
+    m = doc.metadata
+    match_loc = (*at, "match")
+    match = Match(tuple(spec.match.tools) if spec.match.tools is not None else None,
+                  tree.optional_expression((*match_loc, "when")),
+                  tree.pos(match_loc if match_loc in tree.values else at))
+    variables = tuple(Variable(v.name, tree.expression((*at, "variables", i, "expression")),
+                               tree.pos((*at, "variables", i)))
+                      for i, v in enumerate(spec.variables))
+    repairs = tuple(
+        Repair(r.name, tree.optional_expression((*at, "repairs", i, "when")),
+               tuple((arg, tree.expression((*at, "repairs", i, "set", arg))) for arg in r.set_),
+               tuple(r.unset), tree.pos((*at, "repairs", i)))
+        for i, r in enumerate(spec.repairs))
+    secrets_loc = (*at, "secrets")
+    secrets = Secrets(
+        tuple(spec.secrets.arguments),
+        tuple(SecretInjection(arg, inj.env, tree.pos((*secrets_loc, "inject", arg)))
+              for arg, inj in spec.secrets.inject.items()),
+        tree.pos(secrets_loc) if secrets_loc in tree.values else None)
+    rules = tuple(
+        Rule(r.name, tree.expression((*at, "rules", i, "when")), r.action, r.message,
+             tree.optional_expression((*at, "rules", i, "messageExpression")),
+             tree.pos((*at, "rules", i)))
+        for i, r in enumerate(spec.rules))
+    redact = tuple(Redaction(r.name, r.regex, r.replacement, tree.pos((*at, "redact", i)),
+                             tree.pos((*at, "redact", i, "regex")))
+                   for i, r in enumerate(spec.redact))
+    return ToolPolicy(metadata=_metadata(tree, m.name, m.description, m.labels),
+                      mode=spec.mode, failure_policy=spec.failure_policy,
+                      default_action=spec.default_action, match=match,
+                      params=MappingProxyType(params), params_file=params_file,
+                      variables=variables, repairs=repairs, secrets=secrets, rules=rules,
+                      redact=redact, position=tree.pos(()), results=spec.results)
 
 
-def _replacement_problem(regex: str, replacement: str) -> str | None:
-    """Why ``replacement`` cannot be expanded for matches of ``regex``, or None.
+def _when(value: str | None) -> datetime.datetime | None:
+    """A timestamp the shape has checked (RFC 3339 with a time zone)."""
+    return datetime.datetime.fromisoformat(value.strip()) if value is not None else None
 
-    A replacement is a template (``\\1``, ``\\g<name>``, backslash escapes): a bad one
-    would raise only when the pattern first matches, inside ``evaluate``, which must never
-    raise. Expanding it once against a match with the same groups finds it at load time.
-    """
-    try:
-        probe = re2.compile(f"(?:{regex})|", RE2_OPTIONS).match("")  # always matches ""
-        if probe is not None:
-            probe.expand(replacement)
-    except Exception as e:
-        return f"invalid replacement template: {e or type(e).__name__}"
-    return None
+
+def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]) -> PolicyTest:
+    cases: list[TestCase] = []
+    for i, c in enumerate(doc.spec.cases):
+        at: Loc = ("spec", "cases", i)
+        call = c.call
+        history = tuple(HistoryEntry(h.tool, MappingProxyType(h.args), h.effect,
+                                     tree.pos((*at, "call", "history", j)), h.result,
+                                     h.trusted, _when(h.at))
+                        for j, h in enumerate(call.history))
+        now = (datetime.datetime.fromisoformat(call.now.strip())
+               if call.now is not None else None)
+        test_call = TestCall(call.tool, MappingProxyType(call.args),
+                             MappingProxyType(call.principal), history, call.request,
+                             call.description, tree.pos((*at, "call")), now)
+        e = c.expect
+        expect = TestExpect(e.effect,
+                            MappingProxyType(e.arguments) if e.arguments is not None else None,
+                            tuple(e.rules) if e.rules is not None else None, e.message,
+                            e.errors, tree.pos((*at, "expect")))
+        cases.append(TestCase(c.name, test_call, expect, tree.pos(at)))
+    m = doc.metadata
+    return PolicyTest(_metadata(tree, m.name, m.description, m.labels), policies,
+                      tuple(cases), tree.pos(()))

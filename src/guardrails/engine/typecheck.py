@@ -1,0 +1,125 @@
+"""Typed checking of a compiled policy: the names it binds, and what each place needs.
+
+Builds the environment an expression is evaluated in (``tool``, ``args``, ``principal``,
+``history``, ``request``, ``params``, ``variables``, ``now``) and runs the expression
+type checker (``guardrails.expr.typechecker``) over every expression of a policy, in the order
+the engine evaluates them, so that a variable's type is known where a rule reads it.
+
+- At load time ``args`` is unknown (``ARGS_UNKNOWN``): only what literals, params and
+  the engine's own names make certain is checked, and only errors stop the load.
+- With tool schemas (``guardrails check --tools``, ``guard(strict=True)``), ``args`` is
+  typed from the schemas of the tools the policy matches (``args_type``).
+
+Where guards hold: a repair's ``set`` runs only when its ``when`` held, and a rule's
+``messageExpression`` only when its ``when`` did; the checker is told so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from guardrails.engine.policy import CompiledExpression, CompiledPolicy
+from guardrails.expr.typechecker import NONE, Diagnostic, Facts, check, facts_of
+from guardrails.expr.types import (
+    BOOL,
+    DYN,
+    STRING,
+    TIMESTAMP,
+    Field,
+    Type,
+    join,
+    list_of,
+    map_of,
+    of_json_schema,
+    of_value,
+)
+from guardrails.model.source import Position
+
+__all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "typecheck"]
+
+ARGS_UNKNOWN = map_of(STRING, DYN)
+
+_TOOL = map_of(STRING, STRING, {"name": Field(STRING, True),
+                                "description": Field(STRING, True)})
+_REQUEST = map_of(STRING, STRING, {"text": Field(STRING, True)})
+_HISTORY = list_of(map_of(STRING, DYN, {"tool": Field(STRING, True),
+                                        "args": Field(ARGS_UNKNOWN, True),
+                                        "effect": Field(STRING, True)}))
+
+
+@dataclass(frozen=True, slots=True)
+class TypeFinding:
+    severity: str
+    element: str
+    """``rules.<name>.when`` and the like."""
+    position: Position
+    message: str
+
+
+def args_type(schemas: Sequence[Mapping[str, Any]]) -> Type:
+    """The type of ``args`` for a policy matching tools with these parameter schemas.
+
+    A parameter is required only if every tool declares and requires it; its type is the
+    join of the tools' types (``dyn`` where they disagree). Any tool without
+    ``properties`` makes ``args`` unknown.
+    """
+    types = [of_json_schema(s) for s in schemas]
+    if not types or any(t.fields is None for t in types):
+        return ARGS_UNKNOWN
+    names: dict[str, None] = {}
+    for t in types:
+        names.update(dict.fromkeys(k for k, _ in t.fields or ()))
+    fields: dict[str, Field] = {}
+    for name in names:
+        found = [t.field(name) for t in types]
+        present = [f for f in found if f is not None]
+        ft = present[0].type
+        for f in present[1:]:
+            ft = join(ft, f.type)
+        fields[name] = Field(ft, len(present) == len(types) and all(f.required
+                                                                    for f in present))
+    return map_of(STRING, DYN, fields)
+
+
+def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFinding]:
+    """Every type problem in ``policy``'s expressions, in evaluation order."""
+    env: dict[str, Type] = {
+        "tool": _TOOL, "args": args, "principal": map_of(STRING, DYN), "history": _HISTORY,
+        "request": _REQUEST, "params": of_value(policy.params), "now": TIMESTAMP,
+    }
+    out: list[TypeFinding] = []
+
+    def run(element: str, compiled: CompiledExpression, expect: Type | None = None,
+            facts: Facts = NONE) -> Type:
+        t, diagnostics = check(compiled.program.ast, env, expect=expect, facts=facts)
+        out.extend(_finding(element, compiled, d) for d in diagnostics)
+        return t
+
+    if policy.when is not None:
+        run("match.when", policy.when, BOOL)
+    for repair in policy.repairs:
+        facts = NONE
+        if repair.when is not None:
+            run(f"repairs.{repair.name}.when", repair.when, BOOL)
+            facts = facts_of(repair.when.program.ast)
+        for arg, compiled in repair.set:
+            run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+    variables: dict[str, Field] = {}
+    for v in policy.variables:
+        env["variables"] = map_of(STRING, DYN, variables)
+        variables[v.name] = Field(run(f"variables.{v.name}", v.value), True)
+    env["variables"] = map_of(STRING, DYN, variables)
+    for rule in policy.rules:
+        run(f"rules.{rule.name}.when", rule.when, BOOL)
+        if rule.message_expression is not None:
+            run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
+                facts_of(rule.when.program.ast))
+    return out
+
+
+def _finding(element: str, compiled: CompiledExpression, d: Diagnostic) -> TypeFinding:
+    return TypeFinding(d.severity, element, compiled.expression.position_of(d.offset),
+                       d.message)
+

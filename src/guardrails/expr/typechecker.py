@@ -1,0 +1,679 @@
+"""Static type checking of a parsed CEL expression: a separate pass over the AST.
+
+Modelled on Kubernetes' CEL type checking and Cedar's strict validation: every name has a
+type (``dyn`` when unknown), operators and functions are resolved against their
+overloads, and what can only fail is reported before the policy runs.
+
+Severities, as those tools draw the line:
+
+- ``error``: the expression is wrong for every value the declared types allow: no
+  overload of an operator or function for the operand types (``args.timeout_s > "300"``
+  on an integer, ``"timeout " + args.timeout_s``), a condition that is not a bool, an
+  invalid constant (a regex RE2 rejects, a malformed duration, timestamp, URL, IP or
+  CIDR literal).
+- ``warning``: it can fail for some calls: reading an optional argument (a JSON Schema
+  property that is not ``required``) without ``has()`` first; comparing to a value the
+  schema's ``enum`` does not allow.
+
+What is ``dyn`` is never reported: without tool schemas, only literals, params and the
+engine's own names are known. Guards are understood: ``has(x.f)``, ``"f" in x`` and
+``type(x) == T`` hold on the right of ``&&``, in the ``then`` branch of a ternary, after
+``!guard ||``, and (``guards=``) wherever the caller says (a repair's own ``when``).
+Function types come from ``SIGNATURES`` next to the functions (``stdlib``, ``library``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from guardrails.expr import ast, library, stdlib
+from guardrails.expr.types import (
+    BOOL,
+    BYTES,
+    DOUBLE,
+    DURATION,
+    DYN,
+    INT,
+    NULL,
+    NUM,
+    NUMERIC,
+    STRING,
+    TIMESTAMP,
+    TYPE,
+    TYPE_NAMES,
+    UINT,
+    Type,
+    join,
+    list_of,
+    map_of,
+    parse_signature,
+)
+from guardrails.expr.values import CelError, UInt
+
+Severity = Literal["error", "warning"]
+Path = tuple[str, ...]
+
+__all__ = ["Diagnostic", "Facts", "check", "facts_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    severity: Severity
+    offset: int
+    """Into the expression source."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What is known to hold where an expression is evaluated."""
+
+    present: frozenset[Path] = frozenset()
+    """Paths known to exist (``has(args.x)``)."""
+    types: tuple[tuple[Path, Type], ...] = ()
+    """Paths narrowed by ``type(p) == T``."""
+
+    def __or__(self, other: Facts) -> Facts:
+        return Facts(self.present | other.present, self.types + other.types)
+
+    def __and__(self, other: Facts) -> Facts:
+        return Facts(self.present & other.present,
+                     tuple(t for t in self.types if t in other.types))
+
+    def type_of(self, path: Path) -> Type | None:
+        for p, t in reversed(self.types):
+            if p == path:
+                return t
+        return None
+
+    def has(self, path: Path) -> bool:
+        return any(p[:len(path)] == path for p in self.present)
+
+
+NONE = Facts()
+
+
+@dataclass(frozen=True, slots=True)
+class _Overload:
+    receiver: Type | None
+    params: tuple[Type, ...]
+    result: Type
+    text: str
+
+
+def _table() -> dict[tuple[str, bool], list[_Overload]]:
+    out: dict[tuple[str, bool], list[_Overload]] = {}
+    for sigs in (stdlib.SIGNATURES, library.SIGNATURES):
+        for name, texts in sigs.items():
+            for text in texts:
+                receiver, _, params, result = parse_signature(text)
+                rt = TYPE_NAMES.get(receiver) if receiver else None
+                if receiver == "timestamp":
+                    rt = TIMESTAMP
+                elif receiver == "duration":
+                    rt = DURATION
+                out.setdefault((name, rt is not None), []).append(
+                    _Overload(rt, params, result, text))
+    return out
+
+
+_OVERLOADS = _table()
+
+
+def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None,
+          facts: Facts = NONE) -> tuple[Type, list[Diagnostic]]:
+    """The type of ``node`` and what is wrong with it.
+
+    ``env`` types the free names (anything missing is ``dyn``); ``expect`` is what the
+    place needs (``BOOL`` for a condition, ``STRING`` for a message); ``facts`` hold
+    where the expression runs (a repair's ``when``).
+    """
+    c = _Checker(env)
+    t = c.infer(node, facts)
+    if expect is not None and not _accepts(expect, t):
+        c.error(node, f"must be {_article(expect)}, but this expression gives "
+                      f"{_article(t)}" + _condition_hint(node, t, expect))
+    c.diagnostics.sort(key=lambda d: d.offset)
+    return t, c.diagnostics
+
+
+def facts_of(node: ast.Node, positive: bool = True) -> Facts:
+    """What holds when ``node`` is true (or false, ``positive=False``) without an error.
+
+    Besides guards, a value is known to exist once an expression that read it gave a
+    result: after ``args.x > 3 && ...`` holds, ``args.x`` was there.
+    """
+    read = Facts(_reads(node))
+    if isinstance(node, ast.Select) and node.test_only:
+        p = _path(node.operand)
+        return read | Facts(frozenset({(*p, node.field)})) if p and positive else read
+    if isinstance(node, ast.Call) and node.target is None:
+        f, a = node.function, node.args
+        if f == "!_" and len(a) == 1:
+            return facts_of(a[0], not positive)
+        if f == "_&&_" and len(a) == 2:
+            return (facts_of(a[0]) | facts_of(a[1])) if positive else \
+                (facts_of(a[0], False) & facts_of(a[1], False))
+        if f == "_||_" and len(a) == 2:
+            return (facts_of(a[0]) & facts_of(a[1])) if positive else \
+                (facts_of(a[0], False) | facts_of(a[1], False))
+        if f == "@in" and len(a) == 2 and positive and _is_str(a[0]):
+            p = _path(a[1])
+            assert isinstance(a[0], ast.Literal)
+            return Facts(frozenset({(*p, a[0].value)})) if p else NONE
+        if f == "_==_" and len(a) == 2 and positive:
+            for x, y in (a, a[::-1]):
+                if (isinstance(x, ast.Call) and x.function == "type" and x.target is None
+                        and len(x.args) == 1 and isinstance(y, ast.Ident)
+                        and y.name in TYPE_NAMES):
+                    p = _path(x.args[0])
+                    if p:
+                        return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
+    return read
+
+
+def _reads(node: ast.Node) -> frozenset[Path]:
+    """Paths every error-free evaluation of ``node`` has read (so they exist)."""
+    if isinstance(node, ast.Select):
+        inner = _reads(node.operand)
+        p = _path(node) if not node.test_only else None
+        return inner | {p} if p and len(p) > 1 else inner
+    if isinstance(node, ast.Call):
+        f = node.function
+        if node.target is None and f in ("_&&_", "_||_", "!_", "_?_:_"):
+            return _reads(node.args[0]) if f == "_?_:_" else frozenset()
+        out: frozenset[Path] = frozenset()
+        if f == "_[_]" and node.target is None:
+            p = _path(node)
+            if p and len(p) > 1:
+                out = out | {p}
+        for a in (*node.args, *([node.target] if node.target is not None else [])):
+            out = out | _reads(a)
+        return out
+    if isinstance(node, ast.Comprehension):
+        return _reads(node.iter_range)
+    if isinstance(node, ast.ListLit):
+        return frozenset().union(*(_reads(e) for e in node.elements))
+    return frozenset()
+
+
+def _path(node: ast.Node) -> Path | None:
+    """``("args", "a", "b")`` for ``args.a.b`` or ``args["a"]["b"]``."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Ident):
+            return (node.name, *reversed(parts))
+        if isinstance(node, ast.Select) and not node.test_only:
+            parts.append(node.field)
+            node = node.operand
+        elif (isinstance(node, ast.Call) and node.function == "_[_]" and node.target is None
+              and len(node.args) == 2 and _is_str(node.args[1])):
+            lit = node.args[1]
+            assert isinstance(lit, ast.Literal)
+            parts.append(lit.value)
+            node = node.args[0]
+        else:
+            return None
+
+
+def _is_str(n: ast.Node) -> bool:
+    return isinstance(n, ast.Literal) and isinstance(n.value, str)
+
+
+def _article(t: Type) -> str:
+    s = str(t)
+    return ("an " if s[0] in "aeiou" else "a ") + s
+
+
+def _condition_hint(node: ast.Node, t: Type, expect: Type) -> str:
+    if expect == BOOL and t.name == "string":
+        return " (a string is not a condition: compare it, e.g. args.x == \"value\", " \
+               "or test that it is there with has(args.x))"
+    if expect == STRING and t.name != "string":
+        return " (convert it with string(...))"
+    return ""
+
+
+def _accepts(param: Type, arg: Type) -> bool:
+    """Can a value of type ``arg`` be passed where ``param`` is expected?"""
+    if DYN in (param, arg) or param.name == "dyn" or arg.name == "dyn":
+        return True
+    if param.name == "num" or arg.name == "num":
+        return param.name in NUMERIC and arg.name in NUMERIC
+    if param.name != arg.name:
+        return False
+    if param.name == "list":
+        return _accepts(param.elem, arg.elem)
+    if param.name == "map":
+        return _accepts(param.key, arg.key) and _accepts(param.value, arg.value)
+    return True
+
+
+def _comparable(a: Type, b: Type) -> bool:
+    """Whether ``==`` between the two can ever be true (CEL has no implicit conversion;
+    numbers compare across int, uint and double)."""
+    if "dyn" in (a.name, b.name) or "null" in (a.name, b.name):
+        return True
+    if a.name in NUMERIC and b.name in NUMERIC:
+        return True
+    if a.name != b.name:
+        return False
+    if a.name == "list":
+        return _comparable(a.elem, b.elem)
+    if a.name == "map":
+        return _comparable(a.key, b.key) and _comparable(a.value, b.value)
+    return True
+
+
+_ORDERED = frozenset({"string", "bytes", "bool", "timestamp", "duration"})
+
+
+def _literal_hint(other: ast.Node, want: Type) -> str:
+    if isinstance(other, ast.Literal) and isinstance(other.value, str):
+        text = other.value.strip()
+        if want.name in NUMERIC and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
+            return f"; write the number without quotes: {text}"
+    if want.name == "string":
+        return "; convert it with string(...)"
+    return ""
+
+
+class _Checker:
+    def __init__(self, env: Mapping[str, Type]) -> None:
+        self.env = env
+        self.diagnostics: list[Diagnostic] = []
+        self._locals: list[dict[str, Type]] = []
+
+    def error(self, node: ast.Node | int, message: str) -> None:
+        offset = node if isinstance(node, int) else node.offset
+        self.diagnostics.append(Diagnostic("error", offset, message))
+
+    def warning(self, node: ast.Node | int, message: str) -> None:
+        offset = node if isinstance(node, int) else node.offset
+        self.diagnostics.append(Diagnostic("warning", offset, message))
+
+    # -- names and fields ----------------------------------------------------------------
+
+    def lookup(self, name: str) -> Type:
+        for scope in reversed(self._locals):
+            if name in scope:
+                return scope[name]
+        if name in self.env:
+            return self.env[name]
+        return TYPE if name in TYPE_NAMES else DYN
+
+    def is_local(self, name: str) -> bool:
+        return any(name in scope for scope in self._locals)
+
+    def field(self, operand: Type, name: str, node: ast.Node, path: Path | None,
+              facts: Facts, *, test_only: bool) -> Type:
+        if path is not None:
+            narrowed = facts.type_of((*path, name))
+            if narrowed is not None:
+                return narrowed
+        if operand.name == "dyn":
+            return DYN
+        if operand.name != "map":
+            self.error(node, f"{_article(operand)} has no fields (reading '.{name}')")
+            return DYN
+        f = operand.field(name)
+        if f is None:
+            return operand.value
+        if (not f.required and not test_only and path is not None
+                and not facts.has((*path, name)) and not self.is_local(path[0])):
+            dotted = ".".join((*path, name))
+            self.warning(node, f"'{dotted}' may be absent (it is not a required parameter): "
+                               f"reading it when a call leaves it out is an evaluation error "
+                               f"(the rule then fails closed); test has({dotted}) first")
+        return f.type
+
+    # -- inference -----------------------------------------------------------------------
+
+    def infer(self, node: ast.Node, facts: Facts) -> Type:
+        if isinstance(node, ast.Literal):
+            return _literal_type(node.value)
+        if isinstance(node, ast.Ident):
+            return self.lookup(node.name)
+        if isinstance(node, ast.Select):
+            operand = self.infer(node.operand, facts)
+            path = _path(node.operand)
+            t = self.field(operand, node.field, node, path, facts, test_only=node.test_only)
+            return BOOL if node.test_only else t
+        if isinstance(node, ast.ListLit):
+            et: Type | None = None
+            for e in node.elements:
+                t = self.infer(e, facts)
+                et = t if et is None else join(et, t)
+            return list_of(et or DYN)
+        if isinstance(node, ast.MapLit):
+            kt: Type | None = None
+            vt: Type | None = None
+            for k, v in node.entries:
+                tk, tv = self.infer(k, facts), self.infer(v, facts)
+                kt = tk if kt is None else join(kt, tk)
+                vt = tv if vt is None else join(vt, tv)
+            return map_of(kt or DYN, vt or DYN)
+        if isinstance(node, ast.Comprehension):
+            return self.comprehension(node, facts)
+        if isinstance(node, ast.Call):
+            return self.call(node, facts)
+        return DYN
+
+    def comprehension(self, node: ast.Comprehension, facts: Facts) -> Type:
+        rng = self.infer(node.iter_range, facts)
+        if rng.name == "list":
+            elem = rng.elem
+        elif rng.name == "map":
+            elem = rng.key
+        elif rng.name == "dyn":
+            elem = DYN
+        else:
+            self.error(node.iter_range, f"{node.macro}() needs a list or a map, not "
+                                        f"{_article(rng)}")
+            elem = DYN
+        accu = self.infer(node.accu_init, facts)
+        self._locals.append({node.iter_var: elem, node.accu_var: accu})
+        try:
+            self.infer(node.loop_condition, facts)
+            step = self.infer(node.loop_step, facts)
+            self._locals[-1][node.accu_var] = join(accu, step)
+            return self.infer(node.result, facts)
+        finally:
+            self._locals.pop()
+
+    def call(self, node: ast.Call, facts: Facts) -> Type:
+        f, args = node.function, node.args
+        if node.target is None:
+            if f == "_&&_" or f == "_||_":
+                left = self.infer(args[0], facts)
+                right_facts = facts | (facts_of(args[0]) if f == "_&&_"
+                                       else facts_of(args[0], False))
+                right = self.infer(args[1], right_facts)
+                op = "&&" if f == "_&&_" else "||"
+                for operand, t in ((args[0], left), (args[1], right)):
+                    if not _accepts(BOOL, t):
+                        self.error(operand, f"the operands of {op} must be bools, not "
+                                            f"{_article(t)}")
+                return BOOL
+            if f == "!_":
+                t = self.infer(args[0], facts)
+                if not _accepts(BOOL, t):
+                    self.error(args[0], f"! needs a bool, not {_article(t)}")
+                return BOOL
+            if f == "_?_:_":
+                cond = self.infer(args[0], facts)
+                if not _accepts(BOOL, cond):
+                    self.error(args[0], f"the condition of ? : must be a bool, not "
+                                        f"{_article(cond)}")
+                a = self.infer(args[1], facts | facts_of(args[0]))
+                b = self.infer(args[2], facts | facts_of(args[0], False))
+                return join(a, b)
+            if f in _OPERATORS:
+                types = [self.infer(a, facts) for a in args]
+                return _OPERATORS[f](self, node, types)
+            if f == "_[_]":
+                return self.index(node, facts)
+            if f == "@in":
+                return self.in_(node, facts)
+        return self.function(node, facts)
+
+    def index(self, node: ast.Call, facts: Facts) -> Type:
+        container, key = node.args
+        ct = self.infer(container, facts)
+        kt = self.infer(key, facts)
+        if ct.name == "list":
+            if not _accepts(INT, kt) and kt.name != "uint":
+                self.error(key, f"a list index must be an int, not {_article(kt)}")
+            return ct.elem
+        if ct.name == "map":
+            if isinstance(key, ast.Literal) and isinstance(key.value, str) and ct.fields:
+                return self.field(ct, key.value, key, _path(container), facts,
+                                  test_only=False)
+            if not _comparable(ct.key, kt):
+                self.error(key, f"the keys of {ct} are {ct.key}s, not {kt}s")
+            return ct.value
+        if ct.name in ("dyn",):
+            return DYN
+        self.error(node, f"{_article(ct)} cannot be indexed with [...]")
+        return DYN
+
+    def in_(self, node: ast.Call, facts: Facts) -> Type:
+        item, container = node.args
+        it = self.infer(item, facts)
+        ct = self.infer(container, facts)
+        if ct.name == "list":
+            if not _comparable(it, ct.elem):
+                self.error(item, f"{_article(it)} is never in {ct}")
+        elif ct.name == "map":
+            if not _comparable(it, ct.key):
+                self.error(item, f"{_article(it)} is never a key of {ct}")
+        elif ct.name == "string":
+            self.error(node, "'in' needs a list or a map; for a substring test write "
+                             "s.contains(x)")
+        elif ct.name != "dyn":
+            self.error(container, f"'in' needs a list or a map, not {_article(ct)}")
+        return BOOL
+
+    def function(self, node: ast.Call, facts: Facts) -> Type:
+        name = node.function
+        receiver_t: Type | None = None
+        if node.target is not None:
+            qualified = _qualified(node)
+            if qualified is not None and ((qualified, False) in _OVERLOADS
+                                          or qualified in stdlib.GLOBALS
+                                          or qualified in library.FUNCTIONS):
+                name = qualified  # a namespaced global: sets.contains(a, b)
+            else:
+                receiver_t = self.infer(node.target, facts)
+        types = [self.infer(a, facts) for a in node.args]
+        _check_constant(self, name, node)
+        overloads = _OVERLOADS.get((name, receiver_t is not None), [])
+        if not overloads:
+            return DYN
+        fits = [o for o in overloads if len(o.params) == len(types)
+                and (o.receiver is None or _accepts(o.receiver, receiver_t or DYN))
+                and all(_accepts(p, t) for p, t in zip(o.params, types, strict=True))]
+        if fits:
+            results = {str(o.result): o.result for o in fits}
+            return next(iter(results.values())) if len(results) == 1 else DYN
+        if any(len(o.params) == len(types) for o in overloads):
+            got = ", ".join(str(t) for t in types)
+            where = f"{receiver_t}." if receiver_t is not None else ""
+            wanted = "; ".join(o.text for o in overloads)
+            self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}")
+        return DYN
+
+
+def _qualified(node: ast.Call) -> str | None:
+    target = node.target
+    parts = [node.function]
+    while isinstance(target, ast.Select) and not target.test_only:
+        parts.append(target.field)
+        target = target.operand
+    if isinstance(target, ast.Ident):
+        parts.append(target.name)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _literal_type(value: object) -> Type:
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, UInt):
+        return UINT
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float):
+        return DOUBLE
+    if isinstance(value, str):
+        return STRING
+    if isinstance(value, bytes):
+        return BYTES
+    if value is None:
+        return NULL
+    return DYN
+
+
+# -- operators -------------------------------------------------------------------------
+
+
+def _arith(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
+    def rule(c: _Checker, node: ast.Call, types: list[Type]) -> Type:
+        if len(types) == 1:  # -x
+            (t,) = types
+            if t.name in NUMERIC or t.name in ("dyn", "duration"):
+                return t
+            c.error(node, f"cannot negate {_article(t)}")
+            return DYN
+        a, b = types
+        if "dyn" in (a.name, b.name):
+            known = b if a.name == "dyn" else a
+            if symbol == "+" and known.name in ("string", "bytes", "list"):
+                return known
+            return known if known.name in NUMERIC and symbol != "+" else DYN
+        result = _arith_result(symbol, a, b)
+        if result is not None:
+            return result
+        hint = ""
+        if symbol == "+" and "string" in (a.name, b.name):
+            hint = "; convert the other operand with string(...)"
+        elif a.name in NUMERIC and b.name in NUMERIC:
+            hint = "; CEL does not mix int, uint and double in arithmetic: convert one " \
+                   "side with double(...) or int(...), or write 2.0 rather than 2"
+        c.error(node, f"no operator {symbol} for {a} and {b}{hint}")
+        return DYN
+    return rule
+
+
+def _arith_result(symbol: str, a: Type, b: Type) -> Type | None:
+    if a.name in NUMERIC and b.name in NUMERIC:
+        if a.name == "num" or b.name == "num":
+            return NUM if "double" not in (a.name, b.name) else DOUBLE
+        if a.name == b.name and not (symbol == "%" and a.name == "double"):
+            return Type(a.name)
+        return None
+    if symbol == "+":
+        if a.name == b.name and a.name in ("string", "bytes"):
+            return Type(a.name)
+        if a.name == b.name == "list":
+            return join(a, b)
+        if {a.name, b.name} == {"timestamp", "duration"}:
+            return TIMESTAMP
+        if a.name == b.name == "duration":
+            return DURATION
+    if symbol == "-":
+        if a.name == b.name == "timestamp":
+            return DURATION
+        if a.name == "timestamp" and b.name == "duration":
+            return TIMESTAMP
+        if a.name == b.name == "duration":
+            return DURATION
+    return None
+
+
+def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
+    def rule(c: _Checker, node: ast.Call, types: list[Type]) -> Type:
+        a, b = types
+        x, y = node.args
+        if symbol in ("==", "!="):
+            if not _comparable(a, b):
+                bad = y if isinstance(y, ast.Literal) else x
+                want = a if bad is y else b
+                c.error(bad, f"{a} {symbol} {b} is {'never true' if symbol == '==' else 'always true'}"
+                             f": CEL does not convert between types{_literal_hint(bad, want)}")
+            else:
+                _enum_check(c, a, y)
+                _enum_check(c, b, x)
+            return BOOL
+        ok = ("dyn" in (a.name, b.name)
+              or (a.name in NUMERIC and b.name in NUMERIC)
+              or (a.name == b.name and a.name in _ORDERED))
+        if not ok:
+            bad = y if isinstance(y, ast.Literal) else x
+            want = a if bad is y else b
+            c.error(bad, f"cannot compare {a} {symbol} {b}: CEL does not convert between "
+                         f"types{_literal_hint(bad, want)}")
+        return BOOL
+    return rule
+
+
+def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
+    if t.values is not None and isinstance(other, ast.Literal) \
+            and other.value not in t.values and type(other.value) is not bool:
+        allowed = ", ".join(repr(v) for v in t.values)
+        c.warning(other, f"{other.value!r} is not one of the values the tool schema "
+                         f"allows ({allowed})")
+
+
+_OPERATORS: Mapping[str, Callable[[_Checker, ast.Call, list[Type]], Type]] = {
+    "_+_": _arith("+"), "_-_": _arith("-"), "_*_": _arith("*"), "_/_": _arith("/"),
+    "_%_": _arith("%"), "-_": _arith("-"),
+    "_==_": _compare("=="), "_!=_": _compare("!="), "_<_": _compare("<"),
+    "_<=_": _compare("<="), "_>_": _compare(">"), "_>=_": _compare(">="),
+}
+
+
+# -- constants -------------------------------------------------------------------------
+
+_REGEX_ARG = {"matches": 0, "find": 0, "findAll": 0}
+"""Functions whose argument at this index (after the receiver) is an RE2 pattern."""
+
+
+def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
+    """A literal argument that can never be valid is a load error, not a run-time one."""
+    args = node.args
+    if node.target is None and name == "matches" and len(args) == 2:
+        args = args[1:]  # matches(s, re)
+    literal: ast.Literal | None = None
+    if args and isinstance(args[0], ast.Literal) and isinstance(args[0].value, str):
+        literal = args[0]
+    if literal is None:
+        return
+    text = literal.value
+    problem: str | None = None
+    if name in _REGEX_ARG:
+        problem = _regex_problem(text)
+    elif name in ("url", "ip", "cidr", "timestamp", "duration") and node.target is None:
+        problem = _parse_problem(name, text)
+    if problem:
+        c.error(literal, problem)
+
+
+def _regex_problem(pattern: str) -> str | None:
+    import re2
+
+    from guardrails.expr.lib_common import RE2_OPTIONS
+
+    try:
+        re2.compile(pattern, RE2_OPTIONS)
+    except Exception as e:
+        detail = e.args[0] if e.args else e
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        hint = ""
+        if "(?=" in pattern or "(?!" in pattern or "(?<" in pattern:
+            hint = " (RE2 has no lookahead or lookbehind: match the parts separately " \
+                   "and combine them with && and !)"
+        elif "\\1" in pattern or "\\2" in pattern:
+            hint = " (RE2 has no backreferences)"
+        return f"invalid regular expression {pattern!r}: {detail}{hint}"
+    return None
+
+
+def _parse_problem(name: str, text: str) -> str | None:
+    from guardrails.expr import lib_net
+
+    parse: Callable[[str], object] = {
+        "url": lib_net.url, "ip": lib_net.ip, "cidr": lib_net.cidr,
+        "timestamp": stdlib.parse_timestamp, "duration": stdlib.parse_duration,
+    }[name]
+    try:
+        parse(text)
+    except CelError as e:
+        return f"invalid {name} literal {text!r}: {e}"
+    except Exception as e:
+        return f"invalid {name} literal {text!r}: {e}"
+    return None

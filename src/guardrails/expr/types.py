@@ -1,0 +1,264 @@
+"""A small type lattice for static checking of CEL expressions.
+
+``DYN`` is the top: nothing is known, nothing is reported. Everything the checker can
+know comes from literals, params, the names the engine binds, tool schemas (JSON Schema)
+and the signatures declared next to the library functions. ``NUM`` is JSON's "number":
+the model may send ``5`` (a CEL int) or ``5.5`` (a double) for it, so it mixes with both.
+
+A map may carry ``fields``: the keys known to be there (``required``) or possibly there
+(a JSON Schema property that is not required). ``open`` maps may hold other keys too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from guardrails.expr.values import UInt
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    type: Type
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    name: str
+    """dyn, int, uint, double, num, string, bytes, bool, null, list, map, timestamp,
+    duration, type, net.IP, net.CIDR, kubernetes.URL."""
+    params: tuple[Type, ...] = ()
+    """``list(elem)``, ``map(key, value)``."""
+    fields: tuple[tuple[str, Field], ...] | None = None
+    """Known keys of a map (a JSON Schema object, a params mapping)."""
+    values: tuple[Any, ...] | None = None
+    """The allowed values (JSON Schema ``enum``)."""
+
+    def __str__(self) -> str:
+        if self.name == "list":
+            return f"list({self.params[0]})"
+        if self.name == "map":
+            return f"map({self.params[0]}, {self.params[1]})"
+        return "number" if self.name == "num" else self.name
+
+    def field(self, name: str) -> Field | None:
+        for key, f in self.fields or ():
+            if key == name:
+                return f
+        return None
+
+    @property
+    def elem(self) -> Type:
+        return self.params[0] if self.name == "list" and self.params else DYN
+
+    @property
+    def key(self) -> Type:
+        return self.params[0] if self.name == "map" and self.params else DYN
+
+    @property
+    def value(self) -> Type:
+        return self.params[1] if self.name == "map" and len(self.params) > 1 else DYN
+
+
+DYN = Type("dyn")
+INT, UINT, DOUBLE, NUM = Type("int"), Type("uint"), Type("double"), Type("num")
+STRING, BYTES, BOOL, NULL = Type("string"), Type("bytes"), Type("bool"), Type("null")
+TIMESTAMP, DURATION, TYPE = Type("timestamp"), Type("duration"), Type("type")
+IP, CIDR, URL = Type("net.IP"), Type("net.CIDR"), Type("kubernetes.URL")
+NUMERIC = frozenset({"int", "uint", "double", "num"})
+
+
+def list_of(elem: Type) -> Type:
+    return Type("list", (elem,))
+
+
+def map_of(key: Type, value: Type, fields: Mapping[str, Field] | None = None) -> Type:
+    return Type("map", (key, value), tuple(fields.items()) if fields is not None else None)
+
+
+ANY_LIST, ANY_MAP = list_of(DYN), map_of(DYN, DYN)
+
+TYPE_NAMES: Mapping[str, Type] = {
+    "int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES,
+    "bool": BOOL, "null_type": NULL, "list": ANY_LIST, "map": ANY_MAP, "type": TYPE,
+    "google.protobuf.Timestamp": TIMESTAMP, "google.protobuf.Duration": DURATION,
+    "net.IP": IP, "net.CIDR": CIDR, "kubernetes.URL": URL,
+}
+"""Type identifiers as written in expressions (``type(x) == string``)."""
+
+
+def join(a: Type, b: Type) -> Type:
+    """The least type holding both (``dyn`` when they differ)."""
+    if a == b:
+        return a
+    if a.name == b.name == "list":
+        return list_of(join(a.elem, b.elem)) if DYN not in (a.elem, b.elem) else \
+            list_of(b.elem if a.elem == DYN else a.elem)
+    if a.name == b.name == "map":
+        return map_of(join(a.key, b.key), join(a.value, b.value))
+    if a.name == b.name:
+        return Type(a.name, a.params)
+    if a.name in NUMERIC and b.name in NUMERIC:
+        return NUM
+    return DYN
+
+
+def of_value(value: Any, depth: int = 0) -> Type:
+    """The type of plain data (params): exact, since the data is there to look at."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, UInt):
+        return UINT
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float):
+        return DOUBLE
+    if isinstance(value, str):
+        return STRING
+    if isinstance(value, bytes):
+        return BYTES
+    if value is None:
+        return NULL
+    if depth > 32:
+        return DYN
+    if isinstance(value, Mapping):
+        fields = {str(k): Field(of_value(v, depth + 1), True) for k, v in value.items()}
+        vt = DYN
+        for i, f in enumerate(fields.values()):
+            vt = f.type if i == 0 else join(vt, f.type)
+        return map_of(STRING, vt if fields else DYN, fields)
+    if isinstance(value, Sequence):
+        et = DYN
+        for i, item in enumerate(value):
+            t = of_value(item, depth + 1)
+            et = t if i == 0 else join(et, t)
+        return list_of(et)
+    return DYN
+
+
+def of_json_schema(schema: Any, root: Any = None, depth: int = 0) -> Type:
+    """The type a JSON Schema describes; ``dyn`` for anything not simply one type.
+
+    Follows local ``$ref`` (``#/$defs/...``, ``#/definitions/...``), reads ``enum``,
+    ``properties``/``required`` and ``items``. ``number`` is ``num``: JSON does not tell
+    5 from 5.0, so the model's 5 arrives as an int.
+    """
+    root = schema if root is None else root
+    if not isinstance(schema, Mapping) or depth > 16:
+        return DYN
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return of_json_schema(_resolve(root, ref), root, depth + 1)
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            types = [of_json_schema(o, root, depth + 1) for o in options]
+            types = [t for t in types if t != NULL] or types
+            out = types[0]
+            for t in types[1:]:
+                out = join(out, t)
+            return out
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        rest = [t for t in typ if t != "null"]
+        if len(rest) != 1:
+            return DYN
+        typ = rest[0]
+    enum = schema.get("enum")
+    values = tuple(enum) if isinstance(enum, list) and enum else None
+    if typ is None and values is not None:
+        kinds = {of_value(v).name for v in values}
+        names = {"string": "string", "int": "integer", "bool": "boolean"}
+        typ = names.get(kinds.pop()) if len(kinds) == 1 else None
+    if typ == "string":
+        return Type("string", values=values)
+    if typ == "integer":
+        return Type("int", values=values)
+    if typ == "number":
+        return Type("num", values=values)
+    if typ == "boolean":
+        return BOOL
+    if typ == "null":
+        return NULL
+    if typ == "array":
+        return list_of(of_json_schema(schema.get("items"), root, depth + 1))
+    if typ == "object" or "properties" in schema:
+        props = schema.get("properties")
+        if not isinstance(props, Mapping):
+            extra = schema.get("additionalProperties")
+            return map_of(STRING, of_json_schema(extra, root, depth + 1)
+                          if isinstance(extra, Mapping) else DYN)
+        required = schema.get("required")
+        req = set(required) if isinstance(required, list) else set()
+        fields = {str(k): Field(of_json_schema(v, root, depth + 1), k in req)
+                  for k, v in props.items()}
+        return map_of(STRING, DYN, fields)
+    return DYN
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def parse_signature(text: str) -> tuple[str | None, str, tuple[Type, ...], Type]:
+    """``"string.contains(string) -> bool"`` as (receiver, name, params, result).
+
+    The receiver is the type before the first dot when the text is ``type.name(...)``
+    and ``type`` is a type name; otherwise the function is global (``sets.contains``).
+    A trailing ``...`` after the last parameter repeats it.
+    """
+    head, _, result = text.partition("->")
+    call, _, rest = head.strip().partition("(")
+    params_text = rest.rstrip().removesuffix(")")
+    receiver: str | None = None
+    name = call
+    for type_name in sorted(_PARSE_NAMES, key=len, reverse=True):
+        if call.startswith(type_name + "."):
+            receiver, name = type_name, call[len(type_name) + 1:]
+            break
+    params = tuple(parse_type(p) for p in _split(params_text)) if params_text.strip() else ()
+    return receiver, name, params, parse_type(result.strip())
+
+
+_PARSE_NAMES: Mapping[str, Type] = {
+    **TYPE_NAMES, "dyn": DYN, "timestamp": TIMESTAMP, "duration": DURATION, "null": NULL,
+    "number": NUM,
+}
+
+
+def parse_type(text: str) -> Type:
+    text = text.strip()
+    if text.startswith("list(") and text.endswith(")"):
+        return list_of(parse_type(text[5:-1]))
+    if text.startswith("map(") and text.endswith(")"):
+        k, v = _split(text[4:-1])
+        return map_of(parse_type(k), parse_type(v))
+    found = _PARSE_NAMES.get(text)
+    if found is None:
+        raise ValueError(f"unknown type in signature: {text!r}")
+    return found
+
+
+def _split(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out

@@ -1,0 +1,526 @@
+"""The shape of guardrails/v1 documents: the one description, as pydantic models.
+
+These models are the single source of truth for field names, types, defaults, enums,
+required fields and per-field constraints. The loader validates the plain data read from
+YAML with them (``guardrails.model.loader`` maps their errors back onto YAML node
+positions), and ``guardrails schema`` is generated from them
+(``guardrails.model.schema``), so the two can no longer drift apart.
+
+What the models do not hold: positions (the loader keeps them in a side table keyed by
+the error location, and builds the position-carrying records of
+``guardrails.model.documents``), and checks that need more than one element or the file
+system (names unique within a list and across files, ``paramsFile`` contents,
+``spec.policies`` existence). Those stay in the loader.
+
+Conventions the loader relies on:
+
+- Custom errors are ``PydanticCustomError`` whose message is the final text without the
+  field path; type ``expected`` means "expected X", and the loader appends ", got <what
+  the YAML node is>". A ``ctx["at"]`` tuple extends the error location (a model-level
+  check pointing at one of its fields). Type ``empty_expression`` is reported at the
+  expression's first character.
+- ``ClassVar`` ``expected`` on a model names what a non-mapping value should have been.
+- Optional fields reject an explicit ``null`` where null would silently change meaning
+  (an omitted ``when`` applies always; a null one is a mistake).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
+
+import re2
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import model_validator as _model_validator
+from pydantic_core import PydanticCustomError
+
+from guardrails.model.documents import (
+    API_VERSION,
+    DEFAULT_REPLACEMENT,
+)
+
+RE2_OPTIONS = re2.Options()
+"""The options every policy regex is compiled with (the engine compiles the same way).
+``log_errors = False``: RE2 must never write to stderr (its C++ logging would otherwise
+print a line for every rejected pattern)."""
+RE2_OPTIONS.log_errors = False
+
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+ELEMENT_NAME = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+FIRED_RULE = r"[^/\s]+/[^/\s]+"
+CEL_RESERVED = frozenset(
+    ["true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+     "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+     "void", "while"]
+)
+
+ModeName = Literal["enforce", "audit"]
+FailurePolicyName = Literal["Fail", "Ignore"]
+DefaultActionName = Literal["allow", "deny"]
+RuleActionName = Literal["allow", "deny", "halt", "require_approval", "warn"]
+EffectName = Literal["allow", "deny", "halt", "require_approval"]
+HistoryEffectName = Literal["allow", "deny", "halt", "require_approval", "rejected"]
+TrustName = Literal["trusted", "untrusted"]
+
+
+# -- field types ---------------------------------------------------------------------------
+
+
+def _expected(what: str) -> PydanticCustomError:
+    return PydanticCustomError("expected", "expected " + what)
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("empty", "must not be empty")
+    return value
+
+
+NonEmptyStr = Annotated[str, AfterValidator(_non_empty), Field(min_length=1)]
+
+EXPRESSION_SCHEMA: dict[str, Any] = {
+    "type": ["string", "boolean", "number"], "minLength": 1,
+}
+
+
+def _expression(value: object) -> str | int | float | bool:
+    """A CEL expression is a YAML scalar (``when: true`` is the expression ``true``)."""
+    if not isinstance(value, str | int | float | bool):
+        raise _expected("a CEL expression (a string)")
+    if isinstance(value, str) and not value.strip():
+        raise PydanticCustomError("empty_expression", "empty expression")
+    return value
+
+
+Expression = Annotated[str | int | float | bool, PlainValidator(_expression),
+                       WithJsonSchema(EXPRESSION_SCHEMA)]
+OptionalExpression = Annotated[str | int | float | bool | None, PlainValidator(_expression),
+                               WithJsonSchema(EXPRESSION_SCHEMA)]
+"""An optional expression: omit it, but an explicit null is a mistake, not "always"."""
+
+
+def _name_check(pattern: str, what: str, rule: str,
+                check: Callable[[str], str | None] | None = None) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def validate(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("invalid_name", "invalid {what} '{value}': {rule}",
+                                      {"what": what, "value": value, "rule": rule})
+        problem = check(value) if check else None
+        if problem:
+            raise PydanticCustomError("invalid_name", problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _name_schema(pattern: str) -> WithJsonSchema:
+    schema: dict[str, Any] = {"type": "string", "pattern": f"^{pattern}$"}
+    if "{0,61}" in pattern:
+        schema["maxLength"] = 63
+    return WithJsonSchema(schema)
+
+
+_DNS_RULE = ("must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters, "
+             "starting and ending with a letter or digit)")
+_ELEMENT_RULE = ("use lowercase letters, digits, '-' and '_', starting and ending with a "
+                 "letter or digit, at most 63 characters")
+
+
+def _not_reserved(value: str) -> str | None:
+    return f"'{value}' is a reserved word in CEL" if value in CEL_RESERVED else None
+
+
+PolicyName = Annotated[str, _name_check(DNS_LABEL, "policy name", _DNS_RULE),
+                      _name_schema(DNS_LABEL)]
+TestName = Annotated[str, _name_check(DNS_LABEL, "test name", _DNS_RULE),
+                    _name_schema(DNS_LABEL)]
+RuleName = Annotated[str, _name_check(ELEMENT_NAME, "rule name", _ELEMENT_RULE),
+                    _name_schema(ELEMENT_NAME)]
+RepairName = Annotated[str, _name_check(ELEMENT_NAME, "repair name", _ELEMENT_RULE),
+                      _name_schema(ELEMENT_NAME)]
+RedactName = Annotated[str, _name_check(ELEMENT_NAME, "redact name", _ELEMENT_RULE),
+                      _name_schema(ELEMENT_NAME)]
+VariableName = Annotated[str, _name_check(
+    IDENTIFIER, "variable name", "must be an identifier (letters, digits and '_', not "
+    "starting with a digit) so that variables.<name> can use it", _not_reserved),
+    _name_schema(IDENTIFIER)]
+EnvName = Annotated[str, _name_check(IDENTIFIER, "environment variable name",
+                                     "use letters, digits and '_', not starting with a "
+                                     "digit"), _name_schema(IDENTIFIER)]
+
+
+def _fired_rule(value: str) -> str:
+    if not re.fullmatch(FIRED_RULE, value):
+        raise PydanticCustomError("invalid_rule_ref", "'{value}' is not 'policy/rule'",
+                                  {"value": value})
+    return value
+
+
+FiredRule = Annotated[str, AfterValidator(_fired_rule), _name_schema(FIRED_RULE)]
+
+
+def glob_problem(glob: str) -> str | None:
+    """Why ``glob`` is not a sensible shell-style pattern (fnmatch would read a stray '['
+    as a literal character, hiding the author's mistake)."""
+    i = 0
+    while i < len(glob):
+        if glob[i] == "[":
+            j = i + 1
+            if j < len(glob) and glob[j] == "!":
+                j += 1
+            if j < len(glob) and glob[j] == "]":
+                j += 1
+            j = glob.find("]", j)
+            if j < 0:
+                return "unbalanced '['"
+            i = j
+        i += 1
+    return None
+
+
+def _glob(value: str) -> str:
+    problem = glob_problem(value)
+    if problem:
+        raise PydanticCustomError("invalid_glob", "invalid glob '{glob}': {problem}",
+                                  {"glob": value, "problem": problem})
+    return value
+
+
+Glob = Annotated[NonEmptyStr, AfterValidator(_glob)]
+
+
+def regex_problem(regex: str, *, redaction: bool = False) -> str | None:
+    """Why ``regex`` does not compile under RE2 (or, for a redaction, matches "")."""
+    try:
+        compiled = re2.compile(regex, RE2_OPTIONS)
+    except re2.error as e:
+        detail = e.args[0] if e.args else e
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        return f"invalid RE2 regular expression: {detail}"
+    if redaction and compiled.search("") is not None:
+        return "the pattern matches the empty string, so it would redact between every character"
+    return None
+
+
+def _redaction_regex(value: str) -> str:
+    problem = regex_problem(value, redaction=True)
+    if problem:
+        raise PydanticCustomError("invalid_regex", problem)
+    return value
+
+
+def replacement_problem(regex: str, replacement: str) -> str | None:
+    """Why ``replacement`` cannot be expanded for matches of ``regex``, or None.
+
+    A replacement is a template (``\\1``, ``\\g<name>``, backslash escapes): a bad one
+    would raise only when the pattern first matches, inside ``evaluate``, which must never
+    raise. Expanding it once against a match with the same groups finds it at load time.
+    """
+    try:
+        probe = re2.compile(f"(?:{regex})|", RE2_OPTIONS).match("")  # always matches ""
+        if probe is not None:
+            probe.expand(replacement)
+    except Exception as e:
+        return f"invalid replacement template: {e or type(e).__name__}"
+    return None
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _expected("a count (an integer >= 0)")
+    return value
+
+
+Count = Annotated[int, PlainValidator(_count),
+                  WithJsonSchema({"type": "integer", "minimum": 0})]
+
+
+def _at_least_one_tool(value: list[str]) -> list[str]:
+    if not value:
+        raise PydanticCustomError("empty_tools", "an empty list matches no tool; omit "
+                                                 "'tools' to match every tool")
+    return value
+
+
+def _at_least_one_case(value: list[Any]) -> list[Any]:
+    if not value:
+        raise PydanticCustomError("empty_cases", "a test needs at least one case")
+    return value
+
+
+# -- models --------------------------------------------------------------------------------
+
+
+class Shape(BaseModel):
+    """Base of every document model: strict types, unknown fields rejected."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
+                              validate_by_alias=True, validate_by_name=False,
+                              serialize_by_alias=True)
+    expected: ClassVar[str] = "a mapping"
+
+
+class PolicyMetadata(Shape):
+    """Identifies the document."""
+
+    name: PolicyName = Field(description="Lowercase DNS label, unique among documents of "
+                                         "this kind in a policy set.")
+    description: str = Field("", description="Free text for people.")
+    labels: dict[str, str] = Field(default_factory=dict,
+                                   description="String labels (owner, team, ...).")
+
+
+class TestMetadata(PolicyMetadata):
+    """Identifies the document."""
+
+    __test__ = False  # not a pytest class
+    name: TestName = Field(description="Lowercase DNS label, unique among documents of "
+                                       "this kind in a policy set.")
+
+
+class MatchShape(Shape):
+    """Which tool calls the policy applies to."""
+
+    tools: Annotated[list[Glob], AfterValidator(_at_least_one_tool)] | None = Field(
+        None, description="Shell-style globs on the tool name (case-sensitive); omit to "
+                          "match every tool.", json_schema_extra={"minItems": 1})
+    when: OptionalExpression = Field(None, description="Optional CEL bool: the policy "
+                                                       "applies only when true.")
+
+
+class VariableShape(Shape):
+    """A named value, computed lazily in order."""
+
+    name: VariableName = Field(description="Identifier, used as variables.<name>.")
+    expression: Expression = Field(description="CEL expression computing the value.")
+
+
+class RepairShape(Shape):
+    """Fixes the raw arguments before rules run."""
+
+    name: RepairName = Field(description="Unique within the policy.")
+    when: OptionalExpression = Field(None, description="Optional CEL bool: apply only when "
+                                                       "true.")
+    set_: dict[str, Expression] = Field(default_factory=dict, alias="set",
+                                        description="Argument name to CEL expression "
+                                                    "computing its new value.")
+    unset: list[NonEmptyStr] = Field(default_factory=list,
+                                     description="Argument names to remove.")
+
+    @_model_validator(mode="after")
+    def _changes_something(self) -> RepairShape:
+        if not self.set_ and not self.unset:
+            raise PydanticCustomError("no_change",
+                                      "the repair changes nothing; give 'set' or 'unset'")
+        for i, arg in enumerate(self.unset):
+            if arg in self.set_:
+                raise PydanticCustomError("unset_and_set", "argument '{arg}' is also set",
+                                          {"arg": arg, "at": ("unset", i)})
+        return self
+
+
+class InjectionShape(Shape):
+    """The source of an injected value."""
+
+    expected: ClassVar[str] = "{env: VARIABLE_NAME}"
+    env: EnvName = Field(description="Environment variable holding the value.")
+
+
+class SecretsShape(Shape):
+    """Arguments holding secrets, and secrets injected after the rules."""
+
+    arguments: list[NonEmptyStr] = Field(
+        default_factory=list, description="Argument names whose values are secret: never "
+                                          "shown to the model, logs, spans or decision "
+                                          "records.")
+    inject: dict[str, InjectionShape] = Field(
+        default_factory=dict, description="Argument name to where its value comes from; "
+                                          "set after the rules pass.")
+
+
+class RuleShape(Shape):
+    """A condition and what happens when it holds."""
+
+    name: RuleName = Field(description="Unique within the policy; reported as policy/rule.")
+    when: Expression = Field(description="CEL bool: the rule fires when true.")
+    action: RuleActionName = Field(description="allow | deny | halt (abort the run) | "
+                                               "require_approval | warn (record only).")
+    message: NonEmptyStr | None = Field(None, description="Text returned to the model when "
+                                                          "the rule blocks the call.")
+    message_expression: OptionalExpression = Field(
+        None, alias="messageExpression",
+        description="CEL string; replaces message when it evaluates.")
+
+
+class RedactionShape(Shape):
+    """A pattern scrubbed from tool results, error text and records."""
+
+    name: RedactName = Field(description="Unique within the policy.")
+    regex: Annotated[NonEmptyStr, AfterValidator(_redaction_regex)] = Field(
+        description="RE2 regular expression; must not match the empty string.")
+    replacement: str = Field(DEFAULT_REPLACEMENT, description="Replacement text (default "
+                                                              f"{DEFAULT_REPLACEMENT}).")
+
+    @_model_validator(mode="after")
+    def _replacement_expands(self) -> RedactionShape:
+        problem = replacement_problem(self.regex, self.replacement)
+        if problem:
+            raise PydanticCustomError("invalid_replacement", problem,
+                                      {"at": ("replacement",)})
+        return self
+
+
+class ToolPolicySpec(Shape):
+    """What the policy checks and does."""
+
+    mode: ModeName = Field("enforce", description="enforce, or audit: evaluate and record, "
+                                                  "change nothing.")
+    failure_policy: FailurePolicyName = Field(
+        "Fail", alias="failurePolicy",
+        description="On an evaluation error: Fail (the rule fires) or Ignore (it is "
+                    "skipped).")
+    default_action: DefaultActionName = Field("allow", alias="defaultAction",
+                                              description="Result when no rule fires.")
+    match: MatchShape = Field(default_factory=lambda: MatchShape(),
+                              description="Which calls the policy applies to.")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="Static data visible as params; overrides "
+                                               "paramsFile per key.")
+    params_file: NonEmptyStr | None = Field(None, alias="paramsFile",
+                                            description="YAML or JSON file holding a mapping "
+                                                        "of params, relative to this file.")
+    variables: list[VariableShape] = Field(default_factory=list, description="Named values.")
+    repairs: list[RepairShape] = Field(default_factory=list,
+                                       description="Argument fixes, applied in order.")
+    secrets: SecretsShape = Field(default_factory=SecretsShape,
+                                  description="Secret arguments and injected secrets.")
+    rules: list[RuleShape] = Field(default_factory=list,
+                                   description="Rules; every one that fires is reported.")
+    redact: list[RedactionShape] = Field(default_factory=list,
+                                         description="Redaction patterns.")
+    results: TrustName | None = Field(None, description="Whether the matched tools' results "
+                                                        "are trusted content (unlabelled "
+                                                        "tools: untrusted).")
+
+
+class HistoryEntryShape(Shape):
+    """An earlier call in the session."""
+
+    tool: NonEmptyStr = Field(description="Tool name.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Its arguments.")
+    effect: HistoryEffectName = Field("allow", description="Its effect (rejected: a human "
+                                                            "rejected the approval).")
+    result: str = Field("", description="The tool's result as the model got it (scrubbed).")
+    trusted: bool = Field(False, description="Whether the tool's results are trusted content.")
+    at: Timestamp | None = Field(None, description="When the call was made (an RFC 3339 "
+                                                  "timestamp with a time zone).")
+
+
+class TestCallShape(Shape):
+    """The tool call to evaluate."""
+
+    __test__ = False  # not a pytest class
+    tool: NonEmptyStr = Field(description="Tool name.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Raw arguments.")
+    principal: dict[str, Any] = Field(default_factory=dict, description="The principal map.")
+    history: list[HistoryEntryShape] = Field(default_factory=list,
+                                             description="Earlier calls, oldest first.")
+    request: str | None = Field(None, description="Text of the user messages that started "
+                                                  "the run.")
+    description: str | None = Field(None, description="Tool description.")
+    now: Timestamp | None = Field(None, description="The evaluation time (an RFC 3339 "
+                                                    "timestamp with a time zone) seen as "
+                                                    "now; the real time when omitted.")
+
+
+def _timestamp(value: object) -> str:
+    import datetime
+
+    if not isinstance(value, str):
+        raise _expected("an RFC 3339 timestamp with a time zone (2026-01-31T09:00:00Z)")
+    try:
+        parsed = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise PydanticCustomError("invalid_timestamp",
+                                  "'{value}' is not an RFC 3339 timestamp with a time zone "
+                                  "(2026-01-31T09:00:00Z)", {"value": value})
+    return value
+
+
+Timestamp = Annotated[str, PlainValidator(_timestamp),
+                      WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+class TestExpectShape(Shape):
+    """What the decision must show: its effect, and optionally more."""
+
+    __test__ = False  # not a pytest class
+    effect: EffectName = Field(description="The decision's effect.")
+    arguments: dict[str, Any] | None = Field(None, description="These keys must equal the "
+                                                               "decision's (repaired) "
+                                                               "arguments.")
+    rules: list[FiredRule] | None = Field(None, description="Exactly these policy/rule fired "
+                                                            "(any order).")
+    message: NonEmptyStr | None = Field(None, description="A substring of the decision's "
+                                                          "message.")
+    errors: Count | None = Field(None, description="The number of evaluation errors "
+                                                   "recorded.")
+
+
+class TestCaseShape(Shape):
+    """One case."""
+
+    __test__ = False  # not a pytest class
+    name: NonEmptyStr = Field(description="Unique within the test.")
+    call: TestCallShape = Field(description="The call.")
+    expect: TestExpectShape = Field(description="The expected decision.")
+
+
+class PolicyTestSpec(Shape):
+    """Cases run against policies."""
+
+    policies: list[NonEmptyStr] | None = Field(
+        None, description="Policy files or directories, relative to this file; omit to use "
+                          "the policies loaded with this test.")
+    cases: Annotated[list[TestCaseShape], AfterValidator(_at_least_one_case)] = Field(
+        description="Test cases.", json_schema_extra={"minItems": 1})
+
+
+class ToolPolicyDocument(Shape):
+    """Guardrail rules for tool calls."""
+
+    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
+                                                  description=f"Always {API_VERSION}.")
+    kind: Literal["ToolPolicy"] = Field(description="The document kind.")
+    metadata: PolicyMetadata = Field(description="Name and description of the document.")
+    spec: ToolPolicySpec = Field(description="The document's content.")
+
+
+class PolicyTestDocument(Shape):
+    """Tests run by `guardrails test`."""
+
+    __test__ = False  # not a pytest class
+    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
+                                                  description=f"Always {API_VERSION}.")
+    kind: Literal["PolicyTest"] = Field(description="The document kind.")
+    metadata: TestMetadata = Field(description="Name and description of the document.")
+    spec: PolicyTestSpec = Field(description="The document's content.")
+
+
+DOCUMENT_MODELS: dict[str, type[Shape]] = {
+    "ToolPolicy": ToolPolicyDocument,
+    "PolicyTest": PolicyTestDocument,
+}
+"""Every document kind and its model; the loader and the schema both read this."""
+
+KINDS = tuple(DOCUMENT_MODELS)
+
+PARAMS_FILE_EXPECTED = "a mapping"
+"""A params file holds one mapping of names to values (``spec.params`` merged over it)."""
