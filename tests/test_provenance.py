@@ -283,3 +283,31 @@ spec:
 """)
     assert policies.evaluate("t", {}, request="please pay").effect == "deny"
     assert policies.evaluate("t", {}, request="nothing").effect == "allow"
+
+
+def test_the_checker_types_provenance_and_the_request(tmp_path: Path) -> None:
+    """Declared signatures and the request's fields: misuse is a load error."""
+    with pytest.raises(guardrails.PolicyError) as e:
+        load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: a}
+spec:
+  rules:
+    - {name: r, action: deny,
+       when: 'request.emails.exists(x, x > 5) || request.mentions(["x"])'}
+""")
+    text = str(e.value)
+    assert "cannot compare string > int" in text
+    assert "no overload of map(string, dyn).mentions(list(string))" in text
+    ok = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: b}
+spec:
+  rules:
+    - {name: r, action: deny, when: 'args.amount in request.numbers
+        && history.exists(h, h.trusted && h.result.contains("x") && now - h.at < duration("1h"))
+        && provenance(args.to).exists(p, p.requested)'}
+""", name="ok.yaml")
+    assert ok.policies

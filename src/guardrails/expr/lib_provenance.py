@@ -50,12 +50,15 @@ MAX_TEXT: Final = 65_536
 SCAN_BUDGET: Final = 64 * 1024 * 1024
 """Characters the provenance functions may scan in one evaluated call, across all queries."""
 
-SIGNATURES: Final[Mapping[str, tuple[tuple[str, ...], str]]] = {
-    # name: (argument types, result type), for the type checker
-    "provenance": (("dyn",), "list(map(string, dyn))"),
-    "untrusted": (("dyn",), "bool"),
-    "mentions": (("map(string, dyn)", "dyn"), "bool"),  # request.mentions(value)
+SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
+    "provenance": ("provenance(string) -> list(map(string, dyn))",
+                   "provenance(number) -> list(map(string, dyn))"),
+    "untrusted": ("untrusted(string) -> bool", "untrusted(number) -> bool"),
+    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool"),
 }
+"""The types of these functions for the static checker (``library.SIGNATURES`` form);
+``mentions`` is a method of ``request``."""
+
 
 # -------------------------------------------------------------------- lower-cased texts
 

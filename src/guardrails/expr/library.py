@@ -133,6 +133,7 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "emails.domain": ("emails.domain(string) -> string",),
         "emails.valid": ("emails.valid(string) -> bool",),
         "credentials.found": ("credentials.found(string) -> bool",),
+        **_prov.SIGNATURES,
         "charAt": ("string.charAt(int) -> string",),
         "indexOf": ("string.indexOf(string) -> int", "string.indexOf(string, int) -> int"),
         "lastIndexOf": ("string.lastIndexOf(string) -> int",
