@@ -360,3 +360,10 @@ async def test_a_trusted_tool_that_echoes_the_value_does_not_launder_it(tmp_path
     assert paid == []
     [request] = response.user_input_requests  # from the untrusted e-mail: a human decides
     assert "read_fr_inbox" in request.additional_properties["reason"]
+
+
+@pytest.mark.parametrize("labels", ["read_inbox", [1], {"read_inbox": "yes"}, {2: True}])
+def test_bad_trust_labels_are_refused_when_the_guard_is_built(policies: Any,
+                                                             labels: Any) -> None:
+    with pytest.raises(TypeError, match="trusted_tools"):
+        guard(policies, trusted_tools=labels)

@@ -240,7 +240,7 @@ def test_functions_outside_an_evaluation_are_errors() -> None:
 def test_policies_using_provenance_read_history_without_naming_it(
         policies: guardrails.PolicySet) -> None:
     [p] = policies.policies
-    assert {"history", "request"} <= p.names
+    assert {"history", "request", "@provenance"} <= p.names
 
 
 def test_trust_labels_combine(tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "para
 
 PROVENANCE_FUNCTIONS = frozenset({"provenance", "untrusted"})
 """Functions that read ``history`` and ``request`` without naming them."""
+PROVENANCE_MARKER = "@provenance"
+"""In ``CompiledExpression.names`` of an expression calling them (never a CEL name)."""
 
 PathLike = str | os.PathLike[str]
 
@@ -217,7 +219,8 @@ class _Compiler:
                 used.add(node.name)
             elif (isinstance(node, cel.Call) and node.target is None
                   and node.function in PROVENANCE_FUNCTIONS):
-                used.update(("history", "request"))  # they read both, unnamed
+                # They read both, unnamed; the marker tells the engine to set their context.
+                used.update(("history", "request", PROVENANCE_MARKER))
             name = _variable_reference(node)
             if name is not None and name not in variables:
                 pos = expression.position_of(node.offset)

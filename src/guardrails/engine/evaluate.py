@@ -352,6 +352,8 @@ def evaluate_call(
     The provenance functions read the call's request and history (and the params of the
     policy being evaluated) from ``ORIGINS``, set here for the duration of the call.
     """
+    if "@provenance" not in candidates_of_tool.names:  # compile.PROVENANCE_MARKER
+        return _evaluate_call(call, candidates_of_tool, None, revision, input_error, trace)
     origins = Origins(call.request, call.history)
     token = ORIGINS.set(origins)
     try:
@@ -363,7 +365,7 @@ def evaluate_call(
 def _evaluate_call(
     call: Call,
     candidates_of_tool: Candidates,
-    origins: Origins,
+    origins: Origins | None,
     revision: str,
     input_error: str | None,
     trace: list[PolicyTrace] | None,
@@ -410,7 +412,8 @@ def _evaluate_call(
                 pt.matched = True
             continue
         bindings = dict(base, params=policy.params, variables={})
-        origins.params = policy.params
+        if origins is not None:
+            origins.params = policy.params
         try:
             value = policy.when.program.evaluate(bindings)
             if type(value) is not bool:
@@ -453,7 +456,8 @@ def _evaluate_call(
         if not policy.repairs:
             continue
         pt = traces.get(policy.name)
-        origins.params = policy.params
+        if origins is not None:
+            origins.params = policy.params
         for repair in policy.repairs:
             bindings = dict(base, args=args, params=policy.params, variables={})
             element = f"repairs.{repair.name}"
@@ -497,7 +501,8 @@ def _evaluate_call(
     # 3. rules
     for policy in matched:
         pt = traces.get(policy.name)
-        origins.params = policy.params
+        if origins is not None:
+            origins.params = policy.params
         if policy.variables:
             variables = _Variables(policy.variable_index)
             bindings = dict(base, args=args, params=policy.params, variables=variables)
