@@ -231,3 +231,39 @@ spec:
         await agent.run("pay")
     assert re.search(r"amout", str(caught.value))
     assert CALLS == []
+
+
+async def test_strict_accepts_the_shipped_payments_policy_and_guards_with_it() -> None:
+    """The payments library policy reads an optional `currency` under has(): strict mode
+    (the agent's own tool schemas) must not reject it, and the guard then works."""
+    policies = guardrails.load("policies/payments.yaml")
+    client = ScriptedChatClient([
+        [call("send_money", recipient="GB82WEST12345698765432", amount=20.0)],
+        [text("done")],
+    ])
+    agent = agent_with(client, [send_money], guard(policies, strict=True))
+    response = await agent.run("pay GB82WEST12345698765432 20 EUR")
+    assert CALLS == [("send_money", {"recipient": "GB82WEST12345698765432", "amount": 20.0})]
+    assert response.text == "done"
+
+
+async def test_strict_rejects_a_type_error_against_the_agents_tools(tmp_path: Any) -> None:
+    from tests.af_support import load_text
+
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: typed}
+spec:
+  match: {tools: [send_money]}
+  rules:
+    - name: big
+      when: 'args.amount > "10"'
+      action: deny
+""")
+    client = ScriptedChatClient([[call("send_money", recipient="UK12", amount=5)]])
+    agent = agent_with(client, [send_money], guard(policies, strict=True))
+    with pytest.raises(guardrails.PolicyError) as caught:
+        await agent.run("pay")
+    assert "cannot compare number > string" in str(caught.value)
+    assert CALLS == []

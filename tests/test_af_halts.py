@@ -52,20 +52,25 @@ class Boom(Exception):
     pass
 
 
+class BaseBoom(BaseException):
+    """Not an Exception: a careless processor's own control flow."""
+
+
 # -- telemetry that raises ----------------------------------------------------------------
 
 
 class RaisingProcessor(SpanProcessor):
-    def __init__(self, *, on_start: bool = False, on_end: bool = True) -> None:
-        self.start, self.end = on_start, on_end
+    def __init__(self, *, on_start: bool = False, on_end: bool = True,
+                 error: type[BaseException] = Boom) -> None:
+        self.start, self.end, self.error = on_start, on_end, error
 
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         if self.start:
-            raise Boom("on_start")
+            raise self.error("on_start")
 
     def on_end(self, span: ReadableSpan) -> None:
         if self.end:
-            raise Boom("on_end")
+            raise self.error("on_end")
 
 
 class RaisingInstrument:
@@ -128,6 +133,8 @@ BROKEN_TELEMETRY = [
     pytest.param(lambda: {"tracer_provider": _tracer(RaisingProcessor(on_start=True,
                                                                       on_end=False))},
                  id="span-on-start"),
+    pytest.param(lambda: {"tracer_provider": _tracer(RaisingProcessor(error=BaseBoom))},
+                 id="span-on-end-base-exception"),
     pytest.param(lambda: {"meter_provider": RaisingMeterProvider()}, id="meter-instruments"),
     pytest.param(lambda: {"meter_provider": RaisingMeterProvider(at_get=True)}, id="get-meter"),
     pytest.param(lambda: {"meter_provider": RaisingCreationProvider()}, id="create-counter"),
@@ -511,3 +518,51 @@ async def test_a_sub_agent_run_from_a_sync_tool_in_a_thread_is_still_nested(
     assert CALLS == []
     assert "did not come from the user" in result_text(inner_client.tool_results()[0])
     assert len(outer_client.received) == 1
+
+
+async def test_a_sub_agent_still_running_when_its_caller_halts_runs_nothing_more(
+        policies: Any) -> None:
+    # A sync tool keeps running in its worker thread after the framework cancels the batch;
+    # the sub-agent it starts there is nested in a halted run, so its calls do not run.
+    import threading
+
+    finished, halted = threading.Event(), threading.Event()
+    outcome: list[str] = []
+    inner, _ = _sub_agent([[call("send_money", recipient="UK12", amount=5)], [text("paid")]],
+                          guard(policies))
+
+    @tool(name="late_payer")
+    def late_payer(task: str) -> str:
+        """Starts the payer a little later."""
+        try:
+            halted.wait(5)  # the sibling's halt has ended the caller's run
+            try:
+                asyncio.run(inner.run(task))
+                outcome.append("returned")
+            except BaseException as exc:  # what the halted caller's guard made of it
+                outcome.append(type(exc).__name__)
+            return "done"
+        finally:
+            finished.set()
+
+    outer_client = ScriptedChatClient([[call("late_payer", task="pay UK12 5"),
+                                        call("send_money", **HALT)], [text("went on")]])
+    outer = agent_with(outer_client, [late_payer, send_money], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await outer.run("pay")
+    halted.set()
+    assert await asyncio.to_thread(finished.wait, 5)
+    assert CALLS == []
+    assert outcome and outcome[0] != "returned"
+
+
+@STREAMING
+async def test_two_stacked_guards_end_a_halted_run_with_one_plain_violation(
+        policies: Any, stream: bool) -> None:
+    client = ScriptedChatClient([[call("send_money", **HALT)], [text("went on")]])
+    agent = agent_with(client, [send_money], [*guard(policies), *guard(policies)])
+    with pytest.raises(PolicyViolation) as caught:
+        await run(agent, "pay", stream=stream)
+    assert caught.value.other_failure is None
+    assert not getattr(caught.value, "__notes__", [])
+    assert CALLS == []

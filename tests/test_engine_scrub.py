@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import guardrails
 from guardrails.agent_framework import _secrets
 from guardrails.engine import Action, Decision, Effect, FiredRule, PolicySet, PolicyViolation
@@ -202,3 +205,58 @@ spec:
     assert d.errors and d.errors[0].element == "match.when"
     assert d.message == "token is [REDACTED]"
     assert "TOK-REPAIRED-SECRET" not in repr(d.to_dict())
+
+
+# -- spellings and many values ---------------------------------------------------------
+
+_VALUE_CHARS = st.sampled_from(list("abcxyz019\"'\\\n\tñ€𝄞 -"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.text(_VALUE_CHARS, min_size=4, max_size=24), min_size=1, max_size=40),
+       filler=st.text(st.sampled_from(list("pqr <>{}")), max_size=8))
+def test_every_spelling_of_every_value_is_removed(values: list[str], filler: str) -> None:
+    """Raw, JSON-escaped (both ways) and repr-escaped, with few values (the per-needle scan)
+    or many (one RE2 search): the same result, and no value survives in any spelling."""
+    scrub = Scrubber(values)
+    serialized = [filler.join(values), json.dumps(values), json.dumps(values, ensure_ascii=False),
+                  repr(values), str(KeyError(filler.join(values))), ascii(values)]
+    for text in serialized:
+        out = scrub(text)
+        for v in values:
+            for form in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1],
+                         repr(v)[1:-1], ascii(v)[1:-1]):
+                assert form not in out.replace(REDACTED, "\0"), (form, out)
+
+
+def test_many_values_take_the_same_path_as_few() -> None:
+    values = [f"value-{i:03d}-\"q\"" for i in range(200)]
+    many, few = Scrubber(values), Scrubber(values[:3])
+    text = f"a {values[1]} b {json.dumps(values[2])} c"
+    assert many(text) == few(text) == 'a [REDACTED] b "[REDACTED]" c'
+
+
+def test_a_scrubber_pickles_with_its_values_and_patterns() -> None:
+    import pickle
+
+    from guardrails.engine.evaluate import Redactor
+
+    pattern = RedactPattern("k", __import__("re2").compile("k-[0-9]+"), "[K]")
+    scrub = Scrubber(lambda: ["lazy-secret"], Redactor([pattern]))
+    copy = pickle.loads(pickle.dumps(scrub))
+    assert copy("x lazy-secret k-123") == "x [REDACTED] [K]"
+
+
+def test_layers_remove_values_that_contain_or_overlap_each_other() -> None:
+    memory = Scrubber([f"memory-{i:04d}-value" for i in range(100)])  # one RE2 search
+    call = memory.with_values(["0042-value-and-more", "x-memory-0007"])
+    assert call._base is memory  # a layer, not a copy of the memory
+    text = "a memory-0042-value-and-more b x-memory-0007-value c"
+    assert call(text) == "a [REDACTED] b [REDACTED] c"
+    assert memory("memory-0042-value") == REDACTED and call.hides("x-memory-0007")
+
+
+def test_a_merged_memory_is_one_layer() -> None:
+    memory = Scrubber(["first-secret"]).merged(["second-secret"])
+    assert memory._base is None
+    assert memory("first-secret second-secret") == "[REDACTED] [REDACTED]"

@@ -218,3 +218,94 @@ def test_json_report_round_trips() -> None:
 ])
 def test_same_value(want: object, have: object, equal: bool) -> None:
     assert same_value(want, have) is equal
+
+
+# -- tests that cannot lie -------------------------------------------------------------------
+
+ERRORING = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: sql}
+spec:
+  match: {tools: [run_sql]}
+  rules:
+    - name: long-timeout
+      when: 'args.timeout_s > 300'
+      action: warn
+    - name: drop
+      when: 'args.query.contains("drop")'
+      action: deny
+---
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: sql-tests}
+spec:
+  cases:
+    - name: no timeout given
+      call: {tool: run_sql, args: {query: select 1}}
+      expect: {effect: deny}
+"""
+
+
+def test_a_rule_that_fired_only_because_it_errored_is_not_covered(tmp_path: Path) -> None:
+    """The issue's eighth mistake: 100% coverage while the rule denies every call."""
+    path = write(tmp_path / "sql.yaml", ERRORING.replace(
+        "expect: {effect: deny}", "expect: {effect: deny, errors: 1}"))
+    report = run_tests(path)
+    assert report.passed  # the case says it expects the error: it passes...
+    [cov] = report.coverage
+    assert set(cov.unfired_rules) == {"long-timeout", "drop"}  # ...but covers nothing
+    text = render_text(report, coverage=True)
+    assert "rule long-timeout" in text and "rule drop" in text
+
+
+def test_an_unexpected_evaluation_error_fails_the_case_and_is_shown(tmp_path: Path) -> None:
+    report = run_tests(write(tmp_path / "sql.yaml", ERRORING))
+    [failed] = report.failures
+    [m] = failed.mismatches
+    assert (m.field, m.expected, m.actual) == ("errors", 0, 1)
+    assert "sql/rules.long-timeout: no such key: timeout_s" in m.note, m.note
+    text = render_text(report)
+    assert "unexpected evaluation error: sql/rules.long-timeout" in text
+    assert json.loads(render_json(report))["results"][0]["mismatches"][0]["note"] == m.note
+
+
+def test_expect_rules_naming_no_rule_fails_with_a_suggestion(tmp_path: Path) -> None:
+    text = ERRORING.replace("args.timeout_s > 300", "has(args.timeout_s) && args.timeout_s > 300")
+    text = text.replace("args: {query: select 1}}", "args: {query: drop t}}").replace(
+        "expect: {effect: deny}", "expect: {effect: deny, rules: [sql/drop, sql/dorp]}")
+    report = run_tests(write(tmp_path / "sql.yaml", text))
+    [failed] = report.failures
+    notes = [m.note for m in failed.mismatches if m.note]
+    assert "no such rule in the policies under test; did you mean sql/drop?" in notes
+
+
+def test_cases_accept_now(tmp_path: Path) -> None:
+    text = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: hours}
+spec:
+  rules:
+    - name: night
+      when: 'now.getHours() < 6'
+      action: deny
+---
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: hours-tests}
+spec:
+  cases:
+    - name: at night
+      call: {tool: t, now: 2026-01-31T03:00:00Z}
+      expect: {effect: deny, rules: [hours/night]}
+    - name: by day
+      call: {tool: t, now: "2026-01-31T10:00:00+00:00"}
+      expect: {effect: allow, rules: []}
+"""
+    report = run_tests(write(tmp_path / "h.yaml", text))
+    assert report.passed, render_text(report)
+    bad = text.replace("now: 2026-01-31T03:00:00Z", "now: 2026-01-31")
+    with pytest.raises(PolicyError) as info:
+        run_tests(write(tmp_path / "bad.yaml", bad))
+    [p] = info.value.errors
+    assert p.message == ("spec.cases[0].call.now: '2026-01-31' is not an RFC 3339 timestamp "
+                         "with a time zone (2026-01-31T09:00:00Z)")

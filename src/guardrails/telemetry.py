@@ -10,6 +10,7 @@ See docs/telemetry.md for the full list of names.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -175,7 +176,13 @@ def decision_record(
     """
     ctx = span.get_span_context() if span is not None else trace.INVALID_SPAN_CONTEXT
     # Every argument value, not only the secret ones; computed only if there is a message.
-    scrub = Scrubber(lambda: decision.arguments.values())
+    # On top of the decision's own scrubbing (secret values by value, known secrets,
+    # redact patterns), which also covers the model-chosen argument names.
+    blank = Scrubber(lambda: decision.arguments.values())
+
+    def scrub(text: str) -> str:
+        return blank(decision.scrub(text))
+
     return {
         "version": RECORD_VERSION,
         "decision_id": decision.id,
@@ -193,7 +200,7 @@ def decision_record(
         "rules": [{**r.to_dict(), "message": scrub(r.message)} for r in decision.rules],
         "repairs": [r.to_dict() for r in decision.repairs],
         "errors": [{**e.to_dict(), "message": scrub(e.message)} for e in decision.errors],
-        "argument_names": sorted(decision.arguments),
+        "argument_names": sorted({decision.scrub(k) for k in decision.arguments}),
         "secret_arguments": sorted(decision.secret_arguments),
         "duration_s": duration_s,
     }
@@ -326,9 +333,15 @@ class CallSpan:
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
+_CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
+"""What telemetry may raise through the guard: the process or task is being stopped."""
+
+
 class _Contain:
-    """``with telemetry._contain(part):`` — an Exception inside is counted and swallowed.
-    A class rather than a generator: it is entered several times per guarded call."""
+    """``with telemetry._contain(part):`` — whatever is raised inside, except the process or
+    task being stopped (``_CONTROL_FLOW``), is counted and swallowed: a ``BaseException``
+    subclass from a span processor must not replace a halt either. A class rather than a
+    generator: it is entered several times per guarded call."""
 
     __slots__ = ("_part", "_telemetry")
 
@@ -341,10 +354,10 @@ class _Contain:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> bool:
-        if isinstance(exc, Exception):
-            self._telemetry._contained(self._part, exc)
-            return True
-        return False
+        if exc is None or isinstance(exc, _CONTROL_FLOW):
+            return False
+        self._telemetry._contained(self._part, exc)
+        return True
 
 
 class GuardTelemetry:
@@ -405,7 +418,7 @@ class GuardTelemetry:
     def _contain(self, part: str) -> _Contain:
         return _Contain(self, part)
 
-    def _contained(self, part: str, exc: Exception) -> None:
+    def _contained(self, part: str, exc: BaseException) -> None:
         kind = type(exc).__name__
         with self._failures_lock:
             self.contained_failures += 1

@@ -27,6 +27,12 @@ from agent_framework import (
     normalize_tools,
 )
 
+from guardrails.agent_framework._mcp import (
+    RUN_MCP_TOOLS,
+    register_servers,
+    run_mcp_tools,
+    tool_aliases,
+)
 from guardrails.agent_framework._state import RUN, RunState, session_state
 from guardrails.engine import Decision, PolicySet, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
@@ -88,7 +94,9 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent)
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
             await call_next()
         except Exception as exc:
@@ -97,19 +105,21 @@ class GuardRunMiddleware(AgentMiddleware):
                 raise
             raise violation from exc
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         result = context.result
         if context.stream and isinstance(result, ResponseStream):
-            result.with_pull_context_manager(lambda: self._stream_scope(state))
+            result.with_pull_context_manager(lambda: self._stream_scope(state, mcp_tools))
         elif state.halted:
             # Halted, yet the run went on (a middleware or tool swallowed the halt): it
             # still ends as a halt.
             raise self._violation(state, None) or PolicyViolation(state.halted[0])
 
     @contextlib.contextmanager
-    def _stream_scope(self, state: RunState) -> Iterator[None]:
+    def _stream_scope(self, state: RunState, mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
+        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
             yield
         except Exception as exc:
@@ -118,6 +128,7 @@ class GuardRunMiddleware(AgentMiddleware):
                 raise
             raise violation from exc
         finally:
+            RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         if state.halted:
             raise self._violation(state, None) or PolicyViolation(state.halted[0])
@@ -131,6 +142,9 @@ class GuardRunMiddleware(AgentMiddleware):
         ends it as the first halt, the other failure kept as ``other_failure``, as the
         cause, and named in a note.
         """
+        if (type(exc) is PolicyViolation and exc.other_failure is None
+                and state.halted_with(exc.decision) and _MINTED.get(exc.decision.id) is exc.decision):
+            return None  # a boundary nested in this one (two guards) translated it already
         decision = minted_decision(exc, state) if isinstance(exc, MiddlewareFailure) else None
         other = None
         if decision is None:
@@ -154,10 +168,15 @@ class GuardRunMiddleware(AgentMiddleware):
         schemas: dict[str, Mapping[str, Any]] = {}
         options = getattr(context.agent, "default_options", None)
         declared = options.get("tools") if isinstance(options, Mapping) else None
-        for source in (declared, context.tools):
+        mcp_tools = run_mcp_tools(context.agent, context.tools)
+        register_servers(mcp_tools)
+        mcp_functions = [f for m in mcp_tools for f in getattr(m, "functions", ())]
+        for source in (declared, context.tools, mcp_functions):
             for item in normalize_tools(source):
                 if isinstance(item, FunctionTool):
                     schemas[item.name] = item.parameters()
+                    for alias in tool_aliases(item):  # a policy may name it mcp:<server>/<tool>
+                        schemas[alias] = schemas[item.name]
         key = frozenset((name, json.dumps(schema, sort_keys=True, default=str))
                         for name, schema in schemas.items())
         if key in self._checked:

@@ -54,17 +54,25 @@ from guardrails.agent_framework._history import (
     redacted,
     set_result,
 )
+from guardrails.agent_framework._mcp import tool_aliases
 from guardrails.agent_framework._secrets import (
     CURRENT_SCRUBBER,
     EnvironmentSecrets,
     Scrubber,
     SecretProvider,
+    SecretUnavailable,
+    scrub_host_payload,
     scrub_result,
+    scrubbed_abort,
     scrubbed_exception,
     scrubbed_failure,
+    scrubbed_user_input_request,
+    sensitive_telemetry_enabled,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.engine import Decision, Effect, PolicySet
+from guardrails.engine.decision import REDACTED
+from guardrails.engine.policy import SecretRef
 from guardrails.telemetry import GuardTelemetry
 
 __all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource", "TrustLabels"]
@@ -82,8 +90,25 @@ TrustLabels: TypeAlias = Mapping[str, bool] | Iterable[str] | None
 """Host labels for tools' results: names (or globs) of trusted tools, or a mapping of
 names (or globs) to True (trusted) / False (untrusted)."""
 
-INJECTED_MEMORY = 256
-"""Distinct injected secret values a guard keeps scrubbing from every later call's output."""
+INJECTED_MEMORY = 1024
+"""Distinct injected secret values a guard remembers, and keeps scrubbing from every later
+call's output, records and telemetry: every version of every secret it ever injected (a
+rotated token a tool stashed is still scrubbed when another tool returns it later).
+
+Nothing is forgotten: when the memory is full the guard refuses to inject a value it has
+not injected before (the call is blocked with ``SecretUnavailable``), failing closed rather
+than dropping an old value it could then leak. A host whose secrets rotate more often
+than that over one guard's life builds a new ``guard()`` (per session, say)."""
+
+INJECTED_MEMORY_CHARS = 1 << 20
+"""Total characters of the remembered values (the same refusal applies beyond it)."""
+
+_TOOLS_REMEMBERED = 1024
+"""Tools whose trust label a guard keeps (cleared when full, like the engine's tool index)."""
+
+UNMATCHED = ("allow", "warn", "deny")
+"""What ``guard(unmatched=...)`` does with a call to a tool no policy names: let it run,
+let it run and log a warning, or deny it (the policies become an allowlist of tools)."""
 
 _SETTLE_ROUNDS = 2
 """Evaluations of one call after the first, at most: again each time the tool's validation
@@ -96,8 +121,9 @@ _BLOCKING = (Effect.DENY, Effect.HALT)
 _PLACEHOLDER = "guardrails-injected-secret"
 """What an argument the guard injects holds while the call is validated before the check."""
 
-_TOOLS_REMEMBERED = 1024
-"""Tools whose "does a policy inject" answer a guard keeps (cleared when full, like the engine's tool index)."""
+_INJECTIONS_REMEMBERED = 1024
+"""Sets of matched policies whose injections a guard keeps (cleared when full, like the
+engine's tool index)."""
 
 
 @dataclass(frozen=True)
@@ -145,23 +171,28 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         secrets: SecretProvider | None = None,
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
+        unmatched: str = "allow",
         trusted_tools: TrustLabels = None,
     ) -> None:
+        if unmatched not in UNMATCHED:
+            raise ValueError(f"unmatched must be one of {', '.join(UNMATCHED)}, not {unmatched!r}")
+        self._unmatched = unmatched
         self._policies = policies
         self._trust_labels = _trust_labels(trusted_tools)
-        self._trusted: dict[str, bool] = {}
+        self._trusted: dict[tuple[str, ...], bool] = {}
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._history_limit = history_limit
-        # Every value this guard injected (most recent last, bounded): a tool may stash a
+        # Every value this guard injected (bounded, never forgotten): a tool may stash a
         # secret where another tool, with no secret policy of its own, returns it later.
         self._injected: dict[str, None] = {}
+        self._injected_chars = 0
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         self._memory = Scrubber((), policies.redact)
-        # Per tool, whether any policy naming it injects a secret (policies never change).
-        self._injects: dict[str, bool] = {}
+        # Per set of matched policies, what they inject (policies never change).
+        self._injects: dict[tuple[str, ...], Mapping[str, SecretRef]] = {}
 
     async def process(
         self,
@@ -175,12 +206,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
             # nothing else runs.
             raise _GuardHalt(stopped)
-        call_id = context.metadata.get("call_id")
-        with self._telemetry.call_span(
-            tool=tool, call_id=call_id if isinstance(call_id, str) else None
-        ) as span:
+        call_id = self._safe_call_id(context)
+        with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             started = time.perf_counter()
             try:
+                if call_id == REDACTED and context.metadata.get("call_id") != REDACTED:
+                    # The framework's own execute_tool span and logs would carry it.
+                    raise ValueError("the call id the model chose carries a secret value")
                 plan = await self._plan(context)
             except Exception as exc:  # fail closed: a guard error never lets a call through
                 span.fail(exc)
@@ -203,11 +235,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
         history = history_of(state, run) or ()  # the engine copies what it reads
+        aliases = tool_aliases(context.function)
+        unmatched = Effect.DENY if self._unmatched == "deny" else Effect.ALLOW
 
         def decide(arguments: Any) -> Decision:
             decision = self._policies.evaluate(
                 tool, arguments, principal=principal, history=history, request=request,
-                description=context.function.description or "")
+                description=context.function.description or "",
+                known_secrets=self._memory, aliases=aliases, unmatched=unmatched)
             mint(decision)
             return decision
 
@@ -222,6 +257,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             settled = self._settle(context, entry, decide)
             decision, arguments = settled.decision, settled.arguments
             validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
+        if self._unmatched == "warn" and not self._policies.for_tool(tool, aliases):
+            _log.warning("guardrails: no policy names the tool %s; the call runs unguarded", tool)
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
         replay = approved_replay(context, state, approval_id, tool, arguments, decision)
@@ -317,9 +354,38 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return {k: v for k, v in arguments.items() if k not in names} if names else arguments
 
     def _injected_names(self, decision: Decision) -> frozenset[str]:
-        if not self._tool_injects(decision.tool):
-            return frozenset()
-        return frozenset(self._policies.injections(decision))
+        return frozenset(self._matched_injections(decision))
+
+    def _matched_injections(self, decision: Decision) -> Mapping[str, SecretRef]:
+        """What the policies that matched inject (by matched set: an MCP tool's policy may
+        name it by its ``mcp:`` name, which the tool's own name does not show)."""
+        if not decision.policies:
+            return {}
+        found = self._injects.get(decision.policies)
+        if found is None:
+            found = self._policies.injections(decision)
+            if len(self._injects) >= _INJECTIONS_REMEMBERED:
+                self._injects.clear()
+            self._injects[decision.policies] = found
+        return found
+
+    def _safe_call_id(self, context: FunctionInvocationContext) -> str | None:
+        """The model chose the call id: blanked when it carries a known secret (an injected
+        value, a secret argument's value, a redact-pattern match) before any span or record
+        holds it."""
+        call_id = context.metadata.get("call_id")
+        if not isinstance(call_id, str):
+            return None
+        try:
+            scrub = self._memory
+            arguments = as_mapping(context.arguments)
+            names = self._policies.secret_arguments(context.function.name,
+                                                    tool_aliases(context.function))
+            if arguments is not None and names:
+                scrub = scrub.with_values([v for k, v in arguments.items() if k in names])
+            return call_id if scrub(call_id) == call_id else REDACTED
+        except Exception:
+            return REDACTED
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -335,15 +401,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if not isinstance(value, Mapping):
             raise TypeError(f"principal callable returned {type(value).__name__}, not a mapping")
         return value
-
-    def _tool_injects(self, tool: str) -> bool:
-        injects = self._injects.get(tool)
-        if injects is None:
-            injects = any(p.inject for p in self._policies.for_tool(tool))
-            if len(self._injects) >= _TOOLS_REMEMBERED:
-                self._injects.clear()
-            self._injects[tool] = injects
-        return injects
 
     # -- acting on the effect -------------------------------------------------------------
 
@@ -446,14 +503,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             failure = scrubbed_failure(exc, scrub)
             if failure is exc:
                 raise
-        except UserInputRequiredException:
-            raise
+        except UserInputRequiredException as exc:
+            # Its contents reach the model, the user-input requests and the session.
+            failure = scrubbed_user_input_request(exc, scrub)
         except Exception as exc:
             # The framework does not redact tool exceptions: replace it, outside this
             # handler, so the original (and its text) is not chained to what escapes.
             failure = scrubbed_exception(exc, scrub)
+        except BaseException as exc:
+            # Not a tool error (a cancellation, an exit, a tool's own BaseException): it
+            # ends the run and reaches the host as is, so its text is scrubbed too.
+            failure = scrubbed_abort(exc, scrub)
+            if failure is exc:
+                raise
         finally:
             CURRENT_SCRUBBER.reset(token)
+            # Attached by the framework after the guard returns (an MCP tool's raw result).
+            with contextlib.suppress(Exception):
+                scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
         context.result = scrub_result(context.result, scrub)
@@ -483,20 +550,32 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _injections(self, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}
-        if not self._tool_injects(decision.tool):
+        injections = self._matched_injections(decision)
+        if not injections:
             return values
-        for name, ref in self._policies.injections(decision).items():
+        if sensitive_telemetry_enabled():
+            # The framework's execute_tool span would record the injected value (the
+            # arguments, and the tool's exception) while sensitive-data telemetry is on.
+            raise SecretUnavailable(
+                f"refusing to inject {', '.join(sorted(injections))} into {decision.tool}: "
+                "Agent Framework's sensitive-data telemetry is on (enable_sensitive_data / "
+                "ENABLE_SENSITIVE_DATA) and its execute_tool span would record the value")
+        for name, ref in injections.items():
             value = self._secrets.get(ref.env)
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
             values[name] = value
-            known = value in self._injected
-            self._injected.pop(value, None)  # re-added last: the most recently used
+            if value in self._injected:
+                continue
+            if (len(self._injected) >= INJECTED_MEMORY
+                    or self._injected_chars + len(value) > INJECTED_MEMORY_CHARS):
+                raise SecretUnavailable(
+                    f"refusing to inject {ref.env!r}: this guard already remembers "
+                    f"{len(self._injected)} injected values (INJECTED_MEMORY), and forgetting "
+                    "one could let it leak; build a new guard()")
             self._injected[value] = None
-            while len(self._injected) > INJECTED_MEMORY:
-                del self._injected[next(iter(self._injected))]
-            if not known:
-                self._memory = Scrubber(self._injected, self._policies.redact)
+            self._injected_chars += len(value)
+            self._memory = self._memory.merged([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
@@ -511,9 +590,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
                               exc: BaseException) -> None:
-        # Type only: an exception's text may hold argument or secret values.
+        # Type only: an exception's text may hold argument or secret values. A
+        # SecretUnavailable's text names references, never values: it says what to fix.
+        reason = type(exc).__name__
+        if isinstance(exc, SecretUnavailable):  # scrubbed all the same: a provider wrote it
+            with contextlib.suppress(Exception):
+                reason = self._memory(f"{type(exc).__name__}: {exc}")
         _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
-                   tool, type(exc).__name__)
+                   tool, reason)
         with contextlib.suppress(Exception):
             history = history_of(session_state(context.session), RUN.get())
             record(history, tool, {}, "deny", self._history_limit)
@@ -528,20 +612,22 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         tool = context.function.name
         args = redacted(plan.arguments, plan.secret_names, scrub)
         return record(history, tool, args, effect, self._history_limit,
-                      trusted=self.trusted(tool))
+                      trusted=self.trusted(tool, tuple(tool_aliases(context.function))))
 
-    def trusted(self, tool: str) -> bool:
+    def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
         """Whether ``tool``'s results are trusted content: some label (a policy's
-        ``spec.results`` or the host's ``trusted_tools``) says trusted and none says
-        untrusted. Unlabelled tools are untrusted."""
-        found = self._trusted.get(tool)
+        ``spec.results`` or the host's ``trusted_tools``, by name or alias) says trusted
+        and none says untrusted. Unlabelled tools are untrusted."""
+        key = (tool, *aliases)
+        found = self._trusted.get(key)
         if found is None:
-            labels = [self._policies.results_trusted(tool)]
-            labels += [v for glob, v in self._trust_labels if fnmatch.fnmatchcase(tool, glob)]
+            labels = [self._policies.results_trusted(tool, aliases)]
+            labels += [v for glob, v in self._trust_labels
+                       if any(fnmatch.fnmatchcase(n, glob) for n in key)]
             found = False not in labels and True in labels
             if len(self._trusted) >= _TOOLS_REMEMBERED:
                 self._trusted.clear()
-            self._trusted[tool] = found
+            self._trusted[key] = found
         return found
 
     # Private framework capability (see _private.APPROVAL_OBSERVER): the framework tells

@@ -45,12 +45,15 @@ def history_of(state: dict[str, Any] | None, run: RunState | None) -> list[dict[
 
 def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
              scrub: Scrubber) -> dict[str, Any]:
-    """The arguments as history keeps them: secret ones ``[REDACTED]``, every string scrubbed.
+    """The arguments as history keeps them: secret ones ``[REDACTED]``, every string and
+    every name scrubbed.
 
     One walk giving what ``scrub_json(redact_arguments(arguments, secret_names), scrub)``
-    gives (the engine's JSON-safe form, then scrubbed), without building the middle copy.
+    gives (the engine's JSON-safe form, then scrubbed), without building the middle copy,
+    and with map keys scrubbed as well.
     """
-    return {k: scrub(REDACTED) if k in secret_names else _kept(v, scrub)
+    # Names are scrubbed too: the model chooses them, and may choose a secret.
+    return {scrub(k): scrub(REDACTED) if k in secret_names else _kept(v, scrub)
             for k, v in arguments.items()}
 
 
@@ -61,7 +64,7 @@ def _kept(value: Any, scrub: Scrubber) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value if not (isinstance(value, float) and value != value) else scrub("NaN")
     if isinstance(value, Mapping):
-        return {str(k): _kept(v, scrub) for k, v in value.items()}
+        return {scrub(str(k)): _kept(v, scrub) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_kept(v, scrub) for v in value]
     if isinstance(value, bytes):

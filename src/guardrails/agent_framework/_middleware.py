@@ -34,6 +34,7 @@ def guard(
     meter_provider: Any = None,
     decision_log: Any = None,
     strict: bool = False,
+    unmatched: str = "allow",
     trusted_tools: TrustLabels = None,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
@@ -41,7 +42,10 @@ def guard(
     ``principal``: a mapping, or a callable of the ``FunctionInvocationContext`` (sync or
     async) returning one. ``secrets``: a :class:`SecretProvider` (environment variables by
     default). ``mode="audit"`` runs every policy as audit (shadow rollout). ``strict``
-    checks the policies against the agent's tool schemas when a run starts.
+    checks the policies against the agent's tool schemas when a run starts. ``unmatched``
+    is what happens to a call to a tool no policy names: ``"allow"`` (the default),
+    ``"warn"`` (allowed, with a warning logged) or ``"deny"``. MCP tools also answer to
+    ``mcp:<server>/<tool>`` in ``match.tools`` (see docs/integration.md).
     ``trusted_tools`` labels tools' results for the provenance functions: names (or globs)
     of trusted tools, or a mapping of them to True/False; it adds to the policies'
     ``spec.results`` labels, and an untrusted label always wins. Unlabelled: untrusted.
@@ -59,5 +63,6 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry, trusted_tools=trusted_tools),
+                                telemetry=telemetry, unmatched=unmatched,
+                                trusted_tools=trusted_tools),
     ]

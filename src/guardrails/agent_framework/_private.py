@@ -6,6 +6,11 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
   that makes the framework fail closed (``MiddlewareFailure``) when any middleware running
   after the guard changes the arguments, and that makes validation errors use their
   redacted text;
+- the *function-result carrier*: host-only properties (an MCP tool's raw result under
+  ``_mcp_tool_result_host_payload``, its ``_meta``) that the framework keeps in the
+  invocation context's metadata and attaches to the function result after the guard
+  returned; the guard scrubs them where they wait;
+- the key under which an MCP tool's ``FunctionTool`` keeps the server's own tool name;
 - the argument-validation error type, which the guard re-raises with scrubbed text so
   the framework still reports "Argument parsing failed" rather than "Function failed";
 - the tool's own argument validation (``FunctionTool._prepare_arguments``) and the
@@ -28,6 +33,7 @@ from typing import Any
 from agent_framework import FunctionInvocationContext
 from agent_framework._middleware import _ApprovalResponseObserver
 from agent_framework._tools import (
+    _FUNCTION_RESULT_CARRIER_CONTEXT_KEY,
     _PREPARED_ARGUMENTS_CONTEXT_KEY,
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
@@ -36,15 +42,18 @@ from agent_framework._tools import (
     _PreparedArgumentsState,
 )
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 __all__ = [
     "APPROVAL_OBSERVER",
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
     "ApprovalObserver",
+    "function_result_carrier",
     "has_argument_snapshot",
     "invalid_fields",
     "is_argument_validation_error",
+    "mcp_remote_name",
     "prepare_arguments",
     "prepared_arguments",
     "record_argument_snapshot",
@@ -142,11 +151,23 @@ def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     if (getattr(function, "_schema_supplied", False) or not isinstance(model, type)
             or not issubclass(model, BaseModel)):
         return arguments
+    optional = _OPTIONAL_FIELDS.get(model)
+    if optional is None:
+        optional = tuple((n, f) for n, f in model.model_fields.items() if not f.is_required())
+        if len(_OPTIONAL_FIELDS) >= 1024:  # models are few; bounded all the same
+            _OPTIONAL_FIELDS.clear()
+        _OPTIONAL_FIELDS[model] = optional
+    if not optional:
+        return arguments
     filled = dict(arguments)
-    for name, info in model.model_fields.items():
-        if name not in filled and not info.is_required():
+    for name, info in optional:
+        if name not in filled:  # a factory runs each time: every call gets its own value
             filled[name] = info.get_default(call_default_factory=True, validated_data=filled)
     return filled
+
+
+_OPTIONAL_FIELDS: dict[type[BaseModel], tuple[tuple[str, FieldInfo], ...]] = {}
+"""Per input model, its fields with a default (model fields never change)."""
 
 
 def invalid_fields(exc: BaseException) -> frozenset[str] | None:
@@ -162,3 +183,21 @@ def invalid_fields(exc: BaseException) -> frozenset[str] | None:
             return None
         names.add(loc[0])
     return frozenset(names)
+
+
+def function_result_carrier(context: FunctionInvocationContext) -> Any | None:
+    """The host-only properties waiting to be attached to this call's function result."""
+    return context.metadata.get(_FUNCTION_RESULT_CARRIER_CONTEXT_KEY)
+
+
+_MCP_REMOTE_NAME_KEY = "_mcp_remote_name"
+"""Where an MCP tool's ``FunctionTool`` keeps the server's own name for the tool
+(``agent_framework._mcp._MCP_REMOTE_NAME_KEY``; pinned by tests/test_af_mcp.py)."""
+
+
+def mcp_remote_name(function: Any) -> str | None:
+    """The MCP server's name for a generated MCP ``FunctionTool`` (before any
+    ``tool_name_prefix``), or None for a tool that is not an MCP tool."""
+    properties = getattr(function, "additional_properties", None) or {}
+    remote = properties.get(_MCP_REMOTE_NAME_KEY) if isinstance(properties, Mapping) else None
+    return remote if isinstance(remote, str) else None

@@ -8,8 +8,10 @@ and the arguments kept in history.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,22 +24,32 @@ from agent_framework import (
     MiddlewareFailure,
     MiddlewareTermination,
 )
+from agent_framework.exceptions import UserInputRequiredException
 
 from guardrails.agent_framework import _private
+from guardrails.engine.decision import REDACTED
 from guardrails.engine.scrub import Scrubber
 
 __all__ = [
     "CURRENT_SCRUBBER",
     "EnvironmentSecrets",
+    "GuardedToolAbort",
     "GuardedToolError",
     "Scrubber",
     "SecretProvider",
     "SecretUnavailable",
     "install_log_filter",
+    "is_clean",
+    "scrub_content",
+    "scrub_host_payload",
     "scrub_json",
     "scrub_result",
+    "scrub_value",
+    "scrubbed_abort",
     "scrubbed_exception",
     "scrubbed_failure",
+    "scrubbed_user_input_request",
+    "sensitive_telemetry_enabled",
 ]
 
 
@@ -115,18 +127,37 @@ class _ScrubLogRecords(logging.Filter):
 
 _FILTER = _ScrubLogRecords()
 _FRAMEWORK_LOGGERS = ("agent_framework", "agent_framework._middleware", "agent_framework._tools",
-                      "agent_framework.observability")
+                      "agent_framework.observability", "agent_framework._mcp",
+                      "agent_framework.security", "mcp", "mcp.client.session",
+                      "mcp.client.stdio")
+_FRAMEWORK_PREFIXES = ("agent_framework.", "mcp.")
 
 
 def install_log_filter() -> None:
-    """Idempotent. Filters act only on records created by the logger they sit on."""
-    for name in _FRAMEWORK_LOGGERS:
+    """Idempotent. Filters act only on records created by the logger they sit on, so the
+    filter goes on each framework logger (and the MCP SDK's): the known ones, and every one
+    that exists when a guard is built."""
+    existing = [name for name in list(logging.root.manager.loggerDict)
+                if isinstance(name, str) and name.startswith(_FRAMEWORK_PREFIXES)]
+    for name in (*_FRAMEWORK_LOGGERS, *existing):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
 
 
+def sensitive_telemetry_enabled() -> bool:
+    """Whether Agent Framework's sensitive-data telemetry is on: its execute_tool span then
+    records the tool's arguments, result and exception text. Read at call time."""
+    from agent_framework.observability import OBSERVABILITY_SETTINGS
+
+    return bool(OBSERVABILITY_SETTINGS.SENSITIVE_DATA_ENABLED)
+
+
 # -- what leaves a guarded call ---------------------------------------------------------
+
+MAX_CONTENT_DEPTH = 16
+"""Nesting of contents (and of the data inside them) the result scrubber walks; anything
+deeper becomes ``[REDACTED]`` (fail closed), so a self-referencing content cannot loop."""
 
 
 def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
@@ -140,14 +171,69 @@ def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
     return value
 
 
-def scrub_result(result: Any, scrub: Callable[[str], str]) -> Any:
-    """Tool results reach the model: scrub the text the framework will send."""
+def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Any:
+    """A scrubbed copy of anything a tool may hand back: strings scrubbed, map keys too,
+    contents walked field by field, numbers that are a secret redacted. An object of any
+    other type is replaced by its scrubbed text (it cannot be walked safely)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        hides = getattr(scrub, "hides", None)
+        return REDACTED if hides is not None and hides(str(value)) else value
+    if depth >= MAX_CONTENT_DEPTH:
+        return REDACTED
+    if isinstance(value, Content):
+        return scrub_content(value, scrub, depth + 1)
+    if isinstance(value, Mapping):
+        return {scrub_value(k, scrub, depth + 1): scrub_value(v, scrub, depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [scrub_value(v, scrub, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "replace")
+        return value if scrub(text) == text else REDACTED
+    return scrub(_safe_text(value))
+
+
+def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Content:
+    """A copy of ``item`` with every field scrubbed, whatever its type.
+
+    Generic on purpose: the fields are walked as they are (``uri`` and data: URIs, signed
+    links, ``error_code``, ``file_id``, ``additional_properties``, a function result's
+    ``result``, code-interpreter ``outputs``, a function call's ``arguments``, nested
+    contents...), so a field a framework release adds is scrubbed too. ``raw_representation``
+    (the producer's own object, which cannot be walked) is dropped.
+    """
+    if depth >= MAX_CONTENT_DEPTH:
+        return Content.from_text(REDACTED)
+    out = copy.copy(item)
+    for name, value in vars(item).items():
+        if name == "type" or value is None:
+            continue
+        if name == "raw_representation":
+            with contextlib.suppress(Exception):
+                setattr(out, name, None)
+            continue
+        scrubbed = scrub_value(value, scrub, depth)
+        if scrubbed is not value:
+            try:
+                setattr(out, name, scrubbed)
+            except Exception:  # a field that refuses the scrubbed value: blank it
+                setattr(out, name, None)
+    return out
+
+
+def scrub_result(result: Any, scrub: Scrubber | Callable[[str], str]) -> Any:
+    """Tool results reach the model, the response and the session: scrub all of it."""
     if result is None:
         return None
     if isinstance(result, str):
         return scrub(result)
-    if isinstance(result, Content) and result.type == "function_approval_request":
-        return _scrub_approval_request(result, scrub)
+    if isinstance(result, Content):
+        return scrub_content(result, scrub)
     items: Sequence[Any]
     if isinstance(result, list) and all(isinstance(i, Content) for i in result):
         items = result
@@ -155,57 +241,75 @@ def scrub_result(result: Any, scrub: Callable[[str], str]) -> Any:
         try:
             items = FunctionTool.parse_result(result)
         except Exception:
-            return scrub(str(result))
-    scrubbed: list[Content] = []
-    for item in items:
-        if item.type == "text" and item.text is not None:
-            scrubbed.append(Content.from_text(scrub(item.text),
-                                              additional_properties=dict(item.additional_properties)))
-        else:
-            scrubbed.append(_scrub_content(item, scrub))
-    return scrubbed
+            return scrub(_safe_text(result))
+    return [scrub_content(item, scrub) for item in items]
 
 
-def _scrub_approval_request(item: Content, scrub: Callable[[str], str]) -> Content:
-    """An approval request coming back from inside the guard (a nested guard's, or one a
-    tool made up) is shown to the user and kept in the transcript: scrub what it quotes."""
-    call = item.function_call
-    if call is not None and isinstance(call.arguments, Mapping):
-        scrubbed = scrub_json(dict(call.arguments), scrub)
-        if scrubbed != call.arguments:
-            call.arguments = scrubbed
-    elif call is not None and isinstance(call.arguments, str):
-        call.arguments = scrub(call.arguments)
-    properties = scrub_json(dict(item.additional_properties or {}), scrub)
-    if properties != item.additional_properties:
-        item.additional_properties = properties
-    return item
-
-
-def _scrub_content(item: Content, scrub: Callable[[str], str]) -> Content:
-    """Non-text items: keep binary payloads, scrub any text they carry."""
-    if item.type == "function_approval_request":
-        return _scrub_approval_request(item, scrub)
-    for name in ("text", "message", "error_details"):
-        value = getattr(item, name, None)
-        if isinstance(value, str):
-            with contextlib.suppress(Exception):
-                setattr(item, name, scrub(value))
-    return item
+def scrub_host_payload(context: Any, scrub: Scrubber | Callable[[str], str]) -> None:
+    """The host-only properties the framework attaches to the function result after the
+    guard returned (an MCP tool's raw result, its ``_meta``): scrubbed where they wait."""
+    carrier = _private.function_result_carrier(context)
+    if carrier is None:
+        return
+    for name in ("additional_properties", "item_additional_properties"):
+        value = getattr(carrier, name, None)
+        if isinstance(value, Mapping):
+            try:
+                setattr(carrier, name, scrub_value(dict(value), scrub))
+            except Exception:  # fail closed: the host loses its copy, never gets it raw
+                setattr(carrier, name, {})
 
 
 class GuardedToolError(RuntimeError):
     """A tool (or middleware inside the guard) raised; this carries its scrubbed text."""
 
 
+class GuardedToolAbort(BaseException):
+    """A tool raised a ``BaseException`` that is not an ``Exception`` (so it aborts the run
+    rather than becoming a tool error); this carries its scrubbed text and aborts the same way."""
+
+
+def _safe_text(value: object) -> str:
+    """``str(value)``, or only its type's name when that raises (fail closed)."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def _exception_text(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:
+        return f"{type(exc).__name__} (its text could not be read)"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _exception_texts(exc: BaseException) -> Iterator[str]:
+    """Every text an exception and what hangs off it carry: its text, notes, arguments,
+    its cause and context, and the members of an exception group (bounded)."""
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 256:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
-        yield str(current)
-        yield from (str(n) for n in getattr(current, "__notes__", ()))
-        current = current.__cause__ or current.__context__
+        yield _exception_text(current)
+        yield from (_safe_text(n) for n in getattr(current, "__notes__", ()) or ())
+        yield from (_safe_text(a) for a in current.args)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        members = getattr(current, "exceptions", None)
+        if isinstance(members, tuple):
+            pending.extend(m for m in members if isinstance(m, BaseException))
+
+
+def is_clean(exc: BaseException, scrub: Callable[[str], str]) -> bool:
+    """Whether nothing in ``exc`` (or hanging off it) is secret."""
+    try:
+        return all(scrub(t) == t for t in _exception_texts(exc))
+    except Exception:
+        return False
 
 
 def scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> MiddlewareException:
@@ -213,11 +317,11 @@ def scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> M
 
     The copy is chained to nothing: raise it outside the handler that caught ``exc``.
     """
-    if all(scrub(t) == t for t in _exception_texts(exc)):
+    if is_clean(exc, scrub):
         return exc
     if isinstance(exc, MiddlewareTermination):
-        return MiddlewareTermination(scrub(str(exc)), result=exc.result)
-    return MiddlewareFailure(scrub(str(exc)))
+        return MiddlewareTermination(scrub(_exception_text(exc)), result=exc.result)
+    return MiddlewareFailure(scrub(_exception_text(exc)))
 
 
 def scrubbed_exception(exc: Exception, scrub: Callable[[str], str]) -> Exception:
@@ -225,4 +329,30 @@ def scrubbed_exception(exc: Exception, scrub: Callable[[str], str]) -> Exception
     (so it still reports "Argument parsing failed"), anything else a ``GuardedToolError``."""
     if _private.is_argument_validation_error(exc):
         return _private.scrubbed_validation_error(exc, scrub)
-    return GuardedToolError(scrub(f"{type(exc).__name__}: {exc}"))
+    return GuardedToolError(scrub(_exception_text(exc)))
+
+
+def scrubbed_user_input_request(exc: UserInputRequiredException,
+                                scrub: Scrubber | Callable[[str], str]) -> UserInputRequiredException:
+    """A tool asking for user input: its contents reach the model, the user and the session."""
+    contents = [scrub_value(c, scrub) for c in list(getattr(exc, "contents", None) or [])]
+    try:
+        message = str(exc)
+    except Exception:
+        message = "Tool requires user input to proceed."
+    return UserInputRequiredException(contents, scrub(message))
+
+
+def scrubbed_abort(exc: BaseException, scrub: Callable[[str], str]) -> BaseException:
+    """A ``BaseException`` that is not an ``Exception``: itself when clean; a cancellation,
+    interrupt or exit keeps its type with scrubbed text; anything else a ``GuardedToolAbort``."""
+    if is_clean(exc, scrub):
+        return exc
+    text = scrub(_exception_text(exc))
+    if isinstance(exc, asyncio.CancelledError):
+        return asyncio.CancelledError(text)
+    if isinstance(exc, KeyboardInterrupt):
+        return KeyboardInterrupt(text)
+    if isinstance(exc, SystemExit):
+        return SystemExit(text)
+    return GuardedToolAbort(text)

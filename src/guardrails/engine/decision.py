@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -118,6 +118,7 @@ class Decision:
         policies: tuple[str, ...] = (),
         revision: str = "",
         secret_arguments: frozenset[str] = frozenset(),
+        scrubber: Callable[[str], str] | None = None,
     ) -> None:
         # One write instead of the frozen dataclass's ten guarded ones: a decision is
         # built on every call. Frozen still holds: attribute assignment raises.
@@ -126,14 +127,26 @@ class Decision:
             arguments=arguments if isinstance(arguments, MappingProxyType)
             else MappingProxyType(dict(arguments)),
             rules=rules, repairs=repairs, errors=errors, policies=policies,
-            revision=revision, secret_arguments=secret_arguments)
+            revision=revision, secret_arguments=secret_arguments, _scrubber=scrubber)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild
         # from a plain dict (a copy is a new object, so it is never taken for the original).
         return (Decision, (self.id, self.tool, self.effect, dict(self.arguments), self.rules,
                            self.repairs, self.errors, self.policies, self.revision,
-                           self.secret_arguments))
+                           self.secret_arguments, self.__dict__.get("_scrubber")))
+
+    def scrub(self, text: str) -> str:
+        """``text`` without any secret this decision knows: its secret arguments' values
+        (as sent and as repaired), the caller's known secrets (a guard's injected values)
+        and the policies' redact patterns. For texts a record adds (argument names, say)."""
+        scrubber = self.__dict__.get("_scrubber")
+        if scrubber is None:
+            return text
+        try:
+            return str(scrubber(text))
+        except Exception:
+            return REDACTED
 
     @property
     def warnings(self) -> tuple[FiredRule, ...]:
@@ -159,17 +172,22 @@ class Decision:
             msgs = [f"policy {e.policy}: {e.element} failed" for e in self.errors]
         if not msgs:
             msgs = [f"{self.effect.value} by default action of policy {p}" for p in self.policies]
+        if not msgs:
+            msgs = [f"no policy names the tool {self.tool}"]
         seen: dict[str, None] = dict.fromkeys(m for m in msgs if m)
         return " ".join(seen)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe; the values of secret arguments are replaced by ``[REDACTED]``."""
+        """JSON-safe and secret-free: secret arguments are ``[REDACTED]`` by name, and every
+        other name and value is scrubbed by value (``scrub``): a secret repeated or copied by
+        a repair into another argument, an injected value, a redact-pattern match."""
+        scrub = self.scrub if self.__dict__.get("_scrubber") is not None else None
         return {
             "id": self.id,
             "tool": self.tool,
             "effect": self.effect.value,
             "message": self.message,
-            "arguments": redact_arguments(self.arguments, self.secret_arguments),
+            "arguments": redact_arguments(self.arguments, self.secret_arguments, scrub),
             "rules": [r.to_dict() for r in self.rules],
             "repairs": [r.to_dict() for r in self.repairs],
             "errors": [e.to_dict() for e in self.errors],
@@ -178,8 +196,26 @@ class Decision:
         }
 
 
-def redact_arguments(arguments: Mapping[str, Any], secret: frozenset[str]) -> dict[str, Any]:
-    return {k: (REDACTED if k in secret else _json_safe(v)) for k, v in arguments.items()}
+def redact_arguments(arguments: Mapping[str, Any], secret: frozenset[str],
+                     scrub: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """JSON-safe arguments, secret ones ``[REDACTED]``; with ``scrub``, every other name
+    and string scrubbed too (a number that is exactly a secret becomes ``[REDACTED]``)."""
+    if scrub is None:
+        return {k: (REDACTED if k in secret else _json_safe(v)) for k, v in arguments.items()}
+    return {scrub(k): (REDACTED if k in secret else _scrubbed(_json_safe(v), scrub))
+            for k, v in arguments.items()}
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {scrub(k): _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return REDACTED if scrub(str(value)) != str(value) else value
+    return value
 
 
 def _json_safe(value: Any) -> Any:

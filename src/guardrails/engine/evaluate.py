@@ -302,18 +302,28 @@ def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[Any]:
     return [args[name] for name in names if name in args]
 
 
-def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None:
-    """The policies' redact patterns as one function; None when they have none."""
-    patterns = [r for p in policies for r in p.redact]
-    if not patterns:
-        return None
+class Redactor:
+    """The policies' redact patterns as one function (a class, so decisions that hold it
+    can be copied and pickled)."""
 
-    def redact(text: str) -> str:
-        for r in patterns:
+    __slots__ = ("_patterns",)
+
+    def __init__(self, patterns: Sequence[Any]) -> None:
+        self._patterns = tuple(patterns)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (Redactor, (self._patterns,))
+
+    def __call__(self, text: str) -> str:
+        for r in self._patterns:
             text = r.pattern.sub(r.replacement, text)
         return text
 
-    return redact
+
+def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None:
+    """The policies' redact patterns as one function; None when they have none."""
+    patterns = [r for p in policies for r in p.redact]
+    return Redactor(patterns) if patterns else None
 
 
 @dataclass(frozen=True)
@@ -346,18 +356,27 @@ def evaluate_call(
     revision: str,
     input_error: str | None = None,
     trace: list[PolicyTrace] | None = None,
+    known_secrets: Scrubber | None = None,
+    unmatched: Effect = Effect.ALLOW,
 ) -> Decision:
     """The decision for one call, given the policies whose tool globs match it.
+
+    ``unmatched``: the effect when no policy's globs name the tool at all.
+
+    ``known_secrets``: values the caller knows are secret (a guard's injected values),
+    scrubbed from the decision's texts and its exported record like its secret arguments.
 
     The provenance functions read the call's request and history (and the params of the
     policy being evaluated) from ``ORIGINS``, set here for the duration of the call.
     """
     if "@provenance" not in candidates_of_tool.names:  # compile.PROVENANCE_MARKER
-        return _evaluate_call(call, candidates_of_tool, None, revision, input_error, trace)
+        return _evaluate_call(call, candidates_of_tool, None, revision, input_error, trace,
+                              known_secrets, unmatched)
     origins = Origins(call.request, call.history)
     token = ORIGINS.set(origins)
     try:
-        return _evaluate_call(call, candidates_of_tool, origins, revision, input_error, trace)
+        return _evaluate_call(call, candidates_of_tool, origins, revision, input_error, trace,
+                              known_secrets, unmatched)
     finally:
         ORIGINS.reset(token)
 
@@ -369,6 +388,8 @@ def _evaluate_call(
     revision: str,
     input_error: str | None,
     trace: list[PolicyTrace] | None,
+    known_secrets: Scrubber | None,
+    unmatched: Effect,
 ) -> Decision:
     args: dict[str, Any] = dict(call.args)
     raw_args = call.args
@@ -387,6 +408,8 @@ def _evaluate_call(
     effect = Effect.ALLOW
 
     candidates = candidates_of_tool.policies
+    if not candidates:
+        effect = unmatched
     secret_names = candidates_of_tool.secret_names
     # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
     # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
@@ -394,7 +417,7 @@ def _evaluate_call(
     def secrets_now() -> list[Any]:
         return secret_values(raw_args, secret_names) + secret_values(args, secret_names)
 
-    scrub = Scrubber(secrets_now, candidates_of_tool.redact)
+    scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
 
     # 1. match
     for policy in candidates:
@@ -447,7 +470,7 @@ def _evaluate_call(
         if trace is not None:
             _scrub_traces(trace, scrub)
         return _decision(call, effect, args, fired, repairs, errors, matched, revision,
-                         secret_names)
+                         secret_names, scrub)
 
     traces = {t.policy: t for t in trace} if trace is not None else {}
 
@@ -496,7 +519,7 @@ def _evaluate_call(
                 args.pop(name, None)
 
     if any(name in secret_names for r in repairs if not r.audit for name in r.set):
-        scrub = Scrubber(secrets_now, candidates_of_tool.redact)
+        scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
 
     # 3. rules
     for policy in matched:
@@ -563,7 +586,8 @@ def _evaluate_call(
 
     if trace is not None:
         _scrub_traces(trace, scrub)
-    return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names)
+    return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names,
+                     scrub)
 
 
 def _scrub_traces(traces: list[PolicyTrace], scrub: Scrubber) -> None:
@@ -643,6 +667,7 @@ def _decision(
     matched: list[CompiledPolicy],
     revision: str,
     secret_names: frozenset[str],
+    scrub: Scrubber,
 ) -> Decision:
     return Decision(
         id=f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
@@ -655,4 +680,5 @@ def _decision(
         policies=tuple([p.name for p in matched]),
         revision=revision,
         secret_arguments=secret_names,
+        scrubber=scrub,
     )

@@ -6,15 +6,21 @@ worse inside ``has()``, silently never fires. Given each tool's JSON Schema thes
 mistakes become visible before deployment. Used by ``guardrails check --tools`` and by
 the integration's ``guard(..., strict=True)``.
 
-Severity policy:
+Severity policy (as Cedar's strict validation and Kubernetes' CEL checks draw it):
 
 - ``error``: an expression reads or tests an argument that no tool matched by the
-  policy declares (a typo: the rule can never see a value there).
-- ``warning``: an expression reads an argument that only some of the matched tools
-  declare, without testing for it (``has(args.x)`` or ``"x" in args``) in the same
-  expression; a repair, secret or injection names an argument no matched tool declares;
-  a policy whose ``match.tools`` matches none of the known tools.
-- ``info``: a known tool that no policy matches (it runs unguarded).
+  policy declares (a typo: the rule can never see a value there), unless it is tested
+  with ``has()`` and close to no declared name; a type error against the schemas
+  (``guardrails.engine.typecheck``): no operator or function for the argument types, a
+  condition that is not a bool.
+- ``warning``: an optional argument (not ``required`` by every matched tool) read where
+  no guard (``has()``, ``&&``, ``||``, a ternary, a repair's own ``when``) makes sure it
+  is there; a value outside a schema ``enum``; a repair, secret or injection naming an
+  argument no matched tool declares; a policy whose ``match.tools`` matches none of the
+  known tools. ``guardrails check --strict`` counts warnings as errors.
+- ``info``: a known tool that no policy matches (it runs unguarded); an argument no
+  matched tool declares that is only read under ``has()`` (a check meant for other
+  tools, such as payments' ``currency``).
 
 A tool whose schema has no ``properties`` is treated as accepting anything and is not
 checked. Only the first level of ``args`` is checked (nested objects are free-form).
@@ -150,6 +156,7 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     for element, expression, program in policy.expressions():
         accesses = _arg_accesses(program.ast)
         tested = {a.name for a in accesses if a.presence}
+        noted: set[str] = set()
         for acc in accesses:
             missing = sorted(t for t, ps in declared.items() if acc.name not in ps)
             if len(missing) != len(declared):
@@ -157,13 +164,17 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
             hint = _hint(acc.name, union)
             # Tested with has() and not close to a declared name: a deliberate check for
             # an argument some other tool may send (payments' currency), not a typo.
-            deliberate = (acc.presence or acc.name in tested) and not hint
-            findings.append(_at(_position(expression, acc),
-                                "warning" if deliberate else "error",
+            if (acc.presence or acc.name in tested) and not hint:
+                if acc.name not in noted:
+                    noted.add(acc.name)
+                    findings.append(_at(_position(expression, acc), "info",
+                                        f"policy {policy.name}: {element}: "
+                                        f"{_no_param(missing, acc.name)}; it is tested with "
+                                        f"has(), so this only acts on calls that send it"))
+                continue
+            findings.append(_at(_position(expression, acc), "error",
                                 f"policy {policy.name}: {element}: "
-                                f"{_no_param(missing, acc.name)}{hint}"
-                                + (" (tested with has(), so the rule only acts on calls "
-                                   "that send it anyway)" if deliberate else "")))
+                                f"{_no_param(missing, acc.name)}{hint}"))
     # Types, and optional arguments read without has(): an argument only some matched
     # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
     # repair's own when), which a per-expression name test cannot do.

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from guardrails.engine.decision import Decision
+from guardrails.engine.decision import Decision, Effect
 from guardrails.engine.evaluate import (
     _INT64,
     Budget,
@@ -23,6 +23,7 @@ from guardrails.engine.evaluate import (
     normalize_history,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
+from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
@@ -57,7 +58,7 @@ class PolicySet:
         self._policies = tuple(policies)
         self._revision = revision
         self._limits = limits
-        self._by_tool: dict[str, Candidates] = {}
+        self._by_tool: dict[Any, Candidates] = {}
         self._lock = threading.Lock()
         self._redact = tuple(r for p in self._policies for r in p.redact)
 
@@ -77,18 +78,22 @@ class PolicySet:
     def limits(self) -> Limits:
         return self._limits
 
-    def for_tool(self, tool: str) -> tuple[CompiledPolicy, ...]:
-        """Policies whose globs match ``tool``: others cost nothing for its calls."""
-        return self._candidates(tool).policies
+    def for_tool(self, tool: str, aliases: Sequence[str] = ()) -> tuple[CompiledPolicy, ...]:
+        """Policies whose globs match ``tool`` (or one of its ``aliases``, the other names
+        it answers to, such as ``mcp:<server>/<tool>``): others cost nothing for its calls."""
+        return self._candidates(tool, tuple(aliases)).policies
 
-    def _candidates(self, tool: str) -> Candidates:
-        found = self._by_tool.get(tool)
+    def _candidates(self, tool: str, aliases: tuple[str, ...] = ()) -> Candidates:
+        key: Any = (tool, *aliases) if aliases else tool
+        found = self._by_tool.get(key)
         if found is None:
-            found = Candidates(tuple(p for p in self._policies if p.matches_tool(tool)))
+            names = (tool, *aliases)
+            found = Candidates(tuple(p for p in self._policies
+                                     if any(p.matches_tool(n) for n in names)))
             with self._lock:
                 if len(self._by_tool) >= _TOOL_CACHE_SIZE:
                     self._by_tool.clear()
-                self._by_tool[tool] = found
+                self._by_tool[key] = found
         return found
 
     def evaluate(
@@ -101,9 +106,21 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        known_secrets: Scrubber | None = None,
+        aliases: Sequence[str] = (),
+        unmatched: Effect | str = Effect.ALLOW,
     ) -> Decision:
-        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed)."""
-        return self._decide(tool, args, principal, history, request, description, now, None)
+        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed).
+
+        ``known_secrets``: a scrubber of values the caller knows are secret (the guard
+        passes the values it injected before): the decision's messages and its exported
+        record (``Decision.to_dict``, the decision log) never carry them either.
+        ``aliases``: other names the tool answers to (see ``for_tool``). ``unmatched``: the
+        effect of a call to a tool no policy names (``allow`` by default; ``deny`` makes the
+        policy set an allowlist of tools).
+        """
+        return self._decide(tool, args, principal, history, request, description, now, None,
+                            known_secrets, tuple(aliases), Effect(unmatched))
 
     def explain(
         self,
@@ -132,13 +149,16 @@ class PolicySet:
         description: str,
         now: datetime.datetime | None,
         trace: list[PolicyTrace] | None,
+        known_secrets: Scrubber | None = None,
+        aliases: tuple[str, ...] = (),
+        unmatched: Effect = Effect.ALLOW,
     ) -> Decision:
         tool = tool if isinstance(tool, str) else str(tool)
-        candidates = self._candidates(tool)
+        candidates = self._candidates(tool, aliases)
         call, error = self._call(tool, args, principal, history, request, description, now,
                                  candidates.names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
-                             trace=trace)
+                             trace=trace, known_secrets=known_secrets, unmatched=unmatched)
 
     def _call(
         self,
@@ -195,17 +215,18 @@ class PolicySet:
         policies = [dataclasses.replace(p, mode=mode) for p in self._policies]
         return PolicySet(policies, revision=self._revision, limits=self._limits)
 
-    def secret_arguments(self, tool: str) -> frozenset[str]:
+    def secret_arguments(self, tool: str, aliases: Sequence[str] = ()) -> frozenset[str]:
         """Argument names whose values are secret in calls to ``tool``: declared secret or
         injected by any policy whose globs name it. The same set as every decision's
         ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
         holds the injected names too)."""
-        return self._candidates(tool).secret_names
+        return self._candidates(tool, tuple(aliases)).secret_names
 
-    def results_trusted(self, tool: str) -> bool | None:
-        """The ``spec.results`` label of the policies whose globs name ``tool``: False when
-        any says untrusted, True when some say trusted and none untrusted, else None."""
-        labels = {p.results for p in self.for_tool(tool)}
+    def results_trusted(self, tool: str, aliases: Sequence[str] = ()) -> bool | None:
+        """The ``spec.results`` label of the policies whose globs name ``tool`` (or one of
+        its ``aliases``): False when any says untrusted, True when some say trusted and none
+        untrusted, else None."""
+        labels = {p.results for p in self.for_tool(tool, aliases)}
         if "untrusted" in labels:
             return False
         return True if "trusted" in labels else None
@@ -214,7 +235,7 @@ class PolicySet:
         """Secrets to inject into the call: from the policies that matched and enforce."""
         out: dict[str, SecretRef] = {}
         matched = set(decision.policies)
-        for p in self.for_tool(decision.tool):
+        for p in self._policies:
             if p.name in matched and not p.audit:
                 out.update(p.inject)
         return out

@@ -7,13 +7,16 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import re2
+
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "value_texts"]
+__all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
@@ -37,27 +40,42 @@ class Scrubber:
     returning it, called on first use: the engine builds one per call and most calls never
     produce text to scrub. ``redact`` applies the policies' patterns; if it raises, the
     whole text becomes ``[REDACTED]`` (a broken pattern must not let a text out unscrubbed).
+
+    ``base`` is a scrubber whose values this one removes too (its patterns are not used). It
+    is a layer, not copied: a call's few values on top of a guard's memory of up to 1,024
+    injected ones cost the call only its own values' spellings, while the memory's search
+    is compiled once. Every layer's occurrences are found in the original text and the
+    union of what they cover is replaced, so a value containing, overlapping or contained
+    in another (of any layer) is removed whole.
     """
 
-    __slots__ = ("_needles", "_pending", "_redact", "_regex", "_texts")
+    __slots__ = ("_base", "_needles", "_pending", "_redact", "_regex", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
-                 redact: Callable[[str], str] | None = None) -> None:
+                 redact: Callable[[str], str] | None = None, *,
+                 base: Scrubber | None = None) -> None:
         self._redact = redact
+        self._base = base
         self._pending: Callable[[], Iterable[Any]] | None = None
         self._texts: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
-        self._regex: re.Pattern[str] | None = None
+        self._regex: Any = None
         if callable(values):
             self._pending = values
         else:
             self._set(_texts_of(values))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Lazily computed values are a closure, layers a chain: copies carry the texts.
+        return (Scrubber, (sorted(self.texts), self._redact))
+
     def _set(self, texts: frozenset[str]) -> None:
-        self._texts = texts
-        # Longest first, so a value that contains another is removed whole.
-        self._needles = tuple(sorted((t for t in texts if len(t) >= MIN_SUBSTRING_LENGTH),
-                                     key=len, reverse=True))
+        known = self._base.texts if self._base is not None else frozenset()
+        self._texts = texts | known
+        # Every spelling our serializers give a value (see ``spellings``), longest first.
+        forms = {form for t in texts - known if len(t) >= MIN_SUBSTRING_LENGTH
+                 for form in spellings(t)}
+        self._needles = tuple(sorted(forms, key=len, reverse=True))
 
     def _compute(self) -> None:
         pending, self._pending = self._pending, None
@@ -76,24 +94,47 @@ class Scrubber:
         return text in self._texts
 
     def with_values(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values``: itself when they add no text (no rebuild, no sort)."""
+        """This scrubber plus ``values``, as a layer on top of it (cheap: only the new
+        values' spellings are worked out); itself when they add no text."""
+        self._compute()
+        texts = _texts_of(values)
+        if texts <= self._texts:
+            return self
+        return Scrubber(texts, self._redact, base=self)
+
+    def merged(self, values: Iterable[Any]) -> Scrubber:
+        """This scrubber plus ``values`` in one layer: for a set that grows now and then and
+        is used on every call (a guard's memory of injected values)."""
         self._compute()
         texts = _texts_of(values)
         if texts <= self._texts:
             return self
         out = Scrubber((), self._redact)
-        out._set(self._texts | texts)
+        out._texts = self._texts | texts
+        forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
+                 for form in spellings(t)}
+        out._needles = tuple(sorted({*self._all_needles(), *forms}, key=len, reverse=True))
         return out
+
+    def _all_needles(self) -> Iterator[str]:
+        layer: Scrubber | None = self
+        while layer is not None:
+            layer._compute()
+            yield from layer._needles
+            layer = layer._base
 
     def __call__(self, text: str) -> str:
         if self._pending is not None:
             self._compute()
         if text in self._texts:
             return REDACTED
-        for needle in self._needles:
-            if needle in text:
-                text = self._replace(text)
-                break
+        spans: list[tuple[int, int]] = []
+        layer: Scrubber | None = self
+        while layer is not None:
+            layer._find(text, spans)
+            layer = layer._base
+        if spans:
+            text = _replaced(text, spans)
         if self._redact is None:
             return text
         try:
@@ -101,14 +142,103 @@ class Scrubber:
         except Exception:  # a broken pattern must not let the text out unscrubbed
             return REDACTED
 
-    def _replace(self, text: str) -> str:
-        if len(self._needles) == 1:
-            return text.replace(self._needles[0], REDACTED)
+    def _find(self, text: str, spans: list[tuple[int, int]]) -> None:
+        """Where this layer's values occur in ``text`` (added to ``spans``).
+
+        A few needles: every occurrence of each, overlapping ones included. Many (a guard's
+        memory): one RE2 search, leftmost-first, so of two values that overlap each other
+        in one text the second may keep the part outside the first.
+        """
+        self._compute()
+        needles = self._needles
+        if len(needles) <= _SCAN_NEEDLES:
+            for n in needles:
+                start = text.find(n)
+                while start >= 0:
+                    spans.append((start, start + len(n)))
+                    start = text.find(n, start + 1)
+            return
         if self._regex is None:
-            # One pass, longest first: a replacement is never rescanned, so it cannot splice
-            # a value back together from the marker and its neighbours.
-            self._regex = re.compile("|".join(map(re.escape, self._needles)))
-        return self._regex.sub(REDACTED, text)
+            self._regex = _alternation(needles)
+        spans.extend(m.span() for m in self._regex.finditer(text))
+
+
+def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the union of ``spans`` replaced, each run of covered characters by one
+    marker. A replacement is never rescanned, so it cannot splice a value back together
+    from the marker and its neighbours."""
+    spans.sort()
+    out: list[str] = []
+    pos = 0
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s <= end:
+            end = max(end, e)
+            continue
+        out += (text[pos:start], REDACTED)
+        pos, start, end = end, s, e
+    out += (text[pos:start], REDACTED, text[end:])
+    return "".join(out)
+
+
+_SCAN_NEEDLES = 16
+"""Up to this many needles, ``in`` tests find out whether a text needs replacing at all;
+beyond it (a guard remembers up to 1,024 injected values, each in several spellings) one
+RE2 search is far cheaper than a scan per needle."""
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
+_RE2_OPTIONS.log_errors = False
+
+
+def _alternation(needles: tuple[str, ...]) -> Any:
+    """One pattern for every needle, longest first (leftmost-first alternation, RE2's as
+    Python's). RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
+    try:
+        return re2.compile("|".join(map(re2.escape, needles)), _RE2_OPTIONS)
+    except Exception:
+        return re.compile("|".join(map(re.escape, needles)))
+
+
+def spellings(text: str) -> set[str]:
+    """The forms a text takes inside the texts that leave: as is, JSON-escaped (with and
+    without ``ensure_ascii``: the framework serializes dict and list tool results with
+    ``json.dumps``), and as Python's ``repr`` writes it inside a quoted string (a
+    ``KeyError``'s text, an expression error quoting a value), with and without the
+    single quote escaped (``repr`` escapes it or not depending on the whole text).
+
+    The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
+    or non-ASCII characters is removed in whichever serialized text carries it.
+    """
+    forms = {text,
+             json.dumps(text)[1:-1],
+             json.dumps(text, ensure_ascii=False)[1:-1]}
+    inner = _py_escaped(text)
+    forms.add(inner)
+    forms.add(inner.replace("'", "\\'"))
+    forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
+    forms.add(_py_escaped(text, ascii_only=True))
+    return forms
+
+
+_PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
+    """``repr(text)`` without its quotes, the single quote left unescaped (``ascii()`` with
+    ``ascii_only``)."""
+    out: list[str] = []
+    for ch in text:
+        escaped = _PY_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
 
 
 def _texts_of(values: Iterable[Any]) -> frozenset[str]:

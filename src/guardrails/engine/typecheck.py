@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy
-from guardrails.expr.typechecker import NONE, Diagnostic, Facts, check, facts_of
+from guardrails.expr.typechecker import NONE, Diagnostic, Facts, check, facts_of, may_be_absent
 from guardrails.expr.types import (
     BOOL,
     DOUBLE,
@@ -100,10 +100,15 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
         "request": _REQUEST, "params": of_value(policy.params), "now": TIMESTAMP,
     }
     out: list[TypeFinding] = []
+    # Guards matter where a field may be absent, or where the model may send another type
+    # than the schema says (typed args: `type(args.x) == string && ...` narrows). Without
+    # either (at load time) they change nothing, and working them out is skipped.
+    guards = args.fields is not None or may_be_absent(env)
 
     def run(element: str, compiled: CompiledExpression, expect: Type | None = None,
             facts: Facts = NONE) -> Type:
-        t, diagnostics = check(compiled.program.ast, env, expect=expect, facts=facts)
+        t, diagnostics = check(compiled.program.ast, env, expect=expect, facts=facts,
+                               guards=guards)
         out.extend(_finding(element, compiled, d) for d in diagnostics)
         return t
 

@@ -315,8 +315,10 @@ _PATH_SAFE: Final = frozenset(
 
 
 def _url_error(s: str, why: str) -> CelError:
-    shown = s if len(s) <= 200 else s[:200] + "..."
-    return CelError(f"URL parse error during conversion from string {shown!r}: {why}")
+    # A long value is not quoted at all: a cut-off quote could end inside a secret, and
+    # the scrubber removes whole values, never their prefixes.
+    shown = repr(s) if len(s) <= 200 else f"of {len(s)} characters"
+    return CelError(f"URL parse error during conversion from string {shown}: {why}")
 
 
 class URL:

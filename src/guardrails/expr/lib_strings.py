@@ -351,14 +351,14 @@ def _reject_constant(name: str) -> Any:
 def _parse_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise CelError(f"parseJSON: number {text[:40]} is out of range for a double")
+        raise CelError(f"parseJSON: a number of {len(text)} characters is out of range for a double")
     return value
 
 
 def _parse_int(text: str) -> int:
     value = int(text)
     if not INT64_MIN <= value <= INT64_MAX:
-        raise CelError(f"parseJSON: integer {text[:40]} is out of range for int64")
+        raise CelError(f"parseJSON: an integer of {len(text)} digits is out of range for int64")
     return value
 
 

@@ -186,8 +186,10 @@ def emails_domain(s: Any) -> str:
         raise no_overload("emails.domain", s)
     parsed = _parse_email(s)
     if parsed is None:
-        shown = s if len(s) <= 100 else s[:100] + "..."
-        raise CelError(f"emails.domain: not a valid e-mail address: {shown!r}")
+        # Never a cut-off quote: it could end inside a secret (the scrubber removes whole
+        # values, not prefixes).
+        shown = repr(s) if len(s) <= 100 else f"(a text of {len(s)} characters)"
+        raise CelError(f"emails.domain: not a valid e-mail address: {shown}")
     return parsed[1].lower()
 
 

@@ -56,7 +56,7 @@ from guardrails.expr.values import CelError, UInt
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["Diagnostic", "Facts", "check", "facts_of"]
+__all__ = ["Diagnostic", "Facts", "check", "facts_of", "may_be_absent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,10 @@ class Facts:
     """Paths narrowed by ``type(p) == T``."""
 
     def __or__(self, other: Facts) -> Facts:
+        if other is NONE:
+            return self
+        if self is NONE:
+            return other
         return Facts(self.present | other.present, self.types + other.types)
 
     def __and__(self, other: Facts) -> Facts:
@@ -124,17 +128,20 @@ _OVERLOADS = _table()
 
 
 def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None,
-          facts: Facts = NONE) -> tuple[Type, list[Diagnostic]]:
+          facts: Facts = NONE, guards: bool | None = None) -> tuple[Type, list[Diagnostic]]:
     """The type of ``node`` and what is wrong with it.
 
     ``env`` types the free names (anything missing is ``dyn``); ``expect`` is what the
     place needs (``BOOL`` for a condition, ``STRING`` for a message); ``facts`` hold
-    where the expression runs (a repair's ``when``).
+    where the expression runs (a repair's ``when``). ``guards`` says whether any field
+    in ``env`` may be absent (``may_be_absent(env)``; pass it when checking many
+    expressions against one environment).
     """
     c = _Checker(env)
+    c.guards = may_be_absent(env) if guards is None else guards
     t = c.infer(node, facts)
     if expect is not None and not _accepts(expect, t):
-        c.error(node, f"must be {_article(expect)}, but this expression gives "
+        c.error(0, f"must be {_article(expect)}, but this expression gives "
                       f"{_article(t)}" + _condition_hint(node, t, expect))
     c.diagnostics.sort(key=lambda d: d.offset)
     return t, c.diagnostics
@@ -146,8 +153,8 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
     Besides guards, a value is known to exist once an expression that read it gave a
     result: after ``args.x > 3 && ...`` holds, ``args.x`` was there.
     """
-    read = Facts(_reads(node))
     if isinstance(node, ast.Select) and node.test_only:
+        read = Facts(_reads(node))
         p = _path(node.operand)
         return read | Facts(frozenset({(*p, node.field)})) if p and positive else read
     if isinstance(node, ast.Call) and node.target is None:
@@ -172,7 +179,8 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
                     p = _path(x.args[0])
                     if p:
                         return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
-    return read
+    reads = _reads(node)
+    return Facts(reads) if reads else NONE
 
 
 def _reads(node: ast.Node) -> frozenset[Path]:
@@ -239,7 +247,7 @@ def _condition_hint(node: ast.Node, t: Type, expect: Type) -> str:
 
 def _accepts(param: Type, arg: Type) -> bool:
     """Can a value of type ``arg`` be passed where ``param`` is expected?"""
-    if DYN in (param, arg) or param.name == "dyn" or arg.name == "dyn":
+    if param.name == "dyn" or arg.name == "dyn":
         return True
     if param.name == "num" or arg.name == "num":
         return param.name in NUMERIC and arg.name in NUMERIC
@@ -281,11 +289,31 @@ def _literal_hint(other: ast.Node, want: Type) -> str:
     return ""
 
 
+def may_be_absent(env: Mapping[str, Type]) -> bool:
+    """Whether some field reachable from ``env`` is optional (so guards matter)."""
+    return any(_has_optional(t) for t in env.values())
+
+
+def _has_optional(t: Type, depth: int = 0) -> bool:
+    """Whether guards can matter: some field of ``t`` may be absent."""
+    if depth > 16:
+        return False
+    if any(not f.required or _has_optional(f.type, depth + 1) for _, f in t.fields or ()):
+        return True
+    return any(_has_optional(p, depth + 1) for p in t.params)
+
+
 class _Checker:
     def __init__(self, env: Mapping[str, Type]) -> None:
         self.env = env
         self.diagnostics: list[Diagnostic] = []
         self._locals: list[dict[str, Type]] = []
+        self.guards = True
+        """False when no field can be absent: then guards change nothing (at load time,
+        without tool schemas) and working them out is skipped."""
+
+    def facts(self, node: ast.Node, positive: bool = True) -> Facts:
+        return facts_of(node, positive) if self.guards else NONE
 
     def error(self, node: ast.Node | int, message: str) -> None:
         offset = node if isinstance(node, int) else node.offset
@@ -333,12 +361,20 @@ class _Checker:
     # -- inference -----------------------------------------------------------------------
 
     def infer(self, node: ast.Node, facts: Facts) -> Type:
-        if isinstance(node, ast.Literal):
+        kind = type(node)
+        if kind is ast.Call:
+            assert isinstance(node, ast.Call)
+            return self.call(node, facts)
+        if kind is ast.Literal:
+            assert isinstance(node, ast.Literal)
             return _literal_type(node.value)
-        if isinstance(node, ast.Ident):
+        if kind is ast.Ident:
+            assert isinstance(node, ast.Ident)
             return self.lookup(node.name)
         if isinstance(node, ast.Select):
             operand = self.infer(node.operand, facts)
+            if operand.name == "dyn" and not facts.types:
+                return BOOL if node.test_only else DYN
             path = _path(node.operand)
             t = self.field(operand, node.field, node, path, facts, test_only=node.test_only)
             return BOOL if node.test_only else t
@@ -389,8 +425,8 @@ class _Checker:
         if node.target is None:
             if f == "_&&_" or f == "_||_":
                 left = self.infer(args[0], facts)
-                right_facts = facts | (facts_of(args[0]) if f == "_&&_"
-                                       else facts_of(args[0], False))
+                right_facts = facts | (self.facts(args[0]) if f == "_&&_"
+                                       else self.facts(args[0], False))
                 right = self.infer(args[1], right_facts)
                 op = "&&" if f == "_&&_" else "||"
                 for operand, t in ((args[0], left), (args[1], right)):
@@ -408,8 +444,8 @@ class _Checker:
                 if not _accepts(BOOL, cond):
                     self.error(args[0], f"the condition of ? : must be a bool, not "
                                         f"{_article(cond)}")
-                a = self.infer(args[1], facts | facts_of(args[0]))
-                b = self.infer(args[2], facts | facts_of(args[0], False))
+                a = self.infer(args[1], facts | self.facts(args[0]))
+                b = self.infer(args[2], facts | self.facts(args[0], False))
                 return join(a, b)
             if f in _OPERATORS:
                 types = [self.infer(a, facts) for a in args]
@@ -654,12 +690,12 @@ def _regex_problem(pattern: str) -> str | None:
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
         hint = ""
-        if "(?=" in pattern or "(?!" in pattern or "(?<" in pattern:
+        if any(x in pattern for x in ("(?=", "(?!", "(?<=", "(?<!")):
             hint = " (RE2 has no lookahead or lookbehind: match the parts separately " \
                    "and combine them with && and !)"
         elif "\\1" in pattern or "\\2" in pattern:
             hint = " (RE2 has no backreferences)"
-        return f"invalid regular expression {pattern!r}: {detail}{hint}"
+        return f"invalid regular expression '{pattern}': {detail}{hint}"
     return None
 
 
@@ -673,7 +709,7 @@ def _parse_problem(name: str, text: str) -> str | None:
     try:
         parse(text)
     except CelError as e:
-        return f"invalid {name} literal {text!r}: {e}"
+        return f"invalid {name} literal '{text}': {e}"
     except Exception as e:
-        return f"invalid {name} literal {text!r}: {e}"
+        return f"invalid {name} literal '{text}': {e}"
     return None

@@ -91,7 +91,7 @@ TYPE_NAMES: Mapping[str, Type] = {
 
 def join(a: Type, b: Type) -> Type:
     """The least type holding both (``dyn`` when they differ)."""
-    if a == b:
+    if a is b or a == b:
         return a
     if a.name == b.name == "list":
         return list_of(join(a.elem, b.elem)) if DYN not in (a.elem, b.elem) else \
@@ -100,9 +100,9 @@ def join(a: Type, b: Type) -> Type:
         return map_of(join(a.key, b.key), join(a.value, b.value))
     if a.name == b.name:
         return Type(a.name, a.params)
-    if a.name in NUMERIC and b.name in NUMERIC:
-        return NUM
-    return DYN
+    if "num" in (a.name, b.name) and a.name in NUMERIC and b.name in NUMERIC:
+        return NUM  # JSON's number already holds ints and doubles
+    return DYN  # [1, 2.0] is a list(dyn), as cel-go types it
 
 
 def of_value(value: Any, depth: int = 0) -> Type:

@@ -389,7 +389,7 @@ def _escape(raw: str, p: int) -> tuple[str, int]:
 
 def _syntax_hint(problem: str) -> str:
     """What an author usually did to get this YAML error, and the fix."""
-    if "mapping values are not allowed" in problem:
+    if "mapping values are not allowed" in problem or "but got ':'" in problem:
         return (" (hint: an unquoted ': ' inside a value starts a mapping; quote the "
                 "expression or text, e.g. when: 'a ? b : c')")
     if "unknown escape character" in problem:

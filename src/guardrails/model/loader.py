@@ -1,8 +1,22 @@
 """Load guardrails/v1 documents from files: every problem at once, or a complete result.
 
-Validation goes on after the first problem so an author sees every mistake in one run;
-a builder returns None for a part it could not read and the caller carries on. Only when
-no problem was found anywhere is a ``Documents`` returned.
+How: each YAML document becomes plain data plus a side table of node positions keyed
+by location (``_Tree``); the pydantic models of ``guardrails.model.shape`` (the one
+description of the documents' shape) validate the data, and every validation error is
+mapped back through the side table onto ``file:line:column``, with "did you mean" for
+unknown fields. Checks that span elements or touch the file system (unique names,
+``paramsFile``, ``spec.policies``) run on the plain data, whether or not the model
+validated, so every problem comes in one run. A document is built into its records
+(``guardrails.model.documents``, which carry the positions) only when it has no problem;
+``load_documents`` returns only when no document anywhere had one, and
+``read_documents`` returns the good documents together with all problems (for
+``guardrails.load``, which goes on to compile them so a CEL error in one file is not
+hidden by a structural problem in another).
+
+Why pydantic and a side table rather than a hand-written node walker: one declaration
+gives the loader's validation, its defaults and the JSON Schema (``guardrails schema``);
+validating plain data runs in pydantic-core (measured: loading 1,000 policies / 10,000
+rules costs about the same as the hand-written walker did, see docs/performance.md).
 
 Decisions (the contract leaves them open):
 
