@@ -42,7 +42,6 @@ from guardrails.agent_framework._approvals import (
 from guardrails.agent_framework._arguments import (
     apply_repairs,
     as_mapping,
-    json_numbers,
     json_view,
     same_json,
 )
@@ -147,6 +146,9 @@ class _Plan:
     deferred: bool = False
     """Only the injected placeholder failed validation: validate with the real secret, and
     run only if that changes nothing the rules read."""
+    over_bounds: bool = False
+    """The inputs are over the engine's bounds (or not JSON): the call never runs and no
+    later pass (validation, the snapshot, history) reads them."""
 
 
 @dataclass(frozen=True)
@@ -228,8 +230,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         tool = context.function.name
         entry = as_mapping(context.arguments)
-        if entry is not None and not json_numbers(entry):
-            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+        # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
+        # arguments over them are an input error, never walked to find one.
         principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
@@ -253,6 +255,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
             arguments: dict[str, Any] = {}
+        elif self._policies.input_error(entry) is not None:
+            # Over the bounds: one evaluation (an input error, found by a walk that stops at
+            # the bound) and nothing else reads them: no JSON view, no validation.
+            decision = decide(entry)
+            arguments = dict(decision.arguments)
         else:
             settled = self._settle(context, entry, decide)
             decision, arguments = settled.decision, settled.arguments
@@ -265,9 +272,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
+        over_bounds = any(e.element == "input" for e in decision.errors)
+        if over_bounds and effect not in _BLOCKING:
+            # Inputs over the bounds (or not JSON) never run, whatever the policies'
+            # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
+            # to read (``Ignore`` only skips the policy's own rules).
+            effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred)
+                     approval_id, replay, run, validated, invalid, deferred, over_bounds)
 
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
                 decide: Callable[[Any], Decision]) -> _Settled:
@@ -442,9 +455,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
-        # The call does not run: bind the snapshot to the arguments as they stand.
-        with contextlib.suppress(Exception):
-            _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
+        # The call does not run: bind the snapshot to the arguments as they stand (not
+        # when they are over the bounds: the framework's token walks every value).
+        if not plan.over_bounds:
+            with contextlib.suppress(Exception):
+                _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
         base_scrub = self._scrubber(plan, ())
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
@@ -610,8 +625,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if history is None:
             return None
         tool = context.function.name
-        args = redacted(plan.arguments, plan.secret_names, scrub)
-        return record(history, tool, args, effect, self._history_limit,
+        args: dict[str, Any]
+        if plan.over_bounds:  # nothing of arguments over the bounds is read again
+            args, truncated = {}, True
+        else:
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+        return record(history, tool, args, effect, self._history_limit, truncated=truncated,
                       trusted=self.trusted(tool, tuple(tool_aliases(context.function))))
 
     def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
@@ -649,8 +668,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 names = self._policies.secret_arguments(call.name)
                 scrub = self._memory.with_values(
                     [v for k, v in arguments.items() if k in names]) if names else self._memory
-                record(history, call.name, redacted(arguments, names, scrub), "rejected",
-                       self._history_limit, trusted=self.trusted(call.name))
+                args, truncated = redacted(arguments, names, scrub)
+                record(history, call.name, args, "rejected", self._history_limit,
+                       truncated=truncated, trusted=self.trusted(call.name))
 
 
 def _trust_labels(labels: TrustLabels) -> tuple[tuple[str, bool], ...]:
