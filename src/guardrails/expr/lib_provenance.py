@@ -47,7 +47,7 @@ __all__ = [
 MAX_TEXT: Final = 65_536
 """Characters of one text (a request, a tool result) that are searched; the rest is not."""
 
-SCAN_BUDGET: Final = 64 * 1024 * 1024
+SCAN_BUDGET: Final = 16 * 1024 * 1024
 """Characters the provenance functions may scan in one evaluated call, across all queries."""
 
 SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
