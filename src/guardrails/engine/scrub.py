@@ -20,11 +20,12 @@ from guardrails.engine.decision import REDACTED
 __all__ = ["MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
 
 MAX_TEXTS = 2048
-"""Distinct texts a scrubber knows (all its layers together). Past it (a secret argument
-that is a huge list, every value of a big call in a decision record) the scrubber is
-*opaque*: every text it is given becomes ``[REDACTED]``. Collecting, spelling, sorting and
-matching stay linear up to the bound and the bound fails closed: it can make a message less
-useful, never let a value out."""
+"""Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
+injected values, usually one text each). Past it (a secret argument that is a huge list,
+every value of a big call in a decision record) the scrubber is *opaque*: every text it is
+given becomes ``[REDACTED]``. Collecting, spelling, sorting and matching stay linear up to
+the bound and the bound fails closed: it can make a message less useful, never let a value
+out."""
 
 _MAX_READ = 4 * MAX_TEXTS
 """Texts read from the values before giving up (repeats count: a list of a million equal
@@ -138,30 +139,40 @@ class Scrubber:
         return out
 
     def merged(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values`` in one layer: for a set that grows now and then and
-        is used on every call (a guard's memory of injected values)."""
+        """This scrubber plus ``values`` merged into its top layer (the layers below are
+        shared): for a set that grows now and then and is used on every call (a guard's
+        memory of injected values, which starts a new layer every ``MEMORY_LAYER`` values
+        so that a new value never recompiles the whole memory's search)."""
         self._compute()
         if self._opaque:
             return self
         texts = _texts_of(values)
         if texts is not None and texts <= self._texts:
             return self
-        out = Scrubber((), self._redact)
+        out = Scrubber((), self._redact, base=self._base)
         if texts is None or len(self._texts | texts) > MAX_TEXTS:
             out._set(None)
             return out
         out._texts = self._texts | texts
         forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
-        out._needles = tuple(sorted({*self._all_needles(), *forms}, key=len, reverse=True))
+        out._needles = tuple(sorted({*self._needles, *forms}, key=len, reverse=True))
         return out
 
-    def _all_needles(self) -> Iterator[str]:
-        layer: Scrubber | None = self
-        while layer is not None:
-            layer._compute()
-            yield from layer._needles
-            layer = layer._base
+    def top_layer(self) -> Scrubber:
+        """Only this layer's values (and the patterns), without the layers below: what a
+        copy of a decision keeps, so that a pickled decision never carries the values of a
+        guard's whole memory, only those of its own call."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return Scrubber(sorted(self._texts - below), self._redact)
+
+    @property
+    def top_layer_size(self) -> int:
+        """How many texts the top layer holds (its own, not those of the layers below)."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return len(self._texts - below)
 
     def __call__(self, text: str) -> str:
         if self._pending is not None:
@@ -229,7 +240,7 @@ beyond it (a guard remembers up to 1,024 injected values, each in several spelli
 RE2 search is far cheaper than a scan per needle."""
 
 _RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
+_RE2_OPTIONS.max_mem = 256 << 20  # thousands of literals stay in one DFA (not the slow NFA)
 _RE2_OPTIONS.log_errors = False
 
 
@@ -243,44 +254,41 @@ def _alternation(needles: tuple[str, ...]) -> Any:
 
 
 def spellings(text: str) -> set[str]:
-    """The forms a text takes inside the texts that leave: as is, JSON-escaped (with and
-    without ``ensure_ascii``: the framework serializes dict and list tool results with
-    ``json.dumps``), and as Python's ``repr`` writes it inside a quoted string (a
-    ``KeyError``'s text, an expression error quoting a value), with and without the
-    single quote escaped (``repr`` escapes it or not depending on the whole text).
+    """The forms a text takes inside the texts that leave.
+
+    As is; as Python's ``repr`` writes it inside a quoted string (a ``KeyError``'s text, an
+    expression error quoting a value), with and without the single quote escaped (``repr``
+    escapes it or not depending on the whole text), and ``ascii()``'s variant; as the
+    ``repr`` of its UTF-8 bytes (``json.dumps(..., default=str)`` of a bytes value); and each
+    of those JSON-escaped, with and without ``ensure_ascii`` (the framework serializes dict
+    and list tool results with ``json.dumps``, so a ``repr`` inside one is escaped twice).
 
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
-    forms = {text,
-             json.dumps(text)[1:-1],
-             json.dumps(text, ensure_ascii=False)[1:-1]}
     inner = _py_escaped(text)
-    forms.add(inner)
-    forms.add(inner.replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True))
+    ascii_inner = _py_escaped(text, ascii_only=True)
+    data = repr(text.encode("utf-8", "surrogatepass"))[2:-1]
+    base = {text, inner, inner.replace("'", "\\'"), ascii_inner,
+            ascii_inner.replace("'", "\\'"), data, data.replace("'", "\\'"),
+            data.replace("\\'", "'")}
+    forms = set(base)
+    for form in base:
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
     return forms
-
-
-_PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
     """``repr(text)`` without its quotes, the single quote left unescaped (``ascii()`` with
-    ``ascii_only``)."""
-    out: list[str] = []
-    for ch in text:
-        escaped = _PY_ESCAPES.get(ch)
-        if escaped is not None:
-            out.append(escaped)
-        elif ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return "".join(out)
+    ``ascii_only``).
+
+    Python's own ``repr`` in C, not a loop per character (which cost 100 ms for a 700 kB
+    argument value): with a double quote in front, ``repr`` always picks single quotes and
+    escapes every single quote, which is then unescaped (an escaped backslash is ``\\``, so
+    ``\'`` only ever is an escaped quote).
+    """
+    return (ascii if ascii_only else repr)('"' + text)[2:-1].replace("\\'", "'")
 
 
 def _opaque(redact: Callable[[str], str] | None) -> Scrubber:
