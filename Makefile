@@ -27,7 +27,15 @@ test: $(STAMP) redis-server
 	$(BIN)/mypy --strict src
 	$(BIN)/pytest
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/table.py
+	$(BIN)/python benchmarks/peers.py
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/expr_bench.py
 	$(BIN)/python benchmarks/agent_bench.py

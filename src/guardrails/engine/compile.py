@@ -31,7 +31,7 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
-from guardrails.expr import ExpressionError, compile_expression
+from guardrails.expr import ExpressionError, compile_expression, generate_pending
 from guardrails.expr import ast as cel
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.model import Documents
@@ -121,6 +121,7 @@ def compile_documents(
                 instances.append(bound)
     if problems:
         raise PolicyError(problems)
+    generate_pending()  # all generated code in one compile(), at load, not on first use
     return PolicySet(instances, revision=revision(documents), limits=limits)
 
 
