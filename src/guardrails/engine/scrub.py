@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -207,9 +209,31 @@ def spellings(text: str) -> set[str]:
     ``KeyError``'s text, an expression error quoting a value), with and without the
     single quote escaped (``repr`` escapes it or not depending on the whole text).
 
+    And the forms a tool gives a value without transforming it: percent-encoded (a signed
+    link or a query string built with ``urllib.parse``), the ``repr`` of its UTF-8 bytes
+    (``str(b"...")``, a bytes value in an exception or a dict's text), and each Unicode
+    normal form (NFC, NFD, NFKC, NFKD: the same characters, composed or not), each of
+    those escaped again as above.
+
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
+    variants = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text),
+                unicodedata.normalize("NFKC", text), unicodedata.normalize("NFKD", text)}
+    forms: set[str] = set()
+    for variant in variants:
+        forms |= _escaped(variant)
+        forms.add(urllib.parse.quote(variant, safe=""))
+        forms.add(urllib.parse.quote(variant))
+        forms.add(urllib.parse.quote_plus(variant, safe=""))
+        raw = _bytes_escaped(variant)
+        forms.add(raw)
+        forms.add(raw.replace("'", "\\'"))
+    return {f for f in forms if f}
+
+
+def _escaped(text: str) -> set[str]:
+    """``text`` raw, JSON-escaped and ``repr``-escaped (see ``spellings``)."""
     forms = {text,
              json.dumps(text)[1:-1],
              json.dumps(text, ensure_ascii=False)[1:-1]}
@@ -219,6 +243,21 @@ def spellings(text: str) -> set[str]:
     forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
     forms.add(_py_escaped(text, ascii_only=True))
     return forms
+
+
+def _bytes_escaped(text: str) -> str:
+    """``repr(text.encode())`` without its ``b`` and quotes, the single quote unescaped."""
+    out: list[str] = []
+    for byte in text.encode("utf-8", "surrogatepass"):
+        ch = chr(byte)
+        escaped = _PY_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "".join(out)
 
 
 _PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -1,0 +1,176 @@
+"""Red team, round 2 (issue 10): attacks on the promises of docs/security-model.md with
+variants the earlier rounds did not try, in the framework's real loop (scripted model,
+real OpenTelemetry SDK, real logging at DEBUG, sessions round-tripped through to_dict).
+
+Each test fails if the attack gets through. The search for a leaked secret looks for
+more spellings than the scrubber's own list (``leak_forms``): percent-encoded, Unicode
+normalised, the ``repr`` of its UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import unicodedata
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+from agent_framework import AgentSession, Content, tool
+
+import guardrails
+from guardrails.agent_framework import ScriptedChatClient
+from guardrails.agent_framework.scripted import call
+from tests.af_support import STREAMING, agent_with, run
+from tests.leak_support import Observer, forms, response_places, strings_in
+
+DATA = Path(__file__).parent / "data" / "redteam2"
+
+# Quotes, a backslash, a newline, a space, '+', '/', '=', '&' and decomposable non-ASCII.
+SECRET = "tok+/=&'\"\\ \nné-Å-ü-9Zq"
+NUMERIC = "73915284"
+SEEN: list[str] = []
+BEHAVIOUR: dict[str, Callable[[str], Any]] = {}
+
+
+def leak_forms(secret: str) -> set[str]:
+    """Every spelling an attacker can read the secret back from, without guessing."""
+    out = set(forms(secret))
+    for norm in ("NFC", "NFD", "NFKC", "NFKD"):
+        out |= forms(unicodedata.normalize(norm, secret))
+    out.add(urllib.parse.quote(secret, safe=""))
+    out.add(urllib.parse.quote_plus(secret, safe=""))
+    out.add(urllib.parse.quote(secret))
+    out.add(repr(secret.encode())[2:-1])
+    return {f for f in out if f}
+
+
+def texts_in(value: Any, depth: int = 0) -> Iterator[str]:
+    """Every string in a JSON-like value, and the text of every number in it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+    elif isinstance(value, dict | list | tuple) and depth < 64:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            if isinstance(value, dict):
+                yield from texts_in(k, depth + 1)
+            yield from texts_in(v, depth + 1)
+    else:
+        yield from strings_in(value)
+
+
+def leaks(secret: str, **places: Any) -> list[str]:
+    spellings = leak_forms(secret)
+    return [f"{place}: {s[:200]!r}" for place, value in places.items()
+            for s in texts_in(value) if any(f in s for f in spellings)]
+
+
+@tool(name="vault_call")
+def vault_call(mode: str, api_key: str) -> Any:
+    """Calls a vault API with an injected key and misbehaves as the test says."""
+    SEEN.append(api_key)
+    return BEHAVIOUR[mode](api_key)
+
+
+@pytest.fixture(scope="module")
+def policies() -> guardrails.PolicySet:
+    return guardrails.load(DATA)
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    monkeypatch.setenv("GR_RT2_KEY", SECRET)
+    caplog.set_level(logging.DEBUG)
+    SEEN.clear()
+    BEHAVIOUR.clear()
+    yield
+    BEHAVIOUR.clear()
+
+
+def _everywhere(obs: Observer, caplog: pytest.LogCaptureFixture, client: ScriptedChatClient,
+                response: Any, session: Any, secret: str) -> list[str]:
+    restored = AgentSession.from_dict(session.to_dict()) if session is not None else None
+    return leaks(secret, model=[m.to_dict() for batch in client.received for m in batch
+                                if m.role != "assistant"],
+                 **response_places(response, restored), **obs.places(caplog))
+
+
+async def _run_vault(policies: guardrails.PolicySet, behaviour: Callable[[str], Any],
+                     caplog: pytest.LogCaptureFixture, *, stream: bool = False,
+                     secret: str = SECRET) -> list[str]:
+    BEHAVIOUR["x"] = behaviour
+    obs = Observer()
+    client = ScriptedChatClient([[call("vault_call", mode="x")]])
+    agent = agent_with(client, [vault_call], obs.guard(policies))
+    session = AgentSession()
+    try:
+        response = await run(agent, "use the vault", stream=stream, session=session)
+    except BaseException as exc:  # what reaches the host counts as a place too
+        response = None
+        texts = [str(exc), repr(exc), *(str(a) for a in exc.args)]
+        found = leaks(secret, host_exception=texts)
+        return found + _everywhere(obs, caplog, client, response, session, secret)
+    assert [secret] == SEEN
+    return _everywhere(obs, caplog, client, response, session, secret)
+
+
+# -- spellings a tool (not our serializers) gives a secret ---------------------------------
+
+class _Model(pydantic.BaseModel):
+    token: str
+    raw: bytes
+
+
+@dataclasses.dataclass
+class _Record:
+    token: str
+
+
+class _ReprOnly:
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __repr__(self) -> str:
+        return f"ReprOnly({self.s!r})"
+
+
+def _generator(s: str) -> Iterator[str]:
+    yield s
+
+
+SPELLINGS: dict[str, Callable[[str], Any]] = {
+    # A signed link carries the token percent-encoded, as every URL builder writes it.
+    "url-quoted-link": lambda s: Content.from_uri(
+        "https://files.example/a?" + urllib.parse.urlencode({"sig": s}), media_type="text/plain"),
+    "url-quoted-text": lambda s: f"go to https://x.example/cb?token={urllib.parse.quote(s)}",
+    "url-quoted-dict": lambda s: {"next": "https://x.example/?" + urllib.parse.urlencode({"t": s})},
+    # Another Unicode normal form of the same secret (macOS file names, some JSON libraries).
+    "nfd-text": lambda s: f"key {unicodedata.normalize('NFD', s)}",
+    "nfd-additional-properties": lambda s: Content.from_text(
+        "ok", additional_properties={"k": [{"v": unicodedata.normalize("NFD", s)}]}),
+    # The text of bytes: repr() escapes each UTF-8 byte.
+    "str-of-bytes": lambda s: f"got {s.encode()!r}",
+    "bytes-in-dict": lambda s: str({"raw": s.encode()}),
+    # Objects of unusual types.
+    "pydantic-model": lambda s: _Model(token=s, raw=s.encode()),
+    "dataclass": lambda s: _Record(token=s),
+    "repr-only-object": lambda s: [_ReprOnly(s)],
+    "generator": _generator,
+    "bytes": lambda s: s.encode(),
+    "tuple-of-contents": lambda s: (Content.from_text(s),),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPELLINGS))
+async def test_spellings_a_tool_gives_the_secret_are_scrubbed(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    assert await _run_vault(policies, SPELLINGS[kind], caplog) == []
+
+
+@STREAMING
+async def test_url_quoted_secret_in_a_streamed_run(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, stream: bool) -> None:
+    assert await _run_vault(policies, SPELLINGS["url-quoted-link"], caplog, stream=stream) == []
