@@ -174,3 +174,24 @@ async def test_spellings_a_tool_gives_the_secret_are_scrubbed(
 async def test_url_quoted_secret_in_a_streamed_run(
         policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, stream: bool) -> None:
     assert await _run_vault(policies, SPELLINGS["url-quoted-link"], caplog, stream=stream) == []
+
+
+# -- numbers: a numeric secret as a number of another type -----------------------------------
+
+NUMBERS: dict[str, Callable[[str], Any]] = {
+    "float-in-additional-properties": lambda s: Content.from_text(
+        "ok", additional_properties={"n": float(s)}),
+    "int-inside-a-larger-int": lambda s: Content.from_text(
+        "ok", additional_properties={"n": int(s) * 10 + 1}),
+    "float-in-a-nested-list": lambda s: Content.from_text(
+        "ok", additional_properties={"deep": [[{"n": float(s)}]]}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NUMBERS))
+async def test_a_numeric_secret_as_another_number_is_scrubbed(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("GR_RT2_KEY", NUMERIC)
+    found = await _run_vault(policies, NUMBERS[kind], caplog, secret=NUMERIC)
+    assert found == []

@@ -173,15 +173,17 @@ def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
 
 def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Any:
     """A scrubbed copy of anything a tool may hand back: strings scrubbed, map keys too,
-    contents walked field by field, numbers that are a secret redacted. An object of any
+    contents walked field by field, numbers whose text holds a secret redacted. An object of any
     other type is replaced by its scrubbed text (it cannot be walked safely)."""
     if isinstance(value, str):
         return scrub(value)
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        hides = getattr(scrub, "hides", None)
-        return REDACTED if hides is not None and hides(str(value)) else value
+        # Its text, scrubbed like any text: a number is a secret, holds one among its
+        # digits, or is one spelled as another type (``73915284.0`` for "73915284").
+        text = str(value)
+        return REDACTED if scrub(text) != text else value
     if depth >= MAX_CONTENT_DEPTH:
         return REDACTED
     if isinstance(value, Content):
