@@ -19,7 +19,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from agent_framework import AgentSession, Content, tool
+from agent_framework import AgentSession, Content, MiddlewareFailure, tool
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient
@@ -195,3 +195,58 @@ async def test_a_numeric_secret_as_another_number_is_scrubbed(
     monkeypatch.setenv("GR_RT2_KEY", NUMERIC)
     found = await _run_vault(policies, NUMBERS[kind], caplog, secret=NUMERIC)
     assert found == []
+
+
+# -- exceptions whose text changes between reads ---------------------------------------------
+
+class _Shifty:
+    """Clean the first time it is read, the secret afterwards (a time-of-check attack)."""
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self.reads = 0
+
+    def __str__(self) -> str:
+        self.reads += 1
+        return "nothing to see" if self.reads == 1 else f"key {self.s}"
+
+    __repr__ = __str__
+
+
+class _ShiftyFailure(MiddlewareFailure):
+    def __init__(self, s: str) -> None:
+        super().__init__("failure")
+        self.shifty = _Shifty(s)
+
+    def __str__(self) -> str:
+        return str(self.shifty)
+
+
+class _ShiftyAbort(BaseException):
+    def __init__(self, s: str) -> None:
+        super().__init__("abort")
+        self.shifty = _Shifty(s)
+
+    def __str__(self) -> str:
+        return str(self.shifty)
+
+
+def _raise(make: Callable[[str], BaseException]) -> Callable[[str], Any]:
+    def behaviour(s: str) -> Any:
+        raise make(s)
+    return behaviour
+
+
+SHIFTY: dict[str, Callable[[str], Any]] = {
+    "middleware-failure-subclass": _raise(_ShiftyFailure),
+    "middleware-failure-arg": _raise(lambda s: MiddlewareFailure(_Shifty(s))),  # type: ignore[arg-type]
+    "base-exception-subclass": _raise(_ShiftyAbort),
+    "exception-arg": _raise(lambda s: ValueError(_Shifty(s))),
+    "bytes-arg": _raise(lambda s: ValueError(s.encode())),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SHIFTY))
+async def test_exceptions_read_twice_are_scrubbed(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    assert await _run_vault(policies, SHIFTY[kind], caplog) == []

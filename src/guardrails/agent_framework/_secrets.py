@@ -307,11 +307,43 @@ def _exception_texts(exc: BaseException) -> Iterator[str]:
 
 
 def is_clean(exc: BaseException, scrub: Callable[[str], str]) -> bool:
-    """Whether nothing in ``exc`` (or hanging off it) is secret."""
+    """Whether nothing in ``exc`` (or hanging off it) is secret, now and whenever it is
+    read again: an exception that goes out as is must have texts that cannot change."""
     try:
-        return all(scrub(t) == t for t in _exception_texts(exc))
+        return _fixed_texts(exc) and all(scrub(t) == t for t in _exception_texts(exc))
     except Exception:
         return False
+
+
+_PLAIN_ARGS = (str, int, float, bool, bytes, type(None))
+
+
+def _fixed_texts(exc: BaseException) -> bool:
+    """Whether the texts of ``exc`` and all that hangs off it are fixed: the built-in
+    ``__str__`` and ``__repr__``, arguments and notes of plain types. An exception (or an
+    argument) with its own ``__str__`` may read clean when checked and give the secret
+    to the host's log afterwards; such an exception is replaced, never passed on."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        if len(seen) >= 256:
+            return False
+        seen.add(id(current))
+        kind = type(current)
+        if kind.__str__ is not BaseException.__str__ or kind.__repr__ is not BaseException.__repr__:
+            return False
+        if not all(type(a) in _PLAIN_ARGS for a in current.args):
+            return False
+        if not all(type(n) is str for n in getattr(current, "__notes__", ()) or ()):
+            return False
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        members = getattr(current, "exceptions", None)
+        if isinstance(members, tuple):
+            pending.extend(m for m in members if isinstance(m, BaseException))
+    return True
 
 
 def scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> MiddlewareException:
