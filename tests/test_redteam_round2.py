@@ -250,3 +250,59 @@ SHIFTY: dict[str, Callable[[str], Any]] = {
 async def test_exceptions_read_twice_are_scrubbed(
         policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, kind: str) -> None:
     assert await _run_vault(policies, SHIFTY[kind], caplog) == []
+
+
+# -- records: the repr of a decision ------------------------------------------------------------
+
+@tool(name="login")
+def login(user: str, pin: str) -> str:
+    """Logs a user in."""
+    return f"welcome {user}"
+
+
+async def test_the_repr_of_a_decision_carries_no_secret_argument(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture) -> None:
+    """A host logs ``%r`` of a halt's decision (or an error reporter shows it)."""
+    obs = Observer()
+    client = ScriptedChatClient([[call("login", user="admin", pin=SECRET)]])
+    agent = agent_with(client, [login], obs.guard(policies))
+    with pytest.raises(guardrails.PolicyViolation) as caught:
+        await run(agent, "log in", session=AgentSession())
+    decision = caught.value.decision
+    texts = [repr(decision), str(decision), repr(caught.value),
+             *(repr(d) for d in obs.telemetry.decisions)]
+    assert leaks(SECRET, decision=texts) == []
+    assert "admin" in repr(decision)  # still useful: what is not secret is shown
+
+
+def test_the_repr_of_an_evaluated_decision_carries_no_secret(
+        policies: guardrails.PolicySet) -> None:
+    decision = policies.evaluate("login", {"user": "bob", "pin": SECRET, "note": SECRET})
+    assert leaks(SECRET, decision=[repr(decision), f"{decision}"]) == []
+
+
+# -- validation errors: pydantic cuts a long input value in its message -----------------------
+
+@tool(name="login")
+def strict_login(user: str, pin: int) -> str:
+    """Logs a user in with a numeric pin."""
+    return f"welcome {user}"
+
+
+@STREAMING
+async def test_a_long_secret_argument_failing_validation_is_not_quoted_cut(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, stream: bool) -> None:
+    """pydantic quotes ``input_value='abcd...wxyz'``: a cut value the scrubber cannot match."""
+    long_secret = "pin-" + "S3cr3t" * 20 + "-end"
+    obs = Observer()
+    client = ScriptedChatClient([[call("login", user="bob", pin=long_secret)]])
+    agent = agent_with(client, [strict_login], obs.guard(policies))
+    session = AgentSession()
+    response = await run(agent, "log in", stream=stream, session=session)
+    places = {"model": [m.to_dict() for batch in client.received for m in batch
+                        if m.role != "assistant"],
+              **response_places(response, session), **obs.places(caplog)}
+    # Not even a piece of it: the first 24 characters are already enough to hurt.
+    found = [f"{p}: {s[:200]!r}" for p, v in places.items() for s in strings_in(v)
+             if long_secret[:24] in s or long_secret[-24:] in s]
+    assert found == []
