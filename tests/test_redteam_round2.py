@@ -306,3 +306,90 @@ async def test_a_long_secret_argument_failing_validation_is_not_quoted_cut(
     found = [f"{p}: {s[:200]!r}" for p, v in places.items() for s in strings_in(v)
              if long_secret[:24] in s or long_secret[-24:] in s]
     assert found == []
+
+
+# -- objects of the framework's own types, subclassed to lie ----------------------------------
+
+class _LyingContent(Content):
+    """Clean fields; its serialized and printed forms carry what it was given."""
+
+    def __init__(self, s: str) -> None:
+        super().__init__("text", text="all fine")
+        object.__setattr__(self, "_hidden", s.encode().hex())  # not a spelling of s
+
+    def to_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().to_dict(*args, **kwargs)
+        out["text"] = bytes.fromhex(self.__dict__["_hidden"]).decode()
+        return out
+
+    def __str__(self) -> str:
+        return bytes.fromhex(self.__dict__["_hidden"]).decode()
+
+
+class _LyingStr(str):
+    """Clean as data; its ``str()`` (what a log line's ``%s`` prints) is the secret."""
+
+    hidden = ""
+
+    def __str__(self) -> str:
+        return bytes.fromhex(self.hidden).decode()
+
+    __repr__ = __str__
+
+
+def _lying_str(s: str) -> _LyingStr:
+    out = _LyingStr("all fine")
+    out.hidden = s.encode().hex()
+    return out
+
+
+SUBCLASSES: dict[str, Callable[[str], Any]] = {
+    "content-subclass": lambda s: _LyingContent(s),
+    "content-subclass-in-list": lambda s: [Content.from_text("a"), _LyingContent(s)],
+    "str-subclass": _lying_str,
+    "str-subclass-in-content": lambda s: Content.from_text(_lying_str(s)),
+    "str-subclass-key": lambda s: Content.from_text("ok", additional_properties={_lying_str(s): 1}),
+}
+
+
+def _printed(value: Any, depth: int = 0) -> Iterator[str]:
+    """What printing each object of the response gives (``%s`` in a host's log line)."""
+    if depth > 32:
+        return
+    yield str(value)
+    if isinstance(value, list | tuple):
+        for v in value:
+            yield from _printed(v, depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _printed(k, depth + 1)
+            yield from _printed(v, depth + 1)
+    elif isinstance(value, Content):
+        for v in vars(value).values():
+            yield from _printed(v, depth + 1)
+
+
+@pytest.mark.parametrize("kind", sorted(SUBCLASSES))
+async def test_subclasses_that_lie_are_not_passed_on(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    BEHAVIOUR["x"] = SUBCLASSES[kind]
+    obs = Observer()
+    client = ScriptedChatClient([[call("vault_call", mode="x")]])
+    agent = agent_with(client, [vault_call], obs.guard(policies))
+    session = AgentSession()
+    response = await run(agent, "use the vault", session=session)
+    results = [c for m in response.messages for c in m.contents if c.type == "function_result"]
+    assert results
+    printed = [t for c in results for t in _printed(c.result)]
+    printed += [t for c in results for t in _printed(c.items)] if hasattr(results[0], "items") else []
+    found = leaks(SECRET, printed=printed,
+                  **{k: v for k, v in _everywhere_raw(obs, caplog, client, response, session).items()})
+    assert found == []
+
+
+def _everywhere_raw(obs: Observer, caplog: pytest.LogCaptureFixture, client: ScriptedChatClient,
+                    response: Any, session: Any) -> dict[str, Any]:
+    return {"model": [m.to_dict() for batch in client.received for m in batch
+                      if m.role != "assistant"],
+            **response_places(response, AgentSession.from_dict(session.to_dict())),
+            **obs.places(caplog)}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -176,7 +175,7 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
     contents walked field by field, numbers whose text holds a secret redacted. An object of any
     other type is replaced by its scrubbed text (it cannot be walked safely)."""
     if isinstance(value, str):
-        return scrub(value)
+        return scrub(value if type(value) is str else str.__str__(value))
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
@@ -201,7 +200,7 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
 
 
 def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Content:
-    """A copy of ``item`` with every field scrubbed, whatever its type.
+    """A plain ``Content`` copy of ``item`` with every field scrubbed, whatever its type.
 
     Generic on purpose: the fields are walked as they are (``uri`` and data: URIs, signed
     links, ``error_code``, ``file_id``, ``additional_properties``, a function result's
@@ -211,7 +210,10 @@ def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: 
     """
     if depth >= MAX_CONTENT_DEPTH:
         return Content.from_text(REDACTED)
-    out = copy.copy(item)
+    # Always a plain ``Content``: a subclass may serialize or print (``to_dict``,
+    # ``__str__``, properties) other than the fields scrubbed here.
+    out = Content.__new__(Content)
+    vars(out).update(vars(item))
     for name, value in vars(item).items():
         if name == "type" or value is None:
             continue

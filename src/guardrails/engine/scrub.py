@@ -126,6 +126,10 @@ class Scrubber:
             layer = layer._base
 
     def __call__(self, text: str) -> str:
+        if type(text) is not str:
+            # A ``str`` subclass may print (``__str__``, ``__repr__``) other than its data:
+            # what leaves is always a plain string of the data that was scrubbed.
+            text = str.__str__(text)
         if self._pending is not None:
             self._compute()
         if text in self._texts:
