@@ -227,61 +227,32 @@ def spellings(text: str) -> set[str]:
     forms: set[str] = set()
     for variant in variants:
         forms |= _escaped(variant)
-        forms.add(urllib.parse.quote(variant, safe=""))
-        forms.add(urllib.parse.quote(variant))
-        forms.add(urllib.parse.quote_plus(variant, safe=""))
-        raw = _bytes_escaped(variant)
-        forms.add(raw)
-        forms.add(raw.replace("'", "\\'"))
+        quoted = urllib.parse.quote(variant, safe="")
+        # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), without quoting twice.
+        forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
+        forms |= _bytes_escaped(variant)
     return {f for f in forms if f}
 
 
 def _escaped(text: str) -> set[str]:
-    """``text`` raw, JSON-escaped and ``repr``-escaped (see ``spellings``)."""
-    forms = {text,
-             json.dumps(text)[1:-1],
-             json.dumps(text, ensure_ascii=False)[1:-1]}
-    inner = _py_escaped(text)
-    forms.add(inner)
-    forms.add(inner.replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True).replace("'", "\\'"))
-    forms.add(_py_escaped(text, ascii_only=True))
-    return forms
+    """``text`` raw, JSON-escaped and ``repr``-escaped (see ``spellings``). Built-ins
+    only: a value may be long (a model-sent secret argument), and this runs per call."""
+    return {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1],
+            *_quote_forms(repr(text)), *_quote_forms(ascii(text))}
 
 
-def _bytes_escaped(text: str) -> str:
-    """``repr(text.encode())`` without its ``b`` and quotes, the single quote unescaped."""
-    out: list[str] = []
-    for byte in text.encode("utf-8", "surrogatepass"):
-        ch = chr(byte)
-        escaped = _PY_ESCAPES.get(ch)
-        if escaped is not None:
-            out.append(escaped)
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f"\\x{byte:02x}")
-    return "".join(out)
+def _bytes_escaped(text: str) -> set[str]:
+    """``repr(text.encode())`` without its ``b`` and quotes, the single quote escaped or not."""
+    return _quote_forms(repr(text.encode("utf-8", "surrogatepass")))
 
 
-_PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
-    """``repr(text)`` without its quotes, the single quote left unescaped (``ascii()`` with
-    ``ascii_only``)."""
-    out: list[str] = []
-    for ch in text:
-        escaped = _PY_ESCAPES.get(ch)
-        if escaped is not None:
-            out.append(escaped)
-        elif ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return "".join(out)
+def _quote_forms(quoted: str) -> set[str]:
+    """The inside of a ``repr`` (of a str or bytes), with the single quote escaped and not:
+    inside a longer text, ``repr`` may escape a single quote it left alone here."""
+    inner = quoted[quoted.index(quoted[-1]) + 1:-1]
+    if quoted[-1] == '"':  # the text holds a single quote and no double quote
+        return {inner, inner.replace("'", "\\'")}
+    return {inner, inner.replace("\\'", "'")}
 
 
 def _texts_of(values: Iterable[Any]) -> frozenset[str]:
