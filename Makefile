@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/agent_bench.py
 	$(BIN)/python benchmarks/telemetry_bench.py
 	$(BIN)/python benchmarks/scrub_bench.py
+	$(BIN)/python benchmarks/worst_case.py
 
 clean:
 	rm -rf $(VENV)

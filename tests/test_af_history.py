@@ -28,6 +28,7 @@ def test_redacted_equals_two_step_form(args: dict[str, Any]) -> None:
     scrub = Scrubber([SECRET], lambda text: text.replace("4111", "[card]"))
     names = frozenset({"api_key"})
     expected = scrub_json(redact_arguments(args, names), scrub)
-    got = redacted(args, names, scrub)
+    got, truncated = redacted(args, names, scrub)
+    assert not truncated
     assert repr(got) == repr(expected)  # repr: NaN-safe structural equality
     assert SECRET not in repr(got)

@@ -85,6 +85,19 @@ def test_a_lookahead_is_a_load_error_at_the_literal_and_re2_prints_nothing() -> 
     assert proc.stderr == ""
 
 
+def test_a_regex_taken_from_params_is_a_constant_too(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(_policy("params: {re: '^(?=.*drop)'}\nrules:\n"
+                            "  - {name: r, when: 'args.q.matches(params.re)', action: deny}"))
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (8, 39), p
+    assert p.message.startswith("rules.r.when: params.re: invalid regular expression "
+                                "'^(?=.*drop)': invalid perl operator: (?= (RE2 has no "
+                                "lookahead"), p.message
+
+
 def test_a_structural_problem_in_one_file_does_not_hide_a_cel_error_in_another() -> None:
     proc = run("check", DATA / "split")
     assert lines(proc) == [
@@ -99,9 +112,9 @@ def test_regex_errors_at_run_time_write_nothing_to_stderr(capfd: pytest.CaptureF
                                                           tmp_path: Path) -> None:
     """A pattern only known at run time still fails as an evaluation error, silently."""
     path = tmp_path / "p.yaml"
-    path.write_text(_policy("params: {re: '(?=x)'}\nrules:\n"
-                            "  - {name: r, when: 'args.q.matches(params.re)', action: deny}"))
-    decision = guardrails.load(path).evaluate("run_sql", {"q": "x"})
+    path.write_text(_policy("rules:\n"
+                            "  - {name: r, when: 'args.q.matches(args.re)', action: deny}"))
+    decision = guardrails.load(path).evaluate("run_sql", {"q": "x", "re": "(?=x)"})
     assert decision.effect.value == "deny" and decision.errors
     assert capfd.readouterr().err == ""
 
@@ -270,6 +283,26 @@ def test_the_shipped_payments_policy_passes_a_strict_check(tmp_path: Path) -> No
 # -- YAML pitfalls -------------------------------------------------------------------------
 
 
+def test_a_quote_that_ends_the_yaml_value_and_a_cel_escape_get_hints(tmp_path: Path) -> None:
+    head = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  rules:\n    - name: r\n")
+    path = tmp_path / "q.yaml"
+    path.write_text(head + "      when: 'args.x == 'a''\n      action: deny\n")
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (7, 25)
+    assert "(hint: a quote inside a quoted value ends it" in p.message
+    path.write_text(head + "      when: 'args.x.matches(\"\\d+\")'\n      action: deny\n")
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    [p] = info.value.errors
+    assert (p.line, p.column) == (7, 30)
+    assert p.message == ("invalid escape sequence \\d (in a CEL string a backslash starts "
+                         "an escape: write \\\\d for a regex's \\d, or use a raw string, "
+                         "r\"\\d+\")")
+
+
 @pytest.mark.parametrize(("text", "line", "column", "message"), [
     ("  rules:\n    - {name: r, when: args.a: b, action: deny}\n", 7, 29,
      "YAML syntax error: while parsing a flow mapping: expected ',' or '}', but got ':' "
@@ -357,3 +390,27 @@ def test_samples_policies_check_clean_against_their_tools() -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["findings"] == []
     policies = guardrails.load("policies")
     assert [f for f in lint(policies, tools) if f.severity == "error"] == []
+
+
+def test_a_hostile_tool_schema_is_read_in_bounded_time() -> None:
+    """Tool schemas can come from a remote MCP server: recursion and fan-out through
+    $ref must not blow up (each $ref is read once; the number of nodes read is bounded)."""
+    from guardrails.expr.types import _SchemaReader, of_json_schema
+
+    node = {"type": "object", "required": [f"p{i}" for i in range(20)],
+            "properties": {f"p{i}": {"$ref": "#/$defs/N"} for i in range(20)}}
+    schema = {**node, "$defs": {"N": node}}
+    t = of_json_schema(schema)
+    f = t.field("p0")
+    assert f is not None and f.required and f.type.field("p0") is not None
+    # 50 definitions, each referring 50 times to the next, each used 50 x 50 times: read
+    # naively that is 50^17 nodes; each reference is read once instead.
+    wide = {"type": "object", "properties": {
+        f"p{i}": {"anyOf": [{"$ref": f"#/$defs/D{j}"} for j in range(50)]} for i in range(50)},
+        "$defs": {f"D{j}": {"type": "object", "properties": {
+            f"q{k}": {"$ref": f"#/$defs/D{(j + 1) % 50}"} for k in range(50)}}
+            for j in range(50)}}
+    reader = _SchemaReader(wide)
+    reader.read(wide, 0)
+    assert len(reader.refs) == 50
+    assert 10_000 - reader.budget < 10_000  # finished well inside the node budget

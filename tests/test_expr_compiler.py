@@ -23,6 +23,7 @@ from guardrails.expr import (
 from guardrails.expr import ast as A
 from guardrails.expr.checker import LIB_FUNCTIONS
 from guardrails.expr.compiler import compile_ast
+from guardrails.expr.limits import ITERATION_COST
 from guardrails.expr.values import INT, STRING, UInt
 
 DECLARED = ("args", "params", "principal", "variables", "x", "y", "now")
@@ -520,7 +521,7 @@ def test_general_comprehension_form_matches_specialised() -> None:
 
 
 def test_cost_limit_on_comprehensions_is_not_absorbed() -> None:
-    limits = Limits(max_cost=1000)
+    limits = Limits(max_cost=1000 * ITERATION_COST)
     p = compile_expression("x.all(i, i > 0)", declared=["x"], limits=limits)
     assert p.evaluate({"x": list(range(1, 500))}) is True
     with pytest.raises(CostLimitExceeded):
@@ -544,7 +545,8 @@ def test_cost_limit_on_string_building() -> None:
 
 
 def test_budget_is_per_evaluation() -> None:
-    p = compile_expression("x.all(i, true)", declared=["x"], limits=Limits(max_cost=100))
+    p = compile_expression("x.all(i, true)", declared=["x"],
+                           limits=Limits(max_cost=100 * ITERATION_COST))
     for _ in range(5):
         assert p.evaluate({"x": list(range(90))}) is True
 

@@ -38,7 +38,6 @@ from guardrails.agent_framework._approvals import (
 from guardrails.agent_framework._arguments import (
     apply_repairs,
     as_mapping,
-    json_numbers,
     json_view,
     same_json,
 )
@@ -130,6 +129,9 @@ class _Plan:
     deferred: bool = False
     """Only the injected placeholder failed validation: validate with the real secret, and
     run only if that changes nothing the rules read."""
+    over_bounds: bool = False
+    """The inputs are over the engine's bounds (or not JSON): the call never runs and no
+    later pass (validation, the snapshot, history) reads them."""
 
 
 @dataclass(frozen=True)
@@ -208,8 +210,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         tool = context.function.name
         entry = as_mapping(context.arguments)
-        if entry is not None and not json_numbers(entry):
-            raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+        # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
+        # arguments over them are an input error, never walked to find one.
         principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
@@ -233,6 +235,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
             arguments: dict[str, Any] = {}
+        elif self._policies.input_error(entry) is not None:
+            # Over the bounds: one evaluation (an input error, found by a walk that stops at
+            # the bound) and nothing else reads them: no JSON view, no validation.
+            decision = decide(entry)
+            arguments = dict(decision.arguments)
         else:
             settled = self._settle(context, entry, decide)
             decision, arguments = settled.decision, settled.arguments
@@ -245,9 +252,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
+        over_bounds = any(e.element == "input" for e in decision.errors)
+        if over_bounds and effect not in _BLOCKING:
+            # Inputs over the bounds (or not JSON) never run, whatever the policies'
+            # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
+            # to read (``Ignore`` only skips the policy's own rules).
+            effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred)
+                     approval_id, replay, run, validated, invalid, deferred, over_bounds)
 
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
                 decide: Callable[[Any], Decision]) -> _Settled:
@@ -421,9 +434,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             await self._run_tool(context, call_next, scrub, plan.run)
             return
 
-        # The call does not run: bind the snapshot to the arguments as they stand.
-        with contextlib.suppress(Exception):
-            _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
+        # The call does not run: bind the snapshot to the arguments as they stand (not
+        # when they are over the bounds: the framework's token walks every value).
+        if not plan.over_bounds:
+            with contextlib.suppress(Exception):
+                _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
         base_scrub = self._scrubber(plan, ())
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
@@ -588,5 +603,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         history = history_of(session_state(context.session, create=True), plan.run)
         if history is None:
             return
-        args = redacted(plan.arguments, plan.secret_names, scrub)
-        record(history, context.function.name, args, effect, self._history_limit)
+        args: dict[str, Any]
+        if plan.over_bounds:  # nothing of arguments over the bounds is read again
+            args, truncated = {}, True
+        else:
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+        record(history, context.function.name, args, effect, self._history_limit,
+               truncated=truncated)

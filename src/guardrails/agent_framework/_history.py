@@ -14,8 +14,9 @@ from typing import Any
 from guardrails.agent_framework._secrets import Scrubber
 from guardrails.agent_framework._state import RunState
 from guardrails.engine.decision import REDACTED
+from guardrails.engine.evaluate import NODE_COST
 
-__all__ = ["HISTORY_LIMIT", "history_of", "record", "redacted"]
+__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "history_of", "record", "redacted"]
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
@@ -31,39 +32,83 @@ def history_of(state: dict[str, Any] | None, run: RunState | None) -> list[dict[
     return run.history if run is not None else None
 
 
-def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
-             scrub: Scrubber) -> dict[str, Any]:
-    """The arguments as history keeps them: secret ones ``[REDACTED]``, every string and
-    every name scrubbed.
+HISTORY_ENTRY_BYTES = 4096
+"""Size bound of one entry's arguments, counted as the engine counts inputs (each value,
+key and element ``NODE_COST`` bytes besides its text). Every string kept is scrubbed with
+every redact pattern, so the bound is what keeps bookkeeping cheap whatever the call held
+(150,000 empty strings once cost seconds here), and 50 entries stay a small share of the
+engine's input bound, which history counts against. Values past it are not kept."""
 
-    One walk giving what ``scrub_json(redact_arguments(arguments, secret_names), scrub)``
-    gives (the engine's JSON-safe form, then scrubbed), without building the middle copy,
-    and with map keys scrubbed as well.
+
+class _Left:
+    __slots__ = ("bytes",)
+
+    def __init__(self, n: int) -> None:
+        self.bytes = n
+
+
+def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
+             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES) -> tuple[dict[str, Any], bool]:
+    """The arguments as history keeps them, and whether some were left out for size.
+
+    Secret ones ``[REDACTED]``, every string and every name scrubbed: one walk giving
+    what ``scrub_json(redact_arguments(arguments, secret_names), scrub)`` gives (the
+    engine's JSON-safe form, then scrubbed), without building the middle copy, with map
+    keys scrubbed as well, and stopping at ``limit`` (what is past it is dropped, never
+    kept unscrubbed).
     """
     # Names are scrubbed too: the model chooses them, and may choose a secret.
-    return {scrub(k): scrub(REDACTED) if k in secret_names else _kept(v, scrub)
-            for k, v in arguments.items()}
+    left = _Left(limit)
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        left.bytes -= NODE_COST + len(str(k))
+        if left.bytes < 0:
+            break
+        out[scrub(str(k))] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
+    return out, left.bytes < 0
 
 
-def _kept(value: Any, scrub: Scrubber) -> Any:
+def _kept(value: Any, scrub: Scrubber, left: _Left) -> Any:
     # The engine's _json_safe (decision.redact_arguments), each resulting string scrubbed.
+    left.bytes -= NODE_COST
+    if left.bytes < 0:
+        return None
     if isinstance(value, str):
-        return scrub(value)
+        left.bytes -= len(value)
+        return scrub(value) if left.bytes >= 0 else None
     if value is None or isinstance(value, bool | int | float):
         return value if not (isinstance(value, float) and value != value) else scrub("NaN")
     if isinstance(value, Mapping):
-        return {scrub(str(k)): _kept(v, scrub) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            left.bytes -= len(str(k))
+            if left.bytes < 0:
+                break
+            out[scrub(str(k))] = _kept(v, scrub, left)
+        return out
     if isinstance(value, list | tuple):
-        return [_kept(v, scrub) for v in value]
+        items: list[Any] = []
+        for v in value:
+            if left.bytes < 0:
+                break
+            items.append(_kept(v, scrub, left))
+        return items
     if isinstance(value, bytes):
-        return scrub(value.decode("utf-8", "replace"))
-    return scrub(str(value))
+        left.bytes -= len(value)
+        return scrub(value.decode("utf-8", "replace")) if left.bytes >= 0 else None
+    return scrub(str(value)) if left.bytes >= 0 else None
 
 
 def record(history: list[dict[str, Any]] | None, tool: str, args: dict[str, Any],
-           effect: str, limit: int) -> None:
-    """Append one call (``args`` already ``redacted``), dropping the oldest beyond ``limit``."""
+           effect: str, limit: int, *, truncated: bool = False) -> None:
+    """Append one call (``args`` already ``redacted``), dropping the oldest beyond ``limit``.
+
+    ``truncated``: some arguments were left out (over ``HISTORY_ENTRY_BYTES``, or the whole
+    call was over the engine's input bounds); the entry says so, so a rule can tell."""
     if history is None:
         return
-    history.append({"tool": tool, "args": args, "effect": effect})
+    entry: dict[str, Any] = {"tool": tool, "args": args, "effect": effect}
+    if truncated:
+        entry["truncated"] = True
+    history.append(entry)
     del history[:-limit]

@@ -204,7 +204,11 @@ class _Compiler:
             )
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
-            self.problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+            message = e.message
+            if message.startswith("invalid escape sequence"):
+                message += (" (in a CEL string a backslash starts an escape: write \\\\d "
+                            "for a regex's \\d, or use a raw string, r\"\\d+\")")
+            self.problems.append(Problem(pos.file, pos.line, pos.column, message))
             return None
         ok = True
         used: set[str] = set()

@@ -13,6 +13,7 @@ from typing import Any
 from guardrails.engine.decision import Decision, Effect
 from guardrails.engine.evaluate import (
     _INT64,
+    NODE_COST,
     Budget,
     Call,
     Candidates,
@@ -152,12 +153,19 @@ class PolicySet:
         aliases: tuple[str, ...] = (),
         unmatched: Effect = Effect.ALLOW,
     ) -> Decision:
-        tool = tool if isinstance(tool, str) else str(tool)
-        candidates = self._candidates(tool, aliases)
-        call, error = self._call(tool, args, principal, history, request, description, now,
-                                 candidates.names)
+        try:
+            name = tool if type(tool) is str else str(tool)
+        except Exception:
+            name = "<unreadable tool name>"
+        candidates = self._candidates(name, aliases)
+        try:
+            call, error = self._call(name, args, principal, history, request, description, now,
+                                     candidates.names)
+        except Exception as e:  # fail closed: no input may make ``evaluate`` raise
+            call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
-                             trace=trace, known_secrets=known_secrets, unmatched=unmatched)
+                             trace=trace, known_secrets=known_secrets, unmatched=unmatched,
+                             max_cost=self._limits.max_cost)
 
     def _call(
         self,
@@ -170,41 +178,76 @@ class PolicySet:
         now: datetime.datetime | None,
         names: frozenset[str],
     ) -> tuple[Call, str | None]:
-        """Normalise and bound what the candidates read; an input error fails closed."""
+        """Normalise and bound what the candidates read; an input error fails closed.
+
+        Every input is checked for its type before it is read, and every read of a
+        caller's object is inside the ``try``: a hostile object costs an input error, never
+        an exception out of ``evaluate``.
+        """
         limits = self._limits
-        error: str | None = None
-        if "now" not in names:
-            now = _EPOCH  # no candidate reads the clock: skip reading it
-        elif now is None:
-            now = datetime.datetime.now(datetime.UTC)
-        elif now.tzinfo is None:
-            now = now.replace(tzinfo=datetime.UTC)
         budget = Budget(limits.max_input_bytes)
         try:
+            if "now" not in names:
+                now = _EPOCH  # no candidate reads the clock: skip reading it
+            elif now is None:
+                now = datetime.datetime.now(datetime.UTC)
+            elif not isinstance(now, datetime.datetime):
+                raise InputError(f"now must be a datetime, got {type(now).__name__}")
+            elif now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
             if args is not None and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
-            n_args = normalize(args or {}, limits, budget)
-            # Only what some candidate policy reads is copied and bounded.
+            n_args = normalize(args if args is not None else {}, limits, budget)
+            # Only what some candidate policy reads is bounded and converted.
             n_principal: Any = {}
-            if "principal" in names:
-                n_principal = normalize(principal or {}, limits, budget)
-                if not isinstance(n_principal, dict):
+            if "principal" in names and principal is not None:
+                if not isinstance(principal, Mapping):
                     raise InputError("principal must be a map")
+                n_principal = normalize(principal, limits, budget)
             n_history: Any = []
-            if "history" in names:
-                n_history = normalize(list(history or ())[-limits.max_history:], limits, budget)
-            text = request or ""
-            if not isinstance(text, str):
-                raise InputError("request must be text")
+            if "history" in names and history is not None:
+                if not isinstance(history, list | tuple | Sequence) or isinstance(
+                        history, str | bytes | bytearray | Mapping):
+                    raise InputError(f"history must be a list, got {type(history).__name__}")
+                if type(history) is list or type(history) is tuple:
+                    recent = list(history[-limits.max_history:])
+                else:  # a Sequence of its own: read by index, never more than kept
+                    n = len(history)
+                    recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
+                n_history = normalize(recent, limits, budget)
+            text = request if request is not None else ""
+            if type(text) is not str:
+                if not isinstance(text, str):
+                    raise InputError("request must be text")
+                text = str.__str__(text)
             budget.left -= len(text)
+            if type(description) is not str:
+                description = description if isinstance(description, str) else ""
+                description = str.__str__(description)
             if budget.left < 0:
                 raise InputError("inputs exceed the size bound")
-        except (InputError, RecursionError) as e:
-            error = str(e) if isinstance(e, InputError) else "input nested too deeply"
-            n_args = _readable_arguments(args)
-            n_principal, n_history, text = {}, [], ""
-        call = Call(tool, n_args, n_principal, n_history, text, description or "", now)
-        return call, error
+        except InputError as e:
+            return _empty_call(tool, args), str(e)
+        except RecursionError:
+            return _empty_call(tool, args), "input nested too deeply"
+        except Exception as e:  # a hostile object: keep its type only (its text may quote data)
+            return _empty_call(tool, args), f"inputs could not be read ({type(e).__name__})"
+        call = Call(tool, n_args, n_principal, n_history, text, description, now)
+        return call, None
+
+    def input_error(self, args: Any) -> str | None:
+        """Why ``args`` alone are over the input bounds or not JSON data, else None.
+
+        One walk that stops at the size bound, whatever ``args`` hold: a caller can tell
+        arguments it must not walk itself (the integration's JSON view, validation and
+        snapshot would each walk them in full) before doing anything else with them."""
+        if not isinstance(args, Mapping):
+            return f"arguments must be a JSON object, got {type(args).__name__}"
+        try:
+            normalize(args, self._limits)
+        except InputError as e:
+            return str(e)
+        return None
 
     def with_mode(self, mode: Mode) -> PolicySet:
         """A copy where every policy runs in ``mode`` ("audit" for a shadow rollout)."""
@@ -236,20 +279,33 @@ class PolicySet:
         return text
 
 
+def _empty_call(tool: str, args: Any = None) -> Call:
+    """The call an input error is decided on: no input is read again."""
+    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH)
+
+
 def _readable_arguments(args: Any) -> dict[str, Any]:
     """What a decision can safely hold of arguments that failed the input bounds.
 
     Only top-level JSON scalars: the rest may be what broke the bounds (a structure
     nested thousands deep would make every later reader of the decision recurse).
     """
-    if not isinstance(args, Mapping):
+    if type(args) is not dict:  # anything else may raise when read
         return {}
     out: dict[str, Any] = {}
+    left = _READABLE_BYTES
     for k, v in args.items():
         if type(k) is not str:
             continue
+        left -= NODE_COST + len(k) + (len(v) if type(v) is str else NODE_COST)
+        if left < 0:  # the rest may be what broke the size bound
+            break
         if v is None or type(v) in (str, bool) or (
                 type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
                 type(v) is float and math.isfinite(v)):
             out[k] = v
     return out
+
+
+_READABLE_BYTES = 64 * 1024
+"""What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""

@@ -7,6 +7,7 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import unicodedata
@@ -18,7 +19,18 @@ import re2
 
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
+__all__ = ["MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
+
+MAX_TEXTS = 2048
+"""Distinct texts a scrubber knows (all its layers together). Past it (a secret argument
+that is a huge list, every value of a big call in a decision record) the scrubber is
+*opaque*: every text it is given becomes ``[REDACTED]``. Collecting, spelling, sorting and
+matching stay linear up to the bound and the bound fails closed: it can make a message less
+useful, never let a value out."""
+
+_MAX_READ = 4 * MAX_TEXTS
+"""Texts read from the values before giving up (repeats count: a list of a million equal
+strings must not be walked to the end to find it holds one text)."""
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
@@ -51,7 +63,7 @@ class Scrubber:
     in another (of any layer) is removed whole.
     """
 
-    __slots__ = ("_base", "_needles", "_pending", "_redact", "_regex", "_texts")
+    __slots__ = ("_base", "_needles", "_opaque", "_pending", "_redact", "_regex", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
                  redact: Callable[[str], str] | None = None, *,
@@ -62,6 +74,7 @@ class Scrubber:
         self._texts: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
         self._regex: Any = None
+        self._opaque = False
         if callable(values):
             self._pending = values
         else:
@@ -69,10 +82,17 @@ class Scrubber:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Lazily computed values are a closure, layers a chain: copies carry the texts.
+        if self.opaque:
+            return (_opaque, (self._redact,))
         return (Scrubber, (sorted(self.texts), self._redact))
 
-    def _set(self, texts: frozenset[str]) -> None:
+    def _set(self, texts: frozenset[str] | None) -> None:
         known = self._base.texts if self._base is not None else frozenset()
+        if texts is None or len(texts) + len(known) > MAX_TEXTS or (
+                self._base is not None and self._base.opaque):
+            self._opaque = True
+            self._texts, self._needles = frozenset(), ()
+            return
         self._texts = texts | known
         # Every spelling our serializers give a value (see ``spellings``), longest first.
         forms = {form for t in texts - known if len(t) >= MIN_SUBSTRING_LENGTH
@@ -82,7 +102,18 @@ class Scrubber:
     def _compute(self) -> None:
         pending, self._pending = self._pending, None
         if pending is not None:
-            self._set(_texts_of(pending()))
+            try:
+                texts = _texts_of(pending())
+            except Exception:  # values that cannot be read: fail closed
+                texts = None
+            self._set(texts)
+
+    @property
+    def opaque(self) -> bool:
+        """Whether this scrubber knows too many values to scrub by value (``MAX_TEXTS``): it
+        then replaces every text whole."""
+        self._compute()
+        return self._opaque
 
     @property
     def texts(self) -> frozenset[str]:
@@ -93,25 +124,34 @@ class Scrubber:
     def hides(self, text: str) -> bool:
         """Whether ``text`` is exactly a known value (a number that is a secret, say)."""
         self._compute()
-        return text in self._texts
+        return self._opaque or text in self._texts
 
     def with_values(self, values: Iterable[Any]) -> Scrubber:
         """This scrubber plus ``values``, as a layer on top of it (cheap: only the new
         values' spellings are worked out); itself when they add no text."""
         self._compute()
-        texts = _texts_of(values)
-        if texts <= self._texts:
+        if self._opaque:
             return self
-        return Scrubber(texts, self._redact, base=self)
+        texts = _texts_of(values)
+        if texts is not None and texts <= self._texts:
+            return self
+        out = Scrubber((), self._redact, base=self)
+        out._set(texts)
+        return out
 
     def merged(self, values: Iterable[Any]) -> Scrubber:
         """This scrubber plus ``values`` in one layer: for a set that grows now and then and
         is used on every call (a guard's memory of injected values)."""
         self._compute()
+        if self._opaque:
+            return self
         texts = _texts_of(values)
-        if texts <= self._texts:
+        if texts is not None and texts <= self._texts:
             return self
         out = Scrubber((), self._redact)
+        if texts is None or len(self._texts | texts) > MAX_TEXTS:
+            out._set(None)
+            return out
         out._texts = self._texts | texts
         forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
@@ -132,6 +172,8 @@ class Scrubber:
             text = str.__str__(text)
         if self._pending is not None:
             self._compute()
+        if self._opaque:
+            return REDACTED if text else text
         if text in self._texts:
             return REDACTED
         spans: list[tuple[int, int]] = []
@@ -255,8 +297,26 @@ def _quote_forms(quoted: str) -> set[str]:
     return {inner, inner.replace("\\'", "'")}
 
 
-def _texts_of(values: Iterable[Any]) -> frozenset[str]:
-    return frozenset(t for v in values for t in value_texts(v))
+def _opaque(redact: Callable[[str], str] | None) -> Scrubber:
+    """An opaque scrubber (what a copy of one is)."""
+    out = Scrubber((), redact)
+    out._set(None)
+    return out
+
+
+def _texts_of(values: Iterable[Any]) -> frozenset[str] | None:
+    """Every text form of ``values``, or None when there are more than ``MAX_TEXTS``."""
+    out: set[str] = set()
+    read = 0
+    try:
+        for t in itertools.islice((t for v in values for t in value_texts(v)), _MAX_READ + 1):
+            out.add(t)
+            read += 1
+    except RecursionError:  # nested too deeply to walk
+        return None
+    if len(out) > MAX_TEXTS or read > _MAX_READ:
+        return None
+    return frozenset(out)
 
 
 def value_texts(value: Any) -> Iterator[str]:

@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy
-from guardrails.expr.typechecker import NONE, Diagnostic, Facts, check, facts_of, may_be_absent
+from guardrails.expr import ast
+from guardrails.expr.typechecker import (
+    NONE,
+    REGEX_FUNCTIONS,
+    Diagnostic,
+    Facts,
+    check,
+    facts_of,
+    may_be_absent,
+    regex_problem,
+)
 from guardrails.expr.types import (
     BOOL,
     DYN,
@@ -100,6 +110,8 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
         t, diagnostics = check(compiled.program.ast, env, expect=expect, facts=facts,
                                guards=guards)
         out.extend(_finding(element, compiled, d) for d in diagnostics)
+        if "params" in compiled.names:
+            out.extend(_param_regexes(element, compiled, policy.params))
         return t
 
     if policy.when is not None:
@@ -121,6 +133,29 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
         if rule.message_expression is not None:
             run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
                 facts_of(rule.when.program.ast))
+    return out
+
+
+def _param_regexes(element: str, compiled: CompiledExpression,
+                   params: Mapping[str, Any]) -> list[TypeFinding]:
+    """A pattern taken from params (``args.q.matches(params.re)``) is a constant too: an
+    invalid one would fail every evaluation, so it is a load error at the reference."""
+    out: list[TypeFinding] = []
+    for node in ast.walk(compiled.program.ast):
+        if not (isinstance(node, ast.Call) and node.function in REGEX_FUNCTIONS):
+            continue
+        args = node.args[1:] if node.target is None and node.function == "matches" \
+            else node.args
+        ref = args[0] if args else None
+        if not (isinstance(ref, ast.Select) and not ref.test_only
+                and isinstance(ref.operand, ast.Ident) and ref.operand.name == "params"):
+            continue
+        value = params.get(ref.field)
+        problem = regex_problem(value) if isinstance(value, str) else None
+        if problem:
+            out.append(TypeFinding("error", element,
+                                   compiled.expression.position_of(ref.operand.offset),
+                                   f"params.{ref.field}: {problem}"))
     return out
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import BINARY, Checked, Local, logic_error, predicate_error
+from guardrails.expr.limits import ITERATION_COST, cost_of
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -335,7 +336,7 @@ class _Closures:
             except CelError as e:
                 slots[accu_slot] = ErrorValue(e)
             for x in items:
-                a.budget -= 1
+                a.budget -= ITERATION_COST
                 if a.budget < 0:
                     charge(a, 0)
                 slots[it_slot] = x
@@ -414,13 +415,15 @@ def std_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
 def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
     """Library functions know nothing of cost: charge what they scan and what they build."""
 
+    base, per = cost_of(fn)
+
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
-        units = 1
+        units = base
         for v in values:
             t = type(v)
             if t is str or t is bytes or t is list or t is tuple:
-                units += len(v)
+                units += per * len(v)
         charge(a, units)
         r = fn(*values)
         t = type(r)
@@ -441,7 +444,7 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
         slots = a.slots
         err: CelError | None = None
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -470,7 +473,7 @@ def _exists_one(iter_range: Fn, pred: Fn, slot: int) -> Fn:
         slots = a.slots
         count = 0
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -490,7 +493,7 @@ def _map_filter(iter_range: Fn, pred: Fn | None, value: Fn | None, slot: int, ma
         slots = a.slots
         out: list[Any] = []
         for x in items:
-            a.budget -= 1
+            a.budget -= ITERATION_COST
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x

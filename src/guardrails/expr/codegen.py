@@ -32,6 +32,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
+from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Meter, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
 
@@ -87,6 +88,18 @@ def _first_evaluate(program: GeneratedProgram, bindings: Mapping[str, Any]) -> A
 # ---------------------------------------------------------------------------- runtime helpers
 
 
+def _meter_of(bindings: Mapping[str, Any]) -> Meter | None:
+    return bindings.get(METER)
+
+
+def _left_of(meter: Meter) -> int:
+    return meter.left
+
+
+def _spend(meter: Meter, units: int) -> None:
+    meter.left -= units
+
+
 def _cost_exceeded() -> NoReturn:
     raise CostLimitExceeded("evaluation cost limit exceeded")
 
@@ -113,6 +126,9 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_Cost": CostLimitExceeded,
     "_ErrorValue": std.ErrorValue,
     "_cost_exceeded": _cost_exceeded,
+    "_meter_of": _meter_of,
+    "_left_of": _left_of,
+    "_spend": _spend,
     "_unbound": _unbound,
     "_overflow": _overflow,
     "_logic_error": logic_error,
@@ -344,7 +360,7 @@ class _Gen:
         slow = self.const(std.compiled_matches(compiled))
         self.emit(f"if type({s}) is _str:")
         with self.indent():
-            self.charge(f"len({s})")
+            self.charge(f"{self.const(SCAN_COST)} + len({s})")
             self.emit(f"{t} = {rx}({s})")
         self.emit("else:")
         self.emit(f"    {t} = {slow}(None, {s})")
@@ -361,7 +377,7 @@ class _Gen:
             s, arg = parts
             self.emit(f"if type({s}) is _str and type({arg}) is _str:")
             with self.indent():
-                self.charge(f"len({s})")
+                self.charge(f"{self.const(SCAN_COST)} + len({s})")
                 if name == "contains":
                     self.emit(f"{t} = {arg} in {s}")
                 else:
@@ -387,7 +403,11 @@ class _Gen:
         """Library functions know nothing of cost: charge what they scan and what they build."""
         f = self.const(fn)
         scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
-        self.charge(f"1 + {scanned}" if scanned else "1")
+        fixed, per = cost_of(fn)
+        base = self.const(fixed)
+        if scanned and per != 1:
+            scanned = f"{self.const(per)} * ({scanned})"
+        self.charge(f"{base} + {scanned}" if scanned else base)
         t = self.tmp()
         self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")
@@ -607,7 +627,7 @@ class _Gen:
         self.emit(f"{items} = {r} if type({r}) is _list else _iter_range({r}, {macro})")
         self.emit(f"for {it_local} in {items}:")
         self.budget = True
-        self.emit("    _bud -= 1")
+        self.emit(f"    _bud -= {self.const(ITERATION_COST)}")
         self.emit("    if _bud < 0: _cost_exceeded()")
 
     def comprehension(self, node: ast.Comprehension) -> str:
@@ -625,7 +645,7 @@ class _Gen:
         self.emit(f"for {it_local} in {items}:")
         self.budget = True
         with self.indent(1):
-            self.emit("_bud -= 1")
+            self.emit(f"_bud -= {self.const(ITERATION_COST)}")
             self.emit("if _bud < 0: _cost_exceeded()")
 
             def cond() -> None:
@@ -745,8 +765,18 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
         gen.emit(f"return {result}")
     params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
     head = ["def _make(" + params + "):", "    def _f(b):"]
+    tail: list[str] = []
     if gen.budget:
-        head.append(f"        _bud = {gen.const(checked.limits.max_cost)}")
+        # The call's meter when the engine passes one (what is left of the call's budget;
+        # spent units are charged back however the evaluation ends), else one budget.
+        head += [
+            "        _m = _meter_of(b)",
+            f"        _bud = {gen.const(checked.limits.max_cost)} if _m is None else _left_of(_m)",
+            "        if _bud < 0: _cost_exceeded()",
+            "        _b0 = _bud",
+        ]
+        tail = ["        finally:",
+                "            if _m is not None: _spend(_m, _b0 - _bud)"]
         params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
         head[0] = "def _make(" + params + "):"
     source = "\n".join(
@@ -760,6 +790,7 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
             "            _too_deep()",
             "        except Exception as _x:",
             "            _failed(_x)",
+            *tail,
             "    return _f",
             "",
         ]

@@ -6,7 +6,9 @@ evaluation, which the decision engine handles by the rule's ``failurePolicy``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,9 +21,12 @@ class Limits:
     max_comprehension_nesting: int = 3
     """Macros (all/exists/map/...) inside macros."""
     # run time
-    max_cost: int = 1_000_000
-    """Cost units per expression evaluation: one per comprehension iteration, plus the
-    length of strings and lists that string/list functions and regexes scan."""
+    max_cost: int = 3_000_000
+    """Cost units of one call: every expression evaluated for it together (match
+    conditions, repairs, variables, rules, messages). A unit is about one character a
+    string function or regex scans; a comprehension iteration costs ``ITERATION_COST``, a
+    function call ``CALL_COST`` or its own weight. Calibrated so a call's whole budget is
+    tens of milliseconds of CPU at most (``benchmarks/worst_case.py``)."""
     max_input_bytes: int = 1_000_000
     """Serialized size of a call's arguments, principal, history and request together."""
     max_input_depth: int = 32
@@ -31,3 +36,43 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+ITERATION_COST = 40
+"""Cost units of one comprehension iteration (its loop step: 50-200 ns)."""
+CALL_COST = 200
+"""Cost units of one library function call before what it scans (about 1 µs: most are
+cheaper; the dearer ones declare their own ``cel_cost``)."""
+SCAN_COST = 100
+"""Cost units of one ``contains``/``matches``/``startsWith`` call before what it scans."""
+
+
+def cost_of(fn: Callable[..., Any]) -> tuple[int, int]:
+    """What calling library function ``fn`` costs: fixed units, and units per character
+    (or element) of its string and list arguments.
+
+    Its ``cel_cost`` attribute, else ``CALL_COST`` (a function that runs many regexes,
+    like ``credentials.found``, declares its weight), and its ``cel_scan_cost``, else 1
+    (``parseJSON`` builds many values per character it reads).
+    """
+    cost = getattr(fn, "cel_cost", CALL_COST)
+    scan = getattr(fn, "cel_scan_cost", 1)
+    return (cost if type(cost) is int and cost > 0 else CALL_COST,
+            scan if type(scan) is int and scan > 0 else 1)
+
+
+METER = "@meter"
+"""The binding that carries a call's ``Meter`` into every expression evaluated for it
+(``@`` cannot start a CEL identifier, so no expression can read or shadow it)."""
+
+
+class Meter:
+    """What is left of one call's cost budget, shared by all its expression evaluations.
+
+    Each evaluation starts from what is left and charges what it spent back when it
+    returns (or raises), so the bound holds for the call as a whole: many cheap rules over
+    a large input cannot add up to more than one budget."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardrails.expr import ast
-from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits
 from guardrails.expr.stdlib import Activation
-from guardrails.expr.values import CelError
+from guardrails.expr.values import CelError, CostLimitExceeded
 
 Fn = Callable[[Activation], Any]
 
@@ -29,7 +29,12 @@ class Program:
     _limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
-        act = Activation(bindings, self._slots, self._limits.max_cost)
+        # The call's meter when the engine passes one (see ``limits.Meter``).
+        meter = bindings.get(METER)
+        start = self._limits.max_cost if meter is None else meter.left
+        if start < 0:
+            raise CostLimitExceeded("evaluation cost limit exceeded")
+        act = Activation(bindings, self._slots, start)
         try:
             return self._fn(act)
         except CelError:
@@ -38,6 +43,9 @@ class Program:
             raise CelError("expression evaluation too deep") from None
         except Exception as e:  # fail closed: a non-CEL exception is an evaluation error
             raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
+        finally:
+            if meter is not None:
+                meter.left -= start - act.budget
 
 
 __all__ = ["Fn", "Program"]

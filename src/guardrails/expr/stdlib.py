@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
+from guardrails.expr.limits import SCAN_COST
 from guardrails.expr.values import (
     BOOL,
     BYTES,
@@ -490,7 +491,7 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
     def matches_const(act: Activation, s: Any) -> bool:
         if type(s) is not str:
             no_overload("matches", s, compiled.pattern)
-        charge(act, len(s))
+        charge(act, SCAN_COST + len(s))
         return test(s)
 
     return matches_const
@@ -499,14 +500,14 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
 def matches(act: Activation, s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
         no_overload("matches", s, pattern)
-    charge(act, len(s))
+    charge(act, SCAN_COST + len(s))
     return regex_tester(regex(pattern))(s)
 
 
 def contains(act: Activation, s: Any, sub: Any) -> bool:
     if type(s) is not str or type(sub) is not str:
         no_overload("contains", s, sub)
-    charge(act, len(s))
+    charge(act, SCAN_COST + len(s))
     return sub in s
 
 

@@ -56,7 +56,8 @@ from guardrails.expr.values import CelError, UInt
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["Diagnostic", "Facts", "check", "facts_of", "may_be_absent"]
+__all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "check", "facts_of", "may_be_absent",
+           "regex_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -654,8 +655,10 @@ _OPERATORS: Mapping[str, Callable[[_Checker, ast.Call, list[Type]], Type]] = {
 
 # -- constants -------------------------------------------------------------------------
 
-_REGEX_ARG = {"matches": 0, "find": 0, "findAll": 0}
-"""Functions whose argument at this index (after the receiver) is an RE2 pattern."""
+REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+"""Functions whose first argument (after the receiver; ``matches(s, re)``: the second)
+is an RE2 pattern."""
+_REGEX_ARG = REGEX_FUNCTIONS
 
 
 def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
@@ -671,14 +674,15 @@ def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
     text = literal.value
     problem: str | None = None
     if name in _REGEX_ARG:
-        problem = _regex_problem(text)
+        problem = regex_problem(text)
     elif name in ("url", "ip", "cidr", "timestamp", "duration") and node.target is None:
         problem = _parse_problem(name, text)
     if problem:
         c.error(literal, problem)
 
 
-def _regex_problem(pattern: str) -> str | None:
+def regex_problem(pattern: str) -> str | None:
+    """Why RE2 rejects ``pattern`` (with a hint for the usual PCRE habits), or None."""
     import re2
 
     from guardrails.expr.lib_common import RE2_OPTIONS

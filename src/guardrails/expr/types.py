@@ -138,64 +138,81 @@ def of_value(value: Any, depth: int = 0) -> Type:
     return DYN
 
 
-def of_json_schema(schema: Any, root: Any = None, depth: int = 0) -> Type:
+def of_json_schema(schema: Any) -> Type:
     """The type a JSON Schema describes; ``dyn`` for anything not simply one type.
 
     Follows local ``$ref`` (``#/$defs/...``, ``#/definitions/...``), reads ``enum``,
     ``properties``/``required`` and ``items``. ``number`` is ``num``: JSON does not tell
     5 from 5.0, so the model's 5 arrives as an int.
     """
-    root = schema if root is None else root
-    if not isinstance(schema, Mapping) or depth > 16:
-        return DYN
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        return of_json_schema(_resolve(root, ref), root, depth + 1)
-    for combinator in ("anyOf", "oneOf"):
-        options = schema.get(combinator)
-        if isinstance(options, list) and options:
-            types = [of_json_schema(o, root, depth + 1) for o in options]
-            types = [t for t in types if t != NULL] or types
-            out = types[0]
-            for t in types[1:]:
-                out = join(out, t)
-            return out
-    typ = schema.get("type")
-    if isinstance(typ, list):
-        rest = [t for t in typ if t != "null"]
-        if len(rest) != 1:
+    return _SchemaReader(schema).read(schema, 0)
+
+
+class _SchemaReader:
+    """Bounded whatever the schema (a tool's schema may come from a remote MCP server):
+    each ``$ref`` is worked out once (a recursive one is ``dyn`` inside itself), nesting
+    past 16 levels is ``dyn``, and at most 10,000 schema nodes are read."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.refs: dict[str, Type] = {}
+        self.budget = 10_000
+
+    def read(self, schema: Any, depth: int) -> Type:
+        if not isinstance(schema, Mapping) or depth > 16 or self.budget <= 0:
             return DYN
-        typ = rest[0]
-    enum = schema.get("enum")
-    values = tuple(enum) if isinstance(enum, list) and enum else None
-    if typ is None and values is not None:
-        kinds = {of_value(v).name for v in values}
-        names = {"string": "string", "int": "integer", "bool": "boolean"}
-        typ = names.get(kinds.pop()) if len(kinds) == 1 else None
-    if typ == "string":
-        return Type("string", values=values)
-    if typ == "integer":
-        return Type("int", values=values)
-    if typ == "number":
-        return Type("num", values=values)
-    if typ == "boolean":
-        return BOOL
-    if typ == "null":
-        return NULL
-    if typ == "array":
-        return list_of(of_json_schema(schema.get("items"), root, depth + 1))
-    if typ == "object" or "properties" in schema:
-        props = schema.get("properties")
-        if not isinstance(props, Mapping):
-            extra = schema.get("additionalProperties")
-            return map_of(STRING, of_json_schema(extra, root, depth + 1)
-                          if isinstance(extra, Mapping) else DYN)
-        required = schema.get("required")
-        req = set(required) if isinstance(required, list) else set()
-        fields = {str(k): Field(of_json_schema(v, root, depth + 1), k in req)
-                  for k, v in props.items()}
-        return map_of(STRING, DYN, fields)
-    return DYN
+        self.budget -= 1
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            if ref not in self.refs:
+                self.refs[ref] = DYN  # while it is worked out: a recursive use is dyn
+                self.refs[ref] = self.read(_resolve(self.root, ref), depth + 1)
+            return self.refs[ref]
+        for combinator in ("anyOf", "oneOf"):
+            options = schema.get(combinator)
+            if isinstance(options, list) and options:
+                types = [self.read(o, depth + 1) for o in options]
+                types = [t for t in types if t != NULL] or types
+                out = types[0]
+                for t in types[1:]:
+                    out = join(out, t)
+                return out
+        typ = schema.get("type")
+        if isinstance(typ, list):
+            rest = [t for t in typ if t != "null"]
+            if len(rest) != 1:
+                return DYN
+            typ = rest[0]
+        enum = schema.get("enum")
+        values = tuple(enum) if isinstance(enum, list) and enum else None
+        if typ is None and values is not None:
+            kinds = {of_value(v).name for v in values}
+            names = {"string": "string", "int": "integer", "bool": "boolean"}
+            typ = names.get(kinds.pop()) if len(kinds) == 1 else None
+        if typ == "string":
+            return Type("string", values=values)
+        if typ == "integer":
+            return Type("int", values=values)
+        if typ == "number":
+            return Type("num", values=values)
+        if typ == "boolean":
+            return BOOL
+        if typ == "null":
+            return NULL
+        if typ == "array":
+            return list_of(self.read(schema.get("items"), depth + 1))
+        if typ == "object" or "properties" in schema:
+            props = schema.get("properties")
+            if not isinstance(props, Mapping):
+                extra = schema.get("additionalProperties")
+                return map_of(STRING, self.read(extra, depth + 1)
+                              if isinstance(extra, Mapping) else DYN)
+            required = schema.get("required")
+            req = set(required) if isinstance(required, list) else set()
+            fields = {str(k): Field(self.read(v, depth + 1), k in req)
+                      for k, v in props.items()}
+            return map_of(STRING, DYN, fields)
+        return DYN
 
 
 def _resolve(root: Any, ref: str) -> Any:

@@ -392,6 +392,10 @@ def _syntax_hint(problem: str) -> str:
     if "mapping values are not allowed" in problem or "but got ':'" in problem:
         return (" (hint: an unquoted ': ' inside a value starts a mapping; quote the "
                 "expression or text, e.g. when: 'a ? b : c')")
+    if "expected <block end>, but found" in problem or "expected ',' or ']'" in problem:
+        return (" (hint: a quote inside a quoted value ends it; wrap the expression in "
+                "single quotes and write its strings in double quotes, or write a single "
+                "quote inside single quotes as '')")
     if "unknown escape character" in problem:
         return (" (hint: inside double quotes YAML reads backslash escapes; write CEL "
                 "expressions and regexes in single quotes, where a backslash is kept)")

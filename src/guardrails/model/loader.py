@@ -41,6 +41,7 @@ import difflib
 import json
 import os
 import re
+import stat
 import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,10 @@ PathArg = str | os.PathLike[str]
 Loc = tuple[str | int, ...]
 
 __all__ = ["KINDS", "RE2_OPTIONS", "load_documents", "read_documents"]
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Largest policy, test or params file read (a 10,000-rule set is about 2 MB of YAML):
+a bigger file is refused without reading it, so a mistaken path cannot exhaust memory."""
 
 _DOCUMENT_FIELDS = tuple(f.alias or n for n, f in ToolPolicyDocument.model_fields.items())
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in DOCUMENT_MODELS.items()}
@@ -171,10 +176,12 @@ class _Loader:
 
     def _read(self, name: str) -> SourceFile | None:
         try:
-            with open(name, "rb") as f:
-                data = f.read()
+            data = read_regular_file(name, MAX_FILE_BYTES)
         except OSError as e:
             self.problems.append(Problem(name, 0, 0, f"cannot read file: {e.strerror}"))
+            return None
+        except _NotReadable as e:
+            self.problems.append(Problem(name, 0, 0, str(e)))
             return None
         real = os.path.realpath(name)
         if real not in self.read_real:  # one copy per file, under the first name it had
@@ -197,7 +204,7 @@ class _Loader:
         return cached
 
     def _load_params(self, name: str) -> _Params:
-        if not os.path.isfile(name):
+        if not os.path.lexists(name):
             return _Params(None, [], f"no such file (looked for {name})")
         src = self._read(name)
         if src is None:
@@ -239,6 +246,59 @@ class _Loader:
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)),
                          warnings=tuple(dict.fromkeys(warnings)))
+
+
+class _NotReadable(Exception):
+    """A path that is not read: not a regular file, or larger than the bound."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def read_regular_file(name: str, limit: int) -> bytes:
+    """The bytes of ``name``, which must be a regular file (or a symlink to one) of at most
+    ``limit`` bytes.
+
+    A ``*.yaml`` symlink to ``/dev/zero`` would exhaust memory and a FIFO would hang the
+    load, so the file is checked with ``stat`` before it is opened, opened non-blocking
+    (opening a FIFO for reading would otherwise wait for a writer) and checked again with
+    ``fstat`` on the open descriptor, so a swap between the two checks is caught too.
+    Reading stops one byte past ``limit``: a file that grew meanwhile is still refused.
+    """
+    st = os.stat(name)
+    if not stat.S_ISREG(st.st_mode):
+        raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without reading it")
+    if st.st_size > limit:
+        raise _NotReadable(f"file is {st.st_size} bytes, over the {limit}-byte bound")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(name, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without "
+                               "reading it")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise _NotReadable(f"file is over the {limit}-byte bound")
+    return b"".join(chunks)
 
 
 def _has_api_version(result: _FileResult) -> bool:

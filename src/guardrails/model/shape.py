@@ -511,6 +511,3 @@ DOCUMENT_MODELS: dict[str, type[Shape]] = {
 """Every document kind and its model; the loader and the schema both read this."""
 
 KINDS = tuple(DOCUMENT_MODELS)
-
-PARAMS_FILE_EXPECTED = "a mapping"
-"""A params file holds one mapping of names to values (``spec.params`` merged over it)."""
