@@ -15,16 +15,16 @@ import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 import pytest
 from agent_framework import AgentSession, Content, MiddlewareFailure, tool
 
 import guardrails
-from guardrails.agent_framework import ScriptedChatClient
+from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call
-from tests.af_support import STREAMING, agent_with, run
+from tests.af_support import STREAMING, agent_with, load_text, run
 from tests.leak_support import Observer, forms, response_places, strings_in
 
 DATA = Path(__file__).parent / "data" / "redteam2"
@@ -393,3 +393,113 @@ def _everywhere_raw(obs: Observer, caplog: pytest.LogCaptureFixture, client: Scr
                       if m.role != "assistant"],
             **response_places(response, AgentSession.from_dict(session.to_dict())),
             **obs.places(caplog)}
+
+
+# -- what is inspected is what runs: values whose JSON form is not the value ------------------
+
+SENT: list[dict[str, Any]] = []
+
+MASKS = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: outbound}
+spec:
+  match: {tools: ["send_secretly", "pay_structured"]}
+  rules:
+    - name: no-live-keys
+      when: 'has(args.body) && args.body.contains("sk-live")'
+      action: deny
+      message: A live key may not be sent.
+    - name: no-mallory
+      when: 'has(args.payment) && has(args.payment.to) && args.payment.to == "mallory"'
+      action: deny
+      message: Not to mallory.
+    - name: no-mallory-as-list
+      when: 'has(args.payments) && args.payments.exists(p, has(p.to) && p.to == "mallory")'
+      action: deny
+      message: Not to mallory.
+"""
+
+
+@tool(name="send_secretly")
+def send_secretly(to: str, body: pydantic.SecretStr) -> str:
+    """Sends a message whose body the tool treats as a secret."""
+    SENT.append({"to": to, "body": body.get_secret_value()})
+    return "sent"
+
+
+class _Hidden(pydantic.BaseModel):
+    to: str = pydantic.Field(exclude=True)
+    amount: int
+
+
+class _Serialized(pydantic.BaseModel):
+    to: Annotated[str, pydantic.PlainSerializer(lambda v: "bob")]
+    amount: int
+
+
+class _SecretPayee(pydantic.BaseModel):
+    to: pydantic.SecretStr
+    amount: int
+
+
+def _field(value: Any, name: str) -> Any:
+    """A field of what the tool received (the framework hands nested models over dumped)."""
+    found = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+    return found.get_secret_value() if isinstance(found, pydantic.SecretStr) else found
+
+
+@tool(name="pay_structured")
+def pay_hidden(payment: _Hidden) -> str:
+    """Pays (the payee field is excluded from the model's serialization)."""
+    SENT.append({"to": _field(payment, "to")})
+    return "paid"
+
+
+@tool(name="pay_structured")
+def pay_serialized(payment: _Serialized) -> str:
+    """Pays (the payee field serializes as something else)."""
+    SENT.append({"to": _field(payment, "to")})
+    return "paid"
+
+
+@tool(name="pay_structured")
+def pay_secret_payee(payment: _SecretPayee) -> str:
+    """Pays (the payee is a SecretStr)."""
+    SENT.append({"to": _field(payment, "to")})
+    return "paid"
+
+
+@tool(name="pay_structured")
+def pay_many(payments: list[_Hidden]) -> str:
+    """Pays several (the payee field is excluded from serialization)."""
+    SENT.extend({"to": _field(p, "to")} for p in payments)
+    return "paid"
+
+
+MASKED: dict[str, tuple[Any, dict[str, Any]]] = {
+    "secret-str-argument": (send_secretly, {"to": "a@example.com", "body": "key sk-live-123456"}),
+    "excluded-nested-field": (pay_hidden, {"payment": {"to": "mallory", "amount": 5}}),
+    "serializer-nested-field": (pay_serialized, {"payment": {"to": "mallory", "amount": 5}}),
+    "secret-str-nested-field": (pay_secret_payee, {"payment": {"to": "mallory", "amount": 5}}),
+    "excluded-field-in-a-list": (pay_many, {"payments": [{"to": "mallory", "amount": 5}]}),
+}
+
+
+@STREAMING
+@pytest.mark.parametrize("kind", sorted(MASKED))
+async def test_rules_read_values_not_their_serialization(
+        tmp_path: Path, kind: str, stream: bool) -> None:
+    """pydantic's JSON form masks SecretStr, drops ``exclude=True`` fields and applies a
+    model's serializers. Whatever the tool receives, the rules judged it: mallory is never
+    paid and a live key never sent (the framework hands nested models to the tool dumped,
+    so an excluded field or a serializer changes what runs, and the rules read that)."""
+    SENT.clear()
+    tool_, arguments = MASKED[kind]
+    policies = load_text(tmp_path, MASKS)
+    client = ScriptedChatClient([[call(tool_.name, **arguments)]])
+    agent = agent_with(client, [tool_], guard(policies))
+    await run(agent, "go", stream=stream, session=AgentSession())
+    ran = [str(v) for entry in SENT for v in entry.values()]
+    assert not any("mallory" in v or "sk-live" in v for v in ran), SENT
+    assert SENT or "denied by policy" in client.model_saw()
