@@ -24,6 +24,7 @@ from agent_framework import AgentSession, Content, MiddlewareFailure, tool
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call
+from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber
 from tests.af_support import STREAMING, agent_with, load_text, run
 from tests.leak_support import Observer, forms, response_places, strings_in
 
@@ -503,3 +504,43 @@ async def test_rules_read_values_not_their_serialization(
     ran = [str(v) for entry in SENT for v in entry.values()]
     assert not any("mallory" in v or "sk-live" in v for v in ran), SENT
     assert SENT or "denied by policy" in client.model_saw()
+
+
+# -- cost: what the scrubber reads and spells per call is bounded ----------------------------
+
+def test_the_scrubber_reads_a_bounded_number_of_elements_texts_or_not() -> None:
+    """A million empty strings (or Nones) hold no text, yet walking them costs: the walk
+    counts every element, and past its bound the scrubber is opaque (fail closed)."""
+    for filler in ("", None, False):
+        many = Scrubber(lambda filler=filler: [[filler] * 10**6])
+        assert many.opaque
+        assert many("anything") == "[REDACTED]"
+    layer = Scrubber(["kept-secret"]).with_values([{"k": [""] * 10**6}])
+    assert layer.opaque
+
+
+def test_a_long_secret_argument_makes_its_layer_opaque_not_slow() -> None:
+    """Each value is searched in some twenty spellings: a model-sent secret argument of a
+    million characters would cost hundreds of milliseconds per call to spell."""
+    memory = Scrubber(["injected-value"])
+    layer = memory.with_values(["é" * (MAX_LAYER_CHARS + 1)])
+    assert layer.opaque
+    assert layer("a text") == "[REDACTED]"
+    within = memory.with_values(["é" * MAX_LAYER_CHARS])
+    assert not within.opaque
+    assert within("x" + "é" * MAX_LAYER_CHARS + "y") == "x[REDACTED]y"
+    assert within("injected-value") == "[REDACTED]"
+
+
+async def test_a_huge_secret_argument_fails_closed_in_the_loop(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture) -> None:
+    huge = "pin-" + "é" * 10**6
+    obs = Observer()
+    client = ScriptedChatClient([[call("login", user="bob", pin=huge)]])
+    agent = agent_with(client, [login], obs.guard(policies))
+    session = AgentSession()
+    response = await run(agent, "log in", session=session)
+    places = {"model": [m.to_dict() for batch in client.received for m in batch
+                        if m.role != "assistant"],
+              **response_places(response, session), **obs.places(caplog)}
+    assert not [p for p, v in places.items() for s in strings_in(v) if "é" * 64 in s]

@@ -11,7 +11,6 @@ import itertools
 import json
 import re
 import unicodedata
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -29,8 +28,16 @@ matching stay linear up to the bound and the bound fails closed: it can make a m
 useful, never let a value out."""
 
 _MAX_READ = 4 * MAX_TEXTS
-"""Texts read from the values before giving up (repeats count: a list of a million equal
-strings must not be walked to the end to find it holds one text)."""
+"""Elements read from the values before giving up: every list item, map key and value
+counts, texts or not (a list of a million equal strings, or of a million empty ones, must
+not be walked to the end to find it holds one text, or none)."""
+
+MAX_LAYER_CHARS = 1 << 14
+"""Characters of the values one scrubber layer spells (a call's secret arguments). Each
+value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
+cost linear in its length, paid on every call for what the model sent: past the bound
+(16,384 characters) the layer is opaque, like past ``MAX_TEXTS``. A guard's memory of
+injected values is spelled once, not per call, and is bounded by the guard instead."""
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
@@ -89,7 +96,8 @@ class Scrubber:
     def _set(self, texts: frozenset[str] | None) -> None:
         known = self._base.texts if self._base is not None else frozenset()
         if texts is None or len(texts) + len(known) > MAX_TEXTS or (
-                self._base is not None and self._base.opaque):
+                self._base is not None and self._base.opaque) or (
+                sum(len(t) for t in texts - known) > MAX_LAYER_CHARS):
             self._opaque = True
             self._texts, self._needles = frozenset(), ()
             return
@@ -269,11 +277,28 @@ def spellings(text: str) -> set[str]:
     forms: set[str] = set()
     for variant in variants:
         forms |= _escaped(variant)
-        quoted = urllib.parse.quote(variant, safe="")
+        quoted = _percent_encoded(variant)
         # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), without quoting twice.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
         forms |= _bytes_escaped(variant)
     return {f for f in forms if f}
+
+
+_URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~"
+
+
+def _percent_encoded(text: str) -> str:
+    """``urllib.parse.quote(text, safe="")``, with C-speed built-ins only (``quote`` is a
+    Python loop per byte, too slow for a long value on every call): every byte as ``%XX``,
+    then the safe bytes the value holds put back (a ``%`` only ever starts a triple, so a
+    replacement cannot match across two). Lone surrogates are encoded, never an error."""
+    data = text.encode("utf-8", "surrogatepass")
+    if not data:
+        return ""
+    out = "%" + data.hex("%").upper()
+    for byte in set(data).intersection(_URL_SAFE):
+        out = out.replace(f"%{byte:02X}", chr(byte))
+    return out
 
 
 def _escaped(text: str) -> set[str]:
@@ -305,18 +330,37 @@ def _opaque(redact: Callable[[str], str] | None) -> Scrubber:
 
 
 def _texts_of(values: Iterable[Any]) -> frozenset[str] | None:
-    """Every text form of ``values``, or None when there are more than ``MAX_TEXTS``."""
+    """Every text form of ``values``, or None (fail closed: an opaque scrubber) when there
+    are more than ``MAX_TEXTS``, more than ``_MAX_READ`` elements, or they cannot be read.
+    A walk with its own stack: no recursion, whatever the nesting."""
     out: set[str] = set()
     read = 0
+    stack: list[Iterator[Any]] = [iter(values)]
     try:
-        for t in itertools.islice((t for v in values for t in value_texts(v)), _MAX_READ + 1):
-            out.add(t)
+        while stack:
+            item = next(stack[-1], _END)
+            if item is _END:
+                stack.pop()
+                continue
             read += 1
-    except RecursionError:  # nested too deeply to walk
-        return None
-    if len(out) > MAX_TEXTS or read > _MAX_READ:
+            if read > _MAX_READ:
+                return None
+            if isinstance(item, bool) or item is None:
+                continue
+            if isinstance(item, Mapping):
+                stack.append(itertools.chain.from_iterable(item.items()))
+            elif isinstance(item, list | tuple | set | frozenset):
+                stack.append(iter(item))
+            else:
+                out.update(_leaf_texts(item))
+                if len(out) > MAX_TEXTS:
+                    return None
+    except Exception:  # values that cannot be read
         return None
     return frozenset(out)
+
+
+_END = object()
 
 
 def value_texts(value: Any) -> Iterator[str]:
@@ -332,6 +376,11 @@ def value_texts(value: Any) -> Iterator[str]:
         for v in value:
             yield from value_texts(v)
         return
+    yield from _leaf_texts(value)
+
+
+def _leaf_texts(value: Any) -> set[str]:
+    """The texts of a value that is not a container."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     texts = {str(value)}
@@ -339,4 +388,5 @@ def value_texts(value: Any) -> Iterator[str]:
         texts.add(str(int(value)))
     if isinstance(value, str):
         texts.add(value.strip())
-    yield from (t for t in texts if t)
+    texts.discard("")
+    return texts
