@@ -32,12 +32,13 @@ _MAX_READ = 4 * MAX_TEXTS
 counts, texts or not (a list of a million equal strings, or of a million empty ones, must
 not be walked to the end to find it holds one text, or none)."""
 
-MAX_LAYER_CHARS = 1 << 14
+MAX_LAYER_CHARS = 1 << 13
 """Characters of the values one scrubber layer spells (a call's secret arguments). Each
 value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
 cost linear in its length, paid on every call for what the model sent: past the bound
-(16,384 characters) the layer is opaque, like past ``MAX_TEXTS``. A guard's memory of
-injected values is spelled once, not per call, and is bounded by the guard instead."""
+(8,192 characters: a PEM private key or a JWT fits) the layer is opaque, like past
+``MAX_TEXTS``, and the call is blocked (its call id cannot be checked). A guard's memory
+of injected values is spelled once, not per call, and is bounded by the guard instead."""
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
