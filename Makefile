@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean redis-server
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,18 +17,32 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/guardrails demo
 
-test: $(STAMP)
+# The Redis tests start a real redis-server (Debian package) on an ephemeral port.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+
+test: $(STAMP) redis-server
 	$(BIN)/ruff check src tests benchmarks samples
 	$(BIN)/mypy --strict src
 	$(BIN)/pytest
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/table.py
+	$(BIN)/python benchmarks/peers.py
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/expr_bench.py
 	$(BIN)/python benchmarks/agent_bench.py
 	$(BIN)/python benchmarks/telemetry_bench.py
 	$(BIN)/python benchmarks/scrub_bench.py
 	$(BIN)/python benchmarks/worst_case.py
+	$(BIN)/python benchmarks/fleet_bench.py
 
 clean:
 	rm -rf $(VENV)

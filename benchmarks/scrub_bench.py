@@ -3,16 +3,20 @@
     .venv/bin/python benchmarks/scrub_bench.py
 
 A guard scrubs every tool result with every value it ever injected (up to
-``INJECTED_MEMORY``, each in its JSON- and repr-escaped spellings). This measures one tool
-result (a dict of 200 short strings, as the framework serializes it, plus 200 strings
-walked one by one as content fields) scrubbed by a guard remembering 1 value versus a full
-memory of 1,024, and the same full memory with the old per-needle scan instead of one RE2
-search; and a call's own secret values put on top of the full memory as a layer versus a
-merged copy. One run, one machine: ratios, not absolute promises.
+``INJECTED_MEMORY``, each in every spelling our serializers give it), kept in layers of
+``_MEMORY_LAYER`` values. Worst case on purpose: every value holds quotes, a backslash and
+a non-ASCII letter, so each has its full set of spellings. Measured: one tool result (a
+dict of 200 short strings as the framework serializes it, plus the 200 strings walked one
+by one as content fields) scrubbed with 1 value remembered versus a full memory (layered as
+the guard builds it, and in one layer), the full memory with a scan per spelling instead of
+RE2; what a call pays that injects a value the memory has not seen; and a call's own secret
+values put on top of the full memory as a layer versus a merged copy. One run, one machine:
+ratios, not absolute promises.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -21,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from guardrails.agent_framework._function import _MEMORY_LAYER
 from guardrails.engine import scrub as scrub_module
 from guardrails.engine.scrub import Scrubber
 
@@ -35,10 +40,19 @@ def median_us(fn: Callable[[], object], *, rounds: int = 7, number: int = 20) ->
     return statistics.median(samples)
 
 
+def memory_of(values: list[str]) -> Scrubber:
+    """Built as a guard builds its memory: merged into layers of _MEMORY_LAYER values."""
+    memory = Scrubber()
+    for v in values:
+        memory = (memory.with_values([v]) if memory.top_layer_size >= _MEMORY_LAYER
+                  else memory.merged([v]))
+    return memory
+
+
 def main() -> int:
     rng = random.Random(7)
-    alphabet = string.ascii_letters + string.digits + "\"'\\ñ-"
-    injected = ["tok-" + "".join(rng.choices(alphabet, k=rng.randint(20, 60)))
+    alphabet = string.ascii_letters + string.digits
+    injected = ["tok-\"q'\\ñ-" + "".join(rng.choices(alphabet, k=rng.randint(20, 60)))
                 for _ in range(1024)]
     fields = ["".join(rng.choices(string.ascii_letters + " ", k=rng.randint(5, 40)))
               for _ in range(200)]
@@ -50,37 +64,52 @@ def main() -> int:
             return [scrub(f) for f in fields]
         return run
 
-    one = Scrubber(injected[:1])
-    full = Scrubber(injected)
-    one(""), full("")
+    one, full, flat = memory_of(injected[:1]), memory_of(injected), Scrubber(injected)
+    for s in (one, full, flat):
+        s("")
     t_one = median_us(work(one))
     t_full = median_us(work(full))
+    t_flat = median_us(work(flat))
     saved = scrub_module._SCAN_NEEDLES
-    scrub_module._SCAN_NEEDLES = 10**9  # the old way: one ``in`` test per needle
+    scrub_module._SCAN_NEEDLES = 10**9  # the old way: one ``in`` test per spelling
     try:
         t_scan = median_us(work(Scrubber(injected)), rounds=3, number=3)
     finally:
         scrub_module._SCAN_NEEDLES = saved
-    # Per call, the call's own secret values go on top of the memory: a layer (only their
-    # spellings worked out) versus a merged copy (every spelling re-sorted, the search
-    # compiled again), then one message scrubbed.
+
+    counter = itertools.count()
+
+    def new_value() -> object:  # merge into the top layer, compile its search on first use
+        return full.merged([f"tok-new-{next(counter)}-\"q'\\ñ"])(result)
+
+    t_new = median_us(new_value, rounds=3, number=5)
+
     message = "denied: " + fields[0]
 
     def layered() -> object:
-        return full.with_values([f"call-secret-{rng.random()}"])(message)
+        return full.with_values([f"call-secret-{next(counter)}"])(message)
 
-    def merged() -> object:
-        return full.merged([f"call-secret-{rng.random()}"])(message)
+    def merged_copy() -> object:
+        return flat.merged([f"call-secret-{next(counter)}"])(message)
 
+    plain = memory_of(["tok-" + "".join(rng.choices(alphabet, k=40)) for _ in range(1024)])
+    plain("")
+    t_plain = median_us(work(plain))
     t_layer = median_us(layered)
-    t_merge = median_us(merged, rounds=3, number=3)
-    print(f"scrub one tool result (1 + 200 texts), 1 value remembered:      {t_one:9.1f} µs")
-    print(f"same, 1,024 values remembered ({len(full._needles):,} spellings, one RE2 search): "
-          f"{t_full:9.1f} µs  ({t_full / t_one:.1f}x)")
-    print(f"same, 1,024 values, a scan per spelling (the old way):            {t_scan:9.1f} µs  "
-          f"({t_scan / t_full:.0f}x the RE2 search)")
-    print(f"a call's own secret on top of a full memory, one message scrubbed: {t_layer:9.1f} µs"
-          f"  (a merged copy instead: {t_merge:.0f} µs, {t_merge / t_layer:.0f}x)")
+    t_merge = median_us(merged_copy, rounds=3, number=3)
+
+    n_forms = len(flat._needles)
+    print(f"scrub one tool result (1 + 200 texts), 1 value remembered:       {t_one:10.1f} µs")
+    print(f"same, 1,024 values ({n_forms:,} spellings), layers of {_MEMORY_LAYER}:         "
+          f"{t_full:10.1f} µs  ({t_full / t_one:.1f}x)")
+    print(f"same, 1,024 values in one layer (one RE2 search):                {t_flat:10.1f} µs")
+    print(f"same, 1,024 values, a scan per spelling (the old way):           {t_scan:10.1f} µs"
+          f"  ({t_scan / t_full:.0f}x the layered memory)")
+    print(f"same, 1,024 plain API-key-like values (one spelling each):        {t_plain:10.1f} µs")
+    print(f"a call injecting a value the full memory has not seen:           {t_new:10.1f} µs")
+    print(f"a call's own secret on top of the full memory, one message:      {t_layer:10.1f} µs"
+          f"  (a merged copy of a one-layer memory instead: {t_merge:.0f} µs, "
+          f"{t_merge / t_layer:.0f}x)")
     return 0
 
 

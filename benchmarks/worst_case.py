@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import sys
 import tempfile
@@ -142,8 +143,8 @@ def _fits(args: Any, bound: int) -> bool:
     return True
 
 
-def inputs(quick: bool) -> dict[str, dict[str, Any]]:
-    """Name -> the tool call's arguments (each as large as the bounds allow)."""
+def inputs(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Name -> a factory of the tool call's arguments (each as large as the bounds allow)."""
     # room for the principal and a full history (50 entries of at most 4 KB each)
     bound = int(DEFAULT_LIMITS.max_input_bytes * 0.7)
     if quick:
@@ -155,30 +156,33 @@ def inputs(quick: bool) -> dict[str, dict[str, Any]]:
             node = {f"k{i}": node if i == 0 else "" for i in range(width)}
         return node
 
+    # Factories, not values: one input is alive at a time (millions of live objects would
+    # make every garbage collection during a call cost what walking them all costs).
     return {
-        "150,000 empty strings (over the bound)": {"payload": [""] * 150_000},
-        "300,000 empty strings (over the bound)": {"payload": [""] * 300_000},
-        "95,000 three-character keys (over)": {"payload": {f"{i:x}"[-3:] + str(i): ""
-                                                           for i in range(95_000)}},
-        "empty strings, as many as fit": _fit(lambda n: {"payload": [""] * n}, bound),
-        "short keys, as many as fit": _fit(
+        "150,000 empty strings (over the bound)": lambda: {"payload": [""] * 150_000},
+        "300,000 empty strings (over the bound)": lambda: {"payload": [""] * 300_000},
+        "95,000 three-character keys (over)": lambda: {"payload": {f"{i:x}"[-3:] + str(i): ""
+                                                                   for i in range(95_000)}},
+        "empty strings, as many as fit": lambda: _fit(lambda n: {"payload": [""] * n}, bound),
+        "short keys, as many as fit": lambda: _fit(
             lambda n: {"payload": {f"k{i}": "" for i in range(n)}}, bound),
-        "top-level arguments, as many as fit": _fit(
+        "top-level arguments, as many as fit": lambda: _fit(
             lambda n: {f"a{i}": "" for i in range(n)}, bound),
-        "31 levels deep, wide at every level": _fit(
+        "31 levels deep, wide at every level": lambda: _fit(
             lambda n: {"payload": deep(30, n)}, bound),
-        "one string of near-matches, as long as fits": _fit(
+        "one string of near-matches, as long as fits": lambda: _fit(
             lambda n: {"payload": _near_misses(n)}, bound),
-        "60-character near-match strings, as many as fit": _fit(
+        "60-character near-match strings, as many as fit": lambda: _fit(
             lambda n: {"payload": [_near_misses(60)] * n}, bound),
-        "short lists in a list, as many as fit": _fit(
+        "short lists in a list, as many as fit": lambda: _fit(
             lambda n: {"payload": [["a", "b"]] * n}, bound),
-        "a non-ASCII secret argument, as long as a layer spells": {
+        "a non-ASCII secret argument, as long as a layer spells": lambda: {
             "payload": "é\u2028'" * (MAX_LAYER_CHARS // 3)},
-        "a non-ASCII secret argument, over what a layer spells (blocked)": {
+        "a non-ASCII secret argument, over what a layer spells (blocked)": lambda: {
             "payload": "é\u2028'" * (MAX_LAYER_CHARS // 3 + 1)},
-        "a non-ASCII secret argument of a million characters (over)": {"payload": "é" * 10**6},
-        "a typical call": {"payload": "hello", "note": "pay rent"},
+        "a non-ASCII secret argument of a million characters (over)": lambda: {
+            "payload": "é" * 10**6},
+        "a typical call": lambda: {"payload": "hello", "note": "pay rent"},
     }
 
 
@@ -272,7 +276,9 @@ def main() -> int:
         print(f"\n{title}: {len(policies.policies)} policies, "
               f"{sum(len(p.rules) for p in policies.policies)} rules")
         print(f"{'input':48} {'guard ms':>9} {'evaluate ms':>12}  decision")
-        for name, args in inputs(opts.quick).items():
+        for name, make in inputs(opts.quick).items():
+            args = make()
+            gc.collect()
             session = AgentSession()
             guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat,
                                                 provider, history=5 if opts.quick else 50))

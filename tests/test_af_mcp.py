@@ -38,7 +38,7 @@ apiVersion: guardrails/v1
 kind: ToolPolicy
 metadata: {name: bank-api}
 spec:
-  match: {tools: ["mcp:bank/call_api"]}
+  match: {tools: ["mcp:bank/call_api", "mcp:bank/failing_api"]}
   secrets:
     inject: {api_key: {env: GR_MCP_KEY}}
 ---
@@ -114,6 +114,21 @@ async def test_the_host_payload_carries_no_secret(
     assert leaks("4111 1111 1111 1111", **places) == []
 
 
+@pytest.mark.parametrize("detailed", [False, True], ids=["brief", "detailed-errors"])
+async def test_an_mcp_error_quoting_the_key_carries_no_secret(
+        policies: guardrails.PolicySet, bank: MCPStdioTool,
+        caplog: pytest.LogCaptureFixture, detailed: bool) -> None:
+    obs = Observer()
+    client = ScriptedChatClient([[call("bank_failing_api", endpoint="https://api")]])
+    session = AgentSession()
+    agent = agent_with(client, [bank], obs.guard(policies), include_detailed_errors=detailed)
+    response = await agent.run("go", session=session)
+    [result] = client.tool_results()
+    assert "upstream rejected key [REDACTED]" in str(result.to_dict())  # the key arrived
+    assert leaks(KEY, **response_places(response, session), **obs.places(caplog),
+                 model=[m.to_dict() for b in client.received for m in b if m.role != "assistant"]) == []
+
+
 async def test_a_declared_secret_the_model_sends_is_not_kept_in_the_host_payload(
         tmp_path: Path, bank: MCPStdioTool, caplog: pytest.LogCaptureFixture) -> None:
     policies = load_text(tmp_path, POLICIES.replace(
@@ -128,22 +143,23 @@ async def test_a_declared_secret_the_model_sends_is_not_kept_in_the_host_payload
                  model=[m.to_dict() for b in client.received for m in b if m.role != "assistant"]) == []
 
 
-@pytest.mark.parametrize("unmatched", ["allow", "warn", "deny"])
 async def test_unmatched_tools_follow_the_hosts_choice(
-        policies: guardrails.PolicySet, bank: MCPStdioTool, unmatched: str,
+        policies: guardrails.PolicySet, bank: MCPStdioTool,
         caplog: pytest.LogCaptureFixture) -> None:
-    client = ScriptedChatClient([[call("bank_unlisted_tool", note="hello")],
-                                 [call("bank_send_money", recipient="bob", amount=5)]])
-    await agent_with(client, [bank], guard(policies, unmatched=unmatched)).run("go")
-    unlisted, named = [result_text(c) for m in client.received[-1] for c in m.contents
-                       if c.type == "function_result"]
-    assert "sent 5.0 to bob" in named  # a tool a policy names is unaffected
-    if unmatched == "deny":
-        assert "denied by policy. no policy names the tool bank_unlisted_tool" in unlisted
-    else:
-        assert "noted hello" in unlisted
-    warned = "no policy names the tool bank_unlisted_tool" in caplog.text
-    assert warned == (unmatched != "allow")
+    for unmatched in ("allow", "warn", "deny"):  # one server for the three choices
+        caplog.clear()
+        client = ScriptedChatClient([[call("bank_unlisted_tool", note="hello")],
+                                     [call("bank_send_money", recipient="bob", amount=5)]])
+        await agent_with(client, [bank], guard(policies, unmatched=unmatched)).run("go")
+        unlisted, named = [result_text(c) for m in client.received[-1] for c in m.contents
+                           if c.type == "function_result"]
+        assert "sent 5.0 to bob" in named, unmatched  # a tool a policy names is unaffected
+        if unmatched == "deny":
+            assert "denied by policy. no policy names the tool bank_unlisted_tool" in unlisted
+        else:
+            assert "noted hello" in unlisted, unmatched
+        warned = "no policy names the tool bank_unlisted_tool" in caplog.text
+        assert warned == (unmatched != "allow"), unmatched
 
 
 def test_unmatched_must_be_a_known_choice(policies: guardrails.PolicySet) -> None:

@@ -87,6 +87,129 @@ async def test_prepared_arguments_run_exactly_without_a_second_validation() -> N
     CALLS.clear()
 
 
+# --------------------------------------------------------------------------- the fast token
+
+import datetime as _dt  # noqa: E402
+import decimal as _decimal  # noqa: E402
+import math as _math  # noqa: E402
+import uuid as _uuid  # noqa: E402
+from typing import Any as _Any  # noqa: E402
+
+from hypothesis import given as _given  # noqa: E402
+from hypothesis import settings as _settings  # noqa: E402
+from hypothesis import strategies as _st  # noqa: E402
+from pydantic import BaseModel as _BaseModel  # noqa: E402
+
+
+class _Str(str):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Model(_BaseModel):
+    a: int = 1
+    b: str | None = None
+
+
+_scalars = _st.one_of(
+    _st.none(), _st.booleans(), _st.integers(), _st.text(max_size=5),
+    _st.floats(allow_nan=True, allow_infinity=True), _st.just(-0.0), _st.just(_math.nan),
+    _st.binary(max_size=3), _st.builds(_Str, _st.text(max_size=3)),
+    _st.just(_dt.date(2026, 1, 2)), _st.just(_dt.datetime(2026, 1, 2, 3, 4, 5)),
+    _st.just(_decimal.Decimal("1.50")), _st.just(_uuid.UUID(int=7)),
+    _st.builds(_Model, a=_st.integers(-3, 3)),
+)
+_keys = _st.one_of(_st.text(max_size=4), _st.integers(-2, 2), _st.booleans(),
+                   _st.just(_math.nan), _st.builds(_Str, _st.text(max_size=2)))
+_values = _st.recursive(
+    _scalars,
+    lambda inner: _st.one_of(
+        _st.lists(inner, max_size=4),
+        _st.dictionaries(_st.text(max_size=4), inner, max_size=4),
+        _st.dictionaries(_keys, inner, max_size=3),
+        _st.dictionaries(_st.text(max_size=3), inner, max_size=3).map(_Dict),
+        _st.lists(inner, max_size=3).map(tuple),
+        _st.frozensets(_st.integers(0, 5), max_size=3),
+        _st.sets(_st.text(max_size=2), max_size=3),
+    ),
+    max_leaves=20,
+)
+
+
+@_settings(max_examples=600, deadline=None)
+@_given(_values)
+def test_fast_token_equals_the_frameworks(value: _Any) -> None:
+    from agent_framework._tools import _argument_comparison_token
+
+    assert _private.argument_token(value) == _argument_comparison_token(value)
+    assert _private.argument_token({"v": value}) == _argument_comparison_token({"v": value})
+
+
+@_settings(max_examples=300, deadline=None)
+@_given(_st.dictionaries(_st.text(max_size=4), _values, max_size=4))
+def test_fast_authority_token_equals_the_frameworks(value: dict[str, _Any]) -> None:
+    from agent_framework._tools import _argument_authority_token
+
+    assert _private.authority_token(value) == _argument_authority_token(
+        value, boundary="security policy")
+
+
+@_settings(max_examples=300, deadline=None)
+@_given(_st.dictionaries(_st.text(max_size=3), _values, max_size=3),
+        _st.dictionaries(_st.text(max_size=3), _values, max_size=3))
+def test_fast_tokens_of_different_values_differ_like_the_frameworks(
+    a: dict[str, _Any], b: dict[str, _Any],
+) -> None:
+    from agent_framework._tools import _argument_comparison_token
+
+    framework_equal = _argument_comparison_token(a) == _argument_comparison_token(b)
+    assert (_private.argument_token(a) == _private.argument_token(b)) is framework_equal
+
+
+def test_fast_token_keeps_what_json_equality_would_merge() -> None:
+    """The distinctions that matter to fail-closed: types, signed zero, NaN bits, order."""
+    t = _private.argument_token
+    assert t({"a": 1}) != t({"a": True}) != t({"a": 1.0})
+    assert t({"a": 0.0}) != t({"a": -0.0})
+    assert t({"a": [1, 2]}) != t({"a": [2, 1]})
+    assert t({"a": [1]}) != t({"a": (1,)})
+    assert t({"a": "x"}) != t({"a": _Str("x")})
+    assert t({"a": {"b": 1}}) == t({"a": {"b": 1}})
+
+
+def test_fast_authority_token_refuses_opaque_values_like_the_framework() -> None:
+    class Opaque:
+        pass
+
+    for value in ({"a": Opaque()}, {"a": [1, {"b": Opaque()}]}, {"a": (Opaque(),)}):
+        with pytest.raises(MiddlewareFailure, match="opaque mutable"):
+            _private.authority_token(value)
+
+
+async def test_bound_running_arguments_fail_closed_on_a_later_change() -> None:
+    """One token for the snapshot and the prepared arguments; a change after the guard
+    still makes the framework refuse the call."""
+    CALLS.clear()
+    running = {"recipient": "UK12", "amount": 5.0}
+    context = FunctionInvocationContext(function=send_money, arguments=dict(running))
+    _private.record_argument_snapshot(context, running, prepared=True)
+    assert _private.prepared_arguments(context, running) == running
+    context.arguments = {"recipient": "UK12", "amount": 5.000001}
+    with pytest.raises(MiddlewareFailure, match="changed after security middleware"):
+        await send_money.invoke(context=context)
+    context.arguments = {"recipient": "UK12", "amount": 5}  # int, not float: a change too
+    with pytest.raises(MiddlewareFailure, match="changed after security middleware"):
+        await send_money.invoke(context=context)
+    assert CALLS == []
+    context.arguments = dict(running)
+    await send_money.invoke(context=context)
+    assert [("send_money", running)] == CALLS
+    CALLS.clear()
+
+
 def test_the_snapshot_token_is_the_prepared_comparison_token() -> None:
     # One token serves both: the framework compares the prepared record with
     # _argument_comparison_token and the snapshot with _argument_authority_token.

@@ -19,9 +19,8 @@ from agent_framework import AgentSession, Content, FunctionTool, tool
 from agent_framework.exceptions import UserInputRequiredException
 
 import guardrails
-from guardrails.agent_framework import GuardedToolError, ScriptedChatClient
+from guardrails.agent_framework import GuardedToolAbort, GuardedToolError, ScriptedChatClient
 from guardrails.agent_framework import _function as function_module
-from guardrails.agent_framework._secrets import GuardedToolAbort
 from guardrails.agent_framework.scripted import call
 from tests.af_support import STREAMING, agent_with, run
 from tests.leak_support import Observer, leaks, response_places
@@ -171,6 +170,10 @@ SERIALIZED: dict[str, Callable[[str], Any]] = {
     "pem-in-json": lambda s: {"pem": f"-----BEGIN KEY-----\n{s}\n-----END KEY-----"},
     "json-credential": lambda s: {"credentials": {"client_secret": s, "quoted": f'"{s}"'}},
     "object-str": lambda s: type("Opaque", (), {"__str__": lambda self: f"opaque {s}"})(),
+    "bytes-in-dict": lambda s: {"raw": s.encode()},          # json.dumps(default=str): b'...'
+    "bytes-alone": lambda s: s.encode(),
+    "repr-in-dict": lambda s: {"error": KeyError(s)},        # repr, then JSON-escaped
+    "repr-text-in-list": lambda s: [repr({"k": s})],
 }
 
 
@@ -379,7 +382,10 @@ async def test_a_secret_as_an_argument_name_or_call_id_stays_out_of_records(
     found = leaks(SECRET, **response_places(response, session))
     assert [f for f in found if not f.endswith(repr("call-" + SECRET))] == []
     guard_spans = [s for s in obs.spans() if s["name"].startswith("guardrails.guard")]
-    assert sum(s["attributes"].get("gen_ai.tool.call.id") == "[REDACTED]" for s in guard_spans) == 2
+    # The two calls whose id carries a secret are guard failures, without the id.
+    failed = [s for s in guard_spans if s["attributes"].get("error.type") == "ValueError"]
+    assert len(failed) == 2 and all("gen_ai.tool.call.id" not in s["attributes"] for s in failed)
+    assert sum("gen_ai.tool.call.id" in s["attributes"] for s in guard_spans) == len(calls) - 2
     # A call whose id carries a secret does not run: the framework's execute_tool span and
     # logs would record the id.
     results = [c for m in client.received[-1] for c in m.contents if c.type == "function_result"]
@@ -471,3 +477,34 @@ async def test_a_full_memory_refuses_new_values_instead_of_forgetting(
     await agent_with(ScriptedChatClient([[call("vault_call", mode="x")]]),
                      [vault_call], guard).run("go")
     assert SEEN[-1] == "value-1-abcdef"
+
+
+def test_telemetry_never_emits_a_call_id_holding_a_secret(
+        policies: guardrails.PolicySet, caplog: pytest.LogCaptureFixture) -> None:
+    """Defence in depth below the guard's refusal: the span and the record scrub it too."""
+    obs = Observer()
+    decision = policies.evaluate("login", {"user": "u", "pin": PIN})
+    for raw in (f"id-{PIN}", "zz-tok-abcdef123456"):
+        with obs.telemetry.call_span(tool="login", call_id=raw) as span:
+            span.record(decision, 0.001)
+    ids = [s["attributes"]["gen_ai.tool.call.id"] for s in obs.spans()]
+    assert ids == ["[REDACTED]", "[REDACTED]"]
+    assert [r["call_id"] for r in obs.sink.records] == ["[REDACTED]", "[REDACTED]"]
+    assert leaks(PIN, **obs.places(caplog)) == []
+
+
+async def test_a_pickled_decision_does_not_carry_the_guards_memory(
+        policies: guardrails.PolicySet) -> None:
+    import pickle
+
+    BEHAVIOUR["x"] = lambda s: "ok"
+    obs = Observer()
+    client = ScriptedChatClient([[call("vault_call", mode="x")], [call("login", user="u", pin=PIN)]])
+    await agent_with(client, [vault_call, login], obs.guard(policies)).run("go")
+    decision = obs.telemetry.decisions[-1]
+    assert decision.scrub(f"x {SECRET}") == "x [REDACTED]"  # it knows the injected value
+    data = pickle.dumps(decision)
+    assert SECRET.encode() not in data and SECRET.encode("unicode_escape") not in data
+    copy = pickle.loads(data)
+    assert copy.to_dict() == decision.to_dict()
+    assert copy.scrub(f"pin {PIN}") == "pin [REDACTED]"  # its own secrets still scrubbed

@@ -138,16 +138,22 @@ def test_expr_is_standalone() -> None:
 
 
 def test_layers_point_one_way() -> None:
-    """``agent_framework`` -> ``engine`` -> ``model`` and ``expr``, never back."""
+    """``agent_framework`` -> ``engine`` -> ``model`` and ``expr``, never back; ``fleet``
+    (files, HTTP, SQLite, Redis) is an edge beside ``agent_framework`` that no layer below
+    imports and that does not import the framework integration."""
     edges = graph()
     below = {
-        "guardrails.engine": ("guardrails.agent_framework",),
-        "guardrails.model": ("guardrails.agent_framework", "guardrails.engine"),
+        "guardrails.engine": ("guardrails.agent_framework", "guardrails.fleet"),
+        "guardrails.model": ("guardrails.agent_framework", "guardrails.engine",
+                             "guardrails.fleet"),
         "guardrails.expr": (
             "guardrails.agent_framework",
             "guardrails.engine",
             "guardrails.model",
+            "guardrails.fleet",
         ),
+        "guardrails.fleet": ("guardrails.agent_framework",),
+        "guardrails.agent_framework": ("guardrails.fleet",),
     }
     for module, targets in edges.items():
         for layer, forbidden in below.items():

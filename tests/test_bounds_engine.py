@@ -438,3 +438,33 @@ def test_a_configured_budget_is_used(tmp_path: Path) -> None:
     assert small.evaluate("t", {"l": [0] * 90}).effect is Effect.DENY  # rule fires: all != 1
     d = small.evaluate("t", {"l": [0] * 200})
     assert any("cost bound" in e.message for e in d.errors)
+
+
+# -- the scrubber's spellings are computed in C, equal to the per-character definition -----
+
+_PY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _py_escaped_reference(text: str, ascii_only: bool = False) -> str:
+    out = []
+    for ch in text:
+        escaped = _PY_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ch.isprintable() and not (ascii_only and ord(ch) > 0x7E):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.text(max_size=30) | st.text(alphabet="'\"\\\n\t\r\x7f\x00\x85é€😀a",
+                                          max_size=20))
+def test_python_escaped_spelling_matches_its_definition(text: str) -> None:
+    from guardrails.engine.scrub import _py_escaped
+
+    assert _py_escaped(text) == _py_escaped_reference(text)
+    assert _py_escaped(text, ascii_only=True) == _py_escaped_reference(text, True)

@@ -137,3 +137,17 @@ def test_a_symlink_to_a_regular_file_still_loads(tmp_path: Path) -> None:
     d.mkdir()
     os.symlink(real / "p.txt", d / "p.yaml")
     assert [p.name for p in load_documents(str(d)).policies] == ["p"]
+
+
+def test_a_tools_file_that_is_a_fifo_is_refused_by_the_cli(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "tools.json")
+    _setup(tmp_path)
+    script = Path(sys.executable).parent / "guardrails"
+    proc = subprocess.run([str(script), "check", str(tmp_path / "good.yaml"), "--tools",
+                           str(tmp_path / "tools.json")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc
+    assert "tools.json" in proc.stderr and "a FIFO" in proc.stderr

@@ -262,7 +262,8 @@ def test_no_stale_module_names() -> None:
         if dotted.startswith(("guardrails.decision", "guardrails.rule", "guardrails.polic",
                               "guardrails.repair", "guardrails.error", "guardrails.evaluation",
                               "guardrails.audit", "guardrails.approval", "guardrails.halt",
-                              "guardrails.guard", "guardrails.decisions", "guardrails.signal")):
+                              "guardrails.guard", "guardrails.decisions", "guardrails.signal",
+                              "guardrails.reload", "guardrails.source")):
             continue  # telemetry names and logger names, checked above
         mod = __import__(module, fromlist=[attr])
         assert hasattr(mod, attr), dotted

@@ -220,12 +220,15 @@ def test_every_spelling_of_every_value_is_removed(values: list[str], filler: str
     or many (one RE2 search): the same result, and no value survives in any spelling."""
     scrub = Scrubber(values)
     serialized = [filler.join(values), json.dumps(values), json.dumps(values, ensure_ascii=False),
-                  repr(values), str(KeyError(filler.join(values))), ascii(values)]
+                  repr(values), str(KeyError(filler.join(values))), ascii(values),
+                  json.dumps(repr(values)), json.dumps([str(v.encode()) for v in values]),
+                  json.dumps(repr(values), ensure_ascii=False)]
     for text in serialized:
         out = scrub(text)
         for v in values:
             for form in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1],
-                         repr(v)[1:-1], ascii(v)[1:-1]):
+                         repr(v)[1:-1], ascii(v)[1:-1], json.dumps(repr(v)[1:-1])[1:-1],
+                         repr(v.encode())[2:-1]):
                 assert form not in out.replace(REDACTED, "\0"), (form, out)
 
 

@@ -309,3 +309,161 @@ def test_unexpected_python_errors_fail_closed() -> None:
 
     with pytest.raises(CelError, match="evaluation failed"):
         generated("x.a == 1", ("x",)).evaluate({"x": Weird()})
+
+
+# --------------------------------------------------------------------------- generated at load
+
+
+def _unique_policies(tmp_path: Any, n: int) -> Any:
+    """Policies whose rules all have different shapes (a shape is the code without its
+    literals: each rule nests ``+`` to a depth of its own)."""
+    rules = "\n".join(
+        f"    - {{name: r{i}, when: 'args.f{i} {'+ 1 ' * i}> 5 || size(args) > {i}',"
+        " action: deny}" for i in range(n)
+    )
+    path = tmp_path / "unique.yaml"
+    path.write_text(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: unique}\n"
+        f"spec:\n  match: {{tools: [t]}}\n  rules:\n{rules}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_load_generates_every_program_in_one_compile(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    import guardrails
+    from guardrails.expr import codegen
+
+    calls: list[str] = []
+    real = builtins.compile
+
+    def counting(source: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if filename == "<cel>":
+            calls.append(source)
+        return real(source, filename, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "compile", counting)
+    monkeypatch.setattr(codegen, "_FACTORIES", {})  # no code compiled before
+    ps = guardrails.load(_unique_policies(tmp_path, 30))
+    programs = [r.when.program for p in ps.policies for r in p.rules]
+    assert len(programs) == 30
+    assert len(calls) == 1  # one batch for the whole load
+    assert calls[0].count("def _make") == 30  # the shapes are all different
+    assert not codegen._PENDING
+    for program in programs:
+        assert isinstance(program, GeneratedProgram)
+        assert program._pending is None and program._python  # installed, generated code
+    # Nothing is left for the first decision to compile.
+    decision = ps.evaluate("t", {f"f{i}": 0 for i in range(3)})
+    assert len(calls) == 1
+    assert decision.effect.value == "deny"  # errors on missing arguments fire (fail closed)
+
+
+def test_a_program_used_before_its_batch_compiles_it() -> None:
+    import uuid
+
+    from guardrails.expr import codegen
+
+    name = "v_" + uuid.uuid4().hex[:8]
+    program = generated(f"{name} + 1 > 2", declared=(name,))
+    assert program._pending is not None and program in codegen._PENDING
+    assert program.evaluate({name: 5}) is True
+    assert program._pending is None and program not in codegen._PENDING
+    assert program.evaluate({name: 0}) is False
+
+
+def test_programs_evaluated_from_threads_during_their_batch() -> None:
+    import threading
+    import uuid
+
+    names = ["w_" + uuid.uuid4().hex[:8] for _ in range(40)]
+    programs = [generated(f"{n} * 2 == 4 && {n} > 0", declared=(n,)) for n in names]
+    results: list[list[bool]] = [[], []]
+
+    def work(slot: int) -> None:
+        for n, p in zip(names, programs, strict=True):
+            results[slot].append(p.evaluate({n: 2}))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [[True] * 40, [True] * 40]
+
+
+def test_shared_constants_are_one_object() -> None:
+    """Equal scalar constants of different programs are one (interned) object."""
+    a = generated("args.amount_shared > 10 && args.kind_shared == 'x'")
+    b = generated("args.amount_shared < 99 || args.kind_shared == 'x'")
+    a.evaluate({"args": {"amount_shared": 1, "kind_shared": "x"}})
+    b.evaluate({"args": {"amount_shared": 1, "kind_shared": "x"}})
+    assert a._python and b._python
+
+    def constants(p: GeneratedProgram) -> list[Any]:
+        cells = p.evaluate.__closure__ or ()  # type: ignore[attr-defined]
+        return [c.cell_contents for c in cells]
+
+    shared = [c for c in constants(a) if c == "amount_shared"]
+    other = [c for c in constants(b) if c == "amount_shared"]
+    assert shared and other and shared[0] is other[0]
+
+
+def test_pending_programs_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Programs built outside a load and never evaluated do not pile up: past the bound
+    the batch is compiled."""
+    import uuid
+
+    from guardrails.expr import codegen
+
+    codegen.generate_pending()
+    monkeypatch.setattr(codegen, "_PENDING_MAX", 3)
+    monkeypatch.setattr(codegen, "_FACTORIES", {})  # no shape compiled before
+    names = ["p_" + uuid.uuid4().hex[:8] for _ in range(3)]
+    programs = [generated(f"{n} + {i} * 3 > {'1 + ' * i}0", declared=(n,))
+                for i, n in enumerate(names)]
+    assert not codegen._PENDING
+    assert all(p._pending is None and p._python for p in programs)
+    assert programs[2].evaluate({names[2]: 5}) is True
+
+
+def test_select_on_engine_mappings_and_the_type_cache() -> None:
+    """Field selection on non-dict mappings (the engine's ``params`` proxy, lazy
+    ``variables``) takes a remembered-type fast path with the same results."""
+    from types import MappingProxyType
+
+    from guardrails.expr import stdlib
+
+    class Lazy(Mapping[str, Any]):
+        def __getitem__(self, k: str) -> Any:
+            if k == "boom":
+                raise CelError("variable boom failed")
+            if k != "a":
+                raise KeyError(k)
+            return 1
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["a"])
+
+        def __len__(self) -> int:
+            return 1
+
+    for value in (MappingProxyType({"a": 1}), Lazy(), {"a": 1}):
+        for _ in range(2):  # the first check fills the cache, the second uses it
+            assert stdlib.select(value, "a") == 1
+            assert stdlib.has_field(value, "a") is True
+            with pytest.raises(CelError, match="no such key"):
+                stdlib.select(value, "zz")
+    with pytest.raises(CelError, match="boom failed"):
+        stdlib.select(Lazy(), "boom")
+    for not_a_map in ([1], "s", 3, None):
+        with pytest.raises(CelError):
+            stdlib.select(not_a_map, "a")
+    assert len(stdlib._MAPPING_TYPES) <= 64 and list not in stdlib._MAPPING_TYPES
+    p = compile_expression("params.limit > 3 && variables.v.size() == 1",
+                           declared=("params", "variables"))
+    assert p.evaluate({"params": MappingProxyType({"limit": 4}), "variables": {"v": [1]}})

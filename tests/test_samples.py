@@ -88,3 +88,13 @@ def test_real_model_skips_without_a_key() -> None:
 def test_real_model_skips_without_the_client_package() -> None:
     out = run_sample("real_model.py", OPENAI_API_KEY="not-a-real-key")
     assert out.startswith("skipping: agent-framework-openai is not installed")
+
+
+def test_fleet_rollout() -> None:
+    out = run_sample("fleet_rollout.py")
+    audit, tampered, enforce, limit = sections(out)
+    assert "rules=['payouts@acme/over-cap (audit)']" in audit and "tool ran" in audit
+    assert "status ok=False" in tampered and "bundle rejected" in tampered
+    assert "tool ran" in tampered  # the good (audit) set stayed in use
+    assert "effect=deny" in enforce and "tool ran" not in enforce
+    assert limit.count("tool ran") == 1 and limit.count("payouts@acme/daily-limit") == 3

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import guardrails
 from guardrails.agent_framework import EnvironmentSecrets, ScriptedChatClient
 from guardrails.agent_framework.scripted import call
-from tests.af_support import agent_with
+from tests.af_support import agent_with, run
 from tests.leak_support import Observer, leaks, response_places
 from tests.test_af_secret_paths import CONTENTS, EXCEPTIONS, SERIALIZED, _approval_like
 
@@ -79,7 +79,7 @@ note = FunctionTool(func=_note, name="note", description="Writes a note.",
                                  "additionalProperties": True})
 
 
-async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
+async def _scenario(secret: str, behaviour: str, model: str, detailed: bool, stream: bool,
                     caplog: pytest.LogCaptureFixture) -> list[str]:
     _CURRENT["behaviour"] = TOOL_BEHAVIOURS[behaviour]
     turns: list[Any] = [[call("vault_call", mode="x")]]
@@ -95,7 +95,7 @@ async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
     agent = agent_with(client, [vault_call, note], middleware,
                        include_detailed_errors=detailed)
     session = AgentSession()
-    response = await agent.run("go", session=session)
+    response = await run(agent, "go", stream=stream, session=session)
     places: dict[str, Any] = obs.places(caplog)
     if model != "call-id":  # a function result pairs with the call id the model chose
         places.update(response_places(response, session))
@@ -107,11 +107,11 @@ async def _scenario(secret: str, behaviour: str, model: str, detailed: bool,
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(secret=SECRETS, behaviour=st.sampled_from(sorted(TOOL_BEHAVIOURS)),
-       model=st.sampled_from(MODEL_BEHAVIOURS), detailed=st.booleans())
+       model=st.sampled_from(MODEL_BEHAVIOURS), detailed=st.booleans(), stream=st.booleans())
 def test_no_form_of_a_secret_leaves_a_guarded_run(
-        secret: str, behaviour: str, model: str, detailed: bool,
+        secret: str, behaviour: str, model: str, detailed: bool, stream: bool,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.clear()
     caplog.set_level(logging.DEBUG)
-    found = asyncio.run(_scenario(secret, behaviour, model, detailed, caplog))
+    found = asyncio.run(_scenario(secret, behaviour, model, detailed, stream, caplog))
     assert found == [], (behaviour, model)

@@ -16,8 +16,8 @@ from guardrails.engine import (
     PolicySet,
     PolicyViolation,
 )
-from guardrails.engine.compile import load
 from guardrails.expr.limits import Limits
+from guardrails.fleet.source import PolicySource, SourceStatus, load, watch
 from guardrails.model.errors import PolicyError, Problem
 
 __all__ = [
@@ -31,10 +31,13 @@ __all__ = [
     "Limits",
     "PolicyError",
     "PolicySet",
+    "PolicySource",
     "PolicyViolation",
     "Problem",
+    "SourceStatus",
     "__version__",
     "load",
+    "watch",
 ]
 
 __version__ = "0.1.0"

@@ -17,17 +17,18 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import Token
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from opentelemetry import _logs, metrics, trace
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
+from opentelemetry._logs import SeverityNumber
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from guardrails.engine.decision import Decision, Effect
+from guardrails.engine.decision import REDACTED, Decision, Effect
 from guardrails.engine.scrub import Scrubber
 
 __all__ = [
@@ -38,11 +39,20 @@ __all__ = [
     "GuardTelemetry",
     "JsonLinesSink",
     "LoggingSink",
+    "OpenTelemetrySink",
+    "Sinks",
     "decision_record",
 ]
 
 INSTRUMENTATION_NAME = "guardrails"
 DECISION_LOGGER = "guardrails.decisions"
+SOURCE_LOGGER = "guardrails.source"
+"""Logger of ``PolicySource`` (hot reload): loads (info) and refused updates (warning)."""
+POLICY_RELOADS = "guardrails.policy.reloads"
+"""Counter of policy updates a ``PolicySource`` found, by ``RELOAD_OUTCOME``."""
+RELOAD_OUTCOME = "guardrails.reload.outcome"
+"""``loaded``, ``rejected`` (did not load, or a bundle failed its checks), ``unreachable`` or
+``stale`` (the bundle in use is older than ``max_age``)."""
 RECORD_VERSION = 1
 
 # Attribute keys. gen_ai.* follow the OpenTelemetry GenAI semantic conventions (as the framework's
@@ -156,6 +166,69 @@ class LoggingSink:
                             extra={"guardrails_decision": dict(record)})
 
 
+class Sinks:
+    """Several sinks at once (``decision_log=[OpenTelemetrySink(), JsonLinesSink(path)]``):
+    every record goes to each; one failing does not keep it from the others."""
+
+    def __init__(self, sinks: Sequence[DecisionSink]) -> None:
+        self.sinks = tuple(sinks)
+
+    def enabled(self) -> bool:
+        for sink in self.sinks:
+            enabled = getattr(sink, "enabled", None)
+            if enabled is None or enabled():
+                return True
+        return False
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        failure: Exception | None = None
+        for sink in self.sinks:
+            try:
+                sink.write(record)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+DECISION_EVENT = "guardrails.decision"
+
+
+class OpenTelemetrySink:
+    """OpenTelemetry log records (the Logs API): one per decision, event name
+    ``guardrails.decision``, the whole record as the body and its identifying fields as
+    attributes, so any OTel pipeline or collector ships decision logs beside the spans.
+
+    Written from inside the guard's span, so the SDK links each record to its trace and
+    span. ``logger_provider`` defaults to the global one (a no-op until the host sets one).
+    """
+
+    def __init__(self, logger_provider: Any = None) -> None:
+        self.logger = _logs.get_logger(INSTRUMENTATION_NAME, _version() or "",
+                                       logger_provider=logger_provider)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        effect = str(record.get("effect"))
+        attributes: dict[str, Any] = {DECISION_ID: str(record.get("decision_id")),
+                      TOOL_NAME: str(record.get("tool")), EFFECT: effect,
+                      REVISION: str(record.get("revision")),
+                      AUDIT: bool(record.get("audit")),
+                      RULES: [f"{r['policy']}/{r['rule']}" for r in record.get("rules", ())]}
+        severity = SeverityNumber.INFO if effect == "allow" else SeverityNumber.WARN
+        self.logger.emit(event_name=DECISION_EVENT, body=_any_value(record),
+                         attributes=attributes, severity_number=severity,
+                         severity_text=severity.name)
+
+
+def _any_value(value: Any) -> Any:
+    """The record as an OTel ``AnyValue`` (no None inside maps and lists)."""
+    if isinstance(value, Mapping):
+        return {str(k): _any_value(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_any_value(v) for v in value if v is not None]
+    return value
+
+
 # --------------------------------------------------------------------------- decision records
 
 
@@ -247,15 +320,27 @@ class CallSpan:
         ``require_approval`` decision lets it run."""
         self.approved = True
 
+    def call_id(self, decision: Decision) -> str | None:
+        """The model's call id as spans and records may carry it: ``[REDACTED]`` when it
+        holds a secret the decision knows (a secret argument's value, an injected value,
+        a redact-pattern match)."""
+        raw = self._call_id
+        if raw is None:
+            return None
+        return raw if decision.scrub(raw) == raw else REDACTED
+
     def record(self, decision: Decision, duration_s: float) -> None:
         """Attributes, events, metrics and the decision-log record for a decision."""
         self.decision = decision
         approved = self.approved
         span, t = self.span, self._telemetry
+        call_id = self.call_id(decision)
         # Each signal on its own: a failing exporter, meter or sink loses only its signal.
         effect = decision.effect.value
         audit = _has_audit(decision)
         with t._contain("span"):
+            if call_id is not None:
+                span.set_attribute(TOOL_CALL_ID, call_id)
             self._record_span(decision, approved, effect, audit)
         if decision.effect is Effect.HALT:
             with t._contain("span"):
@@ -264,7 +349,7 @@ class CallSpan:
             self._record_metrics(decision, effect, audit, duration_s)
         with t._contain("decision log"):
             if t._log_enabled():
-                t._write(decision_record(decision, call_id=self._call_id,
+                t._write(decision_record(decision, call_id=call_id,
                                          duration_s=duration_s, span=span, approved=approved))
 
     def _record_span(self, decision: Decision, approved: bool, effect: str, audit: bool) -> None:
@@ -369,11 +454,18 @@ class GuardTelemetry:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        decision_log: DecisionSink | None = None,
+        decision_log: DecisionSink | Sequence[DecisionSink] | None = None,
     ) -> None:
+        sink: DecisionSink
+        if isinstance(decision_log, list | tuple):
+            sink = Sinks(decision_log)
+        elif decision_log is None:
+            sink = LoggingSink()
+        else:
+            sink = cast(DecisionSink, decision_log)
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.decision_log: DecisionSink = decision_log if decision_log is not None else LoggingSink()
+        self.decision_log: DecisionSink = sink
         self.contained_failures = 0
         """Telemetry operations that raised (an exporter, span processor, meter or sink):
         each was contained, counted here and logged once per kind; no decision changed."""
@@ -441,9 +533,9 @@ class GuardTelemetry:
         Starting, entering and ending it are contained: a span processor that raises in
         ``on_start`` or ``on_end`` never replaces what the guarded call raised (a halt).
         """
+        # The call id is the model's choice: it is set when the decision is recorded,
+        # scrubbed by it (``CallSpan.call_id``), never raw.
         attributes: dict[str, str] = {TOOL_NAME: tool}
-        if call_id is not None:
-            attributes[TOOL_CALL_ID] = call_id
         parent: Span = trace.INVALID_SPAN
         span: Span = trace.INVALID_SPAN
         with self._contain("span"):

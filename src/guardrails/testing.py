@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardrails.engine.counters import PresetCounts
 from guardrails.engine.decision import Decision
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import Limits
@@ -76,6 +77,10 @@ class TestCase:
     """Keys present in the document only: effect, arguments, rules, message, errors."""
     now: datetime.datetime | None = None
     """The evaluation time; None: the real time."""
+    agent: str | None = None
+    """The calling agent's name or id, for ``match.agents`` and bindings."""
+    counters: Mapping[str, int] | None = None
+    """Counts already made before the call, by counter name (``call.counters``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +224,8 @@ class Runner:
             decision = policy_set.evaluate(
                 case.tool, case.args, principal=case.principal, history=case.history,
                 request=case.request, description=case.description, now=case.now,
+                agent=case.agent,
+                counters=PresetCounts(case.counters) if case.counters is not None else None,
             )
             used.setdefault(key, []).append(decision)
             mismatches = [*check(case.expect, decision), *unknown_rules(case.expect,
@@ -381,6 +388,7 @@ def cases_from_documents(documents: Documents) -> list[TestCase]:
                 tool=call.tool, args=call.args, principal=call.principal,
                 history=[h.to_dict() for h in call.history], request=call.request,
                 description=call.description or "", expect=wanted, now=call.now,
+                agent=call.agent, counters=call.counters,
             ))
     return out
 

@@ -12,6 +12,7 @@ from guardrails.agent_framework._function import GuardFunctionMiddleware, Princi
 from guardrails.agent_framework._middleware import guard
 from guardrails.agent_framework._secrets import (
     EnvironmentSecrets,
+    GuardedToolAbort,
     GuardedToolError,
     SecretProvider,
     SecretUnavailable,
@@ -22,6 +23,7 @@ __all__ = [
     "EnvironmentSecrets",
     "GuardFunctionMiddleware",
     "GuardRunMiddleware",
+    "GuardedToolAbort",
     "GuardedToolError",
     "PrincipalSource",
     "ScriptedChatClient",

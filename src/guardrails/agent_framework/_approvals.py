@@ -10,22 +10,33 @@ revision. The occurrence id alone proves nothing (the model chooses it, and may 
 an answer to one request never approves another call that took its id, in this session
 or any other, and an answer is used once. Approval satisfies ``require_approval`` and
 nothing else; deny and halt rules still apply to a replay.
+
+The fingerprint is a plain hash and the token travels in the conversation, so whoever can
+rewrite the session state could make an altered call look approved. A host whose session
+state passes through untrusted hands gives the guard an ``approval_key``: the held record
+then carries an HMAC of the approval id, fingerprint and token, and a record without the
+right MAC approves nothing. With an ``ApprovalStore`` (``guardrails.fleet.stores``) the
+record is held in the shared store instead of the session, so a call approved on one
+replica replays on another; ``take`` reads and deletes it in one step (used once, anywhere).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agent_framework import Content, FunctionInvocationContext
 
 from guardrails.engine import Action, Decision
 
-__all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "approval_id_for", "approval_request",
-           "approved_replay", "hold_approval"]
+__all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
+           "approval_id_for", "approval_matches", "approval_record", "approval_request",
+           "approved_replay", "hold_approval", "is_approved_response", "new_token",
+           "response_token", "take_held"]
 
 APPROVAL_TOKEN_KEY = "guardrails_approval"
 """Key of the request's (and so the response's) token in ``additional_properties``."""
@@ -37,6 +48,79 @@ A request nobody answers would otherwise stay in the session forever. Answering 
 whose fingerprint was dropped is not a leak but a refusal: the replay finds nothing held
 and asks again.
 """
+
+
+APPROVAL_TTL = 24 * 3600
+"""Seconds a held approval waits in a shared store for its answer."""
+
+
+class ApprovalStore(Protocol):
+    """Where held approvals live when replicas must share them."""
+
+    blocking: bool
+
+    def hold(self, key: str, value: str, ttl: int) -> None: ...
+
+    def take(self, key: str) -> str | None: ...
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
+                    decision: Decision, token: str, key: bytes | None) -> dict[str, str]:
+    """What is held for a call waiting for approval: its fingerprint and the token its
+    request carries, and with ``key`` an HMAC binding both to the approval id."""
+    record = {"fingerprint": _fingerprint(tool, arguments, decision), "token": token}
+    if key is not None:
+        record["mac"] = _mac(key, approval_id, record["fingerprint"], token)
+    return record
+
+
+def _mac(key: bytes, approval_id: str, fingerprint: str, token: str) -> str:
+    message = f"{approval_id}\n{fingerprint}\n{token}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
+                     arguments: Mapping[str, Any], decision: Decision,
+                     key: bytes | None) -> bool:
+    """Whether a held record (a dict, or its JSON text from a store) approves exactly this
+    call answered with ``token``. Comparisons are constant-time."""
+    if isinstance(held, str):
+        try:
+            held = json.loads(held)
+        except ValueError:
+            return False
+    if not (isinstance(held, dict) and isinstance(held.get("fingerprint"), str)
+            and isinstance(held.get("token"), str) and isinstance(token, str)):
+        return False
+    if not secrets.compare_digest(token, held["token"]):
+        return False
+    fingerprint = _fingerprint(tool, arguments, decision)
+    if not secrets.compare_digest(fingerprint, held["fingerprint"]):
+        return False
+    if key is None:
+        return True
+    mac = held.get("mac")
+    return isinstance(mac, str) and secrets.compare_digest(
+        mac, _mac(key, approval_id, fingerprint, token))
+
+
+def is_approved_response(context: FunctionInvocationContext) -> bool:
+    """The framework is replaying a call the user approved."""
+    response = context.metadata.get("approval_response")
+    return (isinstance(response, Content) and response.type == "function_approval_response"
+            and response.approved is True)
+
+
+def response_token(context: FunctionInvocationContext) -> Any:
+    """The token the approval response carries (copied by the framework from the request)."""
+    response = context.metadata.get("approval_response")
+    if not isinstance(response, Content):
+        return None
+    return response.additional_properties.get(APPROVAL_TOKEN_KEY)
 
 
 def approval_id_for(context: FunctionInvocationContext) -> str:
@@ -62,16 +146,17 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) ->
 
 
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
-                  arguments: Mapping[str, Any], decision: Decision) -> str:
-    """Keep the fingerprint of a call waiting for approval in the session's state; returns
+                  arguments: Mapping[str, Any], decision: Decision, *,
+                  key: bytes | None = None) -> str:
+    """Keep the record of a call waiting for approval in the session's state; returns
     the token its request carries. A later request under the same id replaces it."""
     approvals = state.get("approvals")
     if not isinstance(approvals, dict):
         approvals = state["approvals"] = {}
-    token = secrets.token_urlsafe(18)
+    token = new_token()
     approvals.pop(approval_id, None)  # re-added last: the most recent
-    approvals[approval_id] = {"fingerprint": _fingerprint(tool, arguments, decision),
-                              "token": token}
+    approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, token,
+                                             key)
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
     return token
@@ -79,26 +164,22 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
 
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
                     approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision) -> bool:
+                    decision: Decision, *, key: bytes | None = None) -> bool:
     """Whether this call is the replay of the approved call the human was shown, unchanged.
 
     The response must carry the token of the request held for this id (the request the
     human answered, not another that reused its id), and the call must have the held
     fingerprint. A replay uses up what is held, matching or not: one approval, one call.
     """
-    response = context.metadata.get("approval_response")
-    if not (isinstance(response, Content) and response.type == "function_approval_response"
-            and response.approved is True):
+    if not is_approved_response(context):
         return False
-    held = _pop_approval(state, approval_id)
-    if held is None:
-        return False
-    token = response.additional_properties.get(APPROVAL_TOKEN_KEY)
-    return (isinstance(token, str) and secrets.compare_digest(token, held["token"])
-            and held["fingerprint"] == _fingerprint(tool, arguments, decision))
+    held = take_held(state, approval_id)
+    return approval_matches(held, approval_id, response_token(context), tool, arguments,
+                            decision, key)
 
 
-def _pop_approval(state: dict[str, Any] | None, approval_id: str) -> dict[str, str] | None:
+def take_held(state: dict[str, Any] | None, approval_id: str) -> dict[str, str] | None:
+    """Remove and return the record held in the session for ``approval_id``."""
     if state is None:
         return None
     approvals = state.get("approvals")

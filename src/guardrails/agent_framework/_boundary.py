@@ -34,7 +34,7 @@ from guardrails.agent_framework._mcp import (
     tool_aliases,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state
-from guardrails.engine import Decision, PolicySet, PolicyViolation
+from guardrails.engine import Decision, PolicyProvider, PolicyViolation
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.telemetry import GuardTelemetry
 
@@ -82,18 +82,19 @@ def minted_decision(exc: BaseException, run: RunState | None = None) -> Decision
 class GuardRunMiddleware(AgentMiddleware):
     """The run boundary: request capture, per-run state, halt translation, strict checks."""
 
-    def __init__(self, policies: PolicySet, *, telemetry: GuardTelemetry | None = None,
+    def __init__(self, policies: PolicyProvider, *, telemetry: GuardTelemetry | None = None,
                  strict: bool = False) -> None:
         self._policies = policies
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._strict = strict
-        self._checked: set[frozenset[tuple[str, str]]] = set()
+        self._checked: set[tuple[str, frozenset[tuple[str, str]]]] = set()
 
     async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
         if self._strict:
             self._check_tools(context)
         parent = RUN.get()
-        state = RunState(request=run_request(context, parent), parent=parent)
+        state = RunState(request=run_request(context, parent), parent=parent,
+                         agent=agent_names(context.agent))
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         token = RUN.set(state)
         mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
@@ -177,15 +178,22 @@ class GuardRunMiddleware(AgentMiddleware):
                     schemas[item.name] = item.parameters()
                     for alias in tool_aliases(item):  # a policy may name it mcp:<server>/<tool>
                         schemas[alias] = schemas[item.name]
-        key = frozenset((name, json.dumps(schema, sort_keys=True, default=str))
-                        for name, schema in schemas.items())
+        policies = self._policies.current
+        key = (policies.revision, frozenset((name, json.dumps(schema, sort_keys=True, default=str))
+                                            for name, schema in schemas.items()))
         if key in self._checked:
             return
-        findings = lint_module.lint(self._policies, schemas)
+        findings = lint_module.lint(policies, schemas)
         errors = [f for f in findings if f.severity == "error"]
         if errors:
             raise PolicyError(Problem(f.file, f.line, f.column, f.message) for f in errors)
         self._checked.add(key)
+
+
+def agent_names(agent: Any) -> tuple[str, ...]:
+    """The names ``match.agents`` can use for an agent: its name and its id."""
+    names = (getattr(agent, "name", None), getattr(agent, "id", None))
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def _message_text(message: Message) -> str:

@@ -12,8 +12,10 @@ guard's own blocks the call, and once a run is halted nothing else in it runs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -30,10 +32,17 @@ from agent_framework.exceptions import UserInputRequiredException
 
 from guardrails.agent_framework import _private
 from guardrails.agent_framework._approvals import (
+    APPROVAL_TTL,
+    ApprovalStore,
     approval_id_for,
+    approval_matches,
+    approval_record,
     approval_request,
-    approved_replay,
     hold_approval,
+    is_approved_response,
+    new_token,
+    response_token,
+    take_held,
 )
 from guardrails.agent_framework._arguments import (
     apply_repairs,
@@ -59,8 +68,8 @@ from guardrails.agent_framework._secrets import (
     sensitive_telemetry_enabled,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
-from guardrails.engine import Decision, Effect, PolicySet
-from guardrails.engine.decision import REDACTED
+from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
+from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.engine.policy import SecretRef
 from guardrails.telemetry import GuardTelemetry
 
@@ -88,6 +97,10 @@ than that over one guard's life builds a new ``guard()`` (per session, say)."""
 INJECTED_MEMORY_CHARS = 1 << 20
 """Total characters of the remembered values (the same refusal applies beyond it)."""
 
+_MEMORY_LAYER = 128
+"""Injected values per layer of the memory's scrubber: a new value recompiles only its
+layer's search (at most this many values' spellings), never the whole memory's."""
+
 UNMATCHED = ("allow", "warn", "deny")
 """What ``guard(unmatched=...)`` does with a call to a tool no policy names: let it run,
 let it run and log a warning, or deny it (the policies become an allowlist of tools)."""
@@ -110,6 +123,8 @@ engine's tool index)."""
 
 @dataclass(frozen=True)
 class _Plan:
+    policies: PolicySet
+    """The set this call was decided on: it finishes on it, whatever a reload does."""
     decision: Decision
     effect: Effect
     """The effect to act on: the decision's, except an approved replay of require_approval."""
@@ -145,22 +160,41 @@ class _Settled:
     deferred: bool = False
 
 
+def _approval_key(context: FunctionInvocationContext, approval_id: str) -> str:
+    """A held approval's key in a shared store: the session's id and the call's approval id
+    (call ids are only unique within a conversation)."""
+    session = context.session
+    session_id = getattr(session, "session_id", None) if session is not None else None
+    return f"{session_id or '-'}:{approval_id}"
+
+
 class GuardFunctionMiddleware(FunctionMiddleware):
     """Evaluates every tool call against the policies and acts on the effect."""
 
     def __init__(
         self,
-        policies: PolicySet,
+        policies: PolicyProvider,
         *,
         principal: PrincipalSource = None,
         secrets: SecretProvider | None = None,
         telemetry: GuardTelemetry | None = None,
         history_limit: int = HISTORY_LIMIT,
         unmatched: str = "allow",
+        counters: CounterStore | None = None,
+        approvals: ApprovalStore | None = None,
+        approval_key: bytes | None = None,
     ) -> None:
         if unmatched not in UNMATCHED:
             raise ValueError(f"unmatched must be one of {', '.join(UNMATCHED)}, not {unmatched!r}")
+        if approvals is not None and not approval_key:
+            raise ValueError("a shared approval store needs an approval_key: its records "
+                             "are only trusted with a valid HMAC")
+        if approval_key is not None and not isinstance(approval_key, bytes):
+            raise TypeError("approval_key must be bytes")
         self._unmatched = unmatched
+        self._approvals = approvals
+        self._approval_key = approval_key or None
+        self._counters: CounterStore = counters if counters is not None else MemoryStore()
         self._policies = policies
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
@@ -172,9 +206,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._injected_chars = 0
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
-        self._memory = Scrubber((), policies.redact)
-        # Per set of matched policies, what they inject (policies never change).
-        self._injects: dict[tuple[str, ...], Mapping[str, SecretRef]] = {}
+        first = policies.current
+        self._memory = Scrubber((), first.redact)
+        # Per revision and set of matched policies, what they inject.
+        self._injects: dict[tuple[str, tuple[str, ...]], Mapping[str, SecretRef]] = {}
+        self._cached_for: PolicySet = first
+        """The set whose redact patterns ``_memory`` holds (rebuilt when a reload swaps it)."""
 
     async def process(
         self,
@@ -188,14 +225,17 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
             # nothing else runs.
             raise _GuardHalt(stopped)
-        call_id = self._safe_call_id(context)
+        raw_call_id = context.metadata.get("call_id")
+        call_id = raw_call_id if isinstance(raw_call_id, str) else None
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             started = time.perf_counter()
             try:
-                if call_id == REDACTED and context.metadata.get("call_id") != REDACTED:
-                    # The framework's own execute_tool span and logs would carry it.
-                    raise ValueError("the call id the model chose carries a secret value")
                 plan = await self._plan(context)
+                if call_id is not None and plan.decision.scrub(call_id) != call_id:
+                    # The model chose a call id holding a secret: the framework's own
+                    # execute_tool span and logs would carry it, so the call does not run.
+                    self._release(plan.decision)
+                    raise ValueError("the call id the model chose carries a secret value")
             except Exception as exc:  # fail closed: a guard error never lets a call through
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
@@ -208,6 +248,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     # -- evaluation ---------------------------------------------------------------------
 
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
+        policies = self._policies.current  # once: the whole call uses this set
+        self._for_set(policies)
+        memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
         # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
@@ -220,11 +263,20 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         aliases = tool_aliases(context.function)
         unmatched = Effect.DENY if self._unmatched == "deny" else Effect.ALLOW
 
-        def decide(arguments: Any) -> Decision:
-            decision = self._policies.evaluate(
+        agent = run.agent if run is not None else None
+        judged: list[Any] = []  # what the latest evaluation read
+
+        def evaluate(arguments: Any, counters: CounterStore | None) -> Decision:
+            return policies.evaluate(
                 tool, arguments, principal=principal, history=history, request=request,
                 description=context.function.description or "",
-                known_secrets=self._memory, aliases=aliases, unmatched=unmatched)
+                known_secrets=memory, aliases=aliases, unmatched=unmatched,
+                agent=agent, counters=counters)
+
+        def decide(arguments: Any) -> Decision:
+            # Settling may evaluate up to three times: none of them counts (no store).
+            judged[:] = [arguments]
+            decision = evaluate(arguments, None)
             mint(decision)
             return decision
 
@@ -235,20 +287,38 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
             arguments: dict[str, Any] = {}
-        elif self._policies.input_error(entry) is not None:
+        elif policies.input_error(entry) is not None:
             # Over the bounds: one evaluation (an input error, found by a walk that stops at
             # the bound) and nothing else reads them: no JSON view, no validation.
             decision = decide(entry)
             arguments = dict(decision.arguments)
         else:
-            settled = self._settle(context, entry, decide)
+            settled = self._settle(context, entry, decide, policies)
             decision, arguments = settled.decision, settled.arguments
             validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
-        if self._unmatched == "warn" and not self._policies.for_tool(tool, aliases):
+        if policies.counts(tool, aliases) and decision.effect not in (Effect.DENY, Effect.HALT):
+            # The one evaluation that reserves, on the settled arguments. (A call the rules
+            # block anyway is not counted: no need to ask the store.)
+            decision = await self._counted(decision, lambda: evaluate(judged[0],
+                                                                      self._counters))
+        if self._unmatched == "warn" and not policies.for_tool(tool, aliases):
             _log.warning("guardrails: no policy names the tool %s; the call runs unguarded", tool)
         secret_names = decision.secret_arguments  # declared and injected names
         approval_id = approval_id_for(context)
-        replay = approved_replay(context, state, approval_id, tool, arguments, decision)
+        replay = False
+        if is_approved_response(context):
+            # One approval, one call: the held record is used up, matching or not.
+            if self._approvals is not None:
+                try:
+                    held = await self._store(self._approvals.take,
+                                             _approval_key(context, approval_id))
+                except BaseException:
+                    self._release(decision)  # the call is blocked: it is not counted
+                    raise
+            else:
+                held = take_held(state, approval_id)
+            replay = approval_matches(held, approval_id, response_token(context), tool,
+                                      arguments, decision, self._approval_key)
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
@@ -259,11 +329,25 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # to read (``Ignore`` only skips the policy's own rules).
             effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
-        return _Plan(decision, effect, entry, arguments, secret_names,
+        return _Plan(policies, decision, effect, entry, arguments, secret_names,
                      approval_id, replay, run, validated, invalid, deferred, over_bounds)
 
+    async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
+        """The settled call evaluated once more, with the counter store (off the event loop
+        when the store does I/O). Counters never change arguments: if these differ, the
+        call is refused rather than run on arguments the reservation did not judge."""
+        if self._counters.blocking:
+            decision = await asyncio.to_thread(evaluate)
+        else:
+            decision = evaluate()
+        mint(decision)
+        if not same_json(dict(decision.arguments), dict(settled.arguments)):
+            self._release(decision)
+            raise ValueError("the counted evaluation repaired the arguments differently")
+        return decision
+
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
-                decide: Callable[[Any], Decision]) -> _Settled:
+                decide: Callable[[Any], Decision], policies: PolicySet) -> _Settled:
         """Evaluate the values the tool will receive: the rules of the returned decision
         read exactly (the JSON form of) what the tool's own validation made of the
         repaired arguments.
@@ -287,8 +371,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if validated is not None:
             seen = json_view(validated)
             decision = decide(seen)
-            if self._injected_names(decision) & validated.keys():
-                validated = self._without_injected(validated, decision)
+            if self._injected_names(policies, decision) & validated.keys():
+                validated = self._without_injected(policies, validated, decision)
                 seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
@@ -299,9 +383,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if validated is None or seen is None or not same_json(seen, decision.arguments):
             candidate = apply_repairs(validated if validated is not None else entry, decision)
             try:
-                validated = self._validate(context, candidate, decision)
+                validated = self._validate(context, candidate, decision, policies)
             except Exception as exc:
-                return self._not_validated(exc, decision, candidate)
+                return self._not_validated(exc, decision, candidate, policies)
             if validated is None:  # no validation the guard can run: the repaired values run
                 return _Settled(decision, candidate)
             seen = json_view(validated)
@@ -315,70 +399,78 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return _Settled(decision, seen, validated)
             candidate = apply_repairs(validated, decision)
             try:
-                revalidated = self._validate(context, candidate, decision)
+                revalidated = self._validate(context, candidate, decision, policies)
             except Exception as exc:
-                return self._not_validated(exc, decision, candidate)
+                return self._not_validated(exc, decision, candidate, policies)
             validated = revalidated if revalidated is not None else candidate
             seen = json_view(validated)
         raise ValueError("the arguments do not settle: repairs and the tool's validation "
                          "keep changing them")
 
     def _not_validated(self, exc: Exception, decision: Decision,
-                       candidate: dict[str, Any]) -> _Settled:
+                       candidate: dict[str, Any], policies: PolicySet) -> _Settled:
         if not _private.is_argument_validation_error(exc):
             raise exc
-        injected = self._injected_names(decision)
+        injected = self._injected_names(policies, decision)
         fields = _private.invalid_fields(exc)
         if injected and fields is not None and fields <= injected:
             return _Settled(decision, json_view(candidate), deferred=True)
         return _Settled(decision, json_view(candidate), invalid=exc)
 
     def _validate(self, context: FunctionInvocationContext, candidate: dict[str, Any],
-                  decision: Decision) -> dict[str, Any] | None:
-        injected = self._injected_names(decision)
+                  decision: Decision, policies: PolicySet) -> dict[str, Any] | None:
+        injected = self._injected_names(policies, decision)
         validated = _private.prepare_arguments(
             context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)})
-        return None if validated is None else self._without_injected(validated, decision)
+        return None if validated is None else self._without_injected(policies, validated,
+                                                                     decision)
 
-    def _without_injected(self, arguments: dict[str, Any],
+    def _without_injected(self, policies: PolicySet, arguments: dict[str, Any],
                           decision: Decision) -> dict[str, Any]:
         """``arguments`` without those the guard injects: the model's value never runs."""
-        names = self._injected_names(decision)
+        names = self._injected_names(policies, decision)
         return {k: v for k, v in arguments.items() if k not in names} if names else arguments
 
-    def _injected_names(self, decision: Decision) -> frozenset[str]:
-        return frozenset(self._matched_injections(decision))
+    def _injected_names(self, policies: PolicySet, decision: Decision) -> frozenset[str]:
+        return frozenset(self._matched_injections(policies, decision))
 
-    def _matched_injections(self, decision: Decision) -> Mapping[str, SecretRef]:
+    def _matched_injections(self, policies: PolicySet,
+                            decision: Decision) -> Mapping[str, SecretRef]:
         """What the policies that matched inject (by matched set: an MCP tool's policy may
-        name it by its ``mcp:`` name, which the tool's own name does not show)."""
+        name it by its ``mcp:`` name, which the tool's own name does not show; and by
+        revision: a reload may change what a policy of the same name injects)."""
         if not decision.policies:
             return {}
-        found = self._injects.get(decision.policies)
+        key = (decision.revision, decision.policies)
+        found = self._injects.get(key)
         if found is None:
-            found = self._policies.injections(decision)
+            found = policies.injections(decision)
             if len(self._injects) >= _INJECTIONS_REMEMBERED:
                 self._injects.clear()
-            self._injects[decision.policies] = found
+            self._injects[key] = found
         return found
 
-    def _safe_call_id(self, context: FunctionInvocationContext) -> str | None:
-        """The model chose the call id: blanked when it carries a known secret (an injected
-        value, a secret argument's value, a redact-pattern match) before any span or record
-        holds it."""
-        call_id = context.metadata.get("call_id")
-        if not isinstance(call_id, str):
-            return None
-        try:
-            scrub = self._memory
-            arguments = as_mapping(context.arguments)
-            names = self._policies.secret_arguments(context.function.name,
-                                                    tool_aliases(context.function))
-            if arguments is not None and names:
-                scrub = scrub.with_values([v for k, v in arguments.items() if k in names])
-            return call_id if scrub(call_id) == call_id else REDACTED
-        except Exception:
-            return REDACTED
+    async def _store(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A shared-store call, off the event loop when the store does I/O."""
+        if getattr(self._approvals, "blocking", True):
+            return await asyncio.to_thread(call, *args)
+        return call(*args)
+
+    def _for_set(self, policies: PolicySet) -> None:
+        """A reload swapped the set: the memory of injected values takes its redact
+        patterns (the values themselves are never forgotten)."""
+        if policies is not self._cached_for:
+            self._memory = Scrubber(tuple(self._injected), policies.redact)
+            self._cached_for = policies
+
+    def _release(self, decision: Decision) -> None:
+        """The call does not run: give its counter reservations back."""
+        if decision.reservations:
+            try:
+                self._counters.release(decision.reservations)
+            except Exception as exc:  # the count stays high: errs towards refusing
+                _log.warning("guardrails: giving back counter reservations failed (%s)",
+                             type(exc).__name__)
 
     async def _resolve_principal(self, context: FunctionInvocationContext) -> Mapping[str, Any]:
         source = self._principal
@@ -401,7 +493,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
+        self._for_set(plan.policies)
         if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
+            self._release(decision)
             # The tool's validation refused the arguments: the call cannot run, and the model
             # gets the framework's own "Argument parsing failed" result, scrubbed.
             scrub = self._scrubber(plan, ())
@@ -412,7 +506,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.effect is Effect.ALLOW:
             injected: dict[str, str] = {}
             try:
-                injected = self._injections(decision)
+                injected = self._injections(plan.policies, decision)
                 running = self._running(context, plan, injected)
                 context.arguments = running
                 _private.record_argument_snapshot(
@@ -423,6 +517,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     context.metadata["original_arguments_for_messages"] = dict(
                         plan.validated if plan.validated is not None else plan.arguments)
             except Exception as exc:
+                self._release(decision)
                 if _private.is_argument_validation_error(exc):
                     # The injected secret itself fails the tool's validation.
                     raise scrubbed_exception(exc, self._scrubber(plan, injected.values())) from None
@@ -434,8 +529,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             await self._run_tool(context, call_next, scrub, plan.run)
             return
 
-        # The call does not run: bind the snapshot to the arguments as they stand (not
-        # when they are over the bounds: the framework's token walks every value).
+        # The call does not run: give back any reservation (of a require_approval, or of a
+        # decision the guard overrode: only calls that run are counted); bind the snapshot
+        # to the arguments as they stand (not when they are over the bounds: the
+        # framework's token walks every value).
+        self._release(decision)
         if not plan.over_bounds:
             with contextlib.suppress(Exception):
                 _private.record_argument_snapshot(context, as_mapping(context.arguments) or {})
@@ -448,6 +546,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
+            # (Its reservation went back above: counted when the approved replay runs.)
             state = session_state(context.session, create=True)
             if state is None:
                 self._record(context, plan, "deny", base_scrub)
@@ -456,7 +555,21 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     f"unavailable (no session to hold the request), so it was denied. {message}"
                 ).strip()
                 return
-            token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision)
+            if self._approvals is not None:
+                token = new_token()
+                record = approval_record(plan.approval_id, tool, plan.arguments, decision,
+                                         token, self._approval_key)
+                try:
+                    await self._store(self._approvals.hold,
+                                      _approval_key(context, plan.approval_id),
+                                      json.dumps(record), APPROVAL_TTL)
+                except Exception as exc:
+                    span.fail(exc)
+                    self._block_on_guard_error(context, tool, exc)
+                    return
+            else:
+                token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision,
+                                      key=self._approval_key)
             context.result = approval_request(context, plan.approval_id, decision,
                                               plan.arguments, message, token)
             return
@@ -542,9 +655,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             raise ValueError("injecting secrets changed the validated arguments")
         return running
 
-    def _injections(self, decision: Decision) -> dict[str, str]:
+    def _injections(self, policies: PolicySet, decision: Decision) -> dict[str, str]:
         values: dict[str, str] = {}
-        injections = self._matched_injections(decision)
+        injections = self._matched_injections(policies, decision)
         if not injections:
             return values
         if sensitive_telemetry_enabled():
@@ -569,7 +682,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     "one could let it leak; build a new guard()")
             self._injected[value] = None
             self._injected_chars += len(value)
-            self._memory = self._memory.merged([value])
+            if self._memory.top_layer_size >= _MEMORY_LAYER:
+                self._memory = self._memory.with_values([value])  # a new layer on top
+            else:
+                self._memory = self._memory.merged([value])
         return values
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:

@@ -11,17 +11,20 @@ from typing import Any
 
 from agent_framework import AgentMiddleware, FunctionMiddleware
 
+from guardrails.agent_framework._approvals import ApprovalStore
 from guardrails.agent_framework._boundary import GuardRunMiddleware
 from guardrails.agent_framework._function import GuardFunctionMiddleware, PrincipalSource
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
-from guardrails.engine import PolicySet
+from guardrails.engine import PolicyProvider, PolicySet
+from guardrails.engine.counters import CounterStore
+from guardrails.engine.policy import Mode
 from guardrails.telemetry import GuardTelemetry
 
 __all__ = ["guard"]
 
 
 def guard(
-    policies: PolicySet,
+    policies: PolicyProvider,
     *,
     principal: PrincipalSource = None,
     secrets: SecretProvider | None = None,
@@ -31,6 +34,9 @@ def guard(
     decision_log: Any = None,
     strict: bool = False,
     unmatched: str = "allow",
+    counters: CounterStore | None = None,
+    approvals: ApprovalStore | None = None,
+    approval_key: bytes | None = None,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
 
@@ -41,12 +47,19 @@ def guard(
     is what happens to a call to a tool no policy names: ``"allow"`` (the default),
     ``"warn"`` (allowed, with a warning logged) or ``"deny"``. MCP tools also answer to
     ``mcp:<server>/<tool>`` in ``match.tools`` (see docs/integration.md).
+    ``policies``: a ``PolicySet``, or a ``PolicySource`` from ``guardrails.watch()`` (each
+    call is decided on the set current when it starts). ``counters``: the store the
+    policies' counters live in (``guardrails.fleet``: SQLite, Redis); by default a
+    ``MemoryStore`` of this guard's own. ``approval_key`` (bytes, a secret shared by the
+    replicas): calls waiting for approval are held with an HMAC, so forged session state
+    approves nothing. ``approvals``: a shared store (needs ``approval_key``) to hold them
+    in, so an approval given on one replica replays on another.
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
-        policies = policies.with_mode("audit")
+        policies = _WithMode(policies, "audit")
     elif mode == "enforce":
-        policies = policies.with_mode("enforce")
+        policies = _WithMode(policies, "enforce")
     elif mode is not None:
         raise ValueError(f"mode must be 'audit', 'enforce' or None, not {mode!r}")
     telemetry = GuardTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider,
@@ -55,5 +68,25 @@ def guard(
     return [
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
-                                telemetry=telemetry, unmatched=unmatched),
+                                telemetry=telemetry, unmatched=unmatched, counters=counters,
+                                approvals=approvals, approval_key=approval_key),
     ]
+
+
+class _WithMode:
+    """A provider whose every set runs in one mode; recomputed only when the set changes."""
+
+    def __init__(self, source: PolicyProvider, mode: Mode) -> None:
+        self._source = source
+        self._mode: Mode = mode
+        first = source.current
+        self._pair = (first, first.with_mode(mode))
+
+    @property
+    def current(self) -> PolicySet:
+        now = self._source.current
+        original, moded = self._pair  # one read: the pair is replaced whole
+        if now is not original:
+            moded = now.with_mode(self._mode)
+            self._pair = (now, moded)
+        return moded

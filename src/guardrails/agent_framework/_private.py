@@ -24,6 +24,7 @@ that changes them fails those tests loudly instead of silently weakening the gua
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from agent_framework._tools import (
     _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY,
     _argument_authority_token,
     _argument_comparison_token,
+    _contains_opaque_argument_token,
     _FunctionArgumentValidationError,
     _PreparedArgumentsState,
 )
@@ -43,6 +45,8 @@ from pydantic.fields import FieldInfo
 __all__ = [
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
+    "argument_token",
+    "authority_token",
     "function_result_carrier",
     "has_argument_snapshot",
     "invalid_fields",
@@ -58,6 +62,64 @@ SNAPSHOT_KEY: str = _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY
 PREPARED_KEY: str = _PREPARED_ARGUMENTS_CONTEXT_KEY
 
 
+_PACK = struct.Struct("!d").pack
+_NONE_TYPE = type(None)
+
+
+def argument_token(value: Any) -> Any:
+    """The framework's ``_argument_comparison_token(value)``, equal to it for every input,
+    built faster for JSON data (exact ``dict`` with ``str`` keys, ``list``, ``str``,
+    ``int``, ``float``, ``bool``, ``None``); anything else is handed to the framework's
+    own function, subtree by subtree.
+
+    The framework compares tokens the guard stores with tokens it computes itself (the
+    snapshot before the tool runs, the prepared arguments), so equality with its function
+    is the contract: tests/test_af_private.py checks it on generated inputs. An unequal
+    token could only make the framework refuse a call (fail closed), never let one through.
+    """
+    return _fast_token(value)[0]
+
+
+def _fast_token(value: Any) -> tuple[Any, bool]:
+    """The token and whether part of it came from the framework's function (which may
+    hold opaque, identity-only parts)."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return (t, value), False
+    if t is float:
+        return ("float", _PACK(value)), False
+    if t is dict:
+        foreign = False
+        pairs = []
+        for k, v in value.items():
+            if type(k) is not str:
+                # Keys of other types may share a token (several NaN keys): the framework
+                # counts duplicates, so let it build the whole dict.
+                return _argument_comparison_token(value), True
+            token, other = _fast_token(v)
+            foreign = foreign or other
+            pairs.append((((str, k), token), 1))
+        return ("dict", frozenset(pairs)), foreign
+    if t is list:
+        foreign = False
+        items = []
+        for v in value:
+            token, other = _fast_token(v)
+            foreign = foreign or other
+            items.append(token)
+        return ("list", tuple(items)), foreign
+    return _argument_comparison_token(value), True
+
+
+def authority_token(value: Any, *, boundary: str = "security policy") -> Any:
+    """The framework's ``_argument_authority_token``: the comparison token, refused (the
+    framework's ``MiddlewareFailure``) when it holds an opaque, identity-only part."""
+    token, foreign = _fast_token(value)
+    if foreign and _contains_opaque_argument_token(token):
+        return _argument_authority_token(value, boundary=boundary)  # raises MiddlewareFailure
+    return token
+
+
 def record_argument_snapshot(context: FunctionInvocationContext,
                              arguments: Mapping[str, Any], *, prepared: bool = False) -> None:
     """Bind the call to ``arguments``: any later change makes the framework fail closed.
@@ -71,7 +133,7 @@ def record_argument_snapshot(context: FunctionInvocationContext,
     (opaque mutable objects); the guard treats that as a guard error.
     """
     values = dict(arguments)
-    token = _argument_authority_token(values, boundary="security policy")
+    token = authority_token(values)
     context.metadata[SNAPSHOT_KEY] = token
     if prepared:
         context.metadata[PREPARED_KEY] = _PreparedArgumentsState(arguments=values, token=token)
@@ -105,7 +167,7 @@ def prepared_arguments(context: FunctionInvocationContext,
     """
     prepared = context.metadata.get(PREPARED_KEY)
     if not (isinstance(prepared, _PreparedArgumentsState)
-            and _argument_comparison_token(dict(arguments)) == prepared.token):
+            and argument_token(dict(arguments)) == prepared.token):
         return None
     return _with_defaults(context.function, dict(prepared.arguments))
 

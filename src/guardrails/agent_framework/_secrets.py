@@ -9,7 +9,6 @@ and the arguments kept in history.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import os
@@ -172,10 +171,16 @@ def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
 
 def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Any:
     """A scrubbed copy of anything a tool may hand back: strings scrubbed, map keys too,
-    contents walked field by field, numbers whose text holds a secret redacted. An object of any
-    other type is replaced by its scrubbed text (it cannot be walked safely)."""
+    contents walked field by field, numbers whose text holds a secret redacted. An object of
+    any other type is replaced by its scrubbed text (it cannot be walked safely). What holds
+    nothing secret comes back as the same object (no copy), if it is of a plain type: a
+    subclass (of ``str``, ``dict``, ``list``, ``Content``) may print or serialize other than
+    its data, so it is always rebuilt as the plain type."""
     if isinstance(value, str):
-        return scrub(value if type(value) is str else str.__str__(value))
+        if type(value) is not str:
+            return scrub(str.__str__(value))
+        out = scrub(value)
+        return value if out == value else out
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
@@ -188,10 +193,15 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
     if isinstance(value, Content):
         return scrub_content(value, scrub, depth + 1)
     if isinstance(value, Mapping):
-        return {scrub_value(k, scrub, depth + 1): scrub_value(v, scrub, depth + 1)
-                for k, v in value.items()}
+        pairs = [(scrub_value(k, scrub, depth + 1), scrub_value(v, scrub, depth + 1), k, v)
+                 for k, v in value.items()]
+        if type(value) is dict and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
+            return value
+        return {k2: v2 for k2, v2, _, _ in pairs}
     if isinstance(value, list | tuple):
         items = [scrub_value(v, scrub, depth + 1) for v in value]
+        if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bytes):
         text = value.decode("utf-8", "replace")
@@ -210,23 +220,27 @@ def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: 
     """
     if depth >= MAX_CONTENT_DEPTH:
         return Content.from_text(REDACTED)
+    changes: dict[str, Any] = {}
+    for name, value in vars(item).items():
+        if value is None or name == "type" or isinstance(value, bool):
+            continue
+        if name == "raw_representation":
+            changes[name] = None
+            continue
+        scrubbed = scrub_value(value, scrub, depth)
+        if scrubbed is not value:
+            changes[name] = scrubbed
+    if not changes and type(item) is Content:
+        return item  # nothing secret in it: no copy
     # Always a plain ``Content``: a subclass may serialize or print (``to_dict``,
     # ``__str__``, properties) other than the fields scrubbed here.
     out = Content.__new__(Content)
     vars(out).update(vars(item))
-    for name, value in vars(item).items():
-        if name == "type" or value is None:
-            continue
-        if name == "raw_representation":
-            with contextlib.suppress(Exception):
-                setattr(out, name, None)
-            continue
-        scrubbed = scrub_value(value, scrub, depth)
-        if scrubbed is not value:
-            try:
-                setattr(out, name, scrubbed)
-            except Exception:  # a field that refuses the scrubbed value: blank it
-                setattr(out, name, None)
+    for name, scrubbed in changes.items():
+        try:
+            setattr(out, name, scrubbed)
+        except Exception:  # a field that refuses the scrubbed value: blank it
+            setattr(out, name, None)
     return out
 
 

@@ -39,6 +39,9 @@ class RunState:
     unwraps. Once there is one, no further call of the run runs and the run ends with
     ``PolicyViolation``, whatever else a sibling call or a middleware raised."""
 
+    agent: tuple[str, ...] | None = None
+    """The running agent's name and id, for ``match.agents`` and bindings."""
+
     def halt(self, decision: Decision) -> None:
         """Record a genuine halt of this run, and of every run it is nested in: a halt in a
         sub-agent stops the agents that called it too."""

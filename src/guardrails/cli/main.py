@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='earlier calls (a JSON list of {"tool", "args", "effect"})')
     p.add_argument("--request", metavar="TEXT", help="text of the user's request")
     p.add_argument("--description", default="", metavar="TEXT", help="tool description")
+    p.add_argument("--agent", metavar="NAME", help="the calling agent's name or id "
+                   "(match.agents, bindings)")
     p.add_argument("--explain", action="store_true",
                    help="add the value every expression produced (secrets redacted)")
     p.set_defaults(run=_eval)
@@ -75,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the JSON Schema (draft 2020-12) of guardrails/v1 "
                        "documents, for editors and the YAML language server.")
     p.set_defaults(run=_schema)
+
+    from guardrails.cli import bundle
+
+    bundle.add_parser(sub)
 
     p = sub.add_parser("demo", help="run the offline guarded-agent demo", add_help=False)
     p.set_defaults(run=_demo, demo_args=[])
@@ -155,12 +161,16 @@ def _read_tools(path: str) -> dict[str, Any]:
     import yaml
 
     from guardrails.engine.lint import parse_tools
+    from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)  # YAML is a superset of JSON
+        # A FIFO or a device given as the tools file is refused, not read (it would hang).
+        text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")
+        data = yaml.safe_load(text)  # YAML is a superset of JSON
     except OSError as e:
         raise UsageError(f"cannot read tools file {path}: {e.strerror}") from None
+    except (UnreadableFile, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read tools file {path}: {e}") from None
     except yaml.YAMLError as e:
         raise UsageError(f"tools file {path} is not valid JSON/YAML: "
                          f"{_one_line(str(e))}") from None
@@ -218,7 +228,8 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
     except guardrails.PolicyError as e:
         raise UsageError(_problems_line(e)) from None
     kwargs: dict[str, Any] = {"principal": principal, "history": history,
-                              "request": args.request, "description": args.description}
+                              "request": args.request, "description": args.description,
+                              "agent": args.agent}
     if args.explain:
         explanation = policies.explain(args.tool, call_args, **kwargs)
         result = explanation.decision.to_dict()

@@ -10,7 +10,7 @@ from guardrails.engine.decision import (
 )
 from guardrails.engine.errors import PolicyViolation
 from guardrails.engine.policy import CompiledPolicy, SecretRef
-from guardrails.engine.policyset import Explanation, PolicySet
+from guardrails.engine.policyset import Explanation, PolicyProvider, PolicySet
 
 __all__ = [
     "Action",
@@ -21,6 +21,7 @@ __all__ = [
     "EvaluationError",
     "Explanation",
     "FiredRule",
+    "PolicyProvider",
     "PolicySet",
     "PolicyViolation",
     "SecretRef",

@@ -9,6 +9,7 @@ nothing: one problem and nothing is returned.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import os
@@ -19,6 +20,7 @@ import re2
 
 from guardrails.engine.decision import Action, Effect
 from guardrails.engine.policy import (
+    CompiledCounter,
     CompiledExpression,
     CompiledPolicy,
     CompiledRepair,
@@ -29,11 +31,11 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
-from guardrails.expr import ExpressionError, compile_expression
+from guardrails.expr import ExpressionError, compile_expression, generate_pending
 from guardrails.expr import ast as cel
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.model import Documents
-from guardrails.model.documents import ToolPolicy
+from guardrails.model.documents import PolicyBinding, ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
 from guardrails.model.loader import RE2_OPTIONS, read_documents
 from guardrails.model.source import Expression
@@ -101,11 +103,67 @@ def compile_documents(
     compiled = [
         _Compiler(policy, limits, backend, problems).policy() for policy in documents.policies
     ]
+    instances: list[CompiledPolicy] = []
+    for policy in compiled:
+        if policy is None:
+            continue
+        bindings = [b for b in documents.bindings if b.policy == policy.name]
+        if not bindings:
+            instances.append(policy)
+        for b in bindings:
+            bound = _bind(policy, b, limits, backend, problems)
+            if bound is not None:
+                instances.append(bound)
     if problems:
         raise PolicyError(problems)
-    return PolicySet(
-        [p for p in compiled if p is not None], revision=revision(documents), limits=limits
+    generate_pending()  # all generated code in one compile(), at load, not on first use
+    return PolicySet(instances, revision=revision(documents), limits=limits)
+
+
+def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backend: Backend,
+          problems: list[Problem]) -> CompiledPolicy | None:
+    """The policy as one binding applies it: ``policy@binding``, with the binding's params
+    over the policy's, its mode, and its selector added to the policy's own match.
+
+    Compiled once: the programs do not depend on params, only the instance's data does.
+    """
+    selector = None
+    if binding.when is not None:
+        before = len(problems)
+        selector = _compile(binding.when, CALL_NAMES, limits, backend, problems,
+                            condition=True)
+        if len(problems) > before:
+            return None
+    agents = policy.agents
+    if binding.agents is not None:
+        agents = (*agents, frozenset(binding.agents))
+    return dataclasses.replace(
+        policy,
+        name=f"{policy.name}@{binding.name}",
+        params={**policy.params, **_plain_data(binding.params)},
+        mode=binding.mode or policy.mode,
+        agents=agents,
+        selector=selector,
+        binding=binding.name,
     )
+
+
+def _compile(expression: Expression, names: frozenset[str], limits: Limits, backend: Backend,
+             problems: list[Problem], *, condition: bool = False) -> CompiledExpression | None:
+    try:
+        program = compile_expression(expression.source, declared=names, limits=limits,
+                                     backend=backend)
+    except ExpressionError as e:
+        pos = expression.position_of(e.offset)
+        problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+        return None
+    if condition and isinstance(program.ast, cel.Literal) and type(program.ast.value) is not bool:
+        pos = expression.position_of(0)
+        problems.append(Problem(pos.file, pos.line, pos.column,
+                                "condition must be a bool expression"))
+        return None
+    used = {node.name for node in cel.walk(program.ast) if isinstance(node, cel.Ident)}
+    return CompiledExpression(expression, program, frozenset(used))
 
 
 def revision(documents: Documents) -> str:
@@ -130,10 +188,13 @@ class _Compiler:
         p = self.src
         before = len(self.problems)
         when = self.expr(p.match.when, CALL_NAMES, condition=True) if p.match.when else None
+        counters = self.counters()
+        # Rules and variables read the counters; counters themselves read only the call.
+        names = CALL_NAMES | {"variables"} | ({"counters"} if p.counters else set())
         variables: list[CompiledVariable] = []
         for i, v in enumerate(p.variables):
             earlier = frozenset(x.name for x in p.variables[:i])
-            e = self.expr(v.expression, CALL_NAMES | {"variables"}, variables=earlier)
+            e = self.expr(v.expression, names, variables=earlier)
             if e is not None:
                 variables.append(CompiledVariable(v.name, e))
         all_vars = frozenset(v.name for v in p.variables)
@@ -145,10 +206,8 @@ class _Compiler:
                 r.name, rwhen, tuple((a, e) for a, e in sets if e is not None), r.unset))
         rules = []
         for rule in p.rules:
-            rwhen = self.expr(rule.when, CALL_NAMES | {"variables"}, variables=all_vars,
-                              condition=True)
-            mexpr = (self.expr(rule.message_expression, CALL_NAMES | {"variables"},
-                               variables=all_vars)
+            rwhen = self.expr(rule.when, names, variables=all_vars, condition=True)
+            mexpr = (self.expr(rule.message_expression, names, variables=all_vars)
                      if rule.message_expression else None)
             if rwhen is not None:
                 rules.append(CompiledRule(rule.name, rwhen, Action(rule.action),
@@ -178,6 +237,8 @@ class _Compiler:
             secret_arguments=p.secrets.secret_arguments,
             inject={i.argument: SecretRef(env=i.env) for i in p.secrets.inject},
             redact=tuple(redact),
+            agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
+            counters=counters,
         )
         # Type errors knowable without tool schemas (literals, params, the engine's own
         # names) stop the load; warnings need schemas and are `guardrails check`'s job.
@@ -186,6 +247,18 @@ class _Compiler:
                 pos = finding.position
                 self.problem(pos.line, pos.column, f"{finding.element}: {finding.message}")
         return compiled if len(self.problems) == before else None
+
+    def counters(self) -> tuple[CompiledCounter, ...]:
+        out = []
+        for c in self.src.counters:
+            key = self.expr(c.key, CALL_NAMES)
+            when = self.expr(c.when, CALL_NAMES, condition=True) if c.when else None
+            cost = self.expr(c.cost, CALL_NAMES) if c.cost else None
+            if key is not None and (c.when is None or when) and (c.cost is None or cost):
+                out.append(CompiledCounter(
+                    c.name, f"{self.src.name}/{c.name}", key, c.window, c.limit, when, cost,
+                    c.failure_policy or self.src.failure_policy))
+        return tuple(out)
 
     def problem(self, line: int, column: int, message: str) -> None:
         self.problems.append(Problem(self.src.file, line, column, message))
@@ -215,7 +288,16 @@ class _Compiler:
         for node in cel.walk(program.ast):
             if isinstance(node, cel.Ident):
                 used.add(node.name)
-            name = _variable_reference(node)
+            counter = _reference(node, "counters")
+            if counter is not None and "counters" in names and counter not in {
+                    c.name for c in self.src.counters}:
+                pos = expression.position_of(node.offset)
+                known = ", ".join(c.name for c in self.src.counters)
+                self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                             f"unknown counter '{counter}' (defined counters: "
+                                             f"{known})"))
+                ok = False
+            name = _reference(node, "variables")
             if name is not None and name not in variables:
                 pos = expression.position_of(node.offset)
                 known = ", ".join(sorted(variables)) or "none"
@@ -233,13 +315,13 @@ class _Compiler:
         return CompiledExpression(expression, program, frozenset(used)) if ok else None
 
 
-def _variable_reference(node: cel.Node) -> str | None:
-    """The name in ``variables.x`` or ``variables["x"]``, else None."""
+def _reference(node: cel.Node, root: str) -> str | None:
+    """The name in ``<root>.x`` or ``<root>["x"]`` (``variables``, ``counters``), else None."""
     if (isinstance(node, cel.Select) and isinstance(node.operand, cel.Ident)
-            and node.operand.name == "variables"):
+            and node.operand.name == root):
         return node.field
     if (isinstance(node, cel.Call) and node.function == "_[_]" and len(node.args) == 2
-            and isinstance(node.args[0], cel.Ident) and node.args[0].name == "variables"
+            and isinstance(node.args[0], cel.Ident) and node.args[0].name == root
             and isinstance(node.args[1], cel.Literal) and isinstance(node.args[1].value, str)):
         return node.args[1].value
     return None

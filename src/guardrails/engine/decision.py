@@ -105,6 +105,12 @@ class Decision:
     whose globs name the tool, matched or not (their values never leave). An injected name
     counts although ``arguments`` holds no injected value: a model-sent argument of that
     name is hidden too. Equal to ``PolicySet.secret_arguments(tool)``."""
+    reservations: tuple[Any, ...] = ()
+    """Counter reservations (``engine.counters.Reservation``) an ``allow`` or
+    ``require_approval`` decision holds: whoever acts on it gives them back
+    (``store.release``) if the call then does not run, as the guard does for a call that
+    waits for approval. Empty for deny and halt (the engine has given theirs back). Not
+    part of ``to_dict``."""
 
     def __init__(
         self,
@@ -119,6 +125,7 @@ class Decision:
         revision: str = "",
         secret_arguments: frozenset[str] = frozenset(),
         scrubber: Callable[[str], str] | None = None,
+        reservations: tuple[Any, ...] = (),
     ) -> None:
         # One write instead of the frozen dataclass's ten guarded ones: a decision is
         # built on every call. Frozen still holds: attribute assignment raises.
@@ -127,14 +134,16 @@ class Decision:
             arguments=arguments if isinstance(arguments, MappingProxyType)
             else MappingProxyType(dict(arguments)),
             rules=rules, repairs=repairs, errors=errors, policies=policies,
-            revision=revision, secret_arguments=secret_arguments, _scrubber=scrubber)
+            revision=revision, secret_arguments=secret_arguments, _scrubber=scrubber,
+            reservations=reservations)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild
         # from a plain dict (a copy is a new object, so it is never taken for the original).
         return (Decision, (self.id, self.tool, self.effect, dict(self.arguments), self.rules,
                            self.repairs, self.errors, self.policies, self.revision,
-                           self.secret_arguments, self.__dict__.get("_scrubber")))
+                           self.secret_arguments, _copied_scrubber(self.__dict__.get("_scrubber")),
+                           self.reservations))
 
     def scrub(self, text: str) -> str:
         """``text`` without any secret this decision knows: its secret arguments' values
@@ -207,6 +216,14 @@ class Decision:
             "policies": list(self.policies),
             "revision": self.revision,
         }
+
+
+def _copied_scrubber(scrubber: Any) -> Any:
+    """What a copy of a decision keeps of its scrubber: the call's own values and the
+    patterns, not the caller's known secrets below them (a guard's injected values, which
+    would otherwise travel in every pickled decision)."""
+    top_layer = getattr(scrubber, "top_layer", None)
+    return top_layer() if callable(top_layer) else scrubber
 
 
 def redact_arguments(arguments: Mapping[str, Any], secret: frozenset[str],

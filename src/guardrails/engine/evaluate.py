@@ -10,8 +10,10 @@ Every evaluation error is data: it is recorded and handled by the policy's
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
+import json
 import math
 import secrets
 import sys
@@ -19,6 +21,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from guardrails.engine.counters import (
+    CounterRequest,
+    CounterResult,
+    CounterStore,
+    Reservation,
+    window_key,
+)
 from guardrails.engine.decision import (
     REDACTED,
     Action,
@@ -28,7 +37,7 @@ from guardrails.engine.decision import (
     EvaluationError,
     FiredRule,
 )
-from guardrails.engine.policy import CompiledPolicy, CompiledVariable
+from guardrails.engine.policy import CompiledCounter, CompiledPolicy, CompiledVariable
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
@@ -58,6 +67,8 @@ class Call(NamedTuple):
     request: str
     description: str
     now: datetime.datetime
+    agent: tuple[str, ...] | None = None
+    """The calling agent's name and id; None when unknown (every agent selector matches)."""
 
 
 # --- explanation -------------------------------------------------------------------
@@ -353,9 +364,12 @@ class Candidates:
     """Declared and injected secret arguments: secrecy describes the data, so every
     candidate contributes, whether or not its ``match.when`` holds for a call."""
     redact: Callable[[str], str] | None = field(init=False)
+    counts: bool = field(init=False)
+    """Whether any of them has counters."""
 
     def __post_init__(self) -> None:
         ps = self.policies
+        object.__setattr__(self, "counts", any(p.counters for p in ps))
         object.__setattr__(self, "names", frozenset().union(*(p.names for p in ps)))
         object.__setattr__(self, "secret_names",
                            frozenset().union(*(p.secret_arguments for p in ps)))
@@ -372,6 +386,7 @@ def evaluate_call(
     known_secrets: Scrubber | None = None,
     unmatched: Effect = Effect.ALLOW,
     max_cost: int = DEFAULT_LIMITS.max_cost,
+    counters: CounterStore | None = None,
 ) -> Decision:
     """The decision for one call, given the policies whose tool globs match it.
 
@@ -385,6 +400,9 @@ def evaluate_call(
     the size bound): the expression that ran out errors as usual, and every matched
     policy also records an ``input`` error, so the call is denied under ``Fail`` whatever
     rules had not run or were skipped.
+
+    ``counters`` is where the policies' counters live; with None, each counter reads as if
+    nothing had been counted before (a dry run: ``guardrails eval``, ``guardrails test``).
     """
     meter = Meter(max_cost)
     args: dict[str, Any] = dict(call.args)
@@ -421,11 +439,33 @@ def evaluate_call(
         pt = PolicyTrace(policy.name, False, policy.audit) if trace is not None else None
         if pt is not None:
             trace.append(pt)  # type: ignore[union-attr]
+        if not policy.matches_agent(call.agent):
+            continue
         if input_error is not None:
             matched.append(policy)
             if pt is not None:
                 pt.matched = True
             continue
+        if policy.selector is not None:
+            # The binding's selector, then the policy's own match: both must hold.
+            bindings = dict(base, params=policy.params, variables={})
+            try:
+                value = policy.selector.program.evaluate(bindings)
+                if type(value) is not bool:
+                    raise CelError(f"returned {_cel_type_name(value)}, not bool")
+                if pt is not None:
+                    pt.steps.append(Step("binding.match.when", value=value, fired=value))
+            except Exception as exc:
+                message = scrub(_cel_error(exc).message)
+                handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+                errors.append(EvaluationError(policy.name, "binding.match.when", message,
+                                              handled))
+                # Fail closed as for match.when: an unreadable selector selects.
+                value = policy.failure_policy == "Fail"
+                if pt is not None:
+                    pt.steps.append(Step("binding.match.when", error=message))
+            if not value:
+                continue
         if policy.when is None:
             matched.append(policy)
             if pt is not None:
@@ -514,16 +554,26 @@ def evaluate_call(
     if any(name in secret_names for r in repairs if not r.audit for name in r.set):
         scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
 
-    # 3. rules
+    # 3. counters: one batch of reservations for every matched policy's counters
+    views: dict[str, dict[str, Any]] = {}
+    failed_closed: set[str] = set()
+    reservations: list[Reservation] = []
+    if any(p.counters for p in matched):
+        views, failed_closed = _count(matched, base, args, counters, errors, reservations,
+                                      scrub, traces)
+
+    # 4. rules
     for policy in matched:
         pt = traces.get(policy.name)
+        counter_view = views.get(policy.name)
+        extra = {} if counter_view is None else {"counters": counter_view}
         if policy.variables:
             variables = _Variables(policy.variable_index)
-            bindings = dict(base, args=args, params=policy.params, variables=variables)
+            bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
             variables._bindings = bindings
         else:
             variables = _NO_VARIABLES
-            bindings = dict(base, args=args, params=policy.params, variables=variables)
+            bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
         acted: list[Action] = []
         for rule in policy.rules:
             try:
@@ -572,6 +622,8 @@ def evaluate_call(
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
+            if policy.name in failed_closed and _SEVERITY[result] < _SEVERITY[Effect.DENY]:
+                result = Effect.DENY  # a counter that could not be counted (fail closed)
             if _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
@@ -582,10 +634,128 @@ def evaluate_call(
             if policy.failure_policy == "Fail" and not policy.audit and (
                     _SEVERITY[Effect.DENY] > _SEVERITY[effect]):
                 effect = Effect.DENY
+    if reservations and effect not in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
+        _release(counters, reservations)  # only a call that runs is counted
+        reservations = []
     if trace is not None:
         _scrub_traces(trace, scrub)
     return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names,
-                     scrub)
+                     scrub, tuple(reservations))
+
+
+_MAX_COST = 2**53
+
+
+def _count(
+    matched: Sequence[CompiledPolicy],
+    base: Mapping[str, Any],
+    args: Mapping[str, Any],
+    store: CounterStore | None,
+    errors: list[EvaluationError],
+    reservations: list[Reservation],
+    scrub: Scrubber,
+    traces: Mapping[str, PolicyTrace],
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Each matched policy's ``counters`` view, and the policies that must fail closed.
+
+    Key, ``when`` and cost are evaluated on the repaired arguments; then one call to the
+    store reserves them all. An error (in an expression, or the store) is handled by the
+    counter's failurePolicy: Fail denies the call, Ignore reads the counter as zero.
+    """
+    views: dict[str, dict[str, Any]] = {}
+    failed: set[str] = set()
+    pending: list[tuple[CompiledPolicy, CompiledCounter, CounterRequest]] = []
+
+    def fail(policy: CompiledPolicy, counter: CompiledCounter, message: str) -> None:
+        handled = "fired" if counter.failure_policy == "Fail" else "skipped"
+        errors.append(EvaluationError(policy.name, f"counters.{counter.name}", message, handled))
+        if counter.failure_policy == "Fail":
+            failed.add(policy.name)
+        views[policy.name][counter.name] = _view(0, counter.limit)
+        pt = traces.get(policy.name)
+        if pt is not None:
+            pt.steps.append(Step(f"counters.{counter.name}", error=message))
+
+    for policy in matched:
+        if not policy.counters:
+            continue
+        views[policy.name] = {}
+        bindings = dict(base, args=args, params=policy.params, variables={})
+        for counter in policy.counters:
+            try:
+                request = _request(counter, bindings)
+            except Exception as exc:
+                fail(policy, counter, scrub(f"counter {counter.name}: "
+                                            f"{_cel_error(exc).message}"))
+                continue
+            pending.append((policy, counter, request))
+    if not pending:
+        return views, failed
+    # Two bindings of one policy matching the same call share its counter: the call is
+    # one call, so an identical request is made (and counted) once.
+    index: dict[CounterRequest, int] = {}
+    for _, _, r in pending:
+        index.setdefault(r, len(index))
+    requests = list(index)
+    results: list[CounterResult] | None
+    if store is None:
+        results = [CounterResult(r.cost, r.cost <= r.limit, None) for r in requests]
+    else:
+        try:
+            results = list(store.reserve(requests))
+            if len(results) != len(requests) or not all(
+                    isinstance(r, CounterResult) and type(r.count) is int for r in results):
+                raise ValueError("the counter store answered something else than one "
+                                 "CounterResult per request")
+        except Exception as exc:
+            results = None
+            reason = f"counter store unavailable ({type(exc).__name__})"
+    if results is not None:
+        reservations.extend(r.reservation for r in results if r.reservation is not None)
+    for policy, counter, request in pending:
+        if results is None:
+            fail(policy, counter, reason)
+            continue
+        result = results[index[request]]
+        view = _view(result.count, request.limit)
+        views[policy.name][counter.name] = view
+        pt = traces.get(policy.name)
+        if pt is not None:
+            pt.steps.append(Step(f"counters.{counter.name}", value=view))
+    return views, failed
+
+
+def _request(counter: CompiledCounter, bindings: Mapping[str, Any]) -> CounterRequest:
+    key = counter.key.program.evaluate(bindings)
+    if type(key) not in (str, int):
+        raise CelError(f"key returned {_cel_type_name(key)}, not string or int")
+    counts = True
+    if counter.when is not None:
+        counts = counter.when.program.evaluate(bindings)
+        if type(counts) is not bool:
+            raise CelError(f"when returned {_cel_type_name(counts)}, not bool")
+    cost = 1
+    if counter.cost is not None and counts:
+        cost = counter.cost.program.evaluate(bindings)
+        if type(cost) is not int or not 0 <= cost < _MAX_COST:
+            raise CelError("cost must be an int between 0 and 2^53")
+    # JSON text keeps the string "1" and the int 1 apart.
+    return CounterRequest(window_key(counter.scope, json.dumps(key)), counter.window,
+                          counter.limit, cost if counts else 0, counter.scope)
+
+
+def _view(count: int, limit: int) -> dict[str, Any]:
+    """``counters.<name>``: the count with this call, and what follows from it."""
+    return {"count": count, "limit": limit, "exceeded": count > limit,
+            "remaining": max(0, limit - count)}
+
+
+def _release(store: CounterStore | None, reservations: Sequence[Reservation]) -> None:
+    if store is None or not reservations:
+        return
+    # On failure the count stays high: it errs towards refusing, never towards admitting.
+    with contextlib.suppress(Exception):
+        store.release(reservations)
 
 
 COST_ERROR = "the call exceeds the evaluation cost bound"
@@ -669,6 +839,7 @@ def _decision(
     revision: str,
     secret_names: frozenset[str],
     scrub: Scrubber,
+    reservations: tuple[Reservation, ...] = (),
 ) -> Decision:
     return Decision(
         id=f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
@@ -682,4 +853,5 @@ def _decision(
         revision=revision,
         secret_arguments=secret_names,
         scrubber=scrub,
+        reservations=reservations,
     )

@@ -58,6 +58,19 @@ class CompiledRule:
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledCounter:
+    name: str
+    scope: str
+    """``policy/counter`` of the policy as written: a policy's bindings share its counts."""
+    key: CompiledExpression
+    window: int
+    limit: int
+    when: CompiledExpression | None
+    cost: CompiledExpression | None
+    failure_policy: FailurePolicy
+
+
+@dataclass(frozen=True, slots=True)
 class SecretRef:
     """Where an injected secret comes from; only the provider ever sees the value."""
 
@@ -89,6 +102,14 @@ class CompiledPolicy:
     secret_arguments: frozenset[str]
     inject: Mapping[str, SecretRef]
     redact: tuple[RedactPattern, ...]
+    agents: tuple[frozenset[str], ...] = ()
+    """Agent selectors (``match.agents``, then the binding's): the agent must be named in
+    each (by its name or id). Empty: every agent."""
+    selector: CompiledExpression | None = None
+    """The binding's ``match.when``, which must hold as well as the policy's own."""
+    binding: str | None = None
+    """The ``PolicyBinding`` this instance comes from; None for a policy applied as written."""
+    counters: tuple[CompiledCounter, ...] = ()
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_index: Mapping[str, CompiledVariable] = field(init=False, repr=False, compare=False)
     names: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -100,7 +121,9 @@ class CompiledPolicy:
             regex = re.compile("|".join(fnmatch.translate(g) for g in self.tools) or "(?!)")
         object.__setattr__(self, "_tool_regex", regex)
         object.__setattr__(self, "variable_index", {v.name: v for v in self.variables})
-        compiled = [self.when, *(v.value for v in self.variables),
+        compiled = [self.when, self.selector, *(v.value for v in self.variables),
+                    *(c.key for c in self.counters), *(c.when for c in self.counters),
+                    *(c.cost for c in self.counters),
                     *(r.when for r in self.repairs), *(e for r in self.repairs for _, e in r.set),
                     *(r.when for r in self.rules), *(r.message_expression for r in self.rules)]
         object.__setattr__(self, "names", frozenset().union(
@@ -110,6 +133,14 @@ class CompiledPolicy:
     def audit(self) -> bool:
         return self.mode == "audit"
 
+    def matches_agent(self, agent: tuple[str, ...] | None) -> bool:
+        """Whether the policy applies to an agent known by these names (its name and id).
+
+        An unknown agent (None: the guard found no agent run) matches every selector: the
+        restrictions of every agent's policies apply, failing closed.
+        """
+        return agent is None or all(not names.isdisjoint(agent) for names in self.agents)
+
     def matches_tool(self, tool: str) -> bool:
         """Glob match only (``match.when`` is evaluated per call)."""
         return self._tool_regex is None or self._tool_regex.fullmatch(tool) is not None
@@ -118,6 +149,14 @@ class CompiledPolicy:
         """Every compiled expression with the element it belongs to (for linting)."""
         if self.when is not None:
             yield "match.when", self.when.expression, self.when.program
+        if self.selector is not None:
+            yield "binding.match.when", self.selector.expression, self.selector.program
+        for c in self.counters:
+            yield f"counters.{c.name}.key", c.key.expression, c.key.program
+            if c.when is not None:
+                yield f"counters.{c.name}.when", c.when.expression, c.when.program
+            if c.cost is not None:
+                yield f"counters.{c.name}.cost", c.cost.expression, c.cost.program
         for v in self.variables:
             yield f"variables.{v.name}", v.value.expression, v.value.program
         for r in self.repairs:

@@ -8,8 +8,9 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from guardrails.engine.counters import CounterStore
 from guardrails.engine.decision import Decision, Effect
 from guardrails.engine.evaluate import (
     _INT64,
@@ -45,6 +46,15 @@ class Explanation:
         }
 
 
+class PolicyProvider(Protocol):
+    """Where a guard gets its policies for each call: a ``PolicySet`` (fixed) or a
+    ``guardrails.PolicySource`` (hot reload). Read once per call, so a call finishes on the
+    set it started with."""
+
+    @property
+    def current(self) -> PolicySet: ...
+
+
 class PolicySet:
     """Compiled policies, ready to evaluate calls. Immutable and safe to share across tasks."""
 
@@ -69,6 +79,12 @@ class PolicySet:
     def revision(self) -> str:
         """Content hash of the policy files (and params files) this set was loaded from."""
         return self._revision
+
+    @property
+    def current(self) -> PolicySet:
+        """The set itself: a ``PolicySet`` is a source that never changes, so ``guard()``
+        reads ``.current`` of a fixed set and of a hot-reloading ``PolicySource`` alike."""
+        return self
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -109,8 +125,10 @@ class PolicySet:
         known_secrets: Scrubber | None = None,
         aliases: Sequence[str] = (),
         unmatched: Effect | str = Effect.ALLOW,
+        agent: str | Sequence[str] | None = None,
+        counters: CounterStore | None = None,
     ) -> Decision:
-        """Decide one call. Pure and synchronous; never raises for bad inputs (fails closed).
+        """Decide one call. Synchronous; never raises for bad inputs (fails closed).
 
         ``known_secrets``: a scrubber of values the caller knows are secret (the guard
         passes the values it injected before): the decision's messages and its exported
@@ -118,9 +136,16 @@ class PolicySet:
         ``aliases``: other names the tool answers to (see ``for_tool``). ``unmatched``: the
         effect of a call to a tool no policy names (``allow`` by default; ``deny`` makes the
         policy set an allowlist of tools).
+        ``agent``: the calling agent's name, or its names (name and id), for
+        ``match.agents`` and bindings; None (unknown) matches every agent selector.
+        ``counters``: the store the policies' counters live in. A deny or halt gives its
+        reservations back; allow and require_approval keep them in
+        ``Decision.reservations`` (the call is counted): release them if it does not run.
+        With None the counters read as if nothing was counted before (a pure evaluation).
         """
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases), Effect(unmatched))
+                            known_secrets, tuple(aliases), Effect(unmatched), agent=agent,
+                            counters=counters)
 
     def explain(
         self,
@@ -132,11 +157,13 @@ class PolicySet:
         request: str | None = None,
         description: str = "",
         now: datetime.datetime | None = None,
+        agent: str | Sequence[str] | None = None,
     ) -> Explanation:
-        """Like ``evaluate``, also returning the value every expression produced."""
+        """Like ``evaluate`` (without a counter store), also returning the value every
+        expression produced."""
         traces: list[PolicyTrace] = []
         decision = self._decide(tool, args, principal, history, request, description, now,
-                                traces)
+                                traces, agent=agent)
         return Explanation(decision, tuple(traces))
 
     def _decide(
@@ -152,6 +179,9 @@ class PolicySet:
         known_secrets: Scrubber | None = None,
         aliases: tuple[str, ...] = (),
         unmatched: Effect = Effect.ALLOW,
+        *,
+        agent: str | Sequence[str] | None = None,
+        counters: CounterStore | None = None,
     ) -> Decision:
         try:
             name = tool if type(tool) is str else str(tool)
@@ -163,9 +193,17 @@ class PolicySet:
                                      candidates.names)
         except Exception as e:  # fail closed: no input may make ``evaluate`` raise
             call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
+        if agent is not None:
+            names = (agent,) if isinstance(agent, str) else tuple(
+                a for a in agent if isinstance(a, str))
+            call = call._replace(agent=names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace, known_secrets=known_secrets, unmatched=unmatched,
-                             max_cost=self._limits.max_cost)
+                             max_cost=self._limits.max_cost, counters=counters)
+
+    def counts(self, tool: str, aliases: Sequence[str] = ()) -> bool:
+        """Whether a policy naming ``tool`` has counters (its calls talk to the store)."""
+        return self._candidates(tool, tuple(aliases)).counts
 
     def _call(
         self,

@@ -21,11 +21,12 @@ from guardrails.engine.decision import REDACTED
 __all__ = ["MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
 
 MAX_TEXTS = 2048
-"""Distinct texts a scrubber knows (all its layers together). Past it (a secret argument
-that is a huge list, every value of a big call in a decision record) the scrubber is
-*opaque*: every text it is given becomes ``[REDACTED]``. Collecting, spelling, sorting and
-matching stay linear up to the bound and the bound fails closed: it can make a message less
-useful, never let a value out."""
+"""Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
+injected values, usually one text each). Past it (a secret argument that is a huge list,
+every value of a big call in a decision record) the scrubber is *opaque*: every text it is
+given becomes ``[REDACTED]``. Collecting, spelling, sorting and matching stay linear up to
+the bound and the bound fails closed: it can make a message less useful, never let a value
+out."""
 
 _MAX_READ = 4 * MAX_TEXTS
 """Elements read from the values before giving up: every list item, map key and value
@@ -33,7 +34,7 @@ counts, texts or not (a list of a million equal strings, or of a million empty o
 not be walked to the end to find it holds one text, or none)."""
 
 MAX_LAYER_CHARS = 1 << 13
-"""Characters of the values one scrubber layer spells (a call's secret arguments). Each
+"""Characters of the values a ``with_values`` layer spells (a call's secret arguments). Each
 value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
 cost linear in its length, paid on every call for what the model sent: past the bound
 (8,192 characters: a PEM private key or a JWT fits) the layer is opaque, like past
@@ -94,11 +95,11 @@ class Scrubber:
             return (_opaque, (self._redact,))
         return (Scrubber, (sorted(self.texts), self._redact))
 
-    def _set(self, texts: frozenset[str] | None) -> None:
+    def _set(self, texts: frozenset[str] | None, *, per_call: bool = False) -> None:
         known = self._base.texts if self._base is not None else frozenset()
         if texts is None or len(texts) + len(known) > MAX_TEXTS or (
                 self._base is not None and self._base.opaque) or (
-                sum(len(t) for t in texts - known) > MAX_LAYER_CHARS):
+                per_call and sum(len(t) for t in texts - known) > MAX_LAYER_CHARS):
             self._opaque = True
             self._texts, self._needles = frozenset(), ()
             return
@@ -145,40 +146,44 @@ class Scrubber:
         if texts is not None and texts <= self._texts:
             return self
         out = Scrubber((), self._redact, base=self)
-        out._set(texts)
+        out._set(texts, per_call=True)
         return out
 
     def merged(self, values: Iterable[Any]) -> Scrubber:
-        """This scrubber plus ``values`` in one layer: for a set that grows now and then and
-        is used on every call (a guard's memory of injected values)."""
+        """This scrubber plus ``values`` merged into its top layer (the layers below are
+        shared): for a set that grows now and then and is used on every call (a guard's
+        memory of injected values, which starts a new layer every ``MEMORY_LAYER`` values
+        so that a new value never recompiles the whole memory's search)."""
         self._compute()
         if self._opaque:
             return self
         texts = _texts_of(values)
         if texts is not None and texts <= self._texts:
             return self
-        out = Scrubber((), self._redact)
+        out = Scrubber((), self._redact, base=self._base)
         if texts is None or len(self._texts | texts) > MAX_TEXTS:
             out._set(None)
             return out
         out._texts = self._texts | texts
         forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
-        known = set(self._all_needles())
-        out._needles = tuple(sorted(known | forms, key=len, reverse=True))
-        if self._base is None and self._regex is not None:
-            # The memory's automata are kept: only the last chunk and the new needles are
-            # compiled (a rotated secret must not recompile 1,024 values' spellings).
-            out._regex = _extended(self._regex, tuple(sorted(forms - known, key=len,
-                                                             reverse=True)))
+        out._needles = tuple(sorted({*self._needles, *forms}, key=len, reverse=True))
         return out
 
-    def _all_needles(self) -> Iterator[str]:
-        layer: Scrubber | None = self
-        while layer is not None:
-            layer._compute()
-            yield from layer._needles
-            layer = layer._base
+    def top_layer(self) -> Scrubber:
+        """Only this layer's values (and the patterns), without the layers below: what a
+        copy of a decision keeps, so that a pickled decision never carries the values of a
+        guard's whole memory, only those of its own call."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return Scrubber(sorted(self._texts - below), self._redact)
+
+    @property
+    def top_layer_size(self) -> int:
+        """How many texts the top layer holds (its own, not those of the layers below)."""
+        self._compute()
+        below = self._base.texts if self._base is not None else frozenset()
+        return len(self._texts - below)
 
     def __call__(self, text: str) -> str:
         if type(text) is not str:
@@ -252,7 +257,7 @@ beyond it (a guard remembers up to 1,024 injected values, each in several spelli
 RE2 search is far cheaper than a scan per needle."""
 
 _RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.max_mem = 64 << 20  # thousands of literals stay in one automaton
+_RE2_OPTIONS.max_mem = 256 << 20  # thousands of literals stay in one DFA (not the slow NFA)
 _RE2_OPTIONS.log_errors = False
 
 
@@ -280,19 +285,6 @@ def _chunked(needles: tuple[str, ...]) -> _Chunks:
     return tuple((tuple(c), _alternation(tuple(c))) for c in chunks if c)
 
 
-def _extended(chunks: _Chunks, new: tuple[str, ...]) -> _Chunks:
-    """``chunks`` plus ``new`` needles: added to the last chunk while it has room (only it
-    is compiled again), else in chunks of their own."""
-    if not new:
-        return chunks
-    if chunks:
-        last = chunks[-1][0]
-        if sum(len(n) + 1 for n in (*last, *new)) <= _CHUNK_CHARS:
-            merged = tuple(sorted((*last, *new), key=len, reverse=True))
-            return (*chunks[:-1], (merged, _alternation(merged)))
-    return (*chunks, *_chunked(new))
-
-
 def _alternation(needles: tuple[str, ...]) -> Any:
     """One pattern for ``needles``, longest first (leftmost-first alternation, RE2's as
     Python's). RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
@@ -303,11 +295,14 @@ def _alternation(needles: tuple[str, ...]) -> Any:
 
 
 def spellings(text: str) -> set[str]:
-    """The forms a text takes inside the texts that leave: as is, JSON-escaped (with and
-    without ``ensure_ascii``: the framework serializes dict and list tool results with
-    ``json.dumps``), and as Python's ``repr`` writes it inside a quoted string (a
-    ``KeyError``'s text, an expression error quoting a value), with and without the
-    single quote escaped (``repr`` escapes it or not depending on the whole text).
+    """The forms a text takes inside the texts that leave.
+
+    As is; as Python's ``repr`` writes it inside a quoted string (a ``KeyError``'s text, an
+    expression error quoting a value), with and without the single quote escaped (``repr``
+    escapes it or not depending on the whole text), and ``ascii()``'s variant; as the
+    ``repr`` of its UTF-8 bytes (``json.dumps(..., default=str)`` of a bytes value); and each
+    of those JSON-escaped, with and without ``ensure_ascii`` (the framework serializes dict
+    and list tool results with ``json.dumps``, so a ``repr`` inside one is escaped twice).
 
     And the forms a tool gives a value without transforming it: percent-encoded (a signed
     link or a query string built with ``urllib.parse``), the ``repr`` of its UTF-8 bytes
@@ -318,15 +313,26 @@ def spellings(text: str) -> set[str]:
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
+    inner = _py_escaped(text)
+    ascii_inner = _py_escaped(text, ascii_only=True)
+    data = repr(text.encode("utf-8", "surrogatepass"))[2:-1]
+    base = {text, inner, inner.replace("'", "\\'"), ascii_inner,
+            ascii_inner.replace("'", "\\'"), data, data.replace("'", "\\'"),
+            data.replace("\\'", "'")}
+    # The same characters in another normal form (composed or not), as is: raw and as JSON
+    # writes it. (Not every escape of every normal form: a value's spellings are searched
+    # on every call.)
     variants = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text),
                 unicodedata.normalize("NFKC", text), unicodedata.normalize("NFKD", text)}
-    forms: set[str] = set()
+    base |= variants
+    forms = set(base)
+    for form in base:
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
     for variant in variants:
-        forms |= _escaped(variant)
         quoted = _percent_encoded(variant)
-        # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), without quoting twice.
+        # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
-        forms |= _bytes_escaped(variant)
     return {f for f in forms if f}
 
 
@@ -347,25 +353,16 @@ def _percent_encoded(text: str) -> str:
     return out
 
 
-def _escaped(text: str) -> set[str]:
-    """``text`` raw, JSON-escaped and ``repr``-escaped (see ``spellings``). Built-ins
-    only: a value may be long (a model-sent secret argument), and this runs per call."""
-    return {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1],
-            *_quote_forms(repr(text)), *_quote_forms(ascii(text))}
+def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
+    """``repr(text)`` without its quotes, the single quote left unescaped (``ascii()`` with
+    ``ascii_only``).
 
-
-def _bytes_escaped(text: str) -> set[str]:
-    """``repr(text.encode())`` without its ``b`` and quotes, the single quote escaped or not."""
-    return _quote_forms(repr(text.encode("utf-8", "surrogatepass")))
-
-
-def _quote_forms(quoted: str) -> set[str]:
-    """The inside of a ``repr`` (of a str or bytes), with the single quote escaped and not:
-    inside a longer text, ``repr`` may escape a single quote it left alone here."""
-    inner = quoted[quoted.index(quoted[-1]) + 1:-1]
-    if quoted[-1] == '"':  # the text holds a single quote and no double quote
-        return {inner, inner.replace("'", "\\'")}
-    return {inner, inner.replace("\\'", "'")}
+    Python's own ``repr`` in C, not a loop per character (which cost 100 ms for a 700 kB
+    argument value): with a double quote in front, ``repr`` always picks single quotes and
+    escapes every single quote, which is then unescaped (an escaped backslash is ``\\``, so
+    ``\'`` only ever is an escaped quote).
+    """
+    return (ascii if ascii_only else repr)('"' + text)[2:-1].replace("\\'", "'")
 
 
 def _opaque(redact: Callable[[str], str] | None) -> Scrubber:

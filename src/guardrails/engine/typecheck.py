@@ -35,6 +35,7 @@ from guardrails.expr.typechecker import (
 from guardrails.expr.types import (
     BOOL,
     DYN,
+    INT,
     STRING,
     TIMESTAMP,
     Field,
@@ -54,6 +55,9 @@ ARGS_UNKNOWN = map_of(STRING, DYN)
 _TOOL = map_of(STRING, STRING, {"name": Field(STRING, True),
                                 "description": Field(STRING, True)})
 _REQUEST = map_of(STRING, STRING, {"text": Field(STRING, True)})
+_COUNTER = map_of(STRING, DYN, {"count": Field(INT, True), "limit": Field(INT, True),
+                                "exceeded": Field(BOOL, True), "remaining": Field(INT, True)})
+"""``counters.<name>``: what the engine binds for each of a policy's counters."""
 _HISTORY = list_of(map_of(STRING, DYN, {"tool": Field(STRING, True),
                                         "args": Field(ARGS_UNKNOWN, True),
                                         "effect": Field(STRING, True)}))
@@ -114,6 +118,8 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             out.extend(_param_regexes(element, compiled, policy.params))
         return t
 
+    if policy.selector is not None:
+        run("binding.match.when", policy.selector, BOOL)
     if policy.when is not None:
         run("match.when", policy.when, BOOL)
     for repair in policy.repairs:
@@ -123,6 +129,15 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             facts = facts_of(repair.when.program.ast)
         for arg, compiled in repair.set:
             run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+    for c in policy.counters:  # on the repaired arguments, before variables and rules
+        run(f"counters.{c.name}.key", c.key)
+        if c.when is not None:
+            run(f"counters.{c.name}.when", c.when, BOOL)
+        if c.cost is not None:
+            run(f"counters.{c.name}.cost", c.cost, INT)
+    if policy.counters:
+        env["counters"] = map_of(STRING, _COUNTER, {c.name: Field(_COUNTER, True)
+                                                     for c in policy.counters})
     variables: dict[str, Field] = {}
     for v in policy.variables:
         env["variables"] = map_of(STRING, DYN, variables)

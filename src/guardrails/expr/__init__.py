@@ -11,7 +11,7 @@ front end, never the reverse. Standalone: imports nothing else from ``guardrails
 from __future__ import annotations
 
 from guardrails.expr.checker import ExpressionError
-from guardrails.expr.compiler import compile_expression
+from guardrails.expr.compiler import compile_expression, generate_pending
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.program import Program
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -24,4 +24,5 @@ __all__ = [
     "Limits",
     "Program",
     "compile_expression",
+    "generate_pending",
 ]

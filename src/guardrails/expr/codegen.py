@@ -24,6 +24,9 @@ from __future__ import annotations
 import builtins
 import copy
 import functools
+import sys
+import threading
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -43,45 +46,63 @@ def _unset(bindings: Mapping[str, Any]) -> Any:
     raise CelError("program has no generated code")
 
 
+def _no_closures(a: Any) -> Any:
+    raise CelError("program has no closures")  # generated programs never run them
+
+
 @dataclass(frozen=True, slots=True)
 class GeneratedProgram(Program):
     """A program whose ``evaluate`` is the generated function itself (no wrapper call).
 
-    Code is generated on the first evaluation, not at load: loading checks everything (the
-    front end runs at load and the closures of the checked tree stay in ``_fn``), and a policy set of
-    10,000 rules must load fast while a call evaluates only a few of them. The generated
-    function converts non-CEL exceptions to ``CelError`` (fail closed) like
-    ``Program.evaluate`` does. Installing it mutates the slot once; the program behaves the
-    same before and after, so it is still immutable in every observable way.
+    The code is generated when the program is built, at load, so no decision pays for it
+    (a lazy first use made the first decision after a load ~100x a steady one). The
+    costly step is Python's ``compile()``: programs built since the last batch wait in
+    ``_PENDING`` and ``generate_pending()`` compiles all their sources in one call (the
+    engine calls it once at the end of a load); a program evaluated before that compiles
+    the batch itself. Expressions that differ only in literals share a code object, and
+    one that Python's compiler refuses (too deeply nested) runs the closures of its
+    checked tree instead. The generated function converts non-CEL exceptions to
+    ``CelError`` (fail closed) like ``Program.evaluate`` does. Installing the function
+    mutates the slot once; the program behaves the same before and after, so it is still
+    immutable in every observable way.
     """
 
     evaluate: Run = field(default=_unset, repr=False, compare=False)  # type: ignore[assignment]
-    _plan: Checked | None = field(default=None, repr=False, compare=False)
+    _pending: tuple[Checked, str, tuple[Any, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
     _python: str = field(default="", repr=False, compare=False)
 
     def python_source(self) -> str:
         """The generated source ("" when the expression fell back to closures)."""
-        self._install()
+        if self._pending is not None:
+            generate_pending()
         return self._python
 
-    def _install(self) -> None:
-        plan = self._plan
-        if plan is None:
+    def _install(self, factory: Callable[..., Run] | None) -> None:
+        """Put the generated function in place (closures when ``factory`` is None)."""
+        pending = self._pending
+        if pending is None:
             return
-        run: Run
-        try:
-            source, consts = generate_source(plan)
-            run = _factory(source)(*consts)
-        except Exception:  # too deep for Python's compiler: the closures are still right
-            source = ""
-            run = functools.partial(Program.evaluate, self)
-        object.__setattr__(self, "_python", source)
-        object.__setattr__(self, "evaluate", run)
-        object.__setattr__(self, "_plan", None)
+        checked, source, consts = pending
+        if factory is None:
+            _fall_back(self, checked)
+        else:
+            object.__setattr__(self, "_python", source)
+            object.__setattr__(self, "evaluate", factory(*consts))
+        object.__setattr__(self, "_pending", None)
+
+
+def _fall_back(program: GeneratedProgram, checked: Checked) -> None:
+    closures = closure_program(checked)
+    object.__setattr__(program, "_fn", closures._fn)
+    object.__setattr__(program, "_slots", closures._slots)
+    object.__setattr__(program, "_python", "")
+    object.__setattr__(program, "evaluate", functools.partial(Program.evaluate, program))
 
 
 def _first_evaluate(program: GeneratedProgram, bindings: Mapping[str, Any]) -> Any:
-    program._install()
+    generate_pending()
     return program.evaluate(bindings)
 
 
@@ -173,6 +194,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_str": str,
     "_list": list,
     "_dict": dict,
+    "_proxy": types.MappingProxyType,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -195,6 +217,26 @@ _STD_CALLS: Final[Mapping[str, str]] = {
 _MAX_DEPTH: Final = 40
 """Indentation levels of generated code before falling back to closures (Python's
 compiler refuses more than 20 nested blocks and 100 indentation levels)."""
+
+
+_POOL: dict[tuple[type, str], Any] = {}
+_POOL_MAX: Final = 100_000
+
+
+def _shared(key: tuple[type, str], value: Any) -> Any:
+    """One object for each scalar constant across all programs (strings interned).
+
+    Each program's own copy of "args" or "amount" is one more cache line a decision
+    touches, and a dict lookup with a key that is not the dict's own key object compares
+    the text; with 10,000 rules that made each rule cost more as the set grew.
+    """
+    found = _POOL.get(key)
+    if found is None:
+        if len(_POOL) >= _POOL_MAX:
+            _POOL.clear()
+        found = sys.intern(value) if type(value) is str else value
+        _POOL[key] = found
+    return found
 
 
 class _TooDeep(Exception):
@@ -236,6 +278,8 @@ class _Gen:
         if found is not None:
             return found
         name = f"_k{len(self.consts)}"
+        if type(key) is tuple:
+            value = _shared(key, value)
         self.consts.append(value)
         self.const_names[key] = name
         return name
@@ -321,7 +365,11 @@ class _Gen:
         if node.test_only:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
-            self.emit(f"{t} = {v}[{k}] if type({v}) is _dict and {k} in {v} else _select({v}, {k})")
+            # dicts and the engine's read-only params (a mappingproxy): plain lookups
+            self.emit(
+                f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
+                f"else _select({v}, {k})"
+            )
         return t
 
     # ------------------------------------------------------------------ calls
@@ -798,32 +846,83 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
     return source, gen.consts
 
 
-def _factory(source: str) -> Callable[..., Run]:
-    found = _FACTORIES.get(source)
-    if found is None:
-        namespace = dict(_GLOBALS)
-        exec(compile(source, "<cel>", "exec"), namespace)
-        found = namespace["_make"]
-        if len(_FACTORIES) >= _FACTORIES_MAX:
-            _FACTORIES.clear()
-        _FACTORIES[source] = found
-    return found
+_PENDING: list[GeneratedProgram] = []
+_PENDING_MAX: Final = 50_000
+_LOCK = threading.Lock()
 
 
 def generated_program(checked: Checked) -> GeneratedProgram:
-    """The generated-code program for a checked tree; the code itself is generated on first
-    use (see ``GeneratedProgram``)."""
-    program = closure_program(checked)
-    generated = GeneratedProgram(
-        program.source,
-        program.ast,
-        program._fn,
-        program._slots,
-        program._limits,
-        _plan=checked,
+    """The generated-code program for a checked tree: its source is generated now and
+    compiled with the next batch (``generate_pending``), unless the same code was compiled
+    before."""
+    program = GeneratedProgram(checked.source, checked.ast, _no_closures, 0, checked.limits)
+    try:
+        source, consts = generate_source(checked)
+    except (_TooDeep, RecursionError):  # too deep for generated code: closures
+        _fall_back(program, checked)
+        return program
+    object.__setattr__(program, "_pending", (checked, source, tuple(consts)))
+    factory = _FACTORIES.get(source)
+    if factory is not None:
+        program._install(factory)
+        return program
+    object.__setattr__(program, "evaluate", functools.partial(_first_evaluate, program))
+    with _LOCK:
+        _PENDING.append(program)
+        full = len(_PENDING) >= _PENDING_MAX
+    if full:  # programs built outside a load and never evaluated: compile them now
+        generate_pending()
+    return program
+
+
+def generate_pending() -> None:
+    """Compile the code of every program built since the last call, in one ``compile()``.
+
+    Thread-safe; a program evaluated while its batch is being compiled waits for it.
+    """
+    with _LOCK:
+        if not _PENDING:
+            return
+        batch = list(_PENDING)
+        _PENDING.clear()
+        sources: dict[str, None] = {}
+        for program in batch:
+            pending = program._pending
+            if pending is not None and pending[1] not in _FACTORIES:
+                sources[pending[1]] = None
+        factories = _compile_batch(list(sources))
+        for program in batch:
+            pending = program._pending
+            if pending is not None:
+                found = factories.get(pending[1]) or _FACTORIES.get(pending[1])
+                program._install(found)
+        if len(_FACTORIES) + len(factories) > _FACTORIES_MAX:
+            _FACTORIES.clear()
+        _FACTORIES.update(factories)
+
+
+def _compile_batch(sources: list[str]) -> dict[str, Callable[..., Run]]:
+    """Factories for ``sources``, compiled as one module (one by one if that fails, so
+    only a source Python's compiler refuses is left out: its program runs closures)."""
+    if not sources:
+        return {}
+    text = "".join(
+        source.replace("def _make(", f"def _make{i}(", 1) for i, source in enumerate(sources)
     )
-    object.__setattr__(generated, "evaluate", functools.partial(_first_evaluate, generated))
-    return generated
+    namespace = dict(_GLOBALS)
+    try:
+        exec(compile(text, "<cel>", "exec"), namespace)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        found: dict[str, Callable[..., Run]] = {}
+        for source in sources:
+            single = dict(_GLOBALS)
+            try:
+                exec(compile(source, "<cel>", "exec"), single)
+            except (SyntaxError, RecursionError, MemoryError, ValueError):
+                continue
+            found[source] = single["_make"]
+        return found
+    return {source: namespace[f"_make{i}"] for i, source in enumerate(sources)}
 
 
-__all__ = ["GeneratedProgram", "generate_source", "generated_program"]
+__all__ = ["GeneratedProgram", "generate_pending", "generate_source", "generated_program"]

@@ -16,7 +16,7 @@ from typing import Final, Literal
 from guardrails.expr import ast
 from guardrails.expr.checker import Checked, ExpressionError, check
 from guardrails.expr.closures import closure_program
-from guardrails.expr.codegen import generated_program
+from guardrails.expr.codegen import generate_pending, generated_program
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
 from guardrails.expr.program import Program
@@ -38,6 +38,10 @@ BACKENDS: Final[dict[str, Callable[[Checked], Program]]] = {
     "interpreter": _interpreted,
 }
 """The one place a backend is chosen, by name."""
+
+
+# ``generate_pending()`` (from ``codegen``): compile the generated code of every program
+# built since the last call in one batch; loaders call it once at the end of a load.
 
 
 def build(checked: Checked, backend: Backend) -> Program:
@@ -112,4 +116,5 @@ __all__ = [
     "build",
     "compile_ast",
     "compile_expression",
+    "generate_pending",
 ]

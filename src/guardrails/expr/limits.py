@@ -28,7 +28,9 @@ class Limits:
     function call ``CALL_COST`` or its own weight. Calibrated so a call's whole budget is
     tens of milliseconds of CPU at most (``benchmarks/worst_case.py``)."""
     max_input_bytes: int = 1_000_000
-    """Serialized size of a call's arguments, principal, history and request together."""
+    """Size of a call's arguments, principal, history and request together: their text,
+    plus ``engine.evaluate.NODE_COST`` (100) for every value, key and list element, so at
+    most 10,000 values at the default."""
     max_input_depth: int = 32
     """Nesting depth of the arguments, principal and history values."""
     max_history: int = 100

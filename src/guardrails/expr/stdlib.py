@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
+from guardrails.expr import safe_re
 from guardrails.expr.limits import SCAN_COST
 from guardrails.expr.values import (
     BOOL,
@@ -225,7 +226,7 @@ def index(container: Any, key: Any) -> Any:
         if 0 <= i < len(container):
             return container[i]
         raise CelError(f"index out of range: {key}")
-    if t is dict or isinstance(container, Mapping):
+    if t is dict or is_mapping(container):
         v = map_get(container, key)
         if v is MISSING:
             raise CelError(f"no such key: {key}")
@@ -233,8 +234,25 @@ def index(container: Any, key: Any) -> Any:
     no_overload("_[_]", container, key)
 
 
+_MAPPING_TYPES: set[type] = {dict}
+"""Types seen to be ``Mapping``: an ``isinstance`` against the ABC costs a microsecond for
+the engine's own mappings (``params`` is a ``mappingproxy``, ``variables`` computes on
+demand), and rules select fields of them on every call."""
+
+
+def is_mapping(value: Any) -> bool:
+    t = type(value)
+    if t in _MAPPING_TYPES:
+        return True
+    if isinstance(value, Mapping):
+        if len(_MAPPING_TYPES) < 64:
+            _MAPPING_TYPES.add(t)
+        return True
+    return False
+
+
 def select(operand: Any, field: str) -> Any:
-    if isinstance(operand, Mapping):
+    if is_mapping(operand):
         v = operand.get(field, MISSING)
         if v is MISSING:
             raise CelError(f"no such key: {field}")
@@ -245,7 +263,7 @@ def select(operand: Any, field: str) -> Any:
 def has_field(operand: Any, field: str) -> bool:
     if type(operand) is dict:
         return field in operand
-    if isinstance(operand, Mapping):
+    if is_mapping(operand):
         return operand.get(field, MISSING) is not MISSING
     raise CelError(f"invalid type for has(): '{type_names((operand,))}'")
 
@@ -256,7 +274,7 @@ def in_(x: Any, container: Any) -> bool:
         if type(x) is str:
             return x in container
         return any(eq(x, e) for e in container)
-    if t is dict or isinstance(container, Mapping):
+    if t is dict or is_mapping(container):
         tk = type(x)
         if tk is not str and tk not in _NUM and tk is not bool:
             return False
@@ -459,6 +477,8 @@ def regex(pattern: str) -> Any:
 def regex_tester(compiled: Any) -> Callable[[str], bool]:
     """A boolean search on a compiled RE2 pattern, about ten times cheaper per call.
 
+    Patterns and inputs ``safe_re`` proves equivalent and bounded run on Python's ``re``.
+
     google-re2's ``search`` builds a match object through a Python generator (about 3 µs);
     a rule only needs "does it match", which RE2's own ``Match`` answers directly. The
     wrapper's internals are pinned by the dependency range and checked by the tests; if
@@ -481,7 +501,20 @@ def regex_tester(compiled: Any) -> Callable[[str], bool]:
         found: bool = raw_match(unanchored, b, 0, len(b))[0] != no_match
         return found
 
-    return test
+    translation = safe_re.translate(compiled.pattern)
+    if translation is None:
+        return test
+    python_search = translation.search
+    limit = translation.max_input
+
+    def test_in_python(s: str) -> bool:
+        # Python's re keeps the GIL (RE2 releases it on every match, and threads then
+        # trade it on every rule); safe_re proved the same answer within a bounded time.
+        if len(s) <= limit and s.isascii():
+            return python_search(s) is not None
+        return test(s)
+
+    return test_in_python
 
 
 def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from guardrails.model.documents import (
     API_VERSION,
+    Counter,
     DefaultAction,
     Documents,
     Effect,
@@ -12,6 +13,7 @@ from guardrails.model.documents import (
     Match,
     Metadata,
     Mode,
+    PolicyBinding,
     PolicyTest,
     Redaction,
     Repair,
@@ -32,6 +34,7 @@ from guardrails.model.source import Expression, Position
 
 __all__ = [
     "API_VERSION",
+    "Counter",
     "DefaultAction",
     "Documents",
     "Effect",
@@ -41,6 +44,7 @@ __all__ = [
     "Match",
     "Metadata",
     "Mode",
+    "PolicyBinding",
     "PolicyError",
     "PolicyTest",
     "Position",

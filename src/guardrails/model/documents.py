@@ -51,6 +51,8 @@ class Match:
     """Shell-style globs on the tool name, case-sensitive; None (omitted) matches every tool."""
     when: Expression | None
     position: Position
+    agents: tuple[str, ...] | None = None
+    """Agent names or ids the policy applies to; None (omitted) matches every agent."""
 
     def matches_tool(self, tool: str) -> bool:
         """Glob match only: ``when`` needs the engine."""
@@ -106,6 +108,28 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class Counter:
+    """A count shared across runs and replicas: ``counters.<name>`` in rules.
+
+    Each matched call for which ``when`` holds reserves ``cost`` on the counter of its
+    ``key`` in the current fixed window, only while the count stays within ``limit``.
+    """
+
+    name: str
+    key: Expression
+    """CEL: what is counted separately (a user, a tenant); a string or an int."""
+    window: int
+    """Window length in seconds; windows are fixed, aligned to the Unix epoch."""
+    limit: int
+    when: Expression | None
+    cost: Expression | None
+    """CEL int added per call; None means 1."""
+    failure_policy: FailurePolicy | None
+    """When the store cannot be reached: None means the policy's ``failurePolicy``."""
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
 class Redaction:
     name: str
     regex: str
@@ -135,6 +159,37 @@ class ToolPolicy:
     redact: tuple[Redaction, ...]
     position: Position
     """Of the document (its first node)."""
+    counters: tuple[Counter, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyBinding:
+    """One ``kind: PolicyBinding`` document: a policy applied to the agents or principals
+    its selector names, with its own params and mode (a per-tenant rollout switch).
+
+    A policy with at least one binding applies only through its bindings.
+    """
+
+    metadata: Metadata
+    policy: str
+    policy_position: Position
+    agents: tuple[str, ...] | None
+    """Agent names or ids; None matches every agent."""
+    when: Expression | None
+    """CEL bool over the call (``principal.tenant == "acme"``); None matches every call."""
+    params: Mapping[str, Any]
+    """Merged over the policy's params, per top-level key."""
+    mode: Mode | None
+    """None keeps the policy's own mode."""
+    position: Position
 
     @property
     def name(self) -> str:
@@ -170,6 +225,10 @@ class TestCall:
     position: Position
     now: datetime.datetime | None = None
     """The time the case is evaluated at (``now`` in expressions); None: the real time."""
+    agent: str | None = None
+    """The calling agent's name or id (``match.agents``, bindings); None: unknown."""
+    counters: Mapping[str, int] | None = None
+    """Counts already made in the current window, by counter name (or ``policy/counter``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +294,4 @@ class Documents:
     problems: hash these for a revision."""
     warnings: tuple[Problem, ...] = ()
     """Likely mistakes that still load (YAML pitfalls), for ``guardrails check``."""
+    bindings: tuple[PolicyBinding, ...] = ()

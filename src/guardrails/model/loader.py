@@ -55,10 +55,12 @@ from guardrails.model import _yaml
 from guardrails.model._yaml import SourceFile, describe
 from guardrails.model.documents import (
     API_VERSION,
+    Counter,
     Documents,
     HistoryEntry,
     Match,
     Metadata,
+    PolicyBinding,
     PolicyTest,
     Redaction,
     Repair,
@@ -76,6 +78,7 @@ from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
     RE2_OPTIONS,
+    PolicyBindingDocument,
     PolicyTestDocument,
     Shape,
     ToolPolicyDocument,
@@ -97,8 +100,10 @@ _DATA_FIELDS = frozenset({"params", "args", "principal", "arguments"})
 """Fields holding plain data, where YAML 1.1's ``no``/``on``/``~`` among strings is
 likely a mistake (``spec.params``, a case's ``call.args`` and the like)."""
 _NAMED_LISTS = {"ToolPolicy": (("variables", "variable"), ("repairs", "repair"),
-                               ("rules", "rule"), ("redact", "redact")),
-                "PolicyTest": (("cases", "test case"),)}
+                               ("rules", "rule"), ("redact", "redact"),
+                               ("counters", "counter")),
+                "PolicyTest": (("cases", "test case"),),
+                "PolicyBinding": ()}
 """``spec`` lists whose elements' names must be unique within the list."""
 
 
@@ -138,6 +143,7 @@ class _FileResult:
     nodes: list[Node]
     policies: list[ToolPolicy] = field(default_factory=list)
     tests: list[PolicyTest] = field(default_factory=list)
+    bindings: list[PolicyBinding] = field(default_factory=list)
 
 
 @dataclass
@@ -159,6 +165,8 @@ class _Loader:
         self.sources: dict[str, bytes] = {}
         self.params: dict[str, _Params] = {}
         self.read_real: set[str] = set()
+        self.policy_names: set[str] = set()
+        """Names of every ToolPolicy document read, whether or not it had problems."""
 
     def read_document_file(self, name: str) -> None:
         src = self._read(name)
@@ -173,6 +181,8 @@ class _Loader:
                 result.policies.append(doc)
             elif isinstance(doc, PolicyTest):
                 result.tests.append(doc)
+            elif isinstance(doc, PolicyBinding):
+                result.bindings.append(doc)
 
     def _read(self, name: str) -> SourceFile | None:
         try:
@@ -180,7 +190,7 @@ class _Loader:
         except OSError as e:
             self.problems.append(Problem(name, 0, 0, f"cannot read file: {e.strerror}"))
             return None
-        except _NotReadable as e:
+        except UnreadableFile as e:
             self.problems.append(Problem(name, 0, 0, str(e)))
             return None
         real = os.path.realpath(name)
@@ -240,16 +250,28 @@ class _Loader:
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
         _check_unique(self.problems, "test", [(t.name, t.metadata.name_position) for t in tests])
+        bindings = [b for r in kept for b in r.bindings]
+        _check_unique(self.problems, "binding", [(b.name, b.metadata.name_position)
+                                                 for b in bindings])
+        known = sorted(self.policy_names)  # a policy with problems is not "unknown" too
+        for b in bindings:
+            if b.policy not in self.policy_names:
+                pos = b.policy_position
+                self.problems.append(Problem(
+                    pos.file, pos.line, pos.column,
+                    f"spec.policy: no policy named '{b.policy}' in this policy set"
+                    f"{_suggest(b.policy, known)}"))
         warnings = [w for r in kept for w in r.src.warnings]
         warnings += [w for p in self.params.values() for w in p.warnings]
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)),
-                         warnings=tuple(dict.fromkeys(warnings)))
+                         warnings=tuple(dict.fromkeys(warnings)),
+                         bindings=tuple(bindings))
 
 
-class _NotReadable(Exception):
-    """A path that is not read: not a regular file, or larger than the bound."""
+class UnreadableFile(Exception):
+    """A path that is refused without reading it: not a regular file, or over the bound."""
 
 
 def _kind(mode: int) -> str:
@@ -276,15 +298,15 @@ def read_regular_file(name: str, limit: int) -> bytes:
     """
     st = os.stat(name)
     if not stat.S_ISREG(st.st_mode):
-        raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without reading it")
+        raise UnreadableFile(f"not a regular file ({_kind(st.st_mode)}); refused without reading it")
     if st.st_size > limit:
-        raise _NotReadable(f"file is {st.st_size} bytes, over the {limit}-byte bound")
+        raise UnreadableFile(f"file is {st.st_size} bytes, over the {limit}-byte bound")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(name, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _NotReadable(f"not a regular file ({_kind(st.st_mode)}); refused without "
+            raise UnreadableFile(f"not a regular file ({_kind(st.st_mode)}); refused without "
                                "reading it")
         chunks: list[bytes] = []
         size = 0
@@ -297,7 +319,7 @@ def read_regular_file(name: str, limit: int) -> bytes:
     finally:
         os.close(fd)
     if size > limit:
-        raise _NotReadable(f"file is over the {limit}-byte bound")
+        raise UnreadableFile(f"file is over the {limit}-byte bound")
     return b"".join(chunks)
 
 
@@ -506,7 +528,7 @@ class _DocumentReader:
     def error(self, where: Node | Position, message: str) -> None:
         self.src.error(where, message)
 
-    def document(self, node: Node) -> ToolPolicy | PolicyTest | None:
+    def document(self, node: Node) -> ToolPolicy | PolicyTest | PolicyBinding | None:
         if not isinstance(node, MappingNode):
             self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
             return None
@@ -516,6 +538,10 @@ class _DocumentReader:
             return None
         n = len(self.src.problems)
         model = DOCUMENT_MODELS[kind]
+        metadata = tree.data.get("metadata")
+        if kind == "ToolPolicy" and isinstance(metadata, dict) and isinstance(
+                metadata.get("name"), str):
+            self.loader.policy_names.add(metadata["name"])
         try:
             doc: Shape | None = _ADAPTERS[kind].validate_python(tree.data)
         except ValidationError as e:
@@ -526,6 +552,8 @@ class _DocumentReader:
             return None
         if isinstance(doc, ToolPolicyDocument):
             return _policy_record(tree, doc, params or {}, self.params_file(tree))
+        if isinstance(doc, PolicyBindingDocument):
+            return _binding_record(tree, doc)
         assert isinstance(doc, PolicyTestDocument)
         return _test_record(tree, doc, self.test_policies(tree))
 
@@ -610,7 +638,8 @@ class _DocumentReader:
                 self.unique_names(tree, ("spec", field_name), items, what)
         if kind == "ToolPolicy":
             return self.policy_params(tree, spec)
-        self._test_policies(tree, report=True)
+        if kind == "PolicyTest":
+            self._test_policies(tree, report=True)
         return None
 
     def unique_names(self, tree: _Tree, loc: Loc, items: list[Any], what: str) -> None:
@@ -687,7 +716,14 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
     match_loc = (*at, "match")
     match = Match(tuple(spec.match.tools) if spec.match.tools is not None else None,
                   tree.optional_expression((*match_loc, "when")),
-                  tree.pos(match_loc if match_loc in tree.values else at))
+                  tree.pos(match_loc if match_loc in tree.values else at),
+                  tuple(spec.match.agents) if spec.match.agents is not None else None)
+    counters = tuple(
+        Counter(c.name, tree.expression((*at, "counters", i, "key")), c.window, c.limit,
+                tree.optional_expression((*at, "counters", i, "when")),
+                tree.optional_expression((*at, "counters", i, "cost")), c.failure_policy,
+                tree.pos((*at, "counters", i)))
+        for i, c in enumerate(spec.counters))
     variables = tuple(Variable(v.name, tree.expression((*at, "variables", i, "expression")),
                                tree.pos((*at, "variables", i)))
                       for i, v in enumerate(spec.variables))
@@ -715,7 +751,17 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       default_action=spec.default_action, match=match,
                       params=MappingProxyType(params), params_file=params_file,
                       variables=variables, repairs=repairs, secrets=secrets, rules=rules,
-                      redact=redact, position=tree.pos(()))
+                      redact=redact, position=tree.pos(()), counters=counters)
+
+
+def _binding_record(tree: _Tree, doc: PolicyBindingDocument) -> PolicyBinding:
+    spec, m = doc.spec, doc.metadata
+    return PolicyBinding(
+        _metadata(tree, m.name, m.description, m.labels), spec.policy,
+        tree.pos(("spec", "policy")),
+        tuple(spec.match.agents) if spec.match.agents is not None else None,
+        tree.optional_expression(("spec", "match", "when")),
+        MappingProxyType(dict(spec.params)), spec.mode, tree.pos(()))
 
 
 def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]) -> PolicyTest:
@@ -730,7 +776,9 @@ def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]
                if call.now is not None else None)
         test_call = TestCall(call.tool, MappingProxyType(call.args),
                              MappingProxyType(call.principal), history, call.request,
-                             call.description, tree.pos((*at, "call")), now)
+                             call.description, tree.pos((*at, "call")), now, call.agent,
+                             MappingProxyType(dict(call.counters))
+                             if call.counters is not None else None)
         e = c.expect
         expect = TestExpect(e.effect,
                             MappingProxyType(e.arguments) if e.arguments is not None else None,

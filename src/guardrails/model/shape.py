@@ -146,6 +146,12 @@ VariableName = Annotated[str, _name_check(
     IDENTIFIER, "variable name", "must be an identifier (letters, digits and '_', not "
     "starting with a digit) so that variables.<name> can use it", _not_reserved),
     _name_schema(IDENTIFIER)]
+CounterName = Annotated[str, _name_check(
+    IDENTIFIER, "counter name", "must be an identifier (letters, digits and '_', not "
+    "starting with a digit) so that counters.<name> can use it", _not_reserved),
+    _name_schema(IDENTIFIER)]
+BindingName = Annotated[str, _name_check(DNS_LABEL, "binding name", _DNS_RULE),
+                       _name_schema(DNS_LABEL)]
 EnvName = Annotated[str, _name_check(IDENTIFIER, "environment variable name",
                                      "use letters, digits and '_', not starting with a "
                                      "digit"), _name_schema(IDENTIFIER)]
@@ -238,6 +244,51 @@ Count = Annotated[int, PlainValidator(_count),
                   WithJsonSchema({"type": "integer", "minimum": 0})]
 
 
+def _at_least_one_agent(value: list[str]) -> list[str]:
+    if not value:
+        raise PydanticCustomError("empty_agents", "an empty list matches no agent; omit "
+                                                  "'agents' to match every agent")
+    return value
+
+
+Agents = Annotated[list[NonEmptyStr], AfterValidator(_at_least_one_agent)]
+
+_DURATION = re.compile(r"([1-9][0-9]{0,9})(s|m|h|d|w)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_COUNTER_WINDOW = 366 * 86400
+"""A year and a day: counters are for rates, and their store entries expire with them."""
+
+
+def _window(value: object) -> int:
+    """Seconds, from ``30s``, ``10m``, ``24h``, ``7d``, ``1w`` or a number of seconds."""
+    seconds: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        seconds = value
+    elif isinstance(value, str):
+        m = _DURATION.fullmatch(value.strip())
+        if m:
+            seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if seconds is None:
+        raise _expected("a duration such as 60s, 10m, 24h, 7d or 1w")
+    if seconds > MAX_COUNTER_WINDOW:
+        raise PydanticCustomError("window_too_long", "at most 366d")
+    return seconds
+
+
+Window = Annotated[int, PlainValidator(_window), WithJsonSchema(
+    {"type": ["string", "integer"], "pattern": "^[1-9][0-9]*[smhdw]$", "minimum": 1})]
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        raise _expected("a count (an integer >= 0)")
+    return value
+
+
+Limit = Annotated[int, PlainValidator(_limit),
+                  WithJsonSchema({"type": "integer", "minimum": 0})]
+
+
 def _at_least_one_tool(value: list[str]) -> list[str]:
     if not value:
         raise PydanticCustomError("empty_tools", "an empty list matches no tool; omit "
@@ -289,6 +340,9 @@ class MatchShape(Shape):
                           "match every tool.", json_schema_extra={"minItems": 1})
     when: OptionalExpression = Field(None, description="Optional CEL bool: the policy "
                                                        "applies only when true.")
+    agents: Agents | None = Field(None, description="Agent names or ids the policy applies "
+                                                    "to; omit to match every agent.",
+                                  json_schema_extra={"minItems": 1})
 
 
 class VariableShape(Shape):
@@ -373,6 +427,26 @@ class RedactionShape(Shape):
         return self
 
 
+class CounterShape(Shape):
+    """A count shared across runs and replicas, read as counters.<name>."""
+
+    name: CounterName = Field(description="Identifier, used as counters.<name>.")
+    key: Expression = Field(description="CEL string or int: what is counted apart (a user, "
+                                        "a tenant).")
+    window: Window = Field(description="Fixed window: 60s, 10m, 24h, 7d, 1w, or seconds "
+                                       "(at most 366d).")
+    limit: Limit = Field(description="Most a window admits; a call beyond it is not counted "
+                                     "and reads exceeded.")
+    when: OptionalExpression = Field(None, description="Optional CEL bool: only calls for "
+                                                       "which it holds are counted.")
+    cost: OptionalExpression = Field(None, description="Optional CEL int added per call "
+                                                       "(default 1).")
+    failure_policy: FailurePolicyName | None = Field(
+        None, alias="failurePolicy",
+        description="When the store cannot be reached: Fail (deny) or Ignore (read as "
+                    "zero). Default: the policy's.")
+
+
 class ToolPolicySpec(Shape):
     """What the policy checks and does."""
 
@@ -401,6 +475,9 @@ class ToolPolicySpec(Shape):
                                    description="Rules; every one that fires is reported.")
     redact: list[RedactionShape] = Field(default_factory=list,
                                          description="Redaction patterns.")
+    counters: list[CounterShape] = Field(default_factory=list,
+                                         description="Counts shared across runs and "
+                                                     "replicas.")
 
 
 class HistoryEntryShape(Shape):
@@ -426,6 +503,11 @@ class TestCallShape(Shape):
     now: Timestamp | None = Field(None, description="The evaluation time (an RFC 3339 "
                                                     "timestamp with a time zone) seen as "
                                                     "now; the real time when omitted.")
+    agent: NonEmptyStr | None = Field(None, description="The calling agent's name or id "
+                                                        "(match.agents, bindings).")
+    counters: dict[str, Count] | None = Field(
+        None, description="Counts already made in the window, by counter name (or "
+                          "policy/counter).")
 
 
 def _timestamp(value: object) -> str:
@@ -504,9 +586,48 @@ class PolicyTestDocument(Shape):
     spec: PolicyTestSpec = Field(description="The document's content.")
 
 
+class BindingMetadata(PolicyMetadata):
+    """Identifies the document."""
+
+    name: BindingName = Field(description="Lowercase DNS label, unique among documents of "
+                                          "this kind in a policy set.")
+
+
+class BindingMatchShape(Shape):
+    """Which agents and calls the binding applies the policy to."""
+
+    agents: Agents | None = Field(None, description="Agent names or ids.",
+                                  json_schema_extra={"minItems": 1})
+    when: OptionalExpression = Field(None, description="Optional CEL bool over the call, "
+                                                       "e.g. principal.tenant == 'acme'.")
+
+
+class PolicyBindingSpec(Shape):
+    """A policy applied to selected agents or principals."""
+
+    policy: PolicyName = Field(description="Name of the ToolPolicy.")
+    match: BindingMatchShape = Field(default_factory=lambda: BindingMatchShape(),
+                                     description="The selector; omit to select every call.")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="Merged over the policy's params per key.")
+    mode: ModeName | None = Field(None, description="enforce or audit for this binding; "
+                                                    "default the policy's.")
+
+
+class PolicyBindingDocument(Shape):
+    """Applies a policy to selected agents or principals, with its own params and mode."""
+
+    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
+                                                  description=f"Always {API_VERSION}.")
+    kind: Literal["PolicyBinding"] = Field(description="The document kind.")
+    metadata: BindingMetadata = Field(description="Name and description of the document.")
+    spec: PolicyBindingSpec = Field(description="The document's content.")
+
+
 DOCUMENT_MODELS: dict[str, type[Shape]] = {
     "ToolPolicy": ToolPolicyDocument,
     "PolicyTest": PolicyTestDocument,
+    "PolicyBinding": PolicyBindingDocument,
 }
 """Every document kind and its model; the loader and the schema both read this."""
 

@@ -1,0 +1,412 @@
+"""``guardrails.load`` for every location, and ``guardrails.watch``: policies that reload.
+
+A location is a policy file or directory (or a list of them), a bundle file, or an HTTP(S)
+URL serving a bundle. ``watch`` returns a ``PolicySource``: a background thread polls the
+location every ``interval`` seconds and swaps ``.current`` for a new ``PolicySet`` only
+once that set has loaded completely; a guard reads ``.current`` once per call, so a call
+finishes on the set it started with and costs nothing extra while nothing changes.
+
+An update that does not load (a YAML error, an unknown name, a bad hash or signature, a
+server that is down) never replaces the set in use. It is reported in ``.status`` (with
+``file:line:column``), in a log record (logger ``guardrails.source``) and in the metric
+``guardrails.policy.reloads`` (``guardrails.reload.outcome``: ``rejected`` or
+``unreachable``), and tried again
+when the location changes (a new file stat, a new ETag); an unreachable server is tried
+again on every poll.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from opentelemetry import metrics
+
+from guardrails.engine.compile import Backend, compile_documents
+from guardrails.engine.compile import load as load_paths
+from guardrails.engine.policyset import PolicySet
+from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle, load_verified
+from guardrails.model import load_documents
+from guardrails.model.errors import PolicyError, Problem
+from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
+
+__all__ = ["PolicySource", "SourceStatus", "load", "watch"]
+
+_log = logging.getLogger(SOURCE_LOGGER)
+
+PathLike = str | os.PathLike[str]
+Location = PathLike | Sequence[PathLike]
+Key = PathLike | bytes | None
+
+
+def _is_url(location: object) -> bool:
+    return isinstance(location, str) and location.startswith(("http://", "https://"))
+
+
+def load(location: Location, *, key: Key = None, limits: Limits | None = None,
+         backend: Backend = "compiled", timeout: float = 10.0) -> PolicySet:
+    """Load, validate and compile policies from files, a directory, a bundle or a URL.
+
+    ``key``: an Ed25519 public key (PEM file or bytes); with one, a bundle must be signed
+    with its private key. Raises ``PolicyError`` listing every problem, with
+    ``file:line:column`` (a refused bundle is a ``BundleError``, also a ``PolicyError``).
+    """
+    if not isinstance(location, str | os.PathLike) and len(location) == 1:
+        location = location[0]  # `guardrails eval BUNDLE ...` passes a list of one
+    if _is_url(location):
+        assert isinstance(location, str)
+        data, _ = _fetch(location, None, timeout)
+        assert data is not None
+        return load_bundle(data, key=key, origin=location, limits=limits, backend=backend)
+    if isinstance(location, str | os.PathLike) and is_bundle(location):
+        with open(location, "rb") as f:
+            data = f.read(MAX_BUNDLE_BYTES + 1)
+        return load_bundle(data, key=key, origin=os.fspath(location), limits=limits,
+                           backend=backend)
+    if key is not None:
+        raise PolicyError([Problem(_describe(location), 0, 0, "a verification key is "
+                                   "configured, but this is not a bundle: only bundles are "
+                                   "signed")])
+    return load_paths(location, limits=limits, backend=backend)
+
+
+def watch(location: Location, *, interval: float = 5.0, key: Key = None,
+          limits: Limits | None = None, backend: Backend = "compiled",
+          timeout: float = 10.0, meter_provider: Any = None,
+          max_age: float | None = None) -> PolicySource:
+    """Load ``location`` now (raising ``PolicyError`` if it does not load) and keep it
+    current: see ``PolicySource``. Close it (or use it as a context manager) when done.
+
+    ``max_age`` (seconds, bundles only): ``status`` turns not ok, with a warning and the
+    metric's ``stale`` outcome, while the bundle in use was built longer ago than this (a
+    server stuck on an old copy); the policies stay in use.
+    """
+    return PolicySource(location, interval=interval, key=key, limits=limits, backend=backend,
+                        timeout=timeout, meter_provider=meter_provider, max_age=max_age)
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """What a ``PolicySource`` knows about its location, replaced whole on every check."""
+
+    location: str
+    revision: str
+    """Of ``.current``."""
+    loaded_at: datetime.datetime
+    """When ``.current`` was loaded."""
+    checked_at: datetime.datetime
+    ok: bool
+    """False while the latest update was refused or the location could not be read."""
+    error: str | None = None
+    """Why, one ``file:line:column: message`` per line; None when ``ok``."""
+    problems: tuple[Problem, ...] = ()
+    failures: int = 0
+    """Failed checks in a row."""
+    built: str | None = None
+    """Build time of the bundle in use (None for files): a stale mirror shows here."""
+
+
+class PolicySource:
+    """A policy set that follows its location. ``.current`` is always a complete set."""
+
+    def __init__(self, location: Location, *, interval: float = 5.0, key: Key = None,
+                 limits: Limits | None = None, backend: Backend = "compiled",
+                 timeout: float = 10.0, meter_provider: Any = None,
+                 start: bool = True, max_age: float | None = None) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        if max_age is not None and max_age <= 0:
+            raise ValueError("max_age must be positive")
+        self.interval = interval
+        self.max_age = max_age
+        self._fetcher = _fetcher(location, key, limits or DEFAULT_LIMITS, backend, timeout)
+        meter = metrics.get_meter("guardrails", "", meter_provider)
+        self._reloads = meter.create_counter(
+            POLICY_RELOADS, "{reload}",
+            "Policy updates found by a PolicySource, by outcome (loaded, rejected, "
+            "unreachable).")
+        first = self._fetcher.poll()
+        if first is None:  # pragma: no cover - the first poll always loads or raises
+            raise PolicyError([Problem(self._fetcher.name, 0, 0, "nothing to load")])
+        now = _now()
+        self.current: PolicySet = first
+        """The set in use: read it once per decision. Replaced whole, never changed."""
+        self.status = SourceStatus(self._fetcher.name, first.revision, now, now, True,
+                                   built=self._fetcher.built)
+        # What the content last fetched turned out to be: unchanged content keeps its verdict.
+        self._verdict: tuple[str | None, tuple[Problem, ...]] = (None, ())
+        self._logged: str | None = None
+        """The failure last logged (not logged again while it lasts)."""
+        self._lock = threading.Lock()  # one check at a time (the thread, or refresh())
+        self._check_age()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if start:
+            self._thread = threading.Thread(target=self._run, name="guardrails-watch",
+                                            daemon=True)
+            self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"<PolicySource {self.status.location} revision={self.status.revision[:12]}>"
+
+    def refresh(self) -> bool:
+        """Check the location now; True when a new set was swapped in."""
+        with self._lock:
+            return self._round()
+
+    def close(self) -> None:
+        """Stop polling (``.current`` stays usable)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self.interval + 30)
+
+    def __enter__(self) -> PolicySource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                try:
+                    self._round()
+                except Exception:  # pragma: no cover - _check reports its own failures
+                    _log.exception("guardrails: policy source check failed")
+
+    def _check(self) -> bool:
+        now = _now()
+        try:
+            found = self._fetcher.poll()
+        except PolicyError as e:
+            problems = tuple(e.errors)
+            self._verdict = ("\n".join(str(p) for p in problems), problems)
+            self._failed(now, "rejected", problems)
+            return False
+        except Exception as e:  # unreachable: network, permissions, anything else
+            reason = f"cannot read {self._fetcher.name}: {type(e).__name__}: {e}"
+            self._failed(now, "unreachable", (Problem(self._fetcher.name, 0, 0, reason),))
+            return False
+        if found is None:  # unchanged since the last fetch: its verdict stands
+            error, problems = self._verdict
+            self.status = replace(self.status, checked_at=now, ok=error is None, error=error,
+                                  problems=problems,
+                                  failures=0 if error is None else self.status.failures)
+            return False
+        self._verdict = (None, ())
+        if found.revision == self.current.revision:  # e.g. the same files, rebuilt
+            self.status = replace(self.status, checked_at=now, ok=True, error=None,
+                                  problems=(), failures=0, built=self._fetcher.built)
+            return False
+        self.current = found  # the swap: one assignment of a complete set
+        self.status = SourceStatus(self._fetcher.name, found.revision, now, now, True,
+                                   built=self._fetcher.built)
+        self._reloads.add(1, {RELOAD_OUTCOME: "loaded"})
+        _log.info("guardrails: loaded policy revision %s from %s", found.revision[:12],
+                  self._fetcher.name)
+        return True
+
+    def _round(self) -> bool:
+        """One check of the location and of the bundle's age; True when swapped."""
+        swapped = self._check()
+        self._check_age()
+        if self.status.ok:
+            self._logged = None  # a failure after a recovery is logged again
+        return swapped
+
+    def _check_age(self) -> None:
+        """A bundle in use older than ``max_age`` is reported (it stays in use)."""
+        built = self.status.built
+        if self.max_age is None or built is None or not self.status.ok:
+            return
+        try:
+            when = datetime.datetime.strptime(built, "%Y-%m-%dT%H:%M:%SZ").replace(
+                tzinfo=datetime.UTC)
+        except ValueError:
+            return
+        age = (self.status.checked_at - when).total_seconds()
+        if age > self.max_age:
+            problem = Problem(self._fetcher.name, 0, 0,
+                              f"the bundle in use was built at {built}, more than max_age "
+                              f"({self.max_age:g} s) ago: is the server serving a stale "
+                              "copy?")
+            self._failed(self.status.checked_at, "stale", (problem,))
+
+    def _failed(self, now: datetime.datetime, outcome: str,
+                problems: tuple[Problem, ...]) -> None:
+        error = "\n".join(str(p) for p in problems)
+        previous = self.status
+        self.status = replace(previous, checked_at=now, ok=False, error=error,
+                              problems=problems, failures=previous.failures + 1)
+        self._reloads.add(1, {RELOAD_OUTCOME: outcome})
+        if error != self._logged:  # once per distinct failure, not once per poll
+            self._logged = error
+            _log.warning("guardrails: policy update from %s %s; keeping revision %s:\n%s",
+                         self._fetcher.name, outcome, self.current.revision[:12], error)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _describe(location: Location) -> str:
+    if isinstance(location, str | os.PathLike):
+        return os.fspath(location)
+    return ", ".join(os.fspath(p) for p in location)
+
+
+# --- fetchers: "what is there now", None when unchanged since the last poll -----------------
+
+
+class _Fetcher:
+    name: str
+    built: str | None = None
+    """Build time of the last bundle loaded (bundles only)."""
+
+    def poll(self) -> PolicySet | None:
+        raise NotImplementedError
+
+
+def _fetcher(location: Location, key: Key, limits: Limits, backend: Backend,
+             timeout: float) -> _Fetcher:
+    if not isinstance(location, str | os.PathLike) and len(location) == 1:
+        location = location[0]
+    if _is_url(location):
+        assert isinstance(location, str)
+        return _URLFetcher(location, key, limits, backend, timeout)
+    if isinstance(location, str | os.PathLike) and is_bundle(location):
+        return _BundleFileFetcher(os.fspath(location), key, limits, backend)
+    if key is not None:
+        raise PolicyError([Problem(_describe(location), 0, 0, "a verification key is "
+                                   "configured, but this is not a bundle: only bundles are "
+                                   "signed")])
+    return _PathFetcher(location, limits, backend)
+
+
+Stamp = tuple[tuple[str, int, int, int], ...]
+
+
+def _stat(name: str) -> tuple[str, int, int, int]:
+    try:
+        st = os.stat(name)
+    except OSError:
+        return (name, -1, -1, -1)
+    return (name, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class _PathFetcher(_Fetcher):
+    """Files and directories: reloaded when a policy file (or a params file one of them
+    read) appears, disappears or changes its stat."""
+
+    def __init__(self, location: Location, limits: Limits, backend: Backend) -> None:
+        self.location = location
+        self.name = _describe(location)
+        self.limits = limits
+        self.backend = backend
+        self.read: tuple[str, ...] = ()
+        self.stamp: Stamp | None = None
+
+    def _stamp(self) -> Stamp:
+        items = [self.location] if isinstance(self.location, str | os.PathLike) else list(
+            self.location)
+        names: set[str] = set(self.read)
+        for item in items:
+            name = os.fspath(item)
+            if os.path.isdir(name):
+                for root, dirs, files in os.walk(name):
+                    dirs.sort()
+                    names.update(os.path.join(root, f) for f in files
+                                 if f.endswith((".yaml", ".yml")))
+            else:
+                names.add(name)
+        return tuple(_stat(n) for n in sorted(names))
+
+    def poll(self) -> PolicySet | None:
+        stamp = self._stamp()
+        if stamp == self.stamp:
+            return None
+        self.stamp = stamp  # a failed load is retried when the files change again
+        documents = load_documents(self.location)
+        policies = compile_documents(documents, limits=self.limits, backend=self.backend)
+        # The stamp stays the one taken before reading: a file written meanwhile shows as a
+        # change at the next poll (params files found now join the stamp then, too).
+        self.read = tuple(documents.sources)
+        return policies
+
+
+class _BundleFetcher(_Fetcher):
+    """Loads verified bundles, never one built before the last it loaded (rollback)."""
+
+    key: Key
+    limits: Limits
+    backend: Backend
+
+    def load(self, data: bytes) -> PolicySet:
+        policies, manifest = load_verified(data, key=self.key, origin=self.name,
+                                           limits=self.limits, backend=self.backend,
+                                           not_before=self.built)
+        self.built = manifest.built
+        return policies
+
+
+class _BundleFileFetcher(_BundleFetcher):
+    def __init__(self, path: str, key: Key, limits: Limits, backend: Backend) -> None:
+        self.name = path
+        self.key = key
+        self.limits = limits
+        self.backend = backend
+        self.stamp: tuple[str, int, int, int] | None = None
+
+    def poll(self) -> PolicySet | None:
+        stamp = _stat(self.name)
+        if stamp == self.stamp:
+            return None
+        self.stamp = stamp
+        with open(self.name, "rb") as f:
+            data = f.read(MAX_BUNDLE_BYTES + 1)
+        return self.load(data)
+
+
+class _URLFetcher(_BundleFetcher):
+    """A bundle over HTTP(S), polled with ``If-None-Match``: unchanged costs one 304."""
+
+    def __init__(self, url: str, key: Key, limits: Limits, backend: Backend,
+                 timeout: float) -> None:
+        self.name = url
+        self.key = key
+        self.limits = limits
+        self.backend = backend
+        self.timeout = timeout
+        self.etag: str | None = None
+
+    def poll(self) -> PolicySet | None:
+        data, etag = _fetch(self.name, self.etag, self.timeout)
+        if data is None:
+            return None
+        # Remembered before loading: a refused bundle is not fetched again until it changes.
+        self.etag = etag
+        return self.load(data)
+
+
+def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, str | None]:
+    """The body and ETag, or ``(None, etag)`` for 304 Not Modified."""
+    request = urllib.request.Request(url, headers={"Accept": "application/gzip"})
+    if etag is not None:
+        request.add_header("If-None-Match", etag)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = response.read(MAX_BUNDLE_BYTES + 1)
+            return data, response.headers.get("ETag")
+    except urllib.error.HTTPError as e:
+        if e.code == 304:
+            return None, etag
+        raise
