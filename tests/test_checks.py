@@ -93,6 +93,12 @@ def test_a_regex_taken_from_params_is_a_constant_too(tmp_path: Path) -> None:
         guardrails.load(path)
     [p] = info.value.errors
     assert (p.line, p.column) == (8, 39), p
+    path.write_text(_policy("params: {re: '(a)(?=b)'}\nrules:\n"
+                            "  - {name: r, when: 'regex.replace(args.q, params.re, \"x\") == \"\"',"
+                            " action: deny}"))
+    with pytest.raises(guardrails.PolicyError) as info:
+        guardrails.load(path)
+    assert "params.re: invalid regular expression '(a)(?=b)'" in str(info.value)
     assert p.message.startswith("rules.r.when: params.re: invalid regular expression "
                                 "'^(?=.*drop)': invalid perl operator: (?= (RE2 has no "
                                 "lookahead"), p.message
@@ -166,6 +172,10 @@ def typed(tmp_path: Path, spec: str, schema: dict[str, Any] | None = None) -> li
     ('url("::").getHost() == ""', 18, "invalid url literal '::'"),
     ('args.q.find("(") == ""', 26, "invalid regular expression '('"),
     ('args.q.findAll("a{2,1}").size() > 0', 29, "invalid regular expression 'a{2,1}'"),
+    ('regex.extract(args.q, "(").hasValue()', 36, "invalid regular expression '('"),
+    ('regex.extractAll(args.q, "a(?=b)") == []', 39,
+     "invalid regular expression 'a(?=b)': invalid perl operator: (?= (RE2 has no lookahead"),
+    ('regex.replace(args.q, "[z-a]", "") == ""', 36, "invalid regular expression '[z-a]'"),
     ('matches(args.q, "(?<name>x)\\\\1")', 30,
      "invalid regular expression '(?<name>x)\\1': invalid escape sequence: \\1 (RE2 has no "
      "backreferences)"),

@@ -24,12 +24,13 @@ from guardrails.engine.policy import CompiledExpression, CompiledPolicy
 from guardrails.expr import ast
 from guardrails.expr.typechecker import (
     NONE,
-    REGEX_FUNCTIONS,
     Diagnostic,
     Facts,
+    call_name,
     check,
     facts_of,
     may_be_absent,
+    pattern_argument,
     regex_problem,
 )
 from guardrails.expr.types import (
@@ -167,11 +168,9 @@ def _param_regexes(element: str, compiled: CompiledExpression,
     invalid one would fail every evaluation, so it is a load error at the reference."""
     out: list[TypeFinding] = []
     for node in ast.walk(compiled.program.ast):
-        if not (isinstance(node, ast.Call) and node.function in REGEX_FUNCTIONS):
+        if not isinstance(node, ast.Call):
             continue
-        args = node.args[1:] if node.target is None and node.function == "matches" \
-            else node.args
-        ref = args[0] if args else None
+        ref = pattern_argument(call_name(node), node)
         if not (isinstance(ref, ast.Select) and not ref.test_only
                 and isinstance(ref.operand, ast.Ident) and ref.operand.name == "params"):
             continue

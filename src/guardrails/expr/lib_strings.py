@@ -19,7 +19,16 @@ from guardrails.expr.lib_common import (
     is_list,
     no_overload,
 )
-from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, UInt, type_names
+from guardrails.expr.values import (
+    INT64_MAX,
+    INT64_MIN,
+    NONE,
+    CelError,
+    CelType,
+    Optional,
+    UInt,
+    type_names,
+)
 
 # --------------------------------------------------------------------------- strings
 
@@ -332,6 +341,121 @@ def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
             if n > 0 and len(out) >= n:
                 break
     return out
+
+
+def _one_group(name: str, regex: Any) -> int:
+    """cel-go's extract and extractAll return one capture group's text (or the whole
+    match): a pattern with two or more groups is ambiguous, so it is an error."""
+    groups: int = regex.groups
+    if groups > 1:
+        raise CelError(f"{name}: regular expression has more than one capturing group: "
+                       f"{regex.pattern!r}")
+    return groups
+
+
+def _go_matches(regex: Any, s: str) -> Any:
+    """Go's FindAll*: non-overlapping matches, skipping an empty match directly after
+    the previous match."""
+    prev_end = -1
+    for m in regex.finditer(s):
+        start, end = m.span()
+        if not (start == end and start == prev_end):
+            yield m
+        prev_end = end
+
+
+@guarded("regex.extract")
+def regex_extract(s: Any, pattern: Any) -> Optional:
+    """cel-go ``regex.extract``: the first match's capture group (the whole match when
+    the pattern has no group), or none when nothing matches or the group is empty."""
+    if type(s) is not str or type(pattern) is not str:
+        raise no_overload("regex.extract", s, pattern)
+    regex = compile_re2(pattern)
+    groups = _one_group("regex.extract", regex)
+    m = regex.search(s)
+    if m is None:
+        return NONE
+    text = m.group(groups)
+    return NONE if not text and groups else Optional(str(text or ""))
+
+
+@guarded("regex.extractAll")
+def regex_extract_all(s: Any, pattern: Any) -> list[str]:
+    """cel-go ``regex.extractAll``: the capture group (or whole match) of every
+    non-overlapping match; matches whose group is empty are left out."""
+    if type(s) is not str or type(pattern) is not str:
+        raise no_overload("regex.extractAll", s, pattern)
+    regex = compile_re2(pattern)
+    groups = _one_group("regex.extractAll", regex)
+    out: list[str] = []
+    for m in _go_matches(regex, s):
+        text = m.group(groups)
+        if text or not groups:
+            out.append(str(text or ""))
+    return out
+
+
+def _expand(replacement: str, m: Any, groups: int) -> str:
+    """cel-go's replacement syntax: ``\\N`` (N a digit) is group N, ``\\\\`` a backslash;
+    any other backslash, or a group the pattern lacks, is an error."""
+    out: list[str] = []
+    i = 0
+    while i < len(replacement):
+        c = replacement[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(replacement):
+            raise CelError(f"regex.replace: invalid replacement string {replacement!r}: "
+                           "\\ not allowed at end")
+        nxt = replacement[i + 1]
+        if "0" <= nxt <= "9":
+            n = ord(nxt) - ord("0")
+            if n > groups:
+                raise CelError(f"regex.replace: replacement string references group {n} "
+                               f"but the regular expression has only {groups} group(s)")
+            out.append(str(m.group(n) or ""))
+        elif nxt == "\\":
+            out.append("\\")
+        else:
+            raise CelError(f"regex.replace: invalid replacement string {replacement!r}: "
+                           "\\ must be followed by a digit or \\")
+        i += 2
+    return "".join(out)
+
+
+@guarded("regex.replace")
+def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
+    """cel-go ``regex.replace``: replace every match (the first ``count`` when
+    ``count >= 0``) with ``replacement``, where ``\\1`` is capture group 1."""
+    if (
+        type(s) is not str
+        or type(pattern) is not str
+        or type(replacement) is not str
+        or len(rest) > 1
+        or (rest and not is_int(rest[0]))
+    ):
+        raise no_overload("regex.replace", s, pattern, replacement, *rest)
+    count: int = rest[0] if rest else -1
+    regex = compile_re2(pattern)
+    if count == 0:
+        return s
+    out: list[str] = []
+    size = 0
+    last = 0
+    for done, m in enumerate(_go_matches(regex, s)):
+        if 0 < count <= done:
+            break
+        start, end = m.span()
+        piece = _expand(replacement, m, regex.groups)
+        size += start - last + len(piece)
+        _check_size("regex.replace", size)
+        out.append(s[last:start])
+        out.append(piece)
+        last = end
+    out.append(s[last:])
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- JSON

@@ -62,6 +62,10 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "optional.@flat": _opt.flat_result,
         "optional.@list": _opt.make_list,
         "optional.@map": _opt.make_map,
+        # cel-go regex extension
+        "regex.extract": _str.regex_extract,
+        "regex.extractAll": _str.regex_extract_all,
+        "regex.replace": _str.regex_replace,
         "iban.valid": _ext.iban_valid,
         "domains.distance": _ext.domains_distance,
         "domains.lookalike": _ext.domains_lookalike,
@@ -228,6 +232,11 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "sum": ("list.sum() -> dyn",),
         "min": ("list.min() -> dyn",),
         "max": ("list.max() -> dyn",),
+        # An optional is dyn to the checker.
+        "regex.extract": ("regex.extract(string, string) -> dyn",),
+        "regex.extractAll": ("regex.extractAll(string, string) -> list(string)",),
+        "regex.replace": ("regex.replace(string, string, string) -> string",
+                          "regex.replace(string, string, string, int) -> string"),
         "iban.valid": ("iban.valid(string) -> bool",),
         "domains.distance": ("domains.distance(string, string) -> int",),
         "domains.lookalike": ("domains.lookalike(string, string) -> bool",

@@ -56,8 +56,8 @@ from guardrails.expr.values import CelError, UInt
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "check", "facts_of", "may_be_absent",
-           "regex_problem"]
+__all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
+           "may_be_absent", "pattern_argument", "regex_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,16 +495,10 @@ class _Checker:
         return BOOL
 
     def function(self, node: ast.Call, facts: Facts) -> Type:
-        name = node.function
+        name = call_name(node)  # a namespaced global: sets.contains(a, b)
         receiver_t: Type | None = None
-        if node.target is not None:
-            qualified = _qualified(node)
-            if qualified is not None and ((qualified, False) in _OVERLOADS
-                                          or qualified in stdlib.GLOBALS
-                                          or qualified in library.FUNCTIONS):
-                name = qualified  # a namespaced global: sets.contains(a, b)
-            else:
-                receiver_t = self.infer(node.target, facts)
+        if node.target is not None and name == node.function:
+            receiver_t = self.infer(node.target, facts)
         types = [self.infer(a, facts) for a in node.args]
         _check_constant(self, name, node)
         overloads = _OVERLOADS.get((name, receiver_t is not None), [])
@@ -655,17 +649,41 @@ _OPERATORS: Mapping[str, Callable[[_Checker, ast.Call, list[Type]], Type]] = {
 
 # -- constants -------------------------------------------------------------------------
 
-REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
-"""Functions whose first argument (after the receiver; ``matches(s, re)``: the second)
-is an RE2 pattern."""
+REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll", "regex.extract",
+                             "regex.extractAll", "regex.replace"})
+"""Functions (by qualified name) with an RE2 pattern argument (``pattern_argument``)."""
 _REGEX_ARG = REGEX_FUNCTIONS
+
+
+def call_name(node: ast.Call) -> str:
+    """The function ``node`` calls: qualified for a namespaced global
+    (``regex.extract(s, re)``), else the bare name (``s.matches(re)``)."""
+    if node.target is not None:
+        qualified = _qualified(node)
+        if qualified is not None and ((qualified, False) in _OVERLOADS
+                                      or qualified in stdlib.GLOBALS
+                                      or qualified in library.FUNCTIONS):
+            return qualified
+    return node.function
+
+
+def pattern_argument(name: str, node: ast.Call) -> ast.Node | None:
+    """The argument of regex function ``name`` that is its pattern, if present:
+    the receiver's first argument (``s.matches(re)``), the second of a global
+    (``matches(s, re)``, ``regex.extract(s, re)``)."""
+    if name not in REGEX_FUNCTIONS:
+        return None
+    second = name.startswith("regex.") or (node.target is None and name == "matches")
+    args = node.args[1:] if second else node.args
+    return args[0] if args else None
 
 
 def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
     """A literal argument that can never be valid is a load error, not a run-time one."""
     args = node.args
-    if node.target is None and name == "matches" and len(args) == 2:
-        args = args[1:]  # matches(s, re)
+    if name in _REGEX_ARG:
+        pattern = pattern_argument(name, node)
+        args = (pattern,) if pattern is not None else ()
     literal: ast.Literal | None = None
     if args and isinstance(args[0], ast.Literal) and isinstance(args[0].value, str):
         literal = args[0]
