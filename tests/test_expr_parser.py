@@ -519,7 +519,7 @@ def test_macro_offsets_point_at_the_macro_name() -> None:
 
 def test_macro_name_with_other_arity_is_a_plain_method_call() -> None:
     assert p("l.all(x)") == "l.all(x)"
-    assert p("l.exists(x, y, z)") == "l.exists(x, y, z)"
+    assert p("l.exists(x, y, z, w)") == "l.exists(x, y, z, w)"  # 3 arguments: two-variable
     assert p("all(l, x, p)") == "all(l, x, p)"
 
 

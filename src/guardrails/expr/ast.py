@@ -89,6 +89,10 @@ class Comprehension(Node):
     loop_condition: Node
     loop_step: Node
     result: Node
+    iter_var2: str = ""
+    """The second iteration variable of cel-go's two-variable comprehensions (``all(k, v,
+    p)``, ``transformList(i, v, e)``): the value, with ``iter_var`` the list index or map
+    key; "" for the one-variable macros."""
 
 
 def walk(node: Node) -> list[Node]:

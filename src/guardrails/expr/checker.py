@@ -316,17 +316,17 @@ class _Checker:
     def comprehension(self, node: ast.Comprehension) -> None:
         self.check(node.iter_range)
         self.check(node.accu_init)
+        iter_vars = [(v, False) for v in (node.iter_var, node.iter_var2) if v]
         self.scopes.append((node.accu_var, True))
-        self.scopes.append((node.iter_var, False))
+        self.scopes.extend(iter_vars)
         try:
             self.check(node.loop_condition)
             self.check(node.loop_step)
-            self.scopes.pop()  # the iteration variable is not visible in the result
-            self.check(node.result)
-            self.scopes.append((node.iter_var, False))
+            del self.scopes[-len(iter_vars):]  # iteration variables are not visible in
+            self.check(node.result)  # the result
+            self.scopes.extend(iter_vars)
         finally:
-            self.scopes.pop()
-            self.scopes.pop()
+            del self.scopes[-len(iter_vars) - 1:]
 
     # -------------------------------------------------------------------- calls
 

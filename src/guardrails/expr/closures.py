@@ -309,25 +309,31 @@ class _Closures:
         accu_init = self.compile(node.accu_init)
         it_slot = self.slots
         accu_slot = self.slots + 1
-        self.slots += 2
+        it2_slot = self.slots + 2
+        self.slots += 3
+        two = bool(node.iter_var2)
+        iter_vars = [(node.iter_var, it_slot)] + ([(node.iter_var2, it2_slot)] if two else [])
         self.scopes.append((node.accu_var, accu_slot))
-        self.scopes.append((node.iter_var, it_slot))
+        self.scopes.extend(iter_vars)
         try:
-            special = self.special_macro(node, iter_range, it_slot)
+            special = None if two else self.special_macro(node, iter_range, it_slot)
             if special is not None:
                 return special
             cond = self.compile(node.loop_condition)
             step = self.compile(node.loop_step)
-            self.scopes.pop()  # the iteration variable is not visible in the result
-            result = self.compile(node.result)
-            self.scopes.append((node.iter_var, it_slot))
+            del self.scopes[-len(iter_vars):]  # iteration variables are not visible in
+            result = self.compile(node.result)  # the result
+            self.scopes.extend(iter_vars)
         finally:
-            self.scopes.pop()
-            self.scopes.pop()
+            del self.scopes[-len(iter_vars) - 1:]
         macro = node.macro or "comprehension"
 
         def comprehension(a: Activation) -> Any:
-            items = std.iter_range(iter_range(a), macro)
+            items: Any
+            if two:
+                items = std.iter_pairs(iter_range(a), macro)
+            else:
+                items = std.iter_range(iter_range(a), macro)
             slots = a.slots
             try:
                 slots[accu_slot] = accu_init(a)
@@ -339,7 +345,10 @@ class _Closures:
                 a.budget -= ITERATION_COST
                 if a.budget < 0:
                     charge(a, 0)
-                slots[it_slot] = x
+                if two:
+                    slots[it_slot], slots[it2_slot] = x
+                else:
+                    slots[it_slot] = x
                 try:
                     if cond(a) is False:
                         break

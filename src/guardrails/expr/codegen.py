@@ -183,6 +183,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_regex": std.regex,
     "_make_map": std.make_map,
     "_iter_range": std.iter_range,
+    "_iter_pairs": std.iter_pairs,
     "_deepcopy": copy.deepcopy,
     "_EQ_TYPES": std.FAST_EQ_TYPES,
     "_ORD_TYPES": std.ORDERED_TYPES,
@@ -679,18 +680,23 @@ class _Gen:
         self.emit("    if _bud < 0: _cost_exceeded()")
 
     def comprehension(self, node: ast.Comprehension) -> str:
-        special = self.special_macro(node)
+        two = bool(node.iter_var2)
+        special = None if two else self.special_macro(node)
         if special is not None:
             return special
-        it_local, accu = self.tmp(), self.tmp()
+        it_local, it2_local, accu = self.tmp(), self.tmp(), self.tmp()
         r = self.expr(node.iter_range)
         items = self.tmp()
         macro = self.const(node.macro or "comprehension")
-        self.emit(f"{items} = _iter_range({r}, {macro})")
+        self.emit(f"{items} = {'_iter_pairs' if two else '_iter_range'}({r}, {macro})")
         self.store_or_error(accu, node.accu_init)
         self.scopes.append((node.accu_var, accu, True))
-        self.scopes.append((node.iter_var, it_local, False))
-        self.emit(f"for {it_local} in {items}:")
+        iter_vars = [(node.iter_var, it_local, False)]
+        if two:
+            iter_vars.append((node.iter_var2, it2_local, False))
+        self.scopes.extend(iter_vars)
+        targets = f"{it_local}, {it2_local}" if two else it_local
+        self.emit(f"for {targets} in {items}:")
         self.budget = True
         with self.indent(1):
             self.emit(f"_bud -= {self.const(ITERATION_COST)}")
@@ -702,7 +708,7 @@ class _Gen:
 
             self.try_catch_errors(cond, ["pass"])
             self.store_or_error(accu, node.loop_step)
-        self.scopes.pop()  # the iteration variable is not visible in the result
+        del self.scopes[-len(iter_vars):]  # iteration variables are not visible in the result
         try:
             return self.expr(node.result)
         finally:

@@ -168,7 +168,7 @@ def _rename(node: ast.Node, names: Mapping[str, str]) -> ast.Node:
         new = names.get(node.name)
         return node if new is None else dataclasses.replace(node, name=new)
     if isinstance(node, ast.Comprehension):
-        inner = {k: v for k, v in names.items() if k not in (node.iter_var, node.accu_var)}
+        inner = {k: v for k, v in names.items() if k not in (node.iter_var, node.iter_var2, node.accu_var)}
         return dataclasses.replace(
             node, iter_range=_rename(node.iter_range, names),
             accu_init=_rename(node.accu_init, names),

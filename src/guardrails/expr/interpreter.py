@@ -295,6 +295,13 @@ def _dispatch(
 def interpreted_program(checked: Checked) -> Program:
     """A ``Program`` that evaluates ``checked.source`` with cel-python (names were checked
     by the front end, so every backend accepts the same expressions)."""
+    two = next((n for n in ast.walk(checked.ast)
+                if isinstance(n, ast.Comprehension) and n.iter_var2), None)
+    if two is not None:
+        # cel-python has no two-variable comprehensions; the two production backends
+        # (held to cel-spec's macros2 cases) are the reference for them.
+        raise ExpressionError(f"the cel-python reference backend has no two-variable "
+                              f"comprehensions ({two.macro})", two.offset)
     container = checked.container
     limit = sys.getrecursionlimit()
     try:

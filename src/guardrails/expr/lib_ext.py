@@ -15,9 +15,17 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
+from guardrails.expr import stdlib as std
 from guardrails.expr.lib_common import guarded, is_list, no_overload
 from guardrails.expr.stdlib import lt
-from guardrails.expr.values import INT64_MAX, INT64_MIN, UINT64_MAX, CelError, UInt
+from guardrails.expr.values import (
+    INT64_MAX,
+    INT64_MIN,
+    UINT64_MAX,
+    CelError,
+    UInt,
+    type_names,
+)
 
 # --------------------------------------------------------------------------- lists
 
@@ -266,3 +274,33 @@ def domains_lookalike(name: Any, known: Any) -> bool:
         if min(len(n), len(t)) >= 6 and _within_one(s, st):
             return True
     return False
+
+
+# --------------------------------------------------------------------------- two-variable
+# comprehensions: the results of transformMap and transformMapEntry (see parser.expand_two)
+
+
+@guarded("transformMap")
+def pairs_to_map(pairs: Any) -> dict[Any, Any]:
+    """The ``[key, value]`` pairs ``transformMap`` collected, as a map."""
+    if not is_list(pairs):
+        raise no_overload("transformMap", pairs)
+    return std.make_map([(p[0], p[1]) for p in pairs])
+
+
+@guarded("transformMapEntry")
+def merge_maps(entries: Any) -> dict[Any, Any]:
+    """The one-entry maps ``transformMapEntry`` collected, merged; a key two of them
+    give is an error (as cel-go: "insert failed: key already exists")."""
+    if not is_list(entries):
+        raise no_overload("transformMapEntry", entries)
+    merged: list[tuple[Any, Any]] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise CelError(f"transformMapEntry: the expression must give a map, not "
+                           f"{type_names((entry,))}")
+        merged.extend(entry.items())
+    try:
+        return std.make_map(merged)
+    except CelError as e:
+        raise CelError(f"transformMapEntry: insert failed: {e}") from None

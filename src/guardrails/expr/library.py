@@ -62,6 +62,9 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "optional.@flat": _opt.flat_result,
         "optional.@list": _opt.make_list,
         "optional.@map": _opt.make_map,
+        # results of two-variable comprehensions (the parser calls them)
+        "cel.@pairsToMap": _ext.pairs_to_map,
+        "cel.@mergeMaps": _ext.merge_maps,
         # cel-go regex extension
         "regex.extract": _str.regex_extract,
         "regex.extractAll": _str.regex_extract_all,
@@ -232,6 +235,8 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "sum": ("list.sum() -> dyn",),
         "min": ("list.min() -> dyn",),
         "max": ("list.max() -> dyn",),
+        "cel.@pairsToMap": ("cel.@pairsToMap(list) -> map",),
+        "cel.@mergeMaps": ("cel.@mergeMaps(list) -> map",),
         # An optional is dyn to the checker.
         "regex.extract": ("regex.extract(string, string) -> dyn",),
         "regex.extractAll": ("regex.extractAll(string, string) -> list(string)",),

@@ -39,6 +39,8 @@ MacroShape = Quantifier | MapFilter
 
 def classify(node: ast.Comprehension) -> MacroShape | None:
     """The macro ``node`` expands, when it has cel-go's expansion shape; else None."""
+    if node.iter_var2:
+        return None  # two-variable comprehensions run as the generic loop
     accu = node.accu_var
     step = node.loop_step
 

@@ -320,16 +320,25 @@ _BINARY_FUNC: Final = {
 }  # fmt: skip
 
 _COMPREHENSION_MACROS: Final = frozenset(
-    {"all", "exists", "exists_one", "map", "filter", "optMap", "optFlatMap"})
+    {"all", "exists", "exists_one", "map", "filter", "optMap", "optFlatMap", "existsOne",
+     "transformList", "transformMap", "transformMapEntry"})
 _MACRO_ARITY: Final = {
-    "all": (2,),
-    "exists": (2,),
+    "all": (2, 3),
+    "exists": (2, 3),
     "exists_one": (2,),
     "map": (2, 3),
     "filter": (2,),
     "optMap": (2,),
     "optFlatMap": (2,),
+    "existsOne": (3,),
+    "transformList": (3, 4),
+    "transformMap": (3, 4),
+    "transformMapEntry": (3, 4),
 }
+_TWO_VARIABLE: Final = frozenset(
+    {"existsOne", "transformList", "transformMap", "transformMapEntry"})
+"""cel-go's two-variable comprehension macros (``all`` and ``exists`` take two variables
+when called with three arguments)."""
 
 
 def _describe(kind: str, value: object) -> str:
@@ -661,7 +670,10 @@ class _Parser:
     # -- macros
 
     def expand(self, name: str, target: Node, args: tuple[Node, ...], offset: int) -> Node:
-        """Expand a comprehension macro exactly as cel-go's parser/macro.go does."""
+        """Expand a comprehension macro exactly as cel-go's parser/macro.go (and, for two
+        variables, ext/comprehensions.go) does."""
+        if name in _TWO_VARIABLE or (name in ("all", "exists") and len(args) == 3):
+            return self.expand_two(name, target, args, offset)
         var = args[0]
         if not isinstance(var, Ident):
             self.fail.at(
@@ -713,6 +725,60 @@ class _Parser:
         return Comprehension(
             offset, name, var.name, target, ACCUMULATOR, init, condition, step, result
         )
+
+    def expand_two(self, name: str, target: Node, args: tuple[Node, ...], offset: int) -> Node:
+        """The two-variable macros: the first variable is the list index or map key, the
+        second the element or value. ``transformMap`` and ``transformMapEntry`` collect
+        entries in a list the result turns into a map (``cel.@pairsToMap``,
+        ``cel.@mergeMaps``), so no step copies a growing map."""
+        names: list[str] = []
+        for var in args[:2]:
+            if not isinstance(var, Ident):
+                self.fail.at(
+                    f"{name}() macro: the iteration variables must be simple names", var.offset)
+            if var.name == ACCUMULATOR:
+                self.fail.at(f"{name}() macro: an iteration variable cannot be named "
+                             f"{ACCUMULATOR}", var.offset)
+            names.append(var.name)
+        if names[0] == names[1]:
+            self.fail.at(f"{name}() macro: the two iteration variables must differ "
+                         f"(both are '{names[0]}')", args[1].offset)
+        limit = self.limits.max_comprehension_nesting
+        if self.comprehension_depth + 1 > limit:
+            self.fail.at(f"comprehensions nested too deeply (more than {limit})", offset)
+        accu = Ident(offset, ACCUMULATOR)
+        true = Literal(offset, True)
+        body = args[2:]
+        result: Node = accu
+        step: Node
+        if name == "all":
+            init: Node = Literal(offset, True)
+            condition: Node = Call(offset, "@not_strictly_false", (accu,))
+            step = Call(offset, "_&&_", (accu, body[0]))
+        elif name == "exists":
+            init = Literal(offset, False)
+            condition = Call(offset, "@not_strictly_false", (Call(offset, "!_", (accu,)),))
+            step = Call(offset, "_||_", (accu, body[0]))
+        elif name == "existsOne":
+            init = Literal(offset, 0)
+            condition = true
+            one = Literal(offset, 1)
+            step = Call(offset, "_?_:_", (body[0], Call(offset, "_+_", (accu, one)), accu))
+            result = Call(offset, "_==_", (accu, one))
+        else:
+            init = ListLit(offset, ())
+            condition = true
+            value = body[-1]
+            if name == "transformMap":
+                value = ListLit(offset, (Ident(offset, names[0]), value))
+                result = Call(offset, "@pairsToMap", (accu,), Ident(offset, "cel"))
+            elif name == "transformMapEntry":
+                result = Call(offset, "@mergeMaps", (accu,), Ident(offset, "cel"))
+            appended = Call(offset, "_+_", (accu, ListLit(offset, (value,))))
+            step = appended if len(body) == 1 else Call(offset, "_?_:_",
+                                                        (body[0], appended, accu))
+        return Comprehension(offset, name, names[0], target, ACCUMULATOR, init, condition,
+                             step, result, names[1])
 
 
 def _height_offender(root: Node, limit: int) -> Node | None:

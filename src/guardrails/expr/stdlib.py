@@ -358,6 +358,17 @@ def iter_range(value: Any, macro: str) -> Iterable[Any]:
     no_overload(macro, value)
 
 
+def iter_pairs(value: Any, macro: str) -> list[tuple[Any, Any]]:
+    """What a two-variable comprehension iterates: (index, element) of a list, (key,
+    value) of a map."""
+    t = type(value)
+    if t is list or t is tuple:
+        return list(enumerate(value))
+    if t is dict or isinstance(value, Mapping):
+        return list(value.items())
+    no_overload(macro, value)
+
+
 # ---------------------------------------------------------------------------- arithmetic
 
 

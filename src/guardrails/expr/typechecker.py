@@ -401,10 +401,15 @@ class _Checker:
 
     def comprehension(self, node: ast.Comprehension, facts: Facts) -> Type:
         rng = self.infer(node.iter_range, facts)
+        second: Type = DYN  # the value of a two-variable comprehension
         if rng.name == "list":
             elem = rng.elem
+            if node.iter_var2:
+                elem, second = INT, rng.elem
         elif rng.name == "map":
             elem = rng.key
+            if node.iter_var2:
+                second = rng.value
         elif rng.name == "dyn":
             elem = DYN
         else:
@@ -412,7 +417,10 @@ class _Checker:
                                         f"{_article(rng)}")
             elem = DYN
         accu = self.infer(node.accu_init, facts)
-        self._locals.append({node.iter_var: elem, node.accu_var: accu})
+        scope = {node.iter_var: elem, node.accu_var: accu}
+        if node.iter_var2:
+            scope[node.iter_var2] = second
+        self._locals.append(scope)
         try:
             self.infer(node.loop_condition, facts)
             step = self.infer(node.loop_step, facts)
