@@ -21,7 +21,9 @@ import datetime
 import logging
 import os
 import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -33,9 +35,16 @@ from guardrails.engine.compile import Backend, compile_documents
 from guardrails.engine.compile import load as load_paths
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle, load_verified
+from guardrails.fleet.bundle import (
+    MAX_BUNDLE_BYTES,
+    BundleError,
+    is_bundle,
+    load_bundle,
+    load_verified,
+)
 from guardrails.model import load_documents
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.loader import UnreadableFile, read_regular_file
 from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
 
 __all__ = ["PolicySource", "SourceStatus", "load", "watch"]
@@ -67,8 +76,7 @@ def load(location: Location, *, key: Key = None, limits: Limits | None = None,
         assert data is not None
         return load_bundle(data, key=key, origin=location, limits=limits, backend=backend)
     if isinstance(location, str | os.PathLike) and is_bundle(location):
-        with open(location, "rb") as f:
-            data = f.read(MAX_BUNDLE_BYTES + 1)
+        data = _read_bundle(os.fspath(location))
         return load_bundle(data, key=key, origin=os.fspath(location), limits=limits,
                            backend=backend)
     if key is not None:
@@ -371,9 +379,16 @@ class _BundleFileFetcher(_BundleFetcher):
         if stamp == self.stamp:
             return None
         self.stamp = stamp
-        with open(self.name, "rb") as f:
-            data = f.read(MAX_BUNDLE_BYTES + 1)
-        return self.load(data)
+        return self.load(_read_bundle(self.name))
+
+
+def _read_bundle(path: str) -> bytes:
+    """A bundle file's bytes: a regular file only (a FIFO swapped in would hang the poll,
+    ``/dev/zero`` would fill memory), at most one byte past the size bound."""
+    try:
+        return read_regular_file(path, MAX_BUNDLE_BYTES + 1)
+    except UnreadableFile as e:
+        raise BundleError(path, str(e)) from None
 
 
 class _URLFetcher(_BundleFetcher):
@@ -397,15 +412,62 @@ class _URLFetcher(_BundleFetcher):
         return self.load(data)
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port as the bundle URL.
+
+    urllib alone follows redirects to any host, and to ``ftp://``: a bundle server (or
+    whoever can make it answer 302) would choose where policies come from. Without a
+    verification key that is the policies themselves, so a redirect elsewhere is refused
+    (point the URL at the final location instead).
+    """
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        if _origin(newurl) != _origin(req.full_url):
+            raise urllib.error.HTTPError(
+                req.full_url, code, f"redirect to {newurl!r} refused: a bundle is fetched "
+                "only from the origin of its URL", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+
+
 def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, str | None]:
-    """The body and ETag, or ``(None, etag)`` for 304 Not Modified."""
+    """The body and ETag, or ``(None, etag)`` for 304 Not Modified.
+
+    ``timeout`` bounds each socket wait and the body as a whole: a server that sends one
+    byte at a time never holds a poll (and the source's lock) for longer than about
+    twice ``timeout``.
+    """
     request = urllib.request.Request(url, headers={"Accept": "application/gzip"})
     if etag is not None:
         request.add_header("If-None-Match", etag)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            data = response.read(MAX_BUNDLE_BYTES + 1)
-            return data, response.headers.get("ETag")
+        with _OPENER.open(request, timeout=timeout) as response:
+            deadline = time.monotonic() + timeout
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_BUNDLE_BYTES:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the bundle was not received within the {timeout:g} s "
+                                       "timeout")
+                chunk = response.read1(min(1 << 16, MAX_BUNDLE_BYTES + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks), response.headers.get("ETag")
     except urllib.error.HTTPError as e:
         if e.code == 304:
             return None, etag
