@@ -189,9 +189,11 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
 
 
 class _Trickle:
-    """Sends a 200 with a large Content-Length, then one byte every 50 ms, for ever."""
+    """Sends a 200 with a large Content-Length, then one byte every 50 ms, for ever
+    (``headers=True``: the status line, then header bytes one at a time, never ending)."""
 
-    def __init__(self) -> None:
+    def __init__(self, headers: bool = False) -> None:
+        self.headers = headers
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.stop = threading.Event()
@@ -210,7 +212,13 @@ class _Trickle:
         with conn:
             try:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 30000000\r\nETag: \"x\"\r\n\r\n")
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                if self.headers:  # one header line, never ended (http.client allows 64 KB)
+                    conn.sendall(b"X-Slow: ")
+                    while not self.stop.is_set():
+                        conn.sendall(b"a")
+                        time.sleep(0.05)
+                conn.sendall(b"Content-Length: 30000000\r\nETag: \"x\"\r\n\r\n")
                 while not self.stop.is_set():
                     conn.sendall(b"\x1f")
                     time.sleep(0.05)
@@ -227,6 +235,16 @@ def trickle() -> Iterator[_Trickle]:
     server = _Trickle()
     try:
         yield server
+    finally:
+        server.close()
+
+
+def test_a_server_that_never_ends_its_headers_is_bounded_in_time() -> None:
+    server = _Trickle(headers=True)
+    try:
+        url = f"http://127.0.0.1:{server.port}/bundle"
+        outcome = _within(8, lambda: guardrails.load(url, timeout=1.0))
+        assert isinstance(outcome, Exception) and not isinstance(outcome, AssertionError)
     finally:
         server.close()
 

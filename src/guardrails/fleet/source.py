@@ -17,11 +17,12 @@ again on every poll.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import socket
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -445,35 +446,105 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+class _Watchdog:
+    """Ends a fetch at its deadline: shuts down every socket it opened.
+
+    A socket timeout bounds each wait, not the whole: a server sending one header byte
+    every few seconds would hold a poll (and the source's lock) for hours. Shutting the
+    sockets down makes the blocked read return, and the fetch is then a timeout.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Watched:
+    """An HTTP(S) handler whose connections report their sockets to a watchdog."""
+
+    watchdog: _Watchdog
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        watchdog = self.watchdog
+
+        class Connection(http_class):  # type: ignore[misc]
+            def connect(self) -> None:
+                super().connect()
+                watchdog.add(self.sock)
+
+        return super().do_open(Connection, req, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTP(_Watched, urllib.request.HTTPHandler):
+    pass
+
+
+class _WatchedHTTPS(_Watched, urllib.request.HTTPSHandler):
+    pass
 
 
 def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, str | None]:
     """The body and ETag, or ``(None, etag)`` for 304 Not Modified.
 
-    ``timeout`` bounds each socket wait and the body as a whole: a server that sends one
-    byte at a time never holds a poll (and the source's lock) for longer than about
-    twice ``timeout``.
+    ``timeout`` bounds each socket wait, and twice ``timeout`` the whole fetch (connect,
+    headers, body, redirects): a server that trickles never holds a poll longer.
     """
     request = urllib.request.Request(url, headers={"Accept": "application/gzip"})
     if etag is not None:
         request.add_header("If-None-Match", etag)
+    watchdog = _Watchdog(2 * timeout)
+    handlers: list[Any] = [_SameOriginRedirects, _WatchedHTTP(), _WatchedHTTPS()]
+    for handler in handlers[1:]:
+        handler.watchdog = watchdog
+    opener = urllib.request.build_opener(*handlers)
+    late = TimeoutError(f"the bundle was not received within {2 * timeout:g} s (twice the "
+                        "timeout)")
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            deadline = time.monotonic() + timeout
+        with opener.open(request, timeout=timeout) as response:
             chunks: list[bytes] = []
             size = 0
             while size <= MAX_BUNDLE_BYTES:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the bundle was not received within the {timeout:g} s "
-                                       "timeout")
                 chunk = response.read1(min(1 << 16, MAX_BUNDLE_BYTES + 1 - size))
                 if not chunk:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
+            if watchdog.fired:  # the body ended because its socket was shut down
+                raise late
             return b"".join(chunks), response.headers.get("ETag")
     except urllib.error.HTTPError as e:
         if e.code == 304:
             return None, etag
         raise
+    except TimeoutError:
+        raise
+    except Exception:
+        if watchdog.fired:
+            raise late from None
+        raise
+    finally:
+        watchdog.cancel()
