@@ -96,7 +96,8 @@ async def test_150000_empty_strings_are_denied_and_never_walked_again(
     text = await _call(policies, session, stream, payload=[""] * 150_000)
     assert "denied" in text and RAN == []
     [entry] = _history(session)
-    assert entry == {"tool": "submit", "args": {}, "effect": "deny", "truncated": True}
+    assert {k: entry[k] for k in ("tool", "args", "effect", "truncated", "result")} == {
+        "tool": "submit", "args": {}, "effect": "deny", "truncated": True, "result": ""}
     assert counter.count < 10  # the message texts, not 150,000 strings
 
 
@@ -189,7 +190,11 @@ def test_scrubber_is_opaque_past_its_bound_and_exact_below() -> None:
     # a value made of many repeats is read only up to a bound, then opaque
     repeated = Scrubber(lambda: [["same"] * 10**6])
     assert repeated.opaque
-    nested: list[Any] = ["x"]
+    # deep nesting is walked without recursion: exact within the element bound, else opaque
+    nested: list[Any] = ["x-deep"]
+    for _ in range(5000):
+        nested = [nested]
+    assert Scrubber([nested])("a x-deep b") == "a [REDACTED] b"
     for _ in range(5000):
         nested = [nested]
     assert Scrubber([nested]).opaque
