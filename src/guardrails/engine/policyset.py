@@ -194,9 +194,8 @@ class PolicySet:
                                      candidates.names)
         except Exception as e:  # fail closed: no input may make ``evaluate`` raise
             call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
-        if agent is not None:
-            names = (agent,) if isinstance(agent, str) else tuple(
-                a for a in agent if isinstance(a, str))
+        names = _agent_names(agent)
+        if names is not None:
             call = call._replace(agent=names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace, known_secrets=known_secrets, unmatched=unmatched,
@@ -357,3 +356,14 @@ def _readable_arguments(args: Any) -> dict[str, Any]:
 
 _READABLE_BYTES = 64 * 1024
 """What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""
+
+
+def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """The calling agent's non-empty names, or None when it has none: an agent without a
+    name is unidentified and matches every agent selector (fail closed), never none of
+    them (which would let it escape every agent-scoped policy)."""
+    if agent is None:
+        return None
+    raw = (agent,) if isinstance(agent, str) else tuple(agent)
+    names = tuple(a for a in raw if isinstance(a, str) and a)
+    return names or None
