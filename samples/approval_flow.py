@@ -20,7 +20,8 @@ import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, result_text
 
-POLICIES = Path(__file__).resolve().parent.parent / "policies" / "payments.yaml"
+_LIBRARY = Path(__file__).resolve().parent.parent / "policies"
+POLICIES = [_LIBRARY / "payments.yaml", _LIBRARY / "common.yaml"]  # common: shared functions
 ACME = "GB82WEST12345698765432"
 PAID: list[float] = []
 

@@ -27,7 +27,8 @@ import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call
 
-POLICIES = Path(__file__).resolve().parent.parent / "policies" / "payments.yaml"
+_LIBRARY = Path(__file__).resolve().parent.parent / "policies"
+POLICIES = [_LIBRARY / "payments.yaml", _LIBRARY / "common.yaml"]  # common: shared functions
 
 
 def one_line(span: ReadableSpan) -> str:

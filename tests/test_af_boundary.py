@@ -236,7 +236,7 @@ spec:
 async def test_strict_accepts_the_shipped_payments_policy_and_guards_with_it() -> None:
     """The payments library policy reads an optional `currency` under has(): strict mode
     (the agent's own tool schemas) must not reject it, and the guard then works."""
-    policies = guardrails.load("policies/payments.yaml")
+    policies = guardrails.load(["policies/payments.yaml", "policies/common.yaml"])
     client = ScriptedChatClient([
         [call("send_money", recipient="GB82WEST12345698765432", amount=20.0)],
         [text("done")],

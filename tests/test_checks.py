@@ -275,7 +275,8 @@ def test_number_parameters_accept_ints_and_doubles(tmp_path: Path) -> None:
 def test_the_shipped_payments_policy_passes_a_strict_check(tmp_path: Path) -> None:
     schema = {"type": "object", "required": ["recipient", "amount"],
               "properties": {"recipient": {"type": "string"}, "amount": {"type": "number"}}}
-    policies = guardrails.load(Path("policies") / "payments.yaml")
+    policies = guardrails.load([Path("policies") / "payments.yaml",
+                                Path("policies") / "common.yaml"])
     assert [f for f in lint(policies, {"send_money": schema})
             if f.severity in ("error", "warning")] == []
 

@@ -51,7 +51,6 @@ EXCLUDED: list[tuple[str, str, str, str]] = [
         _LEADING_DOT,
     ),
     ("macros2", "*", "*", _TWO_VAR),
-    ("optionals", "*", "*", "optional types (optional.of, .?, [?]) are not supported"),
     ("block_ext", "*", "*", "cel.block is a cel-go optimiser form, not for hand-written policies"),
     (
         "string_ext",

@@ -103,7 +103,8 @@ def test_demo_policies_are_the_library_policies() -> None:
     """The packaged copies must not drift from policies/ (the demo shows the real library)."""
     packaged = Path(demo.__file__).parent / "demo_policies"
     files = sorted(p.name for p in packaged.glob("*.yaml"))
-    assert files == ["email.yaml", "exfiltration.yaml", "payments.yaml", "web.yaml"]
+    assert files == ["common.yaml", "email.yaml", "exfiltration.yaml", "payments.yaml",
+                     "web.yaml"]
     for name in files:
         assert (packaged / name).read_bytes() == (ROOT / "policies" / name).read_bytes(), name
 

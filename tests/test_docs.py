@@ -205,6 +205,8 @@ def _all_text() -> str:
 def test_every_library_function_is_documented() -> None:
     text = (ROOT / "docs" / "functions.md").read_text()
     for name in [*FUNCTIONS, *METHODS]:
+        if "@" in name:  # the runtime of optional syntax: not callable by name
+            continue
         assert re.search(rf"\b{re.escape(name)}\(", text), name
 
 

@@ -436,19 +436,23 @@ def test_identifiers_similar_to_keywords() -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "what"),
+    ("source", "expected"),
     [
-        ("a.?b", ".?"),
-        ("a[?0]", "[?"),
-        ("{?'k': v}", "?key"),
-        ("[?a]", "?element"),
-        ("M{?f: 1}", "?field"),
+        ("a.?b", "optional.@select(a, 'b')"),
+        ("a.?b.c", "optional.@select(a, 'b').c"),
+        ("a[?0]", "optional.@index(a, 0)"),
+        ("{?'k': v, 'j': w}", "optional.@map('10', 'k', v, 'j', w)"),
+        ("[?a, b]", "optional.@list('10', a, b)"),
+        ("[a, b]", "[a, b]"),
     ],
 )
-def test_optional_syntax_is_rejected_clearly(source: str, what: str) -> None:
-    e = error(source)
-    assert e.message == f"optional syntax ({what}) is not supported"
-    assert source[e.offset] == "?"
+def test_optional_syntax_desugars_to_the_optional_library(source: str, expected: str) -> None:
+    assert p(source) == expected
+
+
+@pytest.mark.parametrize("source", ["a.?", "a.?1", "a[?]", "[?]", "{?: 1}", "M{?f: 1}"])
+def test_broken_optional_syntax_is_a_syntax_error(source: str) -> None:
+    error(source)
 
 
 # -------------------------------------------------------------------- macros

@@ -203,7 +203,7 @@ def test_a_plain_true_or_number_is_a_cel_expression(tmp_path: Path) -> None:
     ("apiVersion: guardrails/v2\nkind: ToolPolicy\nmetadata: {name: p}\nspec: {}\n", 1, 13,
      "unsupported apiVersion 'guardrails/v2'; expected 'guardrails/v1'"),
     ("apiVersion: guardrails/v1\nkind: ToolPolicies\nmetadata: {name: p}\nspec: {}\n", 2, 7,
-     "unknown kind 'ToolPolicies'; allowed: ToolPolicy, PolicyTest, PolicyBinding "
+     "unknown kind 'ToolPolicies'; allowed: ToolPolicy, PolicyTest, Library, PolicyBinding "
      "(did you mean 'ToolPolicy'?)"),
     ("apiVersion: guardrails/v1\nkind: ToolPolicy\nspec: {}\n", 1, 1,
      "missing required field 'metadata'"),

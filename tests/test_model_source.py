@@ -134,6 +134,9 @@ def test_any_emitted_style_maps_every_visible_character(source: str, style: str 
     the backslash of their escape)."""
     body = yaml.safe_dump({"when": source}, default_style=style, allow_unicode=True,
                           width=30)
+    # A kept trailing newline ends the document with "...": not valid once indented.
+    if body.endswith("\n...\n"):
+        body = body[: -len("...\n")]
     text = (
         "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
         "  rules:\n  - name: r\n    action: deny\n"

@@ -69,7 +69,7 @@ def test_each_policy_has_a_header_and_a_suite(name: str) -> None:
     assert "Protects against" in header
     assert re.search(r"Params to set|Adapt:", header)
     suite = (POLICIES / f"{name}.tests.yaml").read_text(encoding="utf-8")
-    assert f"policies: [{name}.yaml]" in suite
+    assert re.search(rf"policies: \[{name}\.yaml(, common\.yaml)?\]", suite)
 
 
 @pytest.mark.parametrize("amount", [math.nan, -math.nan])

@@ -560,6 +560,43 @@ class GuardTelemetry:
             with self._contain("span"):
                 span.end()
 
+    def run_span(self) -> Span | None:
+        """A span of the guard's own around a run, or None when none is needed.
+
+        With the global provider the framework's ``invoke_agent`` span holds a run's guard
+        spans in one trace. A provider given to ``guard()`` is not the framework's: without
+        a global provider there is no span around the run, and each decision would start a
+        trace of its own. Then the run boundary opens this span (``guardrails.run``) so the
+        run's decisions nest in one trace, as they do under a global provider.
+        """
+        if self.tracer_provider is None or trace.get_current_span().get_span_context().is_valid:
+            return None
+        if not isinstance(trace.get_tracer_provider(),
+                          trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return None  # the framework's invoke_agent span will hold the run
+        with self._contain("span"):
+            return self.tracer.start_span("guardrails.run", kind=SpanKind.INTERNAL)
+        return None
+
+    @contextmanager
+    def in_run_span(self, span: Span | None) -> Iterator[None]:
+        """``span`` (from ``run_span``) as the current span; attaching it is contained."""
+        token: Token[otel_context.Context] | None = None
+        if span is not None:
+            with self._contain("span"):
+                token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            yield
+        finally:
+            if token is not None:
+                with self._contain("span"):
+                    otel_context.detach(token)
+
+    def end_run_span(self, span: Span | None) -> None:
+        if span is not None:
+            with self._contain("span"):
+                span.end()
+
     def record_halt(self, decision: Decision) -> None:
         """Called by the run boundary when a run is halted: marks the current (agent) span."""
         with self._contain("span"):

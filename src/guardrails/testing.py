@@ -26,6 +26,7 @@ import datetime
 import difflib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "TestInputError",
     "TestReport",
     "render_json",
+    "render_junit",
     "render_text",
     "run_tests",
 ]
@@ -202,8 +204,15 @@ class Runner:
         self._limits = limits
         self._sets: dict[tuple[str, ...], PolicySet] = {}
 
-    def run(self, paths: PathArg | Sequence[PathArg]) -> TestReport:
-        """Load ``paths``, run every case; raises ``PolicyError`` or ``TestInputError``."""
+    def run(self, paths: PathArg | Sequence[PathArg], *, pattern: str | None = None,
+            fail_fast: bool = False) -> TestReport:
+        """Load ``paths``, run every case; raises ``PolicyError`` or ``TestInputError``.
+
+        ``pattern`` (a regular expression, searched in ``suite/case``) runs only the cases
+        it finds, as ``opa test --run`` and ``pytest -k`` do; a pattern that selects nothing
+        is an error, so a typo in CI cannot turn into a green run of zero cases.
+        ``fail_fast`` stops after the first failing case.
+        """
         from guardrails.model import load_documents
 
         roots = _as_list(paths)
@@ -211,6 +220,8 @@ class Runner:
         cases = cases_from_documents(documents)
         if not cases:
             raise TestInputError("no PolicyTest documents found in " + ", ".join(roots))
+        if pattern is not None:
+            cases = select(cases, pattern)
         policy_files = frozenset(p.position.file for p in documents.policies)
         results: list[CaseResult] = []
         used: dict[tuple[str, ...], list[Decision]] = {}
@@ -234,6 +245,8 @@ class Runner:
                 case.suite, case.name, case.file, case.line, case.column,
                 tuple(mismatches), decision.to_dict(),
             ))
+            if fail_fast and not results[-1].passed:
+                break
         return TestReport(tuple(results), self._coverage(used))
 
     def _policy_paths(self, case: TestCase, policy_files: frozenset[str],
@@ -249,10 +262,11 @@ class Runner:
         if found is None:
             import guardrails
 
+            # An empty set is reported by run() with the suite that needs policies.
             if self._limits is None:
-                found = guardrails.load(list(key))
+                found = guardrails.load(list(key), allow_empty=True)
             else:
-                found = guardrails.load(list(key), limits=self._limits)
+                found = guardrails.load(list(key), limits=self._limits, allow_empty=True)
             self._sets[key] = found
         return found
 
@@ -281,10 +295,23 @@ class Runner:
         return tuple(sorted(merged.values(), key=lambda c: (c.file, c.line, c.policy)))
 
 
-def run_tests(paths: PathArg | Sequence[PathArg], *, limits: Limits | None = None
-              ) -> TestReport:
+def run_tests(paths: PathArg | Sequence[PathArg], *, limits: Limits | None = None,
+              pattern: str | None = None, fail_fast: bool = False) -> TestReport:
     """Run every ``PolicyTest`` under ``paths`` (file, directory or list)."""
-    return Runner(limits=limits).run(paths)
+    return Runner(limits=limits).run(paths, pattern=pattern, fail_fast=fail_fast)
+
+
+def select(cases: Sequence[TestCase], pattern: str) -> list[TestCase]:
+    """The cases whose ``suite/case`` name ``pattern`` (a Python regex) is found in."""
+    try:
+        found = re.compile(pattern)
+    except re.error as e:
+        raise TestInputError(f"invalid pattern {pattern!r}: {e}") from None
+    chosen = [c for c in cases if found.search(f"{c.suite}/{c.name}")]
+    if not chosen:
+        raise TestInputError(f"no test case matches {pattern!r} (matched against "
+                             f"'suite/case', e.g. '{cases[0].suite}/{cases[0].name}')")
+    return chosen
 
 
 # --- expectations --------------------------------------------------------------------
@@ -465,3 +492,34 @@ def _coverage_lines(report: TestReport) -> list[str]:
 def render_json(report: TestReport) -> str:
     """For machines: every case with its decision, and per-policy coverage."""
     return json.dumps(report.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def render_junit(report: TestReport) -> str:
+    """JUnit XML, the format CI systems (GitHub, GitLab, Jenkins, Azure) display natively.
+
+    One ``testsuite`` per PolicyTest suite, one ``testcase`` per case with its file and
+    line; a failing case carries the same expected/actual diff as the text output.
+    """
+    from xml.etree import ElementTree as ET
+
+    root = ET.Element("testsuites", name="guardrails", tests=str(len(report.results)),
+                      failures=str(len(report.failures)), errors="0")
+    suites: dict[tuple[str, str], ET.Element] = {}
+    for r in report.results:
+        suite = suites.get((r.file, r.suite))
+        if suite is None:
+            suite = ET.SubElement(root, "testsuite", name=r.suite, file=r.file,
+                                  tests="0", failures="0", errors="0", skipped="0")
+            suites[(r.file, r.suite)] = suite
+        suite.set("tests", str(int(suite.get("tests", "0")) + 1))
+        case = ET.SubElement(suite, "testcase", name=r.case, classname=r.suite,
+                             file=r.file, line=str(r.line))
+        if not r.passed:
+            suite.set("failures", str(int(suite.get("failures", "0")) + 1))
+            fields = ", ".join(m.field for m in r.mismatches)
+            failure = ET.SubElement(case, "failure", type="mismatch",
+                                    message=f"{r.location}: expects the wrong {fields}")
+            body = [line for m in r.mismatches for line in _diff(m)]
+            failure.text = "\n".join([*body, "(- expected, + actual)"])
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"

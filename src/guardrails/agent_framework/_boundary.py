@@ -26,6 +26,7 @@ from agent_framework import (
     ResponseStream,
     normalize_tools,
 )
+from opentelemetry.trace import Span
 
 from guardrails.agent_framework._mcp import (
     RUN_MCP_TOOLS,
@@ -96,43 +97,57 @@ class GuardRunMiddleware(AgentMiddleware):
         state = RunState(request=run_request(context, parent), parent=parent,
                          agent=agent_names(context.agent))
         mcp_tools = run_mcp_tools(context.agent, context.tools)
+        run_span = self._telemetry.run_span()
         token = RUN.set(state)
         mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
+        streaming = False
         try:
-            await call_next()
-        except Exception as exc:
-            violation = self._violation(state, exc)
-            if violation is None:
-                raise
-            raise violation from exc
+            with self._telemetry.in_run_span(run_span):
+                try:
+                    await call_next()
+                except Exception as exc:
+                    violation = self._violation(state, exc)
+                    if violation is None:
+                        raise
+                    raise violation from _cause(violation, exc)
+                result = context.result
+                if context.stream and isinstance(result, ResponseStream):
+                    result.with_pull_context_manager(
+                        lambda: self._stream_scope(state, run_span, mcp_tools))
+                    if run_span is not None:
+                        result.with_cleanup_hook(lambda: self._telemetry.end_run_span(run_span))
+                        streaming = True
+                elif state.halted:
+                    # Halted, yet the run went on (a middleware or tool swallowed the halt):
+                    # it still ends as a halt.
+                    raise self._violation(state, None) or PolicyViolation(state.halted[0])
         finally:
             RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
-        result = context.result
-        if context.stream and isinstance(result, ResponseStream):
-            result.with_pull_context_manager(lambda: self._stream_scope(state, mcp_tools))
-        elif state.halted:
-            # Halted, yet the run went on (a middleware or tool swallowed the halt): it
-            # still ends as a halt.
-            raise self._violation(state, None) or PolicyViolation(state.halted[0])
+            if not streaming:
+                self._telemetry.end_run_span(run_span)
 
     @contextlib.contextmanager
-    def _stream_scope(self, state: RunState, mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
+    def _stream_scope(self, state: RunState, run_span: Span | None,
+                      mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
         mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
         try:
-            yield
-        except Exception as exc:
-            violation = self._violation(state, exc)
-            if violation is None:
-                raise
-            raise violation from exc
+            with self._telemetry.in_run_span(run_span):
+                try:
+                    yield
+                except Exception as exc:
+                    violation = self._violation(state, exc)
+                    if violation is None:
+                        raise
+                    raise violation from _cause(violation, exc)
         finally:
             RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         if state.halted:
-            raise self._violation(state, None) or PolicyViolation(state.halted[0])
+            with self._telemetry.in_run_span(run_span):
+                raise self._violation(state, None) or PolicyViolation(state.halted[0])
 
     def _violation(self, state: RunState, exc: Exception | None) -> PolicyViolation | None:
         """The ``PolicyViolation`` a run ends with, or None when it was not halted.
@@ -188,6 +203,12 @@ class GuardRunMiddleware(AgentMiddleware):
         if errors:
             raise PolicyError(Problem(f.file, f.line, f.column, f.message) for f in errors)
         self._checked.add(key)
+
+
+def _cause(violation: PolicyViolation, exc: Exception) -> BaseException | None:
+    """What a violation is raised from: another failure that also ended the run, never
+    the guard's private halt (noise in a traceback, where the public type should show)."""
+    return exc if violation.other_failure is not None else None
 
 
 def agent_names(agent: Any) -> tuple[str, ...]:

@@ -1,11 +1,13 @@
-"""Argument parsing and the five subcommands (see the package docstring for exit codes)."""
+"""Argument parsing and the subcommands (see the package docstring for exit codes)."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
 OK, PROBLEMS, BAD_INPUT = 0, 1, 2
@@ -54,24 +56,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-coverage", action="store_true",
                    help="also fail (exit 1) when a rule or repair was never exercised")
     p.add_argument("-v", "--verbose", action="store_true", help="list passing cases too")
-    _format_option(p)
+    p.add_argument("-k", "--run", metavar="PATTERN", dest="pattern",
+                   help="run only the cases whose 'suite/case' name this regex is found in")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failing case")
+    _format_option(p, ("text", "json", "junit"))
     p.set_defaults(run=_test)
 
     p = sub.add_parser("eval", help="decide one tool call and print the decision as JSON",
                        description="Evaluate one call and print Decision.to_dict() as JSON.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="policy file or directory")
-    p.add_argument("--tool", required=True, help="tool name")
-    p.add_argument("--args", default="{}", metavar="JSON", help="arguments (a JSON object)")
-    p.add_argument("--principal", metavar="JSON", help="principal (a JSON object)")
-    p.add_argument("--history", metavar="JSON",
-                   help='earlier calls (a JSON list of {"tool", "args", "effect"})')
-    p.add_argument("--request", metavar="TEXT", help="text of the user's request")
-    p.add_argument("--description", default="", metavar="TEXT", help="tool description")
+    p.add_argument("--input", metavar="FILE",
+                   help="JSON/YAML file with the call: {tool, args, principal, history, "
+                   "request, description, now} (flags given too take precedence)")
+    p.add_argument("--tool", help="tool name")
+    _call_options(p)
+    p.add_argument("--description", metavar="TEXT", help="tool description")
     p.add_argument("--agent", metavar="NAME", help="the calling agent's name or id "
                    "(match.agents, bindings)")
     p.add_argument("--explain", action="store_true",
                    help="add the value every expression produced (secrets redacted)")
     p.set_defaults(run=_eval)
+
+    p = sub.add_parser("expr", help="evaluate one CEL expression and print its value as JSON",
+                       description="Evaluate one expression with the policy engine, as a "
+                       "policy variable would be, and print its value as JSON. Exit 0 a "
+                       "value, 1 an evaluation error, 2 bad input (a compile error).")
+    p.add_argument("expression", metavar="EXPR", help="the CEL expression")
+    p.add_argument("--tool", default="tool", help="tool name (tool.name)")
+    _call_options(p)
+    p.add_argument("--params", metavar="JSON|FILE", help="params (a JSON object)")
+    p.set_defaults(run=_expr)
+
+    p = sub.add_parser("fmt", help="format policy files in one canonical layout",
+                       description="Re-indent policy files (two spaces, list items under "
+                       "their key), trim trailing whitespace; quoting, comments and flow "
+                       "lists are kept as written. Exit 0 done, 1 (with --check) files "
+                       "would change, 2 bad input.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="YAML file or directory")
+    p.add_argument("--check", action="store_true",
+                   help="change nothing; list the files that would change and exit 1 if any")
+    p.add_argument("--diff", action="store_true", help="change nothing; print a unified diff")
+    p.set_defaults(run=_fmt)
 
     p = sub.add_parser("schema", help="print the JSON Schema of guardrails/v1 documents",
                        description="Print the JSON Schema (draft 2020-12) of guardrails/v1 "
@@ -87,9 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _format_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text for people (default), json for machines")
+def _format_option(p: argparse.ArgumentParser,
+                   choices: tuple[str, ...] = ("text", "json")) -> None:
+    p.add_argument("--format", choices=choices, default="text",
+                   help="text for people (default), " + ", ".join(choices[1:]) + " for machines")
+
+
+def _call_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--args", metavar="JSON|FILE", help="arguments (a JSON object)")
+    p.add_argument("--principal", metavar="JSON|FILE", help="principal (a JSON object)")
+    p.add_argument("--history", metavar="JSON|FILE",
+                   help='earlier calls, oldest first (a JSON list of {"tool", "args", "effect"})')
+    p.add_argument("--request", metavar="TEXT", help="text of the user's request")
+    p.add_argument("--now", metavar="TIMESTAMP",
+                   help="the time the call is decided at (RFC 3339, e.g. 2026-12-01T09:00:00Z)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,16 +221,24 @@ def _read_tools(path: str) -> dict[str, Any]:
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails import PolicyError
-    from guardrails.testing import Runner, TestInputError, render_json, render_text
+    from guardrails.testing import (
+        Runner,
+        TestInputError,
+        render_json,
+        render_junit,
+        render_text,
+    )
 
     try:
-        report = Runner().run(args.paths)
+        report = Runner().run(args.paths, pattern=args.pattern, fail_fast=args.fail_fast)
     except PolicyError as e:
         raise UsageError(_problems_line(e)) from None
     except TestInputError as e:
         raise UsageError(str(e)) from None
     if args.format == "json":
         out.write(render_json(report))
+    elif args.format == "junit":
+        out.write(render_junit(report))
     else:
         out.write(render_text(report, coverage=args.coverage or args.require_coverage,
                               verbose=args.verbose))
@@ -217,38 +261,263 @@ def _problems_line(error: Any) -> str:
 # --- eval ----------------------------------------------------------------------------
 
 
+_CALL_KEYS = ("tool", "args", "principal", "history", "request", "description", "now")
+
+
 def _eval(args: argparse.Namespace, out: TextIO) -> int:
     import guardrails
 
-    call_args = _json_arg("--args", args.args, dict)
-    principal = _json_arg("--principal", args.principal, dict) if args.principal else None
-    history = _json_arg("--history", args.history, list) if args.history else None
+    call: dict[str, Any] = _read_input(args.input) if args.input else {}
+    if args.tool is not None:
+        call["tool"] = args.tool
+    if args.description is not None:
+        call["description"] = args.description
+    call.update(_call_flags(args))
+    if not isinstance(call.get("tool"), str) or not call["tool"]:
+        raise UsageError("the tool to decide is required: --tool T (or \"tool\" in --input)")
+    kwargs = _call_kwargs(call)
+    if args.agent is not None:
+        kwargs["agent"] = args.agent
     try:
         policies = guardrails.load(args.paths)
     except guardrails.PolicyError as e:
         raise UsageError(_problems_line(e)) from None
-    kwargs: dict[str, Any] = {"principal": principal, "history": history,
-                              "request": args.request, "description": args.description,
-                              "agent": args.agent}
+    tool = call["tool"]
     if args.explain:
-        explanation = policies.explain(args.tool, call_args, **kwargs)
+        explanation = policies.explain(tool, call.get("args") or {}, **kwargs)
         result = explanation.decision.to_dict()
         result["explain"] = explanation.to_dict()["policies"]
     else:
-        result = policies.evaluate(args.tool, call_args, **kwargs).to_dict()
+        result = policies.evaluate(tool, call.get("args") or {}, **kwargs).to_dict()
     _dump(result, out)
+    if not any(g != "*" for p in policies.for_tool(tool) for g in p.tools or ("*",)):
+        print(f"hint: {_no_match_hint(policies, tool)}", file=sys.stderr)
     return OK
 
 
-def _json_arg(flag: str, text: str, kind: type) -> Any:
+def _read_input(path: str) -> dict[str, Any]:
+    """The ``--input`` file: one call, keys as in a PolicyTest case's ``call``."""
+    data = _read_data_file("--input", path)
+    if not isinstance(data, dict):
+        raise UsageError(f"--input {path} must hold a JSON/YAML object, got "
+                         f"{type(data).__name__}")
+    unknown = sorted(set(map(str, data)) - set(_CALL_KEYS))
+    if unknown:
+        raise UsageError(f"--input {path}: unknown key {unknown[0]!r} (expected "
+                         f"{', '.join(_CALL_KEYS)})")
+    for key, kind in (("args", dict), ("principal", dict), ("history", list)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            want = "an object" if kind is dict else "a list"
+            raise UsageError(f"--input {path}: {key} must be {want}, got "
+                             f"{type(data[key]).__name__}")
+    for key in ("tool", "request", "description"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise UsageError(f"--input {path}: {key} must be text")
+    if data.get("now") is not None:
+        data["now"] = str(data["now"]) if not isinstance(data["now"], str) else data["now"]
+    return dict(data)
+
+
+def _call_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The call's parts given as flags (absent flags are left out)."""
+    found: dict[str, Any] = {}
+    if args.args is not None:
+        found["args"] = _json_arg("--args", args.args, dict)
+    if args.principal is not None:
+        found["principal"] = _json_arg("--principal", args.principal, dict)
+    if args.history is not None:
+        found["history"] = _json_arg("--history", args.history, list)
+    if args.request is not None:
+        found["request"] = args.request
+    if args.now is not None:
+        found["now"] = args.now
+    return found
+
+
+def _call_kwargs(call: Mapping[str, Any]) -> dict[str, Any]:
+    now = call.get("now")
+    return {"principal": call.get("principal"), "history": call.get("history"),
+            "request": call.get("request"), "description": call.get("description") or "",
+            "now": _timestamp(now) if now is not None else None}
+
+
+def _timestamp(text: Any) -> datetime.datetime:
+    """RFC 3339 (``Z`` or an offset); a time without a zone is UTC."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{flag} is not valid JSON: {e}") from None
+        value = datetime.datetime.fromisoformat(str(text).replace("z", "Z"))
+    except ValueError:
+        raise UsageError(f"--now {text!r} is not an RFC 3339 timestamp "
+                         "(e.g. 2026-12-01T09:00:00Z)") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+
+
+def _no_match_hint(policies: Any, tool: str) -> str:
+    """Why a call was allowed without any rule: no policy's ``match.tools`` names it."""
+    import difflib
+
+    globs = sorted({g for p in policies.policies for g in p.tools or ()})
+    close = difflib.get_close_matches(tool, globs, n=1, cutoff=0.6)
+    text = (f"no policy names tool {tool!r} (only catch-all policies, if any, decided "
+            "this call)")
+    if close:
+        return text + f"; did you mean {close[0]!r}?"
+    shown = ", ".join(globs[:8]) + (", ..." if len(globs) > 8 else "")
+    return text + (f" (policies match: {shown})" if globs else " (no policies loaded)")
+
+
+def _json_arg(flag: str, text: str, kind: type) -> Any:
+    """A flag's JSON value, given inline or, when it does not start like JSON, as a file."""
+    if text.lstrip()[:1] not in ("{", "[", '"') and not _is_json_scalar(text):
+        value = _read_data_file(flag, text)
+    else:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{flag} is not valid JSON: {e}") from None
     if not isinstance(value, kind):
         want = "object" if kind is dict else "list"
         raise UsageError(f"{flag} must be a JSON {want}, got {type(value).__name__}")
     return value
+
+
+def _is_json_scalar(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _read_data_file(flag: str, path: str) -> Any:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)  # YAML is a superset of JSON
+    except FileNotFoundError:
+        raise UsageError(f"{flag}: {path!r} is neither JSON nor a readable file") from None
+    except OSError as e:
+        raise UsageError(f"{flag}: cannot read {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"{flag} file {path} is not valid JSON/YAML: "
+                         f"{_one_line(str(e))}") from None
+
+
+# --- expr ----------------------------------------------------------------------------
+
+
+def _expr(args: argparse.Namespace, out: TextIO) -> int:
+    """One expression, evaluated by the production engine as a policy variable.
+
+    The expression is placed in a one-policy document (with ``params``) and loaded with
+    ``guardrails.load``; its value is read from ``explain``: the same compiler, bounds,
+    input normalisation and error messages as in a real policy, and nothing to keep in
+    step with the engine.
+    """
+    import tempfile
+
+    import guardrails
+
+    call = _call_flags(args)
+    params = _json_arg("--params", args.params, dict) if args.params is not None else {}
+    kwargs = _call_kwargs(call)
+    source = args.expression
+    if not source.strip():
+        raise UsageError("the expression is empty")
+    body = "\n".join("        " + line for line in source.split("\n"))
+    document = (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: expr}\nspec:\n"
+        f"  match: {{tools: ['*']}}\n  params: {json.dumps(params)}\n"
+        "  variables:\n    - name: value\n      expression: |-\n" + body + "\n"
+        "  rules:\n    - name: read\n      when: 'variables.value == variables.value'\n"
+        "      action: warn\n"
+    )
+    first_line = 10  # the line of the expression's first line in the document
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "expr.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(document)
+        try:
+            policies = guardrails.load(path)
+        except guardrails.PolicyError as e:
+            problem = e.errors[0]
+            where = "expr"
+            if problem.line >= first_line:
+                where = f"expr:{problem.line - first_line + 1}:{max(1, problem.column - 8)}"
+            raise UsageError(f"{where}: {problem.message}") from None
+    explanation = policies.explain(args.tool, call.get("args") or {}, **kwargs)
+    for step in explanation.to_dict()["policies"][0]["steps"]:
+        if step["element"] == "variables.value":
+            if "error" in step:
+                error = str(step["error"]).removeprefix("variable value: ")
+                print(f"guardrails expr: evaluation error: {error}", file=sys.stderr)
+                return PROBLEMS
+            _dump(step["value"], out)
+            return OK
+    errors = explanation.decision.errors
+    message = errors[0].message if errors else "the expression was not evaluated"
+    print(f"guardrails expr: evaluation error: {message}", file=sys.stderr)
+    return PROBLEMS
+
+
+# --- fmt -----------------------------------------------------------------------------
+
+
+def _fmt(args: argparse.Namespace, out: TextIO) -> int:
+    import difflib
+
+    from guardrails.cli.fmt import FormatError, format_text
+
+    files = _yaml_files(args.paths)
+    changed: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8", newline="") as f:
+                before = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"{name}: cannot read: {getattr(e, 'strerror', None) or e}")
+            continue
+        try:
+            after = format_text(before, name)
+        except FormatError as e:
+            problems.append(str(e))
+            continue
+        if after != before:
+            changed.append((name, before, after))
+    if problems:  # all or nothing: no file is rewritten while another one is broken
+        more = len(problems) - 1
+        raise UsageError(problems[0] + (f" (and {more} more)" if more else ""))
+    if args.diff:
+        for name, before, after in changed:
+            out.writelines(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                                f"{name} (original)", f"{name} (formatted)"))
+    elif args.check:
+        for name, _, _ in changed:
+            print(name, file=out)
+    else:
+        for name, _, after in changed:
+            with open(name, "w", encoding="utf-8", newline="") as f:
+                f.write(after)
+            print(f"formatted {name}", file=out)
+    if (args.check or args.diff) and changed:
+        return PROBLEMS
+    return OK
+
+
+def _yaml_files(paths: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                out.extend(os.path.join(root, n) for n in sorted(names)
+                           if n.endswith((".yaml", ".yml")))
+        elif os.path.isfile(path):
+            out.append(path)
+        else:
+            raise UsageError(f"{path}: no such file or directory")
+    return list(dict.fromkeys(out))
 
 
 # --- schema and demo -----------------------------------------------------------------

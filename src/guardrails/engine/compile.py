@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import gc
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 import re2
@@ -31,9 +34,13 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
-from guardrails.expr import ExpressionError, compile_expression, generate_pending
+from guardrails.expr import ExpressionError, Program, compile_expression, generate_pending
 from guardrails.expr import ast as cel
+from guardrails.expr.compiler import compile_ast
+from guardrails.expr.inline import Function, inline, uses_functions
+from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.parser import CelSyntaxError, parse
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
@@ -53,12 +60,18 @@ def load(
     *,
     limits: Limits | None = None,
     backend: Backend = "compiled",
+    allow_empty: bool = False,
 ) -> PolicySet:
     """Load, validate and compile policies from files and directories.
 
     Raises ``PolicyError`` listing every problem found, with ``file:line:column``.
+    A load that finds no ``ToolPolicy`` at all is an error too: an empty set allows every
+    call, which is what a wrong path would silently give. Pass ``allow_empty=True`` when
+    an empty set is meant (a baseline, the first step of a rollout): then no paths, or
+    directories without policy files, give an empty set. A missing path or a broken file
+    is an error either way.
     """
-    return load_with_warnings(paths, limits=limits, backend=backend)[0]
+    return load_with_warnings(paths, limits=limits, backend=backend, allow_empty=allow_empty)[0]
 
 
 def load_with_warnings(
@@ -66,11 +79,15 @@ def load_with_warnings(
     *,
     limits: Limits | None = None,
     backend: Backend = "compiled",
+    allow_empty: bool = False,
 ) -> tuple[PolicySet, tuple[Problem, ...]]:
     """``load``, and the likely mistakes that do not stop it (YAML pitfalls), for
     ``guardrails check``."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if allow_empty:
+        items = [p for p in items if not _without_yaml(p)]
     with _collector_paused():
-        documents, problems = read_documents(paths)
+        documents, problems = read_documents(items) if items or not allow_empty else (_EMPTY, [])
         try:
             policy_set = compile_documents(documents, limits=limits or DEFAULT_LIMITS,
                                            backend=backend)
@@ -78,7 +95,22 @@ def load_with_warnings(
             problems.extend(e.errors)
         if problems:
             raise PolicyError(problems)
+        if not documents.policies and not allow_empty:
+            where = ", ".join(os.fspath(p) for p in items)
+            raise PolicyError([Problem(where, 0, 0, "no ToolPolicy documents found (pass "
+                                       "allow_empty=True for an empty policy set)")])
         return policy_set, documents.warnings
+
+
+_EMPTY = Documents(policies=(), tests=(), files=(), sources=MappingProxyType({}))
+
+
+def _without_yaml(path: PathLike) -> bool:
+    """A directory holding no ``*.yaml``/``*.yml`` file at any depth."""
+    name = os.fspath(path)
+    if not os.path.isdir(name):
+        return False
+    return not any(f.endswith((".yaml", ".yml")) for _, _, files in os.walk(name) for f in files)
 
 
 @contextlib.contextmanager
@@ -109,8 +141,10 @@ def compile_documents(
     documents: Documents, *, limits: Limits = DEFAULT_LIMITS, backend: Backend = "compiled"
 ) -> PolicySet:
     problems: list[Problem] = []
+    functions = library_functions(documents, limits, problems)
     compiled = [
-        _Compiler(policy, limits, backend, problems).policy() for policy in documents.policies
+        _Compiler(policy, limits, backend, problems, functions).policy()
+        for policy in documents.policies
     ]
     instances: list[CompiledPolicy] = []
     for policy in compiled:
@@ -186,12 +220,15 @@ class _Compiler:
     """Compiles one policy, appending problems instead of stopping at the first."""
 
     def __init__(
-        self, policy: ToolPolicy, limits: Limits, backend: Backend, problems: list[Problem]
+        self, policy: ToolPolicy, limits: Limits, backend: Backend, problems: list[Problem],
+        functions: Mapping[str, Function] | None = None,
     ) -> None:
         self.src = policy
         self.limits = limits
         self.backend = backend
         self.problems = problems
+        self.functions: Mapping[str, Function] = functions or {}
+        self.namespaces = frozenset(q.split(".")[0] + "." for q in self.functions)
 
     def policy(self) -> CompiledPolicy | None:
         p = self.src
@@ -257,6 +294,24 @@ class _Compiler:
                 self.problem(pos.line, pos.column, f"{finding.element}: {finding.message}")
         return compiled if len(self.problems) == before else None
 
+    def library_hint(self, message: str) -> str:
+        """For ``unknown function 'ns.f'``: which library that would be, and whether it is
+        loaded at all (a policy file loaded without the Library file it calls)."""
+        found = re.match(r"unknown function '([A-Za-z_][A-Za-z0-9_]*)\.([^']+)'", message)
+        if found is None:
+            return ""
+        namespace, name = found.groups()
+        if namespace + "." in self.namespaces:
+            known = sorted(q.split(".", 1)[1] for q in self.functions
+                           if q.startswith(namespace + "."))
+            close = difflib.get_close_matches(name, known, n=1)
+            return (f" (did you mean '{namespace}.{close[0]}'?)" if close
+                    else f" (library '{namespace}' has: {', '.join(known)})")
+        if any(q.startswith(namespace + ".") for q in FUNCTIONS):
+            return ""  # a built-in namespace (sets, paths, ...): a misspelt function
+        return (f" (if '{namespace}' is a Library, load the file that defines it with this "
+                "policy)")
+
     def counters(self) -> tuple[CompiledCounter, ...]:
         out = []
         for c in self.src.counters:
@@ -281,16 +336,21 @@ class _Compiler:
         condition: bool = False,
     ) -> CompiledExpression | None:
         try:
-            program = compile_expression(
-                expression.source, declared=names, limits=self.limits, backend=self.backend
-            )
+            if any(ns in expression.source for ns in self.namespaces):
+                program = _compile_with_functions(expression.source, names, self.limits,
+                                                  self.backend, self.functions)
+            else:
+                program = compile_expression(
+                    expression.source, declared=names, limits=self.limits,
+                    backend=self.backend)
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
             message = e.message
             if message.startswith("invalid escape sequence"):
                 message += (" (in a CEL string a backslash starts an escape: write \\\\d "
                             "for a regex's \\d, or use a raw string, r\"\\d+\")")
-            self.problems.append(Problem(pos.file, pos.line, pos.column, message))
+            self.problems.append(Problem(pos.file, pos.line, pos.column,
+                                         message + self.library_hint(message)))
             return None
         ok = True
         used: set[str] = set()
@@ -322,6 +382,69 @@ class _Compiler:
                                          "condition must be a bool expression"))
             ok = False
         return CompiledExpression(expression, program, frozenset(used)) if ok else None
+
+
+def _compile_with_functions(source: str, names: frozenset[str], limits: Limits,
+                            backend: Backend, functions: Mapping[str, Function]) -> Program:
+    """Parse, inline the library functions called, then check and compile the tree.
+
+    The cel-python reference backend cannot run inlined trees: such expressions run on
+    the closure backend there (docs/policy-language.md, "Libraries")."""
+    try:
+        node = parse(source, limits)
+    except CelSyntaxError as e:
+        raise ExpressionError(e.message, e.offset) from None
+    if uses_functions(node, functions):
+        node = inline(node, functions)
+        if backend == "interpreter":
+            # cel-python compiles the source text, where the call is not inlined: the
+            # reference backend runs expressions that call library functions on closures
+            # (everything else in the policy set stays on cel-python).
+            backend = "closures"
+    return compile_ast(node, source=source, declared=names, limits=limits, backend=backend)
+
+
+def library_functions(documents: Documents, limits: Limits,
+                      problems: list[Problem]) -> dict[str, Function]:
+    """Every library function by ``library.name``, its body parsed and checked once.
+
+    A body may use its parameters, the names every expression can use (``params`` is the
+    calling policy's) and other library functions. Problems are reported at the body's
+    own position; a function with a problem is left out (its calls are then reported as
+    unknown functions, after the problem in the body).
+    """
+    parsed: dict[str, tuple[Function, Expression]] = {}
+    for lib in documents.libraries:
+        seen: set[str] = set()
+        for f in lib.functions:
+            if f.name in seen:
+                continue  # the loader reported the duplicate
+            seen.add(f.name)
+            try:
+                body = parse(f.expression.source, limits)
+            except CelSyntaxError as e:
+                pos = f.expression.position_of(e.offset)
+                problems.append(Problem(pos.file, pos.line, pos.column, e.message))
+                continue
+            fn = Function(f.qualified, tuple((p.name, p.type) for p in f.params), body)
+            parsed[f.qualified] = (fn, f.expression)
+    functions = {q: fn for q, (fn, _) in parsed.items()}
+    good: dict[str, Function] = {}
+    for qualified, (fn, expression) in parsed.items():
+        declared = CALL_NAMES | {p for p, _ in fn.params}
+        try:
+            # The body as written (parameters as plain names), with the functions it calls
+            # inlined: recursion and every other problem show at the body's own position.
+            checked = inline(fn.body, {k: v for k, v in functions.items()}, root=qualified)
+            compile_ast(checked, source=expression.source, declared=declared, limits=limits,
+                        backend="closures")
+        except ExpressionError as e:
+            pos = expression.position_of(e.offset)
+            problems.append(Problem(pos.file, pos.line, pos.column,
+                                    f"library function {qualified}: {e.message}"))
+            continue
+        good[qualified] = fn
+    return good
 
 
 def _reference(node: cel.Node, root: str) -> str | None:

@@ -15,6 +15,9 @@ class PolicyViolation(Exception):
     ended the halted run as well (a sibling call's), kept visible rather than winning.
     """
 
+    # Tracebacks and logs name the type as users import it, not the module defining it.
+    __module__ = "guardrails"
+
     def __init__(self, decision: Decision, *, other_failure: BaseException | None = None) -> None:
         self.decision = decision
         self.other_failure = other_failure

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import re2
 
-from guardrails.expr.values import CelError, UInt, type_names
+from guardrails.expr.values import CelError, Optional, UInt, type_names
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -125,6 +125,12 @@ def cel_equal(a: Any, b: Any) -> bool:
         return True
     if isinstance(a, datetime.datetime | datetime.timedelta):
         return type(b) is ta and a == b
+    if ta is Optional or tb is Optional:
+        if ta is not tb:
+            return False
+        if not a.has_value or not b.has_value:
+            return bool(a.has_value == b.has_value)
+        return cel_equal(a.value, b.value)
     if _is_number(b) or tb is str or tb is bytes or b is None or is_list(b):
         return False
     if isinstance(b, Mapping):

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from guardrails.expr import lib_ext as _ext
 from guardrails.expr import lib_net as _net
+from guardrails.expr import lib_optional as _opt
 from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
 from guardrails.expr.lib_common import cel_equal
@@ -49,6 +51,19 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "emails.domain": _text.emails_domain,
         "emails.valid": _text.emails_valid,
         "credentials.found": _text.credentials_found,
+        # cel-go optional library, and the optional syntax the parser desugars
+        "optional.of": _opt.of,
+        "optional.none": _opt.none,
+        "optional.ofNonZeroValue": _opt.of_non_zero_value,
+        "optional.@select": _opt.select,
+        "optional.@index": _opt.index,
+        "optional.@items": _opt.items,
+        "optional.@flat": _opt.flat_result,
+        "optional.@list": _opt.make_list,
+        "optional.@map": _opt.make_map,
+        "iban.valid": _ext.iban_valid,
+        "domains.distance": _ext.domains_distance,
+        "domains.lookalike": _ext.domains_lookalike,
     }
 )
 
@@ -67,6 +82,17 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "join": _str.join,
         "reverse": _str.reverse,
         "format": _str.format_string,
+        # cel-go optional library
+        "hasValue": _opt.has_value,
+        "value": _opt.value,
+        "orValue": _opt.or_value,
+        "or": _opt.or_,
+        # cel-go lists extension
+        "flatten": _ext.flatten,
+        "distinct": _ext.distinct,
+        "sum": _ext.sum_,
+        "min": _ext.min_,
+        "max": _ext.max_,
         # Kubernetes regex library
         "find": _str.find,
         "findAll": _str.find_all,
@@ -175,6 +201,30 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "masked": (f"{_C}.masked() -> {_C}",),
         "prefixLength": (f"{_C}.prefixLength() -> int",),
         "isMask": (f"{_C}.isMask() -> bool",),
+        # Optionals are dyn to the checker (it has no optional type).
+        "optional.of": ("optional.of(dyn) -> dyn",),
+        "optional.none": ("optional.none() -> dyn",),
+        "optional.ofNonZeroValue": ("optional.ofNonZeroValue(dyn) -> dyn",),
+        "optional.@select": ("optional.@select(dyn, string) -> dyn",),
+        "optional.@index": ("optional.@index(dyn, dyn) -> dyn",),
+        "optional.@items": ("optional.@items(dyn) -> list",),
+        "optional.@flat": ("optional.@flat(dyn) -> dyn",),
+        # Variadic: calls with elements match no arity and are dyn to the checker.
+        "optional.@list": ("optional.@list(string) -> list",),
+        "optional.@map": ("optional.@map(string) -> map",),
+        "hasValue": ("dyn.hasValue() -> bool",),
+        "value": ("dyn.value() -> dyn",),
+        "orValue": ("dyn.orValue(dyn) -> dyn",),
+        "or": ("dyn.or(dyn) -> dyn",),
+        "flatten": ("list.flatten() -> list", "list.flatten(int) -> list"),
+        "distinct": ("list.distinct() -> list",),
+        "sum": ("list.sum() -> dyn",),
+        "min": ("list.min() -> dyn",),
+        "max": ("list.max() -> dyn",),
+        "iban.valid": ("iban.valid(string) -> bool",),
+        "domains.distance": ("domains.distance(string, string) -> int",),
+        "domains.lookalike": ("domains.lookalike(string, string) -> bool",
+                              "domains.lookalike(string, list(string)) -> bool"),
     }
 )
 """The types of the functions above, for the static checker (same form as

@@ -319,13 +319,16 @@ _BINARY_FUNC: Final = {
     "/": "_/_", "%": "_%_",
 }  # fmt: skip
 
-_COMPREHENSION_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_COMPREHENSION_MACROS: Final = frozenset(
+    {"all", "exists", "exists_one", "map", "filter", "optMap", "optFlatMap"})
 _MACRO_ARITY: Final = {
     "all": (2,),
     "exists": (2,),
     "exists_one": (2,),
     "map": (2, 3),
     "filter": (2,),
+    "optMap": (2,),
+    "optFlatMap": (2,),
 }
 
 
@@ -390,8 +393,10 @@ class _Parser:
                 self.offsets[self.pos],
             )
 
-    def optional_syntax(self, what: str) -> NoReturn:
-        self.fail.at(f"optional syntax ({what}) is not supported", self.offsets[self.pos])
+    @staticmethod
+    def optional_call(offset: int, name: str, args: tuple[Node, ...]) -> Node:
+        """The optional syntax as a call of the optional library (see lib_optional)."""
+        return Call(offset, name, args, Ident(offset, "optional"))
 
     # -- grammar
 
@@ -469,9 +474,10 @@ class _Parser:
             if kind == ".":
                 self.pos += 1
                 pos = self.pos
+                optional = kinds[pos] == "?"
+                if optional:
+                    pos += 1
                 if kinds[pos] != "word" and kinds[pos] != "quoted":
-                    if kinds[pos] == "?":
-                        self.optional_syntax(".?")
                     found = _describe(kinds[pos], self.values[pos])
                     self.fail.at(
                         f"expected a field name after '.', found {found}", self.offsets[pos]
@@ -480,18 +486,24 @@ class _Parser:
                 assert isinstance(name, str)
                 offset = self.offsets[pos]
                 self.pos = pos + 1
-                if kinds[self.pos] == "(":
+                if optional:
+                    node = self.optional_call(offset, "@select", (node, Literal(offset, name)))
+                elif kinds[self.pos] == "(":
                     node = self.method_call(node, name, offset)
                 else:
                     node = Select(offset, node, name)
             elif kind == "[":
                 offset = self.offsets[self.pos]
                 self.pos += 1
-                if kinds[self.pos] == "?":
-                    self.optional_syntax("[?")
+                optional = kinds[self.pos] == "?"
+                if optional:
+                    self.pos += 1
                 index = self.expr()
                 self.expect("]", "']'")
-                node = Call(offset, "_[_]", (node, index))
+                if optional:
+                    node = self.optional_call(offset, "@index", (node, index))
+                else:
+                    node = Call(offset, "_[_]", (node, index))
             else:
                 return node
 
@@ -584,25 +596,33 @@ class _Parser:
         offset = self.offsets[self.pos]
         self.pos += 1
         elements: list[Node] = []
+        mask = ""
         kinds = self.kinds
         while kinds[self.pos] != "]":
-            if kinds[self.pos] == "?":
-                self.optional_syntax("?element")
+            optional = kinds[self.pos] == "?"
+            if optional:
+                self.pos += 1
+            mask += "1" if optional else "0"
             elements.append(self.expr())
             if kinds[self.pos] != ",":
                 break
             self.pos += 1
         self.expect("]", "',' or ']'")
+        if "1" in mask:
+            return self.optional_call(offset, "@list", (Literal(offset, mask), *elements))
         return ListLit(offset, tuple(elements))
 
     def map_literal(self) -> Node:
         offset = self.offsets[self.pos]
         self.pos += 1
         entries: list[tuple[Node, Node]] = []
+        mask = ""
         kinds = self.kinds
         while kinds[self.pos] != "}":
-            if kinds[self.pos] == "?":
-                self.optional_syntax("?key")
+            optional = kinds[self.pos] == "?"
+            if optional:
+                self.pos += 1
+            mask += "1" if optional else "0"
             key = self.expr()
             self.expect(":", "':'")
             entries.append((key, self.expr()))
@@ -610,6 +630,9 @@ class _Parser:
                 break
             self.pos += 1
         self.expect("}", "',' or '}'")
+        if "1" in mask:
+            flat = tuple(n for entry in entries for n in entry)
+            return self.optional_call(offset, "@map", (Literal(offset, mask), *flat))
         return MapLit(offset, tuple(entries))
 
     def struct_literal(self, offset: int, type_name: str) -> Node:
@@ -619,7 +642,8 @@ class _Parser:
         while kinds[self.pos] != "}":
             pos = self.pos
             if kinds[pos] == "?":
-                self.optional_syntax("?field")
+                self.fail.at("optional fields (?field) of message literals are not supported",
+                             self.offsets[pos])
             if kinds[pos] != "word" and kinds[pos] != "quoted":
                 found = _describe(kinds[pos], self.values[pos])
                 self.fail.at(f"expected a field name, found {found}", self.offsets[pos])
@@ -654,6 +678,14 @@ class _Parser:
         true = Literal(offset, True)
         step: Node
         result: Node = accu
+        if name in ("optMap", "optFlatMap"):
+            # cel-go's optional macros: a comprehension over no element or the one value.
+            value = args[1]
+            step = (self.optional_call(offset, "of", (value,)) if name == "optMap"
+                    else self.optional_call(offset, "@flat", (value,)))
+            return Comprehension(
+                offset, name, var.name, self.optional_call(offset, "@items", (target,)),
+                ACCUMULATOR, self.optional_call(offset, "none", ()), true, step, accu)
         if name == "all":
             init: Node = Literal(offset, True)
             condition: Node = Call(offset, "@not_strictly_false", (accu,))

@@ -28,6 +28,7 @@ from guardrails.expr.values import (
     INT64_MIN,
     LIST,
     MAP,
+    NONE,
     NULL_TYPE,
     STRING,
     TIMESTAMP,
@@ -37,6 +38,7 @@ from guardrails.expr.values import (
     CelError,
     CelType,
     CostLimitExceeded,
+    Optional,
     UInt,
     cel_type,
     type_name,
@@ -125,6 +127,12 @@ def _eq_slow(x: Any, y: Any) -> bool:
         return True
     if isinstance(y, Mapping):
         return False
+    if tx is Optional or ty is Optional:
+        if tx is not ty:
+            return False
+        if not x.has_value or not y.has_value:
+            return bool(x.has_value == y.has_value)
+        return eq(x.value, y.value)
     if cel_type(x) != cel_type(y):
         return False
     return bool(x == y)
@@ -213,6 +221,8 @@ def map_get(m: Mapping[Any, Any], key: Any) -> Any:
 
 def index(container: Any, key: Any) -> Any:
     t = type(container)
+    if t is Optional:
+        return optional_index(container, key)
     if t is list or t is tuple:
         tk = type(key)
         if tk is int or tk is UInt:
@@ -257,6 +267,8 @@ def select(operand: Any, field: str) -> Any:
         if v is MISSING:
             raise CelError(f"no such key: {field}")
         return v
+    if type(operand) is Optional:
+        return optional_select(operand, field)
     raise CelError(f"type '{type_names((operand,))}' does not support field selection")
 
 
@@ -265,7 +277,47 @@ def has_field(operand: Any, field: str) -> bool:
         return field in operand
     if is_mapping(operand):
         return operand.get(field, MISSING) is not MISSING
+    if type(operand) is Optional:
+        return operand.has_value and has_field(operand.value, field)
     raise CelError(f"invalid type for has(): '{type_names((operand,))}'")
+
+
+# ---------------------------------------------------------------------------- optionals
+# cel-go's optional chaining: ``x.?f`` and ``x[?k]`` give optional.none() where plain
+# selection would fail for a missing key, and a selection or index on an optional value
+# stays optional (``optional.of(m).c.d`` is ``optional.none()`` when ``c`` is missing).
+
+
+def optional_select(operand: Any, field: str) -> Optional:
+    """``operand.?field``."""
+    if type(operand) is Optional:
+        if not operand.has_value:
+            return NONE
+        operand = operand.value
+    if isinstance(operand, Mapping):
+        v = operand.get(field, MISSING)
+        return NONE if v is MISSING else Optional(v)
+    raise CelError(f"type '{type_names((operand,))}' does not support field selection")
+
+
+def optional_index(container: Any, key: Any) -> Optional:
+    """``container[?key]``: a missing key or an index out of range is optional.none()."""
+    if type(container) is Optional:
+        if not container.has_value:
+            return NONE
+        container = container.value
+    t = type(container)
+    if t is list or t is tuple:
+        tk = type(key)
+        if tk is float and key.is_integer():
+            key = int(key)
+        elif tk is not int and tk is not UInt:
+            no_overload("_[?_]", container, key)
+        return Optional(container[key]) if 0 <= key < len(container) else NONE
+    if t is dict or isinstance(container, Mapping):
+        v = map_get(container, key)
+        return NONE if v is MISSING else Optional(v)
+    no_overload("_[?_]", container, key)
 
 
 def in_(x: Any, container: Any) -> bool:
@@ -732,6 +784,35 @@ def dyn(act: Activation, x: Any) -> Any:
     return x
 
 
+PARAM_TYPES: Final[Mapping[str, str]] = {
+    "bool": "bool", "int": "int", "uint": "uint", "double": "double", "string": "string",
+    "bytes": "bytes", "list": "list", "map": "map", "timestamp": "google.protobuf.Timestamp",
+    "duration": "google.protobuf.Duration",
+}
+"""Declared parameter types of library functions (``kind: Library``) and the CEL type name
+a value of that type has (``any``: no check)."""
+
+
+def type_word(name: str) -> str:
+    """``google.protobuf.Timestamp`` as a parameter type is written ``timestamp``."""
+    return {v: k for k, v in PARAM_TYPES.items()}.get(name, name)
+
+
+def check_arg(act: Activation, value: Any, expected: Any, function: Any, param: Any) -> Any:
+    """``cel.@arg``: the argument of an inlined library function call (``expr.inline``),
+    when it has the parameter's declared type; else the error names function and
+    parameter. A standard function rather than a library one: it does constant work, and
+    library calls are charged by the size of their arguments."""
+    try:
+        actual = cel_type(value).name
+    except CelError:
+        actual = type(value).__name__
+    if actual != expected:
+        raise CelError(f"{function}: argument '{param}' must be {type_word(str(expected))}, "
+                       f"got {type_word(actual)}")
+    return value
+
+
 _TYPE_OF: Final[Mapping[type, CelType]] = {
     bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, bytes: BYTES, _NONE: NULL_TYPE,
     list: LIST, tuple: LIST, dict: MAP, CelType: TYPE, _DT: TIMESTAMP, _TD: DURATION,
@@ -1055,6 +1136,7 @@ TYPE_CONSTANTS: Final[Mapping[str, CelType]] = {
     "type": TYPE,
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
+    "optional_type": Optional.cel_type,
 }
 
 _TS_ACCESSORS: Final[Mapping[str, Callable[..., Any]]] = {
@@ -1086,6 +1168,7 @@ GLOBALS: Final[Mapping[str, Callable[..., Any]]] = {
     "matches": matches,
     "base64.encode": _b64encode,
     "base64.decode": _b64decode,
+    "cel.@arg": check_arg,
     **MATH,
 }
 
@@ -1099,6 +1182,7 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = {
 }
 
 SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
+    "cel.@arg": ("cel.@arg(dyn, string, string, string) -> dyn",),
     "size": ("size(string) -> int", "size(bytes) -> int", "size(list) -> int",
              "size(map) -> int", "string.size() -> int", "bytes.size() -> int",
              "list.size() -> int", "map.size() -> int"),

@@ -133,3 +133,35 @@ def cel_type(value: Any) -> CelType:
     if isinstance(declared, CelType):
         return declared
     raise CelError(f"value of Python type {t.__name__} is not a CEL value")
+
+
+class Optional:
+    """cel-go's optional value: ``optional.of(x)`` or ``optional.none()``.
+
+    Optional reads (``args.?timeout_s.orValue(30)``) are the safe way to read an argument
+    a call may leave out. Immutable; ``NONE`` is the one empty optional. CEL equality of
+    optionals (both empty, or equal values) is ``stdlib.eq``'s, like every other type's.
+    """
+
+    __slots__ = ("_value",)
+    cel_type: ClassVar[CelType] = CelType.named("optional_type")
+    _ABSENT: ClassVar[object] = object()
+
+    def __init__(self, value: Any = _ABSENT) -> None:
+        self._value = value
+
+    @property
+    def has_value(self) -> bool:
+        return self._value is not Optional._ABSENT
+
+    @property
+    def value(self) -> Any:
+        if self._value is Optional._ABSENT:
+            raise CelError("optional.none() dereference")
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"optional.of({self._value!r})" if self.has_value else "optional.none()"
+
+
+NONE: Final = Optional()

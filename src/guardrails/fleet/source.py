@@ -52,13 +52,18 @@ def _is_url(location: object) -> bool:
 
 
 def load(location: Location, *, key: Key = None, limits: Limits | None = None,
-         backend: Backend = "compiled", timeout: float = 10.0) -> PolicySet:
+         backend: Backend = "compiled", timeout: float = 10.0,
+         allow_empty: bool = False) -> PolicySet:
     """Load, validate and compile policies from files, a directory, a bundle or a URL.
 
     ``key``: an Ed25519 public key (PEM file or bytes); with one, a bundle must be signed
     with its private key. Raises ``PolicyError`` listing every problem, with
     ``file:line:column`` (a refused bundle is a ``BundleError``, also a ``PolicyError``).
+    ``allow_empty``: files and directories that hold no ``ToolPolicy`` give an empty set
+    (a baseline, a rollout's first step) instead of an error.
     """
+    if not isinstance(location, str | os.PathLike) and len(location) == 0:
+        return load_paths(location, limits=limits, backend=backend, allow_empty=allow_empty)
     if not isinstance(location, str | os.PathLike) and len(location) == 1:
         location = location[0]  # `guardrails eval BUNDLE ...` passes a list of one
     if _is_url(location):
@@ -75,7 +80,7 @@ def load(location: Location, *, key: Key = None, limits: Limits | None = None,
         raise PolicyError([Problem(_describe(location), 0, 0, "a verification key is "
                                    "configured, but this is not a bundle: only bundles are "
                                    "signed")])
-    return load_paths(location, limits=limits, backend=backend)
+    return load_paths(location, limits=limits, backend=backend, allow_empty=allow_empty)
 
 
 def watch(location: Location, *, interval: float = 5.0, key: Key = None,

@@ -159,6 +159,8 @@ class ToolPolicy:
     redact: tuple[Redaction, ...]
     position: Position
     """Of the document (its first node)."""
+    uses: tuple[tuple[str, Position], ...] = ()
+    """``spec.uses``: libraries whose params are merged under ``params``, with positions."""
     counters: tuple[Counter, ...] = ()
 
     @property
@@ -282,6 +284,47 @@ class PolicyTest:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionParam:
+    name: str
+    type: str
+    """A CEL type name, or ``any``."""
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryFunction:
+    """One function of a ``Library``: inlined where it is called (``lib.fn(...)``)."""
+
+    library: str
+    name: str
+    description: str
+    params: tuple[FunctionParam, ...]
+    expression: Expression
+    position: Position
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.library}.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """One ``kind: Library`` document."""
+
+    metadata: Metadata
+    params: Mapping[str, Any]
+    functions: tuple[LibraryFunction, ...]
+    position: Position
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
+@dataclass(frozen=True, slots=True)
 class Documents:
     """Everything one ``load_documents`` call read: all or nothing."""
 
@@ -294,4 +337,7 @@ class Documents:
     problems: hash these for a revision."""
     warnings: tuple[Problem, ...] = ()
     """Likely mistakes that still load (YAML pitfalls), for ``guardrails check``."""
+    libraries: tuple[Library, ...] = ()
+    """``kind: Library`` documents: functions inlined at compile time, shared params
+    (already merged into the policies' ``params``)."""
     bindings: tuple[PolicyBinding, ...] = ()

@@ -26,6 +26,8 @@ class Problem:
 class PolicyError(Exception):
     """A policy set could not be loaded; ``errors`` lists every problem found."""
 
+    __module__ = "guardrails"  # as users import it, in tracebacks
+
     def __init__(self, errors: Iterable[Problem]) -> None:
         self.errors: list[Problem] = sorted(
             errors, key=lambda p: (p.file, p.line, p.column, p.message)

@@ -36,6 +36,7 @@ Decisions (the contract leaves them open):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import json
@@ -57,7 +58,10 @@ from guardrails.model.documents import (
     API_VERSION,
     Counter,
     Documents,
+    FunctionParam,
     HistoryEntry,
+    Library,
+    LibraryFunction,
     Match,
     Metadata,
     PolicyBinding,
@@ -78,6 +82,7 @@ from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
     RE2_OPTIONS,
+    LibraryDocument,
     PolicyBindingDocument,
     PolicyTestDocument,
     Shape,
@@ -103,7 +108,8 @@ _NAMED_LISTS = {"ToolPolicy": (("variables", "variable"), ("repairs", "repair"),
                                ("rules", "rule"), ("redact", "redact"),
                                ("counters", "counter")),
                 "PolicyTest": (("cases", "test case"),),
-                "PolicyBinding": ()}
+                "PolicyBinding": (),
+                "Library": (("functions", "function"),)}
 """``spec`` lists whose elements' names must be unique within the list."""
 
 
@@ -143,6 +149,7 @@ class _FileResult:
     nodes: list[Node]
     policies: list[ToolPolicy] = field(default_factory=list)
     tests: list[PolicyTest] = field(default_factory=list)
+    libraries: list[Library] = field(default_factory=list)
     bindings: list[PolicyBinding] = field(default_factory=list)
 
 
@@ -181,6 +188,8 @@ class _Loader:
                 result.policies.append(doc)
             elif isinstance(doc, PolicyTest):
                 result.tests.append(doc)
+            elif isinstance(doc, Library):
+                result.libraries.append(doc)
             elif isinstance(doc, PolicyBinding):
                 result.bindings.append(doc)
 
@@ -245,7 +254,11 @@ class _Loader:
             self.problems.extend(r.src.problems)
         for p in self.params.values():
             self.problems.extend(p.problems)
-        policies = [p for r in kept for p in r.policies]
+        libraries = [lib for r in kept for lib in r.libraries]
+        _check_unique(self.problems, "library", [(lib.name, lib.metadata.name_position)
+                                                 for lib in libraries])
+        policies = [_with_library_params(p, r.libraries, libraries, self.problems)
+                    for r in kept for p in r.policies]
         tests = [t for r in kept for t in r.tests]
         _check_unique(self.problems, "policy", [(p.name, p.metadata.name_position)
                                                 for p in policies])
@@ -267,7 +280,33 @@ class _Loader:
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)),
                          warnings=tuple(dict.fromkeys(warnings)),
+                         libraries=tuple(libraries),
                          bindings=tuple(bindings))
+
+
+def _with_library_params(policy: ToolPolicy, same_file: Sequence[Library],
+                         every: Sequence[Library], problems: list[Problem]) -> ToolPolicy:
+    """The policy with shared params merged under its own: first the Library documents of
+    its own file, then those it names in ``spec.uses`` (in that order; later wins, and the
+    policy's own ``params`` and ``paramsFile`` win over all of them)."""
+    by_name = {lib.name: lib for lib in every}
+    shared: dict[str, Any] = {}
+    for lib in same_file:
+        shared.update(lib.params)
+    for name, pos in policy.uses:
+        used = by_name.get(name)
+        if used is None:
+            known = sorted(by_name)
+            problems.append(Problem(pos.file, pos.line, pos.column,
+                                    f"spec.uses: no Library named '{name}' is loaded"
+                                    f"{_suggest(name, known)}" + (
+                                        f" (libraries: {', '.join(known)})" if known and
+                                        not _suggest(name, known) else "")))
+            continue
+        shared.update(used.params)
+    if not shared:
+        return policy
+    return dataclasses.replace(policy, params=MappingProxyType({**shared, **policy.params}))
 
 
 class UnreadableFile(Exception):
@@ -528,7 +567,7 @@ class _DocumentReader:
     def error(self, where: Node | Position, message: str) -> None:
         self.src.error(where, message)
 
-    def document(self, node: Node) -> ToolPolicy | PolicyTest | PolicyBinding | None:
+    def document(self, node: Node) -> ToolPolicy | PolicyTest | PolicyBinding | Library | None:
         if not isinstance(node, MappingNode):
             self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
             return None
@@ -552,6 +591,8 @@ class _DocumentReader:
             return None
         if isinstance(doc, ToolPolicyDocument):
             return _policy_record(tree, doc, params or {}, self.params_file(tree))
+        if isinstance(doc, LibraryDocument):
+            return _library_record(tree, doc)
         if isinstance(doc, PolicyBindingDocument):
             return _binding_record(tree, doc)
         assert isinstance(doc, PolicyTestDocument)
@@ -638,6 +679,12 @@ class _DocumentReader:
                 self.unique_names(tree, ("spec", field_name), items, what)
         if kind == "ToolPolicy":
             return self.policy_params(tree, spec)
+        if kind == "Library":
+            for i, f in enumerate(spec.get("functions") or ()):
+                if isinstance(f, dict) and isinstance(f.get("params"), list):
+                    self.unique_names(tree, ("spec", "functions", i, "params"), f["params"],
+                                      "parameter")
+            return None
         if kind == "PolicyTest":
             self._test_policies(tree, report=True)
         return None
@@ -751,7 +798,21 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       default_action=spec.default_action, match=match,
                       params=MappingProxyType(params), params_file=params_file,
                       variables=variables, repairs=repairs, secrets=secrets, rules=rules,
-                      redact=redact, position=tree.pos(()), counters=counters)
+                      redact=redact, position=tree.pos(()), counters=counters,
+                      uses=tuple((name, tree.pos((*at, "uses", i)))
+                                 for i, name in enumerate(spec.uses)))
+
+
+def _library_record(tree: _Tree, doc: LibraryDocument) -> Library:
+    m, at = doc.metadata, ("spec",)
+    functions = tuple(
+        LibraryFunction(m.name, f.name, f.description,
+                        tuple(FunctionParam(p.name, p.type) for p in f.params),
+                        tree.expression((*at, "functions", i, "expression")),
+                        tree.pos((*at, "functions", i)))
+        for i, f in enumerate(doc.spec.functions))
+    return Library(_metadata(tree, m.name, m.description, m.labels),
+                   MappingProxyType(dict(doc.spec.params)), functions, tree.pos(()))
 
 
 def _binding_record(tree: _Tree, doc: PolicyBindingDocument) -> PolicyBinding:

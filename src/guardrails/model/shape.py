@@ -478,6 +478,57 @@ class ToolPolicySpec(Shape):
     counters: list[CounterShape] = Field(default_factory=list,
                                          description="Counts shared across runs and "
                                                      "replicas.")
+    uses: list[LibraryName] = Field(default_factory=list,
+                                    description="Libraries whose params this policy "
+                                                "shares (Library documents of the same file "
+                                                "are shared without being listed).")
+
+
+ParamTypeName = Literal["any", "bool", "int", "uint", "double", "string", "bytes", "list",
+                        "map", "timestamp", "duration"]
+LibraryName = Annotated[str, _name_check(
+    IDENTIFIER, "library name", "must be an identifier (letters, digits and '_', not "
+    "starting with a digit): functions are called as <library>.<function>(...)",
+    _not_reserved), _name_schema(IDENTIFIER)]
+FunctionName = Annotated[str, _name_check(
+    IDENTIFIER, "function name", "must be an identifier (letters, digits and '_', not "
+    "starting with a digit)", _not_reserved), _name_schema(IDENTIFIER)]
+ParamName = Annotated[str, _name_check(
+    IDENTIFIER, "parameter name", "must be an identifier (letters, digits and '_', not "
+    "starting with a digit)", _not_reserved), _name_schema(IDENTIFIER)]
+
+
+class FunctionParamShape(Shape):
+    """One parameter of a library function."""
+
+    name: ParamName = Field(description="The name the body uses.")
+    type: ParamTypeName = Field("any", description="The CEL type an argument must have "
+                                                   "(any: no check).")
+
+
+class FunctionShape(Shape):
+    """A function policies call as <library>.<name>(...); its body is inlined."""
+
+    name: FunctionName = Field(description="Identifier, unique in the library.")
+    description: str = Field("", description="Free text for people.")
+    params: list[FunctionParamShape] = Field(default_factory=list,
+                                             description="Parameters, in call order.")
+    expression: Expression = Field(description="CEL body: the parameters, the names every "
+                                               "expression can use (args, request, params "
+                                               "of the calling policy, ...) and functions "
+                                               "of libraries.")
+
+
+class LibrarySpec(Shape):
+    """What a library shares."""
+
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="Params merged under the params of every "
+                                               "policy of the same file and of every policy "
+                                               "that lists the library in spec.uses.")
+    functions: list[FunctionShape] = Field(default_factory=list,
+                                           description="Functions, called as "
+                                                       "<library>.<function>(...).")
 
 
 class HistoryEntryShape(Shape):
@@ -586,6 +637,23 @@ class PolicyTestDocument(Shape):
     spec: PolicyTestSpec = Field(description="The document's content.")
 
 
+class LibraryMetadata(PolicyMetadata):
+    """Identifies the document."""
+
+    name: LibraryName = Field(description="Identifier, unique among libraries: the "
+                                          "namespace of its functions.")
+
+
+class LibraryDocument(Shape):
+    """Functions and params shared by policies."""
+
+    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
+                                                  description=f"Always {API_VERSION}.")
+    kind: Literal["Library"] = Field(description="The document kind.")
+    metadata: LibraryMetadata = Field(description="Name and description of the document.")
+    spec: LibrarySpec = Field(description="The document's content.")
+
+
 class BindingMetadata(PolicyMetadata):
     """Identifies the document."""
 
@@ -627,6 +695,7 @@ class PolicyBindingDocument(Shape):
 DOCUMENT_MODELS: dict[str, type[Shape]] = {
     "ToolPolicy": ToolPolicyDocument,
     "PolicyTest": PolicyTestDocument,
+    "Library": LibraryDocument,
     "PolicyBinding": PolicyBindingDocument,
 }
 """Every document kind and its model; the loader and the schema both read this."""
