@@ -144,7 +144,9 @@ class PolicySet:
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases), Effect(unmatched), agent=agent,
+                            known_secrets, tuple(aliases),
+                            unmatched if type(unmatched) is Effect else Effect(unmatched),
+                            agent=agent,
                             counters=counters)
 
     def explain(
