@@ -43,6 +43,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/scrub_bench.py
 	$(BIN)/python benchmarks/worst_case.py
 	$(BIN)/python benchmarks/fleet_bench.py
+	$(BIN)/python benchmarks/provenance_bench.py
 
 clean:
 	rm -rf $(VENV)

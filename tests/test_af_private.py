@@ -259,3 +259,18 @@ def test_invalid_fields_names_the_arguments_a_validation_error_is_about() -> Non
         _private.prepare_arguments(context, {"amount": 5})
     assert _private.invalid_fields(missing.value) == frozenset({"recipient"})
     assert _private.invalid_fields(ValueError("no cause")) is None
+
+
+def test_approval_observer_is_the_protocol_the_guard_implements() -> None:
+    """The framework tells function middleware implementing this runtime-checkable protocol
+    about approval responses it will not run: history's "rejected" entries depend on it
+    (exercised in the real loop by tests/test_af_provenance.py)."""
+    from pathlib import Path
+
+    import guardrails
+    from guardrails.agent_framework import GuardFunctionMiddleware
+
+    policies = guardrails.load(Path(__file__).resolve().parent.parent / "policies")
+    middleware = GuardFunctionMiddleware(policies)
+    assert isinstance(middleware, _private.ApprovalObserver)
+    assert callable(getattr(middleware, _private.APPROVAL_OBSERVER))

@@ -121,7 +121,7 @@ def test_rule_snippets_compile(block: Block, tmp_path: Path) -> None:
 
 def test_complete_policy_example_behaves_as_documented(tmp_path: Path) -> None:
     [block] = [b for b in POLICY_BLOCKS if b.file.name == "policy-language.md"
-               and "kind: ToolPolicy" in b.body]
+               and "kind: ToolPolicy" in b.body and "name: payments" in b.body]
     policies = guardrails.load(_materialise(block, tmp_path / "ex"))
     d = policies.evaluate("pay_invoice", {"recipient": "XX", "amount": "1,500.00"},
                           principal={"tenant": "acme"})
@@ -237,7 +237,8 @@ def test_limits_table_matches_defaults() -> None:
     text = (ROOT / "docs" / "policy-language.md").read_text()
     d = Limits()
     for value in (d.max_expression_length, d.max_nesting_depth, d.max_comprehension_nesting,
-                  d.max_cost, d.max_input_bytes, d.max_input_depth, d.max_history):
+                  d.max_cost, d.max_input_bytes, d.max_input_depth, d.max_history,
+                  d.max_result_chars, d.max_history_result_chars):
         assert re.search(rf"\| {value:,}( bytes)? \|", text), value
 
 

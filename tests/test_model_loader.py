@@ -135,8 +135,8 @@ def test_every_policy_test_field_is_read(valid: Documents) -> None:
     assert second.call.description == "Sends money" and second.call.request is None
     assert dict(second.call.principal) == {"tenant": "acme", "roles": ["admin"]}
     assert [h.to_dict() for h in second.call.history] == [
-        {"tool": "lookup", "args": {"q": 1}, "effect": "deny"},
-        {"tool": "lookup", "args": {}, "effect": "allow"},
+        {"tool": "lookup", "args": {"q": 1}, "effect": "deny", "result": "", "trusted": False},
+        {"tool": "lookup", "args": {}, "effect": "allow", "result": "", "trusted": False},
     ]
     assert second.call.history[0].position == Position(f, 20, 13)
     assert (second.expect.effect, second.expect.message) == ("deny", "unknown payee")

@@ -52,7 +52,7 @@ def test_schema_field_names_are_the_model_field_names() -> None:
     defs = json_schema()["$defs"]
     assert tuple(defs["ToolPolicySpec"]["properties"]) == (
         "mode", "failurePolicy", "defaultAction", "match", "params", "paramsFile",
-        "variables", "repairs", "secrets", "rules", "redact", "counters", "uses")
+        "variables", "repairs", "secrets", "rules", "redact", "results", "counters", "uses")
     assert tuple(defs["PolicyTestSpec"]["properties"]) == field_names(shape.PolicyTestSpec)
     assert tuple(defs["PolicyMetadata"]["properties"]) == ("name", "description", "labels")
     assert tuple(defs["ToolPolicy"]["properties"]) == ("apiVersion", "kind", "metadata",

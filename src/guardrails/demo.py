@@ -195,19 +195,28 @@ async def run_demo(out: TextIO) -> int:
     session = agent.create_session()
     halted: guardrails.PolicyViolation | None = None
     try:
-        first = await agent.run(REQUEST, session=session)
-        requests = list(first.user_input_requests)
-        for request in requests:
-            reason = request.additional_properties.get("reason", "")
-            pending = request.function_call
-            if pending is not None:
-                args = pending.parse_arguments()
-                log.say(f"    approval requested: {pending.name}({_kwargs(args)})")
-            log.say(f"      reason: {reason}")
-            log.say("    Dana approves.")
-        answer = Message(role="user", contents=[
-            r.to_function_approval_response(approved=True) for r in requests])
-        await agent.run(answer, session=session)
+        response = await agent.run(REQUEST, session=session)
+        for _ in range(8):  # each round answers the approvals the last run asked for
+            requests = list(response.user_input_requests)
+            if not requests:
+                break
+            answers = []
+            for request in requests:
+                reason = str(request.additional_properties.get("reason", ""))
+                pending = request.function_call
+                if pending is not None:
+                    args = pending.parse_arguments()
+                    log.say(f"    approval requested: {pending.name}({_kwargs(args)})")
+                log.say(f"      reason: {reason}")
+                # Dana reads the reason: a payee she never gave, flagged as coming from
+                # the e-mail, is not hers.
+                approved = "prompt injection" not in reason
+                log.say("    Dana approves." if approved else "    Dana rejects it.")
+                if not approved and pending is not None:
+                    log.blocked.append(f"{pending.name} (rejected by Dana)")
+                answers.append(request.to_function_approval_response(approved=approved))
+            response = await agent.run(Message(role="user", contents=answers),
+                                       session=session)
     except guardrails.PolicyViolation as violation:
         halted = violation
     log.say()

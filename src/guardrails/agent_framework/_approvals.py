@@ -178,6 +178,11 @@ def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | 
                             decision, key)
 
 
+def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:
+    """Drop a held call a human rejected; whether this guard was holding it."""
+    return take_held(state, approval_id) is not None
+
+
 def take_held(state: dict[str, Any] | None, approval_id: str) -> dict[str, str] | None:
     """Remove and return the record held in the session for ``approval_id``."""
     if state is None:

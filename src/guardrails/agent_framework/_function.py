@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from agent_framework import (
+    AgentSession,
+    Content,
     FunctionInvocationContext,
     FunctionMiddleware,
     MiddlewareFailure,
@@ -41,6 +44,7 @@ from guardrails.agent_framework._approvals import (
     hold_approval,
     is_approved_response,
     new_token,
+    release_approval,
     response_token,
     take_held,
 )
@@ -51,7 +55,13 @@ from guardrails.agent_framework._arguments import (
     same_json,
 )
 from guardrails.agent_framework._boundary import _GuardHalt, mint
-from guardrails.agent_framework._history import HISTORY_LIMIT, history_of, record, redacted
+from guardrails.agent_framework._history import (
+    HISTORY_LIMIT,
+    history_of,
+    record,
+    redacted,
+    set_result,
+)
 from guardrails.agent_framework._mcp import tool_aliases
 from guardrails.agent_framework._secrets import (
     CURRENT_SCRUBBER,
@@ -73,7 +83,7 @@ from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.engine.policy import SecretRef
 from guardrails.telemetry import GuardTelemetry
 
-__all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource"]
+__all__ = ["INJECTED_MEMORY", "GuardFunctionMiddleware", "PrincipalSource", "TrustLabels"]
 
 _log = logging.getLogger("guardrails.agent_framework")
 
@@ -83,6 +93,10 @@ PrincipalSource: TypeAlias = (
                Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None]
     | None
 )
+
+TrustLabels: TypeAlias = Mapping[str, bool] | Iterable[str] | None
+"""Host labels for tools' results: names (or globs) of trusted tools, or a mapping of
+names (or globs) to True (trusted) / False (untrusted)."""
 
 INJECTED_MEMORY = 1024
 """Distinct injected secret values a guard remembers, and keeps scrubbing from every later
@@ -97,6 +111,8 @@ than that over one guard's life builds a new ``guard()`` (per session, say)."""
 INJECTED_MEMORY_CHARS = 1 << 20
 """Total characters of the remembered values (the same refusal applies beyond it)."""
 
+_TOOLS_REMEMBERED = 1024
+"""Tools whose trust label a guard keeps (cleared when full, like the engine's tool index)."""
 _MEMORY_LAYER = 128
 """Injected values per layer of the memory's scrubber: a new value recompiles only its
 layer's search (at most this many values' spellings), never the whole memory's."""
@@ -183,6 +199,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         counters: CounterStore | None = None,
         approvals: ApprovalStore | None = None,
         approval_key: bytes | None = None,
+        trusted_tools: TrustLabels = None,
     ) -> None:
         if unmatched not in UNMATCHED:
             raise ValueError(f"unmatched must be one of {', '.join(UNMATCHED)}, not {unmatched!r}")
@@ -196,6 +213,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._approval_key = approval_key or None
         self._counters: CounterStore = counters if counters is not None else MemoryStore()
         self._policies = policies
+        self._trust_labels = _trust_labels(trusted_tools)
+        self._trusted: dict[tuple[str, ...], bool] = {}
         self._principal = principal
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
@@ -525,8 +544,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._block_on_guard_error(context, tool, exc)
                 return
             scrub = self._scrubber(plan, injected.values())
-            self._record(context, plan, "allow", scrub)
+            entry = self._record(context, plan, "allow", scrub)
             await self._run_tool(context, call_next, scrub, plan.run)
+            set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
         # The call does not run: give back any reservation (of a require_approval, or of a
@@ -715,14 +735,74 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                           "so it was blocked.")
 
     def _record(self, context: FunctionInvocationContext, plan: _Plan, effect: str,
-                scrub: Scrubber) -> None:
+                scrub: Scrubber) -> dict[str, Any] | None:
         history = history_of(session_state(context.session, create=True), plan.run)
         if history is None:
-            return
+            return None
+        tool = context.function.name
         args: dict[str, Any]
         if plan.over_bounds:  # nothing of arguments over the bounds is read again
             args, truncated = {}, True
         else:
             args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
-        record(history, context.function.name, args, effect, self._history_limit,
-               truncated=truncated)
+        return record(history, tool, args, effect, self._history_limit, truncated=truncated,
+                      trusted=self.trusted(tool, tuple(tool_aliases(context.function))))
+
+    def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
+        """Whether ``tool``'s results are trusted content: some label (a policy's
+        ``spec.results`` or the host's ``trusted_tools``, by name or alias) says trusted
+        and none says untrusted. Unlabelled tools are untrusted."""
+        policies = self._policies.current  # labels follow a reloaded policy set
+        names = (tool, *aliases)
+        key = (policies.revision, *names)
+        found = self._trusted.get(key)
+        if found is None:
+            labels = [policies.results_trusted(tool, aliases)]
+            labels += [v for glob, v in self._trust_labels
+                       if any(fnmatch.fnmatchcase(n, glob) for n in names)]
+            found = False not in labels and True in labels
+            if len(self._trusted) >= _TOOLS_REMEMBERED:
+                self._trusted.clear()
+            self._trusted[key] = found
+        return found
+
+    # Private framework capability (see _private.APPROVAL_OBSERVER): the framework tells
+    # its function middleware about approval responses that will not run the call.
+    def _on_approval_responses(self, responses: Sequence[Content], *,
+                               session: AgentSession | None) -> None:
+        """A human rejected a held call: history records it with effect "rejected"."""
+        with contextlib.suppress(Exception):  # bookkeeping must never break a run
+            state = session_state(session)
+            history = history_of(state, RUN.get())
+            for response in responses:
+                call = response.function_call
+                if (response.type != "function_approval_response" or response.approved is True
+                        or call is None or not isinstance(call.name, str)):
+                    continue
+                if not isinstance(response.id, str) or not release_approval(state, response.id):
+                    continue  # not a call this guard held
+                arguments = call.parse_arguments() or {}
+                names = self._policies.current.secret_arguments(call.name)
+                scrub = self._memory.with_values(
+                    [v for k, v in arguments.items() if k in names]) if names else self._memory
+                args, truncated = redacted(arguments, names, scrub)
+                record(history, call.name, args, "rejected", self._history_limit,
+                       truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _trust_labels(labels: TrustLabels) -> tuple[tuple[str, bool], ...]:
+    if labels is None:
+        return ()
+    if isinstance(labels, str):
+        raise TypeError("trusted_tools must be a list of tool names or a mapping, not a string")
+    if isinstance(labels, Mapping):
+        out = []
+        for name, value in labels.items():
+            if not isinstance(name, str) or not isinstance(value, bool):
+                raise TypeError("trusted_tools mapping must map tool names to True or False")
+            out.append((name, value))
+        return tuple(out)
+    names = list(labels)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError("trusted_tools must hold tool names")
+    return tuple((n, True) for n in names)

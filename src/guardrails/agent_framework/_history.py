@@ -4,22 +4,34 @@ Kept in the session's state when the run has one (so it survives across runs), e
 the run's state. Bounded (oldest dropped first), and redacted before it is stored:
 declared secret arguments become ``[REDACTED]`` and every other string is scrubbed, since
 the session may be saved, logged or shown, and a later decision record quotes history.
+
+Each entry is ``{tool, args, effect, result, trusted, at}``: ``result`` is the text the
+model got from the tool (already scrubbed, cut at ``RESULT_LIMIT``), filled in when the
+tool returns (the entry itself is appended before the tool runs, so the sibling calls of
+a parallel batch see it); ``at`` is RFC 3339 text, so a session stays JSON.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
+
+from agent_framework import Content
 
 from guardrails.agent_framework._secrets import Scrubber
 from guardrails.agent_framework._state import RunState
 from guardrails.engine.decision import REDACTED
 from guardrails.engine.evaluate import NODE_COST
 
-__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "history_of", "record", "redacted"]
+__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "history_of", "record",
+           "redacted", "result_text", "set_result"]
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
+
+RESULT_LIMIT = 65_536
+"""Characters of a tool's result kept in its history entry (the engine's per-entry bound)."""
 
 
 def history_of(state: dict[str, Any] | None, run: RunState | None) -> list[dict[str, Any]] | None:
@@ -100,15 +112,53 @@ def _kept(value: Any, scrub: Scrubber, left: _Left) -> Any:
 
 
 def record(history: list[dict[str, Any]] | None, tool: str, args: dict[str, Any],
-           effect: str, limit: int, *, truncated: bool = False) -> None:
+           effect: str, limit: int, *, truncated: bool = False,
+           trusted: bool = False) -> dict[str, Any] | None:
     """Append one call (``args`` already ``redacted``), dropping the oldest beyond ``limit``.
 
     ``truncated``: some arguments were left out (over ``HISTORY_ENTRY_BYTES``, or the whole
-    call was over the engine's input bounds); the entry says so, so a rule can tell."""
+    call was over the engine's input bounds); the entry says so, so a rule can tell.
+    Returns the entry, whose ``result`` ``set_result`` fills in once the tool returned.
+    """
     if history is None:
-        return
-    entry: dict[str, Any] = {"tool": tool, "args": args, "effect": effect}
+        return None
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
+    entry: dict[str, Any] = {"tool": tool, "args": args, "effect": effect, "result": "",
+                             "trusted": trusted, "at": at}
     if truncated:
         entry["truncated"] = True
     history.append(entry)
     del history[:-limit]
+    return entry
+
+
+def result_text(result: Any) -> str:
+    """The text of a (scrubbed) tool result, as the model reads it, cut at ``RESULT_LIMIT``."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result[:RESULT_LIMIT]
+    items = result if isinstance(result, list) else [result]
+    parts: list[str] = []
+    size = 0
+    for item in items:
+        text = getattr(item, "text", None) if isinstance(item, Content) else None
+        if isinstance(item, Content) and item.type == "text" and isinstance(text, str):
+            parts.append(text)
+            size += len(text)
+        elif isinstance(item, Content) and isinstance(item.uri, str):
+            parts.append(item.uri[:RESULT_LIMIT])
+            size += len(parts[-1])
+        if size >= RESULT_LIMIT:
+            break
+    return "\n".join(parts)[:RESULT_LIMIT]
+
+
+def set_result(entry: dict[str, Any] | None, result: Any) -> None:
+    """Fill in the result of a recorded call (never fails: history is bookkeeping)."""
+    if entry is None:
+        return
+    try:
+        entry["result"] = result_text(result)
+    except Exception:  # a result with no readable text is recorded as none
+        entry["result"] = ""

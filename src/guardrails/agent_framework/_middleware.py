@@ -13,7 +13,11 @@ from agent_framework import AgentMiddleware, FunctionMiddleware
 
 from guardrails.agent_framework._approvals import ApprovalStore
 from guardrails.agent_framework._boundary import GuardRunMiddleware
-from guardrails.agent_framework._function import GuardFunctionMiddleware, PrincipalSource
+from guardrails.agent_framework._function import (
+    GuardFunctionMiddleware,
+    PrincipalSource,
+    TrustLabels,
+)
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
 from guardrails.engine import PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore
@@ -37,6 +41,7 @@ def guard(
     counters: CounterStore | None = None,
     approvals: ApprovalStore | None = None,
     approval_key: bytes | None = None,
+    trusted_tools: TrustLabels = None,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``.
 
@@ -54,6 +59,9 @@ def guard(
     replicas): calls waiting for approval are held with an HMAC, so forged session state
     approves nothing. ``approvals``: a shared store (needs ``approval_key``) to hold them
     in, so an approval given on one replica replays on another.
+    ``trusted_tools`` labels tools' results for the provenance functions: names (or globs)
+    of trusted tools, or a mapping of them to True/False; it adds to the policies'
+    ``spec.results`` labels, and an untrusted label always wins. Unlabelled: untrusted.
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
@@ -69,7 +77,8 @@ def guard(
         GuardRunMiddleware(policies, telemetry=telemetry, strict=strict),
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
                                 telemetry=telemetry, unmatched=unmatched, counters=counters,
-                                approvals=approvals, approval_key=approval_key),
+                                approvals=approvals, approval_key=approval_key,
+                                trusted_tools=trusted_tools),
     ]
 
 

@@ -16,7 +16,10 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
 - the tool's own argument validation (``FunctionTool._prepare_arguments``) and the
   *prepared-arguments* record that makes the final ``invoke`` run the tool with exactly the
   values prepared before it, without validating them a second time. The guard validates
-  first and evaluates what validation produced, so what the rules see is what runs.
+  first and evaluates what validation produced, so what the rules see is what runs;
+- the *approval response observer*: a function middleware with a method named
+  ``APPROVAL_OBSERVER`` is told of approval responses that will not run their call
+  (rejections), which history records with effect "rejected".
 
 ``tests/test_af_private.py`` pins the behaviour of each name here: a framework upgrade
 that changes them fails those tests loudly instead of silently weakening the guard.
@@ -29,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_framework import FunctionInvocationContext
+from agent_framework._middleware import _ApprovalResponseObserver
 from agent_framework._tools import (
     _FUNCTION_RESULT_CARRIER_CONTEXT_KEY,
     _PREPARED_ARGUMENTS_CONTEXT_KEY,
@@ -43,8 +47,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 __all__ = [
+    "APPROVAL_OBSERVER",
     "PREPARED_KEY",
     "SNAPSHOT_KEY",
+    "ApprovalObserver",
     "argument_token",
     "authority_token",
     "function_result_carrier",
@@ -60,6 +66,11 @@ __all__ = [
 
 SNAPSHOT_KEY: str = _SECURITY_ARGUMENTS_SNAPSHOT_CONTEXT_KEY
 PREPARED_KEY: str = _PREPARED_ARGUMENTS_CONTEXT_KEY
+
+ApprovalObserver: Any = _ApprovalResponseObserver
+"""The runtime-checkable protocol the framework tests its function middleware against."""
+APPROVAL_OBSERVER = "_on_approval_responses"
+"""The method the framework calls with the approval responses it will not execute."""
 
 
 _PACK = struct.Struct("!d").pack

@@ -52,6 +52,11 @@ Backend = Literal["compiled", "closures", "interpreter"]
 CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "params", "now"})
 """Names every expression can use; ``variables`` is added where variables exist."""
 
+PROVENANCE_FUNCTIONS = frozenset({"provenance", "untrusted"})
+"""Functions that read ``history`` and ``request`` without naming them."""
+PROVENANCE_MARKER = "@provenance"
+"""In ``CompiledExpression.names`` of an expression calling them (never a CEL name)."""
+
 PathLike = str | os.PathLike[str]
 
 
@@ -283,6 +288,7 @@ class _Compiler:
             secret_arguments=p.secrets.secret_arguments,
             inject={i.argument: SecretRef(env=i.env) for i in p.secrets.inject},
             redact=tuple(redact),
+            results=p.results,
             agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
             counters=counters,
         )
@@ -357,6 +363,10 @@ class _Compiler:
         for node in cel.walk(program.ast):
             if isinstance(node, cel.Ident):
                 used.add(node.name)
+            elif (isinstance(node, cel.Call) and node.target is None
+                  and node.function in PROVENANCE_FUNCTIONS):
+                # They read both, unnamed; the marker tells the engine to set their context.
+                used.update(("history", "request", PROVENANCE_MARKER))
             counter = _reference(node, "counters")
             if counter is not None and "counters" in names and counter not in {
                     c.name for c in self.src.counters}:

@@ -17,7 +17,7 @@ import json
 import math
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -41,6 +41,7 @@ from guardrails.engine.decision import (
 from guardrails.engine.policy import CompiledCounter, CompiledPolicy, CompiledVariable
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError
+from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
 
 _ID_PREFIX = secrets.token_hex(8)
@@ -266,6 +267,59 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
     return value if out is None else out
 
 
+def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict[str, Any]]:
+    """``history`` as expressions see it: the newest ``max_history`` entries, each a map
+    with ``result`` (text, ``""`` when absent), ``trusted`` (bool, false when absent) and
+    ``at`` (a timestamp, when given as one or as RFC 3339 text).
+
+    Results are bounded on their own (``max_result_chars`` each, ``max_history_result_chars``
+    in all, oldest cut first), not by ``max_input_bytes``: the guard records every result,
+    and a few long ones must not turn every later call into an input error.
+    """
+    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+        raise InputError("history must be a list of maps")
+    entries = list(history)[-limits.max_history:]
+    out: list[dict[str, Any]] = []
+    results_left = limits.max_history_result_chars
+    for entry in reversed(entries):
+        if not isinstance(entry, Mapping):
+            raise InputError("history entries must be maps")
+        rest = {k: v for k, v in entry.items() if k not in ("result", "trusted", "at")}
+        normalised = _normalize(rest, 1, budget, limits.max_input_depth)
+        result = entry.get("result")
+        if result is None:
+            result = ""
+        if type(result) is not str:
+            raise InputError("history result must be text")
+        result = result[:max(0, min(limits.max_result_chars, results_left))]
+        results_left -= len(result)
+        trusted = entry.get("trusted", False)
+        if type(trusted) is not bool:
+            raise InputError("history trusted must be true or false")
+        normalised["result"] = result
+        normalised["trusted"] = trusted
+        at = entry.get("at")
+        if at is not None:
+            normalised["at"] = timestamp(at, "history at")
+        out.append(normalised)
+    out.reverse()
+    if budget.left < 0:
+        raise InputError("inputs exceed the size bound")
+    return out
+
+
+def timestamp(value: Any, what: str) -> datetime.datetime:
+    """A UTC-aware datetime from a datetime (naive is UTC) or RFC 3339 text."""
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InputError(f"{what} is not an RFC 3339 timestamp") from None
+    if not isinstance(value, datetime.datetime):
+        raise InputError(f"{what} must be a timestamp")
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+
+
 # --- evaluation ------------------------------------------------------------------------
 
 
@@ -408,7 +462,34 @@ def evaluate_call(
 
     ``counters`` is where the policies' counters live; with None, each counter reads as if
     nothing had been counted before (a dry run: ``guardrails eval``, ``guardrails test``).
+
+    The provenance functions read the call's request and history (and the params of the
+    policy being evaluated) from ``ORIGINS``, set here for the duration of the call.
     """
+    if "@provenance" not in candidates_of_tool.names:  # compile.PROVENANCE_MARKER
+        return _evaluate_call(call, candidates_of_tool, None, revision, input_error, trace,
+                              known_secrets, unmatched, max_cost, counters)
+    origins = Origins(call.request, call.history)
+    token = ORIGINS.set(origins)
+    try:
+        return _evaluate_call(call, candidates_of_tool, origins, revision, input_error, trace,
+                              known_secrets, unmatched, max_cost, counters)
+    finally:
+        ORIGINS.reset(token)
+
+
+def _evaluate_call(
+    call: Call,
+    candidates_of_tool: Candidates,
+    origins: Origins | None,
+    revision: str,
+    input_error: str | None,
+    trace: list[PolicyTrace] | None,
+    known_secrets: Scrubber | None,
+    unmatched: Effect,
+    max_cost: int,
+    counters: CounterStore | None,
+) -> Decision:
     meter = Meter(max_cost)
     args: dict[str, Any] = dict(call.args)
     raw_args = call.args
@@ -417,7 +498,7 @@ def evaluate_call(
         "args": raw_args,
         "principal": call.principal,
         "history": call.history,
-        "request": {"text": call.request},
+        "request": Request(call.request),
         "now": call.now,
         METER: meter,
     }
@@ -477,6 +558,8 @@ def evaluate_call(
                 pt.matched = True
             continue
         bindings = dict(base, params=policy.params, variables={})
+        if origins is not None:
+            origins.params = policy.params
         try:
             value = policy.when.program.evaluate(bindings)
             if type(value) is not bool:
@@ -519,6 +602,8 @@ def evaluate_call(
         if not policy.repairs:
             continue
         pt = traces.get(policy.name)
+        if origins is not None:
+            origins.params = policy.params
         for repair in policy.repairs:
             bindings = dict(base, args=args, params=policy.params, variables={})
             element = f"repairs.{repair.name}"
@@ -570,6 +655,8 @@ def evaluate_call(
     # 4. rules
     for policy in matched:
         pt = traces.get(policy.name)
+        if origins is not None:
+            origins.params = policy.params
         counter_view = views.get(policy.name)
         extra = {} if counter_view is None else {"counters": counter_view}
         if policy.variables:

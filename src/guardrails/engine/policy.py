@@ -102,6 +102,8 @@ class CompiledPolicy:
     secret_arguments: frozenset[str]
     inject: Mapping[str, SecretRef]
     redact: tuple[RedactPattern, ...]
+    results: str | None = None
+    """``spec.results``: "trusted", "untrusted" or None (no label)."""
     agents: tuple[frozenset[str], ...] = ()
     """Agent selectors (``match.agents``, then the binding's): the agent must be named in
     each (by its name or id). Empty: every agent."""

@@ -22,6 +22,7 @@ from guardrails.engine.evaluate import (
     PolicyTrace,
     evaluate_call,
     normalize,
+    normalize_history,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
 from guardrails.engine.scrub import Scrubber
@@ -257,7 +258,7 @@ class PolicySet:
                 else:  # a Sequence of its own: read by index, never more than kept
                     n = len(history)
                     recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
-                n_history = normalize(recent, limits, budget)
+                n_history = normalize_history(recent, limits, budget)
             text = request if request is not None else ""
             if type(text) is not str:
                 if not isinstance(text, str):
@@ -305,6 +306,15 @@ class PolicySet:
         ``Decision.secret_arguments`` for that tool (``CompiledPolicy.secret_arguments``
         holds the injected names too)."""
         return self._candidates(tool, tuple(aliases)).secret_names
+
+    def results_trusted(self, tool: str, aliases: Sequence[str] = ()) -> bool | None:
+        """The ``spec.results`` label of the policies whose globs name ``tool`` (or one of
+        its ``aliases``): False when any says untrusted, True when some say trusted and none
+        untrusted, else None."""
+        labels = {p.results for p in self.for_tool(tool, aliases)}
+        if "untrusted" in labels:
+            return False
+        return True if "trusted" in labels else None
 
     def injections(self, decision: Decision) -> Mapping[str, SecretRef]:
         """Secrets to inject into the call: from the policies that matched and enforce."""

@@ -34,6 +34,7 @@ from guardrails.expr.typechecker import (
 )
 from guardrails.expr.types import (
     BOOL,
+    DOUBLE,
     DYN,
     INT,
     STRING,
@@ -54,13 +55,22 @@ ARGS_UNKNOWN = map_of(STRING, DYN)
 
 _TOOL = map_of(STRING, STRING, {"name": Field(STRING, True),
                                 "description": Field(STRING, True)})
-_REQUEST = map_of(STRING, STRING, {"text": Field(STRING, True)})
+_REQUEST = map_of(STRING, DYN, {
+    "text": Field(STRING, True),
+    **{k: Field(list_of(STRING), True)
+       for k in ("emails", "urls", "hosts", "ibans", "phones", "dates", "quoted")},
+    "numbers": Field(list_of(DOUBLE), True),
+})
+"""The structured request (expr.lib_provenance.Request); ``request.mentions(v)`` too."""
 _COUNTER = map_of(STRING, DYN, {"count": Field(INT, True), "limit": Field(INT, True),
                                 "exceeded": Field(BOOL, True), "remaining": Field(INT, True)})
 """``counters.<name>``: what the engine binds for each of a policy's counters."""
 _HISTORY = list_of(map_of(STRING, DYN, {"tool": Field(STRING, True),
                                         "args": Field(ARGS_UNKNOWN, True),
-                                        "effect": Field(STRING, True)}))
+                                        "effect": Field(STRING, True),
+                                        "result": Field(STRING, True),
+                                        "trusted": Field(BOOL, True),
+                                        "at": Field(TIMESTAMP, False)}))
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,6 +178,9 @@ def from_cel(value: Any) -> Any:
         return None
     if isinstance(value, list):
         return [from_cel(v) for v in value]
+    if isinstance(value, _LazyMap) and type(value._source) is not dict:
+        # A host object (the structured ``request``): library methods need it as itself.
+        return value._source
     if isinstance(value, dict):
         return {from_cel(k): from_cel(v) for k, v in value.items()}
     if isinstance(value, datetime.datetime):

@@ -17,6 +17,7 @@ from typing import Any, Final
 from guardrails.expr import lib_ext as _ext
 from guardrails.expr import lib_net as _net
 from guardrails.expr import lib_optional as _opt
+from guardrails.expr import lib_provenance as _prov
 from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
 from guardrails.expr.lib_common import cel_equal
@@ -64,6 +65,9 @@ FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "iban.valid": _ext.iban_valid,
         "domains.distance": _ext.domains_distance,
         "domains.lookalike": _ext.domains_lookalike,
+        # provenance (the call's context is set by the engine: lib_provenance.ORIGINS)
+        "provenance": _prov.provenance,
+        "untrusted": _prov.untrusted,
     }
 )
 
@@ -118,6 +122,8 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "masked": _net.masked,
         "prefixLength": _net.prefix_length,
         "isMask": _net.is_mask,
+        # provenance: request.mentions(value)
+        "mentions": _prov.mentions,
     }
 )
 
@@ -170,6 +176,7 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "emails.domain": ("emails.domain(string) -> string",),
         "emails.valid": ("emails.valid(string) -> bool",),
         "credentials.found": ("credentials.found(string) -> bool",),
+        **_prov.SIGNATURES,
         "charAt": ("string.charAt(int) -> string",),
         "indexOf": ("string.indexOf(string) -> int", "string.indexOf(string, int) -> int"),
         "lastIndexOf": ("string.lastIndexOf(string) -> int",

@@ -35,6 +35,11 @@ class Limits:
     """Nesting depth of the arguments, principal and history values."""
     max_history: int = 100
     """Earlier calls kept in ``history`` (oldest dropped first)."""
+    max_result_chars: int = 65_536
+    """Characters of one history entry's ``result`` (the rest is cut)."""
+    max_history_result_chars: int = 6_553_600
+    """Characters of all ``result`` texts of ``history`` together; they count here, not in
+    ``max_input_bytes``. Beyond it the oldest results are cut (newest kept whole)."""
 
 
 DEFAULT_LIMITS = Limits()

@@ -31,6 +31,10 @@ FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("Fail", "Ignore")
 DEFAULT_ACTIONS: tuple[DefaultAction, ...] = ("allow", "deny")
 RULE_ACTIONS: tuple[RuleAction, ...] = ("allow", "deny", "halt", "require_approval", "warn")
 EFFECTS: tuple[Effect, ...] = ("allow", "deny", "halt", "require_approval")
+Trust = Literal["trusted", "untrusted"]
+TRUST: tuple[Trust, ...] = ("trusted", "untrusted")
+HISTORY_EFFECTS: tuple[str, ...] = (*EFFECTS, "rejected")
+"""Effects a history entry can record: a human's rejection of an approval too."""
 
 DEFAULT_REPLACEMENT = "[REDACTED]"
 
@@ -161,6 +165,8 @@ class ToolPolicy:
     """Of the document (its first node)."""
     uses: tuple[tuple[str, Position], ...] = ()
     """``spec.uses``: libraries whose params are merged under ``params``, with positions."""
+    results: Trust | None = None
+    """``spec.results``: whether the matched tools' results are trusted content."""
     counters: tuple[Counter, ...] = ()
 
     @property
@@ -206,12 +212,19 @@ class PolicyBinding:
 class HistoryEntry:
     tool: str
     args: Mapping[str, Any]
-    effect: Effect
+    effect: str
     position: Position
+    result: str = ""
+    trusted: bool = False
+    at: datetime.datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The shape ``PolicySet.evaluate(history=...)`` takes."""
-        return {"tool": self.tool, "args": self.args, "effect": self.effect}
+        """The shape ``PolicySet.evaluate(history=...)`` takes (the guard records the same)."""
+        out: dict[str, Any] = {"tool": self.tool, "args": self.args, "effect": self.effect,
+                               "result": self.result, "trusted": self.trusted}
+        if self.at is not None:
+            out["at"] = self.at
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -798,7 +798,8 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       default_action=spec.default_action, match=match,
                       params=MappingProxyType(params), params_file=params_file,
                       variables=variables, repairs=repairs, secrets=secrets, rules=rules,
-                      redact=redact, position=tree.pos(()), counters=counters,
+                      redact=redact, position=tree.pos(()), results=spec.results,
+                      counters=counters,
                       uses=tuple((name, tree.pos((*at, "uses", i)))
                                  for i, name in enumerate(spec.uses)))
 
@@ -813,6 +814,11 @@ def _library_record(tree: _Tree, doc: LibraryDocument) -> Library:
         for i, f in enumerate(doc.spec.functions))
     return Library(_metadata(tree, m.name, m.description, m.labels),
                    MappingProxyType(dict(doc.spec.params)), functions, tree.pos(()))
+
+
+def _when(value: str | None) -> datetime.datetime | None:
+    """A timestamp the shape has checked (RFC 3339 with a time zone)."""
+    return datetime.datetime.fromisoformat(value.strip()) if value is not None else None
 
 
 def _binding_record(tree: _Tree, doc: PolicyBindingDocument) -> PolicyBinding:
@@ -831,7 +837,8 @@ def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]
         at: Loc = ("spec", "cases", i)
         call = c.call
         history = tuple(HistoryEntry(h.tool, MappingProxyType(h.args), h.effect,
-                                     tree.pos((*at, "call", "history", j)))
+                                     tree.pos((*at, "call", "history", j)), h.result,
+                                     h.trusted, _when(h.at))
                         for j, h in enumerate(call.history))
         now = (datetime.datetime.fromisoformat(call.now.strip())
                if call.now is not None else None)

@@ -61,6 +61,8 @@ FailurePolicyName = Literal["Fail", "Ignore"]
 DefaultActionName = Literal["allow", "deny"]
 RuleActionName = Literal["allow", "deny", "halt", "require_approval", "warn"]
 EffectName = Literal["allow", "deny", "halt", "require_approval"]
+HistoryEffectName = Literal["allow", "deny", "halt", "require_approval", "rejected"]
+TrustName = Literal["trusted", "untrusted"]
 
 
 # -- field types ---------------------------------------------------------------------------
@@ -475,6 +477,9 @@ class ToolPolicySpec(Shape):
                                    description="Rules; every one that fires is reported.")
     redact: list[RedactionShape] = Field(default_factory=list,
                                          description="Redaction patterns.")
+    results: TrustName | None = Field(None, description="Whether the matched tools' results "
+                                                        "are trusted content (unlabelled "
+                                                        "tools: untrusted).")
     counters: list[CounterShape] = Field(default_factory=list,
                                          description="Counts shared across runs and "
                                                      "replicas.")
@@ -536,7 +541,12 @@ class HistoryEntryShape(Shape):
 
     tool: NonEmptyStr = Field(description="Tool name.")
     args: dict[str, Any] = Field(default_factory=dict, description="Its arguments.")
-    effect: EffectName = Field("allow", description="Its effect.")
+    effect: HistoryEffectName = Field("allow", description="Its effect (rejected: a human "
+                                                            "rejected the approval).")
+    result: str = Field("", description="The tool's result as the model got it (scrubbed).")
+    trusted: bool = Field(False, description="Whether the tool's results are trusted content.")
+    at: Timestamp | None = Field(None, description="When the call was made (an RFC 3339 "
+                                                  "timestamp with a time zone).")
 
 
 class TestCallShape(Shape):

@@ -1,0 +1,549 @@
+"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``).
+
+A tool argument that an e-mail put in front of the model looks the same as one the user
+typed; these functions tell them apart by looking the value up in the user's request, the
+policy's params and the (scrubbed, bounded) results of earlier tool calls.
+
+Matching is value-driven: a value is classified once (e-mail address, URL, host name, date,
+number or amount, phone number, identifier such as an IBAN, or plain text) and turned into
+one RE2 pattern, with a literal prefilter, that is searched in the lower-cased texts. Every
+pattern is bounded on both sides, so "5" is not found in "1500" and "bob" is not found in
+"bobby". RE2 is linear in the text, every text is at most ``MAX_TEXT`` characters and the
+total scanned per call is bounded (``SCAN_BUDGET``), so the cost of a call is bounded.
+Exact rules per kind: docs/functions.md#provenance.
+
+The call's context (request text, history, the current policy's params) is not an
+argument: the engine sets it for the duration of one evaluation (``ORIGINS``); outside
+one, the functions are an error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+from guardrails.expr.lib_common import compile_re2, guarded, no_overload
+from guardrails.expr.values import CelError
+
+__all__ = [
+    "MAX_TEXT",
+    "ORIGINS",
+    "SCAN_BUDGET",
+    "SIGNATURES",
+    "Origins",
+    "Place",
+    "Request",
+    "mentions",
+    "provenance",
+    "untrusted",
+]
+
+MAX_TEXT: Final = 65_536
+"""Characters of one text (a request, a tool result) that are searched; the rest is not."""
+
+SCAN_BUDGET: Final = 16 * 1024 * 1024
+"""Characters the provenance functions may scan in one evaluated call, across all queries."""
+
+SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
+    "provenance": ("provenance(string) -> list(map(string, dyn))",
+                   "provenance(number) -> list(map(string, dyn))"),
+    "untrusted": ("untrusted(string) -> bool", "untrusted(number) -> bool"),
+    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool"),
+}
+"""The types of these functions for the static checker (``library.SIGNATURES`` form);
+``mentions`` is a method of ``request``."""
+
+
+# -------------------------------------------------------------------- lower-cased texts
+
+_LOWER: dict[str, str] = {}
+_DENSE: dict[str, str] = {}
+_CACHE_SIZE = 256
+"""Texts whose lower-cased (and dense) forms are kept: at most 2 x 256 x 64 KiB."""
+_SEPARATORS = str.maketrans("", "", " -().\t")
+
+
+def _lower(text: str) -> str:
+    """``text`` cut at ``MAX_TEXT`` and lower-cased, cached (results are searched by many
+    calls of a session, and their hashes are cached by the string objects)."""
+    found = _LOWER.get(text)
+    if found is None:
+        found = text[:MAX_TEXT].lower()
+        if len(_LOWER) >= _CACHE_SIZE:
+            _LOWER.clear()
+        _LOWER[text] = found
+    return found
+
+
+def _dense(low: str) -> str:
+    """A lower-cased text without the separators identifiers and phone numbers may hold:
+    the prefilter for them (a value that is not in it cannot match)."""
+    found = _DENSE.get(low)
+    if found is None:
+        found = low.translate(_SEPARATORS)
+        if len(_DENSE) >= _CACHE_SIZE:
+            _DENSE.clear()
+        _DENSE[low] = found
+    return found
+
+
+# -------------------------------------------------------------------- value -> pattern
+
+_B_L = r"(?:^|[^\pL\pN])"
+_B_R = r"(?:$|[^\pL\pN])"
+
+_EMAIL = re.compile(r"[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+")
+_HOST = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?")
+_ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\d{2})?)?")
+_AMOUNT = re.compile(r"[-+]?(?:[$€£¥]\s?)?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
+_PHONE = re.compile(r"\+?[0-9][0-9 ().-]{5,}[0-9]")
+_IDENTIFIER = re.compile(r"[a-z0-9]+(?:[ -][a-z0-9]+)*")
+_WORD = re.compile(r"[^\W_]+")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """One value's search: a literal every match contains, then the bounded pattern."""
+
+    kind: str
+    literal: str
+    pattern: Any
+    dense: str = ""
+    """For identifiers and phone numbers: what the text without separators must contain."""
+
+    def found(self, low: str, budget: _Scan) -> bool:
+        budget.charge(len(low) // 8)
+        if self.literal not in low:
+            return False
+        if self.dense:
+            budget.charge(len(low) // 8)
+            if self.dense not in _dense(low):
+                return False
+        budget.charge(len(low))
+        return self.pattern.search(low) is not None
+
+
+def _number_pattern(d: Decimal) -> str:
+    text = format(abs(d).normalize(), "f")
+    whole, _, frac = text.partition(".")
+    groups: list[str] = []
+    while len(whole) > 3:
+        groups.insert(0, whole[-3:])
+        whole = whole[:-3]
+    groups.insert(0, whole)
+    body = ",?".join(groups)
+    body += (r"\." + frac + "0*") if frac else r"(?:\.0+)?"
+    return r"(?:^|[^\pL\pN.,])" + body + r"(?:$|[^\pL\pN.,]|[.,](?:$|[^0-9]))"
+
+
+def _identifier_pattern(compact: str) -> str:
+    return _B_L + "[ -]?".join(re.escape(c) for c in compact) + _B_R
+
+
+def _date_pattern(date: datetime.date) -> str:
+    y, m, d = date.year, date.month, date.day
+    month = _MONTHS[m - 1]
+    names = f"(?:{month}|{month[:3]}\\.?)"
+    day = f"0?{d}" if d < 10 else str(d)
+    mon = f"0?{m}" if m < 10 else str(m)
+    nth = "(?:st|nd|rd|th)?"
+    forms = [
+        f"{y}-{m:02d}-{d:02d}", f"{y}/{m:02d}/{d:02d}",
+        f"{day}[./-]{mon}[./-]{y}", f"{mon}/{day}/{y}",
+        f"{names} {day}{nth},? {y}", f"{day}{nth} (?:of )?{names},? {y}",
+    ]
+    return r"(?:^|[^\pL\pN])(?:" + "|".join(forms) + r")(?:$|[^\pL\pN])"
+
+
+def _as_date(low: str) -> datetime.date | None:
+    m = _ISO_DATE.fullmatch(low)
+    if m is None:
+        return None
+    try:
+        return datetime.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        return None
+
+
+def _classify(value: Any) -> tuple[str, str, str] | None:
+    """(kind, literal, RE2 pattern) for a value; None when nothing can contain it.
+
+    For identifiers and phone numbers the literal is the value's digits and letters without
+    separators, to look for in the dense text (see ``Matcher.dense``)."""
+    if type(value) is int or type(value) is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        d = Decimal(str(value)) if type(value) is float else Decimal(value)
+        whole = format(abs(d).normalize(), "f").partition(".")[0]
+        return "number", whole[-3:], _number_pattern(d)
+    if type(value) is not str:
+        return None
+    low = value.strip().lower()[:1024]
+    if not low:
+        return None
+    if _EMAIL.fullmatch(low):
+        return "email", low, (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])" + re.escape(low)
+                              + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
+    if _URL.fullmatch(low):
+        rest = re.sub(r"^[a-z][a-z0-9+.-]*://", "", low).rstrip("/")
+        if not rest:
+            return None
+        return "url", rest, (r"(?:^|[^a-z0-9.-])(?:[a-z][a-z0-9+.-]*://)?" + re.escape(rest)
+                             + r"/?(?:$|[^a-z0-9_~%/?#&=+@:.,;!-]|[.,;:!?](?:$|\s))")
+    if _HOST.fullmatch(low):
+        host = low.rstrip(".")
+        return "host", host, (r"(?:^|[^a-z0-9.-])" + re.escape(host)
+                              + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
+    date = _as_date(low)
+    if date is not None:
+        return "date", str(date.year), _date_pattern(date)
+    amount = _AMOUNT.fullmatch(low)
+    if amount is not None:
+        digits = amount[1].replace(",", "")
+        compact = digits.replace(".", "")
+        d = Decimal(digits)
+        pattern = _number_pattern(d)
+        if (digits[0] == "0" and len(digits.partition(".")[0]) > 1) or (
+                "." not in digits and len(digits) >= 7):
+            # An account number, not an amount: its digits may be grouped with spaces.
+            if digits[0] == "0":
+                return "identifier", compact, _identifier_pattern(compact)
+            # Also an amount (1,500,000): no dense prefilter, which commas would defeat.
+            return "identifier", "", f"(?:{pattern})|(?:{_identifier_pattern(compact)})"
+        whole = digits.partition(".")[0]
+        return "number", whole[-3:], pattern
+    if _PHONE.fullmatch(low) and sum(c.isdigit() for c in low) >= 7:
+        digits = "".join(c for c in low if c.isdigit())
+        return "phone", digits, (r"(?:^|[^\pL\pN+])\+?" + "[ ().-]{0,3}".join(digits) + _B_R)
+    if _IDENTIFIER.fullmatch(low) and any(c.isdigit() for c in low):
+        compact = low.replace(" ", "").replace("-", "")
+        if len(compact) >= 4:
+            return "identifier", compact, _identifier_pattern(compact)
+    words = _WORD.findall(low)
+    if not words:
+        return None
+    literal = max(words, key=len)
+    return "text", literal, (_B_L + r"[^\pL\pN\x00]+".join(re.escape(w) for w in words) + _B_R)
+
+
+@functools.lru_cache(maxsize=4096)
+def _matcher_of(value: Any, type_name: str) -> Matcher | None:
+    found = _classify(value)
+    if found is None:
+        return None
+    kind, literal, pattern = found
+    if kind in ("identifier", "phone"):
+        return Matcher(kind, "", compile_re2(pattern), dense=literal)
+    return Matcher(kind, literal, compile_re2(pattern))
+
+
+def matcher(value: Any) -> Matcher | None:
+    """The search for ``value`` (cached); None when no text can contain it."""
+    if type(value) is bool:
+        return None
+    try:
+        return _matcher_of(value, type(value).__name__)  # 1 and 1.0 hash alike
+    except TypeError:  # unhashable
+        return None
+
+
+def kind_of(value: Any) -> str:
+    """How ``value`` is matched: email, url, host, date, number, phone, identifier, text."""
+    m = matcher(value)
+    return m.kind if m is not None else "none"
+
+
+def mentioned(value: Any, text: str) -> bool:
+    """Whether ``text`` contains ``value`` under the documented normalisation (no budget)."""
+    m = matcher(value)
+    return m is not None and m.found(_lower(text), _Scan(SCAN_BUDGET))
+
+
+# -------------------------------------------------------------------- the call's context
+
+
+class _Scan:
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def charge(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise CelError("provenance: the call's scanning budget is exhausted")
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """One place a value appears (``provenance()`` gives them as maps)."""
+
+    source: str
+    """"request", "params" or "result"."""
+    tool: str
+    index: int
+    trusted: bool
+    requested: bool
+    """For a result: the user's request names an argument of the call that produced it."""
+
+    def as_map(self) -> dict[str, Any]:
+        return {"source": self.source, "tool": self.tool, "index": self.index,
+                "trusted": self.trusted, "requested": self.requested}
+
+
+@dataclass
+class Origins:
+    """What one evaluated call knows of where values came from: set by the engine."""
+
+    request: str
+    history: Sequence[Mapping[str, Any]]
+    params: Any = None
+    scan: _Scan = field(default_factory=lambda: _Scan(SCAN_BUDGET))
+    _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
+    _params_text: dict[int, str] = field(default_factory=dict)
+    _requested: dict[int, bool] = field(default_factory=dict)
+    _args_text: dict[int, str] = field(default_factory=dict)
+
+    def places(self, value: Any) -> tuple[Place, ...]:
+        """Every place ``value`` appears, memoised per value."""
+        key = (type(value), value) if _hashable(value) else None
+        if key is not None:
+            found = self._places.get(key)
+            if found is not None:
+                return found
+        m = matcher(value)
+        out: list[Place] = []
+        if m is not None:
+            if self.request and m.found(_lower(self.request), self.scan):
+                out.append(Place("request", "", -1, True, True))
+            params = self._params_lower()
+            if params and m.found(params, self.scan):
+                out.append(Place("params", "", -1, True, False))
+            for i, entry in enumerate(self.history):
+                result = entry.get("result") if isinstance(entry, Mapping) else None
+                if type(result) is str and result and m.found(_lower(result), self.scan):
+                    tool = entry.get("tool")
+                    # A trusted tool that echoes its own arguments ("no contact named X")
+                    # vouches for nothing it was given: the value came from the caller.
+                    trusted = entry.get("trusted") is True and not m.found(
+                        self._args_lower(i, entry), self.scan)
+                    out.append(Place("result", tool if type(tool) is str else "", i,
+                                     trusted, self.requested(i, entry)))
+        places = tuple(out)
+        if key is not None and len(self._places) < 4096:
+            self._places[key] = places
+        return places
+
+    def requested(self, index: int, entry: Mapping[str, Any]) -> bool:
+        """Whether the user's request names an argument of the call at ``index`` (the user
+        pointed the agent at that content: "pay the bill in bill.txt")."""
+        found = self._requested.get(index)
+        if found is None:
+            args = entry.get("args")
+            values: list[Any] = []
+            if isinstance(args, Mapping):
+                for v in list(args.values())[:16]:
+                    values += v[:16] if isinstance(v, list) else [v]
+            low = _lower(self.request) if self.request else ""
+            found = bool(low) and any(
+                (m := matcher(v)) is not None and m.kind != "number" and m.found(low, self.scan)
+                for v in values if type(v) is str)
+            self._requested[index] = found
+        return found
+
+    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> str:
+        found = self._args_text.get(index)
+        if found is None:
+            found = "\x00".join(_strings(entry.get("args"), 0)).lower()[:MAX_TEXT]
+            self._args_text[index] = found
+        return found
+
+    def _params_lower(self) -> str:
+        params = self.params
+        if not params:
+            return ""
+        found = self._params_text.get(id(params))
+        if found is None:
+            found = "\x00".join(_strings(params, 0)).lower()[:MAX_TEXT * 16]
+            self._params_text[id(params)] = found
+        return found
+
+
+def _hashable(value: Any) -> bool:
+    return type(value) in (str, int, float)
+
+
+def _strings(value: Any, depth: int) -> Iterator[str]:
+    if type(value) is str:
+        yield value
+    elif depth < 8 and isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v, depth + 1)
+    elif depth < 8 and isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v, depth + 1)
+    elif type(value) in (int, float):
+        yield str(value)
+
+
+ORIGINS: ContextVar[Origins | None] = ContextVar("guardrails_origins", default=None)
+
+
+def _origins(name: str) -> Origins:
+    found = ORIGINS.get()
+    if found is None:
+        raise CelError(f"{name}() is only available while a call is evaluated")
+    return found
+
+
+def _arg(name: str, value: Any) -> None:
+    if type(value) not in (str, int, float):
+        raise no_overload(name, value)
+
+
+@guarded("provenance")
+def provenance(value: Any) -> list[dict[str, Any]]:
+    """Every place ``value`` appears: ``{source, tool, index, trusted, requested}`` maps, in
+    the order request, params, then tool results oldest first."""
+    _arg("provenance", value)
+    return [p.as_map() for p in _origins("provenance").places(value)]
+
+
+@guarded("untrusted")
+def untrusted(value: Any) -> bool:
+    """True when ``value`` appears in the result of an untrusted tool and not in the request."""
+    _arg("untrusted", value)
+    places = _origins("untrusted").places(value)
+    if any(p.source == "request" for p in places):
+        return False
+    return any(p.source == "result" and not p.trusted for p in places)
+
+
+# -------------------------------------------------------------------- the request
+
+_EX_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_EX_URL = re.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"'()\[\]{}]+")
+_EX_HOST = re.compile(r"(?i)(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
+                      r"(?:com|org|net|edu|gov|io|ai|co|uk|de|fr|eu|info|biz|app|dev|me)"
+                      r"(?![\w-])")
+_EX_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[A-Za-z0-9]{11,30}|"
+                      r"(?: ?[A-Z0-9]{1,4}){3,8})(?![A-Za-z0-9])")
+_EX_PHONE = re.compile(r"(?<![\w+])\+?[0-9][0-9 ().-]{5,18}[0-9](?![\w])")
+_EX_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,]\d)")
+_EX_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_EX_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|“([^”\n]{1,200})”|`([^`\n]{1,200})`")
+
+
+def _extract(text: str) -> dict[str, list[Any]]:
+    """The targets a request names. Each kind's spans are blanked before the next kind is
+    read, so the digits of an IBAN or a date are not also phone numbers or amounts."""
+    text = text[:MAX_TEXT]
+
+    def take(pattern: re.Pattern[str]) -> list[re.Match[str]]:
+        nonlocal text
+        found = list(pattern.finditer(text))
+        for m in found:
+            text = text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+        return found
+
+    emails = [m[0].lower() for m in take(_EX_EMAIL)]
+    urls = [m[0].rstrip(".,;:!?") for m in take(_EX_URL)]
+    hosts: dict[str, None] = {}
+    for u in urls:
+        h = re.sub(r"(?i)^[a-z]+://", "", u).split("/", 1)[0].split("?", 1)[0]
+        h = h.rsplit("@", 1)[-1].split(":", 1)[0].lower().rstrip(".")
+        if h:
+            hosts[h] = None
+    for e in emails:
+        hosts.setdefault(e.rsplit("@", 1)[1], None)
+    for m in take(_EX_HOST):
+        hosts[m[0].lower()] = None
+    ibans = [m[0].replace(" ", "").upper() for m in take(_EX_IBAN)]
+    dates = []
+    for m in take(_EX_DATE):
+        try:
+            dates.append(datetime.date(int(m[1]), int(m[2]), int(m[3])).isoformat())
+        except ValueError:
+            continue
+    quoted = [next(g for g in m.groups() if g) for m in _EX_QUOTED.finditer(text)]
+    phones = []
+    for m in _EX_PHONE.finditer(text):
+        p = m[0]
+        digits = "".join(c for c in p if c.isdigit())
+        if 7 <= len(digits) <= 15 and (p[0] in "+(" or re.search(r"[0-9][ ().-][0-9]", p)) \
+                and not re.fullmatch(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?", p):
+            phones.append(("+" if p.startswith("+") else "") + digits)
+            text = text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+    numbers: list[Any] = []
+    for n in _EX_NUMBER.findall(text):
+        try:
+            numbers.append(float(Decimal(n.replace(",", ""))))
+        except InvalidOperation:
+            continue
+    return {
+        "emails": _unique(emails),
+        "urls": _unique(urls),
+        "hosts": list(hosts),
+        "ibans": _unique(ibans),
+        "phones": _unique(phones),
+        "numbers": _unique(numbers),
+        "dates": _unique(dates),
+        "quoted": _unique(quoted),
+    }
+
+
+def _unique(items: Any) -> list[Any]:
+    return list(dict.fromkeys(items))
+
+
+_REQUEST_KEYS: Final = ("text", "emails", "urls", "hosts", "ibans", "phones", "numbers",
+                        "dates", "quoted")
+
+
+class Request(Mapping[str, Any]):
+    """``request``: the user's words and what they name, extracted on first use."""
+
+    __slots__ = ("_extracted", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._extracted: dict[str, list[Any]] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "text":
+            return self.text
+        if key not in _REQUEST_KEYS:
+            raise KeyError(key)
+        if self._extracted is None:
+            self._extracted = _extract(self.text)
+        return self._extracted[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_REQUEST_KEYS)
+
+    def __len__(self) -> int:
+        return len(_REQUEST_KEYS)
+
+    def __repr__(self) -> str:
+        return f"Request({self.text!r})"
+
+
+@guarded("mentions")
+def mentions(request: Any, value: Any) -> bool:
+    """``request.mentions(value)``: the user's words contain ``value`` (same matching)."""
+    if not isinstance(request, Request):
+        raise no_overload("mentions", request, value)
+    _arg("mentions", value)
+    origins = ORIGINS.get()
+    scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
+    m = matcher(value)
+    return m is not None and bool(request.text) and m.found(_lower(request.text), scan)

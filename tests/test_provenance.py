@@ -1,0 +1,313 @@
+"""Provenance matching, the structured request and history normalisation (engine level).
+
+The rules of docs/functions.md#provenance, each with matches that must hold and
+near-misses that must not; then the functions inside a real evaluation: places, trust,
+``requested``, bounds that fail closed, and ``request`` staying backward compatible.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import guardrails
+from guardrails.expr import lib_provenance as prov
+from guardrails.expr.limits import Limits
+from tests.af_support import load_text
+
+MATCH = [
+    # identifiers: IBANs, account numbers (spacing, hyphens, case)
+    ("GB82WEST12345698765432", "IBAN GB82 WEST 1234 5698 7654 32."),
+    ("gb82 west 1234 5698 7654 32", "GB82WEST12345698765432"),
+    ("GB82-WEST-1234-5698-7654-32", "(GB82WEST12345698765432)"),
+    ("0123456789", "account 0123 456 789"),
+    # numbers and amounts
+    (1500, "total $1,500.00 due"),
+    (1500.0, "1500"),
+    ("1,500.00", "pay 1500 now"),
+    (5, "5 apples"),
+    (0.5, "0.50"),
+    ("12345678", "ref 12,345,678"),
+    # e-mail addresses, case-insensitive
+    ("Bob@Example.com", "mail bob@example.com."),
+    # URLs with or without scheme, trailing slash, sentence punctuation
+    ("https://www.evil.com/x", "see www.evil.com/x."),
+    ("www.evil.com/x/", "go to https://www.evil.com/x"),
+    # hosts, inside URLs and addresses
+    ("evil.com", "http://evil.com/a"),
+    ("evil.com", "write to a@evil.com"),
+    # dates, written several ways
+    ("2022-04-15", "on April 15, 2022 we"),
+    ("2022-04-15", "due 15/04/2022"),
+    ("2022-04-15", "due 15th of Apr. 2022"),
+    ("2022-04-15T10:00:00Z", "2022-04-15"),
+    # phone numbers
+    ("+1 (555) 123-4567", "call +1 555 123 4567"),
+    ("555-123-4567", "(555) 123.4567"),
+    # text: words, any separators, case
+    ("Bob Smith", "BOB   smith said"),
+    ("bob", "Bob, hi"),
+    ("Le Marais Boutique", "stay at le marais boutique!"),
+]
+
+NO_MATCH = [
+    ("5", "1500"),
+    (5, "5.5"),
+    (1500, "1,500,000"),
+    (1500, "1500.5"),
+    (1500, "A1500"),
+    ("bob", "bobby"),
+    ("bob", "jimbob"),
+    ("GB82WEST12345698765432", "GB82WEST123456987654321"),
+    ("GB82WEST12345698765432", "XGB82WEST12345698765432"),
+    ("GB82WEST12345698765433", "GB82WEST12345698765432"),
+    ("0123456", "123456"),
+    ("bob@example.com", "bob@example.com.evil.net"),
+    ("alice@example.com", "malice@example.com"),
+    ("https://www.evil.com/x", "www.evil.com/xy"),
+    ("https://www.evil.com/x", "www.evil.com/x/y"),
+    ("evil.com", "notevil.com"),
+    ("evil.com", "evil.com.au"),
+    ("evil.com", "sub.evil.com"),
+    ("2022-04-15", "2022-04-16"),
+    ("2022-04-15", "April 15, 2023"),
+    ("+1 (555) 123-4567", "555 123 4568"),
+    ("Bob Smith", "Bob Smithers"),
+    ("", "anything"),
+    ("!!!", "!!!"),
+]
+
+
+@pytest.mark.parametrize(("value", "text"), MATCH)
+def test_matches(value: Any, text: str) -> None:
+    assert prov.mentioned(value, text), (prov.kind_of(value), value, text)
+
+
+@pytest.mark.parametrize(("value", "text"), NO_MATCH)
+def test_near_misses_do_not_match(value: Any, text: str) -> None:
+    assert not prov.mentioned(value, text), (prov.kind_of(value), value, text)
+
+
+def test_kinds() -> None:
+    assert [prov.kind_of(v) for v in ("a@b.co", "https://x.io/a", "x.io", "2022-01-02",
+                                      1, "1,500", "+44 20 7946 0958", "GB82 WEST 1234",
+                                      "hello world", True)] == [
+        "email", "url", "host", "date", "number", "number", "phone", "identifier", "text",
+        "none"]
+
+
+def test_request_extraction() -> None:
+    r = prov.Request('Send 1,500.00 to GB82 WEST 1234 5698 7654 32 and mail Bob@X.com about '
+                     '"Q3 report" on 2022-04-15, see https://acme.com/pay. Call +44 20 7946 '
+                     '0958 or (555) 123-4567; 3 items.')
+    assert r["emails"] == ["bob@x.com"]
+    assert r["urls"] == ["https://acme.com/pay"]
+    assert r["hosts"] == ["acme.com", "x.com"]
+    assert r["ibans"] == ["GB82WEST12345698765432"]
+    assert r["phones"] == ["+442079460958", "5551234567"]
+    assert r["numbers"] == [1500.0, 3.0]  # the IBAN's, the date's and the phones' digits are not
+    assert r["dates"] == ["2022-04-15"]
+    assert r["quoted"] == ["Q3 report"]
+    assert set(r) == {"text", "emails", "urls", "hosts", "ibans", "phones", "numbers", "dates",
+                      "quoted"}
+
+
+POLICY = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  params: {known: ["ACME Corp"]}
+  rules:
+    - name: places
+      when: 'provenance(args.v).size() >= 0'
+      action: warn
+      messageExpression: >-
+        provenance(args.v).map(p, p.source + ":" + p.tool + ":" + string(p.index) + ":"
+          + string(p.trusted) + ":" + string(p.requested)).join(",")
+    - name: untrusted
+      when: untrusted(args.v)
+      action: require_approval
+    - name: mentioned
+      when: request.mentions(args.v)
+      action: warn
+      message: mentioned
+"""
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> guardrails.PolicySet:
+    return load_text(tmp_path, POLICY)
+
+
+def _places(d: guardrails.Decision) -> str:
+    return next(r.message for r in d.rules if r.rule == "places")
+
+
+def test_places_in_order_with_tool_index_trust_and_requested(
+        policies: guardrails.PolicySet) -> None:
+    history = [
+        {"tool": "read_file", "args": {"path": "bill.txt"}, "effect": "allow",
+         "result": "pay GB82 WEST 1234 5698 7654 32", "trusted": False},
+        {"tool": "contacts", "args": {}, "effect": "allow",
+         "result": "landlord GB82WEST12345698765432", "trusted": True},
+        {"tool": "read_inbox", "args": {}, "effect": "allow",
+         "result": "gb82west12345698765432", "trusted": False},
+        {"tool": "noise", "args": {}, "effect": "allow", "result": "GB82WEST1234569876543"},
+    ]
+    d = policies.evaluate("t", {"v": "GB82WEST12345698765432"}, history=history,
+                          request="pay the bill in bill.txt")
+    assert _places(d) == ("result:read_file:0:false:true,result:contacts:1:true:false,"
+                          "result:read_inbox:2:false:false")
+    assert d.effect == "require_approval"
+
+
+def test_request_wins_and_params_count(policies: guardrails.PolicySet) -> None:
+    history = [{"tool": "read_inbox", "result": "ACME Corp wants 40"}]
+    d = policies.evaluate("t", {"v": "acme corp"}, history=history,
+                          request="Is ACME CORP in my inbox?")
+    assert _places(d) == "request::-1:true:true,params::-1:true:false,result:read_inbox:0:false:false"
+    assert d.effect == "allow"  # in the request: not untrusted
+    assert any(r.rule == "mentioned" for r in d.rules)
+
+
+def test_unlabelled_results_are_untrusted(policies: guardrails.PolicySet) -> None:
+    d = policies.evaluate("t", {"v": "x@y.io"}, history=[{"tool": "a", "result": "x@y.io"}])
+    assert d.effect == "require_approval"
+
+
+def test_provenance_of_numbers_and_bad_values(policies: guardrails.PolicySet) -> None:
+    d = policies.evaluate("t", {"v": 1500}, history=[{"tool": "a", "result": "due: 1,500.00"}])
+    assert d.effect == "require_approval"
+    d = policies.evaluate("t", {"v": ["a"]}, history=[{"tool": "a", "result": "a"}])
+    assert d.effect == "deny" and d.errors  # a list is no value to look for: fails closed
+
+
+def test_history_is_normalised(policies: guardrails.PolicySet, tmp_path: Path) -> None:
+    timed = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: t}
+spec:
+  rules:
+    - name: recent
+      when: 'history.exists(h, now - h.at < duration("1h") && !h.trusted && h.result == "")'
+      action: deny
+""", name="t.yaml")
+    now = datetime.datetime(2026, 3, 1, 10, 0, tzinfo=datetime.UTC)
+    for at in ("2026-03-01T09:30:00Z", "2026-03-01T09:30:00",
+               datetime.datetime(2026, 3, 1, 9, 30)):
+        d = timed.evaluate("x", {}, history=[{"tool": "a", "at": at}], now=now)
+        assert d.effect == "deny", at
+    d = timed.evaluate("x", {}, history=[{"tool": "a", "at": "2026-03-01T08:00:00Z"}], now=now)
+    assert d.effect == "allow"
+    for bad in ({"tool": "a", "at": "yesterday"}, {"tool": "a", "result": 5},
+                {"tool": "a", "trusted": "yes"}, "not a map"):
+        d = timed.evaluate("x", {}, history=[bad], now=now)
+        assert d.effect == "deny" and d.errors[0].element == "input", bad
+
+
+def test_results_are_bounded_per_entry_and_in_all(tmp_path: Path) -> None:
+    limits = Limits(max_result_chars=100, max_history_result_chars=250)
+    path = tmp_path / "p.yaml"
+    path.write_text(POLICY)
+    policies = guardrails.load(path, limits=limits)
+    tail = "x" * 120 + " needle"
+    history = [{"tool": "a", "result": "needle " + "y" * 200} for _ in range(3)]
+    history.append({"tool": "b", "result": tail})
+    d = policies.evaluate("t", {"v": "needle"}, history=history)
+    # b's needle is beyond its 100 characters; the oldest result is cut to what is left.
+    assert _places(d) == "result:a:1:false:false,result:a:2:false:false"
+
+
+def test_scan_budget_fails_closed(policies: guardrails.PolicySet,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prov, "SCAN_BUDGET", 1000)
+    history = [{"tool": "a", "result": "z " * 20_000}]
+    d = policies.evaluate("t", {"v": "GB82WEST12345698765432"}, history=history)
+    assert d.effect == "deny"
+    assert any("scanning budget" in e.message for e in d.errors)
+
+
+def test_functions_outside_an_evaluation_are_errors() -> None:
+    with pytest.raises(guardrails.expr.CelError):
+        prov.untrusted("x")
+
+
+def test_policies_using_provenance_read_history_without_naming_it(
+        policies: guardrails.PolicySet) -> None:
+    [p] = policies.policies
+    assert {"history", "request", "@provenance"} <= p.names
+
+
+def test_trust_labels_combine(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: a}
+spec: {match: {tools: ["read_*"]}, results: trusted}
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: b}
+spec: {match: {tools: [read_mail]}, results: untrusted}
+""")
+    assert policies.results_trusted("read_contacts") is True
+    assert policies.results_trusted("read_mail") is False
+    assert policies.results_trusted("fetch") is None
+
+
+def test_results_label_is_checked_at_load(tmp_path: Path) -> None:
+    with pytest.raises(guardrails.PolicyError) as e:
+        load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: a}
+spec: {results: yes-please}
+""")
+    assert "spec.results: invalid value 'yes-please'; allowed: trusted, untrusted" in str(e.value)
+    assert "policy.yaml:5:" in str(e.value)
+
+
+def test_request_text_still_works(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: a}
+spec:
+  rules:
+    - {name: r, when: 'request.text.contains("pay") && has(request.text)', action: deny}
+""")
+    assert policies.evaluate("t", {}, request="please pay").effect == "deny"
+    assert policies.evaluate("t", {}, request="nothing").effect == "allow"
+
+
+def test_the_checker_types_provenance_and_the_request(tmp_path: Path) -> None:
+    """Declared signatures and the request's fields: misuse is a load error."""
+    with pytest.raises(guardrails.PolicyError) as e:
+        load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: a}
+spec:
+  rules:
+    - {name: r, action: deny,
+       when: 'request.emails.exists(x, x > 5) || request.mentions(["x"])'}
+""")
+    text = str(e.value)
+    assert "cannot compare string > int" in text
+    assert "no overload of map(string, dyn).mentions(list(string))" in text
+    ok = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: b}
+spec:
+  rules:
+    - {name: r, action: deny, when: 'args.amount in request.numbers
+        && history.exists(h, h.trusted && h.result.contains("x") && now - h.at < duration("1h"))
+        && provenance(args.to).exists(p, p.requested)'}
+""", name="ok.yaml")
+    assert ok.policies
