@@ -60,7 +60,7 @@ from guardrails.agent_framework import (  # noqa: E402
 from guardrails.agent_framework._history import redacted  # noqa: E402
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
-from guardrails.engine.scrub import Scrubber  # noqa: E402
+from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber  # noqa: E402
 from guardrails.expr.limits import DEFAULT_LIMITS  # noqa: E402
 
 GOAL_S = 0.050
@@ -74,6 +74,8 @@ kind: ToolPolicy
 metadata: {name: regex-heavy}
 spec:
   match: {tools: ["*"]}
+  secrets:
+    arguments: [payload]  # the call's secret values are spelled and searched per call
   rules:
 """ + "".join(
     f"""    - name: r{i}
@@ -174,6 +176,12 @@ def inputs(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
             lambda n: {"payload": [_near_misses(60)] * n}, bound),
         "short lists in a list, as many as fit": lambda: _fit(
             lambda n: {"payload": [["a", "b"]] * n}, bound),
+        "a non-ASCII secret argument, as long as a layer spells": lambda: {
+            "payload": "é\u2028'" * (MAX_LAYER_CHARS // 3)},
+        "a non-ASCII secret argument, over what a layer spells (blocked)": lambda: {
+            "payload": "é\u2028'" * (MAX_LAYER_CHARS // 3 + 1)},
+        "a non-ASCII secret argument of a million characters (over)": lambda: {
+            "payload": "é" * 10**6},
         "a typical call": lambda: {"payload": "hello", "note": "pay rent"},
     }
 

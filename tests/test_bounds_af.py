@@ -190,7 +190,11 @@ def test_scrubber_is_opaque_past_its_bound_and_exact_below() -> None:
     # a value made of many repeats is read only up to a bound, then opaque
     repeated = Scrubber(lambda: [["same"] * 10**6])
     assert repeated.opaque
-    nested: list[Any] = ["x"]
+    # deep nesting is walked without recursion: exact within the element bound, else opaque
+    nested: list[Any] = ["x-deep"]
+    for _ in range(5000):
+        nested = [nested]
+    assert Scrubber([nested])("a x-deep b") == "a [REDACTED] b"
     for _ in range(5000):
         nested = [nested]
     assert Scrubber([nested]).opaque

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -172,17 +171,23 @@ def scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
 
 def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Any:
     """A scrubbed copy of anything a tool may hand back: strings scrubbed, map keys too,
-    contents walked field by field, numbers that are a secret redacted. An object of any
-    other type is replaced by its scrubbed text (it cannot be walked safely). What holds
-    nothing secret comes back as the same object (no copy)."""
+    contents walked field by field, numbers whose text holds a secret redacted. An object of
+    any other type is replaced by its scrubbed text (it cannot be walked safely). What holds
+    nothing secret comes back as the same object (no copy), if it is of a plain type: a
+    subclass (of ``str``, ``dict``, ``list``, ``Content``) may print or serialize other than
+    its data, so it is always rebuilt as the plain type."""
     if isinstance(value, str):
+        if type(value) is not str:
+            return scrub(str.__str__(value))
         out = scrub(value)
         return value if out == value else out
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        hides = getattr(scrub, "hides", None)
-        return REDACTED if hides is not None and hides(str(value)) else value
+        # Its text, scrubbed like any text: a number is a secret, holds one among its
+        # digits, or is one spelled as another type (``73915284.0`` for "73915284").
+        text = str(value)
+        return REDACTED if scrub(text) != text else value
     if depth >= MAX_CONTENT_DEPTH:
         return REDACTED
     if isinstance(value, Content):
@@ -190,12 +195,12 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
     if isinstance(value, Mapping):
         pairs = [(scrub_value(k, scrub, depth + 1), scrub_value(v, scrub, depth + 1), k, v)
                  for k, v in value.items()]
-        if isinstance(value, dict) and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
+        if type(value) is dict and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
             return value
         return {k2: v2 for k2, v2, _, _ in pairs}
     if isinstance(value, list | tuple):
         items = [scrub_value(v, scrub, depth + 1) for v in value]
-        if all(a is b for a, b in zip(items, value, strict=True)):
+        if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
             return value
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bytes):
@@ -205,7 +210,7 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
 
 
 def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: int = 0) -> Content:
-    """A copy of ``item`` with every field scrubbed, whatever its type.
+    """A plain ``Content`` copy of ``item`` with every field scrubbed, whatever its type.
 
     Generic on purpose: the fields are walked as they are (``uri`` and data: URIs, signed
     links, ``error_code``, ``file_id``, ``additional_properties``, a function result's
@@ -225,9 +230,12 @@ def scrub_content(item: Content, scrub: Scrubber | Callable[[str], str], depth: 
         scrubbed = scrub_value(value, scrub, depth)
         if scrubbed is not value:
             changes[name] = scrubbed
-    if not changes:
+    if not changes and type(item) is Content:
         return item  # nothing secret in it: no copy
-    out = copy.copy(item)
+    # Always a plain ``Content``: a subclass may serialize or print (``to_dict``,
+    # ``__str__``, properties) other than the fields scrubbed here.
+    out = Content.__new__(Content)
+    vars(out).update(vars(item))
     for name, scrubbed in changes.items():
         try:
             setattr(out, name, scrubbed)
@@ -315,11 +323,43 @@ def _exception_texts(exc: BaseException) -> Iterator[str]:
 
 
 def is_clean(exc: BaseException, scrub: Callable[[str], str]) -> bool:
-    """Whether nothing in ``exc`` (or hanging off it) is secret."""
+    """Whether nothing in ``exc`` (or hanging off it) is secret, now and whenever it is
+    read again: an exception that goes out as is must have texts that cannot change."""
     try:
-        return all(scrub(t) == t for t in _exception_texts(exc))
+        return _fixed_texts(exc) and all(scrub(t) == t for t in _exception_texts(exc))
     except Exception:
         return False
+
+
+_PLAIN_ARGS = (str, int, float, bool, bytes, type(None))
+
+
+def _fixed_texts(exc: BaseException) -> bool:
+    """Whether the texts of ``exc`` and all that hangs off it are fixed: the built-in
+    ``__str__`` and ``__repr__``, arguments and notes of plain types. An exception (or an
+    argument) with its own ``__str__`` may read clean when checked and give the secret
+    to the host's log afterwards; such an exception is replaced, never passed on."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        if len(seen) >= 256:
+            return False
+        seen.add(id(current))
+        kind = type(current)
+        if kind.__str__ is not BaseException.__str__ or kind.__repr__ is not BaseException.__repr__:
+            return False
+        if not all(type(a) in _PLAIN_ARGS for a in current.args):
+            return False
+        if not all(type(n) is str for n in getattr(current, "__notes__", ()) or ()):
+            return False
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        members = getattr(current, "exceptions", None)
+        if isinstance(members, tuple):
+            pending.extend(m for m in members if isinstance(m, BaseException))
+    return True
 
 
 def scrubbed_failure(exc: MiddlewareException, scrub: Callable[[str], str]) -> MiddlewareException:

@@ -84,7 +84,7 @@ class EvaluationError:
                 "handled_as": self.handled_as}
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class Decision:
     """The engine's verdict on one call. Build it only through the engine."""
 
@@ -185,6 +185,19 @@ class Decision:
             msgs = [f"no policy names the tool {self.tool}"]
         seen: dict[str, None] = dict.fromkeys(m for m in msgs if m)
         return " ".join(seen)
+
+    def __repr__(self) -> str:
+        # The dataclass repr would print the arguments raw, secret ones included, wherever
+        # a host logs ``%r`` of a decision or an error reporter shows one: the record's form.
+        try:
+            record = self.to_dict()
+        except Exception:  # fail closed: only what holds no argument value
+            return f"Decision(id={self.id!r}, tool={self.tool!r}, effect={self.effect.value!r})"
+        rules = [f"{r['policy']}/{r['rule']}" for r in record["rules"]]
+        return (f"Decision(id={record['id']!r}, tool={record['tool']!r}, "
+                f"effect={record['effect']!r}, arguments={record['arguments']!r}, "
+                f"rules={rules!r}, policies={record['policies']!r}, "
+                f"revision={record['revision']!r})")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe and secret-free: secret arguments are ``[REDACTED]`` by name, and every

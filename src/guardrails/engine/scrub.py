@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -28,8 +29,17 @@ the bound and the bound fails closed: it can make a message less useful, never l
 out."""
 
 _MAX_READ = 4 * MAX_TEXTS
-"""Texts read from the values before giving up (repeats count: a list of a million equal
-strings must not be walked to the end to find it holds one text)."""
+"""Elements read from the values before giving up: every list item, map key and value
+counts, texts or not (a list of a million equal strings, or of a million empty ones, must
+not be walked to the end to find it holds one text, or none)."""
+
+MAX_LAYER_CHARS = 1 << 13
+"""Characters of the values a ``with_values`` layer spells (a call's secret arguments). Each
+value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
+cost linear in its length, paid on every call for what the model sent: past the bound
+(8,192 characters: a PEM private key or a JWT fits) the layer is opaque, like past
+``MAX_TEXTS``, and the call is blocked (its call id cannot be checked). A guard's memory
+of injected values is spelled once, not per call, and is bounded by the guard instead."""
 
 MIN_SUBSTRING_LENGTH = 4
 """Values shorter than this are not scrubbed as substrings.
@@ -85,10 +95,11 @@ class Scrubber:
             return (_opaque, (self._redact,))
         return (Scrubber, (sorted(self.texts), self._redact))
 
-    def _set(self, texts: frozenset[str] | None) -> None:
+    def _set(self, texts: frozenset[str] | None, *, per_call: bool = False) -> None:
         known = self._base.texts if self._base is not None else frozenset()
         if texts is None or len(texts) + len(known) > MAX_TEXTS or (
-                self._base is not None and self._base.opaque):
+                self._base is not None and self._base.opaque) or (
+                per_call and sum(len(t) for t in texts - known) > MAX_LAYER_CHARS):
             self._opaque = True
             self._texts, self._needles = frozenset(), ()
             return
@@ -135,7 +146,7 @@ class Scrubber:
         if texts is not None and texts <= self._texts:
             return self
         out = Scrubber((), self._redact, base=self)
-        out._set(texts)
+        out._set(texts, per_call=True)
         return out
 
     def merged(self, values: Iterable[Any]) -> Scrubber:
@@ -175,6 +186,10 @@ class Scrubber:
         return len(self._texts - below)
 
     def __call__(self, text: str) -> str:
+        if type(text) is not str:
+            # A ``str`` subclass may print (``__str__``, ``__repr__``) other than its data:
+            # what leaves is always a plain string of the data that was scrubbed.
+            text = str.__str__(text)
         if self._pending is not None:
             self._compute()
         if self._opaque:
@@ -199,8 +214,9 @@ class Scrubber:
         """Where this layer's values occur in ``text`` (added to ``spans``).
 
         A few needles: every occurrence of each, overlapping ones included. Many (a guard's
-        memory): one RE2 search, leftmost-first, so of two values that overlap each other
-        in one text the second may keep the part outside the first.
+        memory): an RE2 search per chunk of needles, leftmost-first within a chunk, so of
+        two values in one chunk that overlap each other in one text the second may keep
+        the part outside the first.
         """
         self._compute()
         needles = self._needles
@@ -212,8 +228,9 @@ class Scrubber:
                     start = text.find(n, start + 1)
             return
         if self._regex is None:
-            self._regex = _alternation(needles)
-        spans.extend(m.span() for m in self._regex.finditer(text))
+            self._regex = _chunked(needles)
+        for _, regex in self._regex:
+            spans.extend(m.span() for m in regex.finditer(text))
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -244,8 +261,32 @@ _RE2_OPTIONS.max_mem = 256 << 20  # thousands of literals stay in one DFA (not t
 _RE2_OPTIONS.log_errors = False
 
 
+_CHUNK_CHARS = 1 << 15
+"""Pattern characters per RE2 automaton. One alternation of every needle of a full memory
+(20,000 spellings of 1,024 values) outgrows RE2's memory: its DFA falls back to the slow
+NFA, or the pattern to Python's ``re`` (measured: 1.3 s to scrub a 12 KB text). Chunks
+this size stay fast, and the text is searched once per chunk (linear each)."""
+
+
+_Chunks = tuple[tuple[tuple[str, ...], Any], ...]
+
+
+def _chunked(needles: tuple[str, ...]) -> _Chunks:
+    """Patterns for every needle, in chunks (each with its needles), longest first within
+    each."""
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for n in needles:
+        if size + len(n) > _CHUNK_CHARS and chunks[-1]:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(n)
+        size += len(n) + 1
+    return tuple((tuple(c), _alternation(tuple(c))) for c in chunks if c)
+
+
 def _alternation(needles: tuple[str, ...]) -> Any:
-    """One pattern for every needle, longest first (leftmost-first alternation, RE2's as
+    """One pattern for ``needles``, longest first (leftmost-first alternation, RE2's as
     Python's). RE2 for linear time; Python's ``re`` if RE2 refuses the pattern."""
     try:
         return re2.compile("|".join(map(re2.escape, needles)), _RE2_OPTIONS)
@@ -263,6 +304,12 @@ def spellings(text: str) -> set[str]:
     of those JSON-escaped, with and without ``ensure_ascii`` (the framework serializes dict
     and list tool results with ``json.dumps``, so a ``repr`` inside one is escaped twice).
 
+    And the forms a tool gives a value without transforming it: percent-encoded (a signed
+    link or a query string built with ``urllib.parse``), the ``repr`` of its UTF-8 bytes
+    (``str(b"...")``, a bytes value in an exception or a dict's text), and each Unicode
+    normal form (NFC, NFD, NFKC, NFKD: the same characters, composed or not), each of
+    those escaped again as above.
+
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
@@ -272,11 +319,38 @@ def spellings(text: str) -> set[str]:
     base = {text, inner, inner.replace("'", "\\'"), ascii_inner,
             ascii_inner.replace("'", "\\'"), data, data.replace("'", "\\'"),
             data.replace("\\'", "'")}
+    # The same characters in another normal form (composed or not), as is: raw and as JSON
+    # writes it. (Not every escape of every normal form: a value's spellings are searched
+    # on every call.)
+    variants = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text),
+                unicodedata.normalize("NFKC", text), unicodedata.normalize("NFKD", text)}
+    base |= variants
     forms = set(base)
     for form in base:
         forms.add(json.dumps(form)[1:-1])
         forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
-    return forms
+    for variant in variants:
+        quoted = _percent_encoded(variant)
+        # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
+        forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
+    return {f for f in forms if f}
+
+
+_URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~"
+
+
+def _percent_encoded(text: str) -> str:
+    """``urllib.parse.quote(text, safe="")``, with C-speed built-ins only (``quote`` is a
+    Python loop per byte, too slow for a long value on every call): every byte as ``%XX``,
+    then the safe bytes the value holds put back (a ``%`` only ever starts a triple, so a
+    replacement cannot match across two). Lone surrogates are encoded, never an error."""
+    data = text.encode("utf-8", "surrogatepass")
+    if not data:
+        return ""
+    out = "%" + data.hex("%").upper()
+    for byte in set(data).intersection(_URL_SAFE):
+        out = out.replace(f"%{byte:02X}", chr(byte))
+    return out
 
 
 def _py_escaped(text: str, *, ascii_only: bool = False) -> str:
@@ -299,18 +373,37 @@ def _opaque(redact: Callable[[str], str] | None) -> Scrubber:
 
 
 def _texts_of(values: Iterable[Any]) -> frozenset[str] | None:
-    """Every text form of ``values``, or None when there are more than ``MAX_TEXTS``."""
+    """Every text form of ``values``, or None (fail closed: an opaque scrubber) when there
+    are more than ``MAX_TEXTS``, more than ``_MAX_READ`` elements, or they cannot be read.
+    A walk with its own stack: no recursion, whatever the nesting."""
     out: set[str] = set()
     read = 0
+    stack: list[Iterator[Any]] = [iter(values)]
     try:
-        for t in itertools.islice((t for v in values for t in value_texts(v)), _MAX_READ + 1):
-            out.add(t)
+        while stack:
+            item = next(stack[-1], _END)
+            if item is _END:
+                stack.pop()
+                continue
             read += 1
-    except RecursionError:  # nested too deeply to walk
-        return None
-    if len(out) > MAX_TEXTS or read > _MAX_READ:
+            if read > _MAX_READ:
+                return None
+            if isinstance(item, bool) or item is None:
+                continue
+            if isinstance(item, Mapping):
+                stack.append(itertools.chain.from_iterable(item.items()))
+            elif isinstance(item, list | tuple | set | frozenset):
+                stack.append(iter(item))
+            else:
+                out.update(_leaf_texts(item))
+                if len(out) > MAX_TEXTS:
+                    return None
+    except Exception:  # values that cannot be read
         return None
     return frozenset(out)
+
+
+_END = object()
 
 
 def value_texts(value: Any) -> Iterator[str]:
@@ -326,6 +419,11 @@ def value_texts(value: Any) -> Iterator[str]:
         for v in value:
             yield from value_texts(v)
         return
+    yield from _leaf_texts(value)
+
+
+def _leaf_texts(value: Any) -> set[str]:
+    """The texts of a value that is not a container."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     texts = {str(value)}
@@ -333,4 +431,5 @@ def value_texts(value: Any) -> Iterator[str]:
         texts.add(str(int(value)))
     if isinstance(value, str):
         texts.add(value.strip())
-    yield from (t for t in texts if t)
+    texts.discard("")
+    return texts
