@@ -145,7 +145,9 @@ class PolicySet:
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases), Effect(unmatched), agent=agent,
+                            known_secrets, tuple(aliases),
+                            unmatched if type(unmatched) is Effect else Effect(unmatched),
+                            agent=agent,
                             counters=counters)
 
     def explain(
@@ -233,19 +235,22 @@ class PolicySet:
                 raise InputError(f"now must be a datetime, got {type(now).__name__}")
             elif now.tzinfo is None:
                 now = now.replace(tzinfo=datetime.UTC)
-            if args is not None and not isinstance(args, Mapping):
+            # ``type(x) is dict`` first: the ABC check costs more than a one-rule decision's
+            # rule, and nearly every caller passes a plain dict.
+            if args is not None and type(args) is not dict and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
             n_args = normalize(args if args is not None else {}, limits, budget)
             # Only what some candidate policy reads is bounded and converted.
             n_principal: Any = {}
             if "principal" in names and principal is not None:
-                if not isinstance(principal, Mapping):
+                if type(principal) is not dict and not isinstance(principal, Mapping):
                     raise InputError("principal must be a map")
                 n_principal = normalize(principal, limits, budget)
             n_history: Any = []
             if "history" in names and history is not None:
-                if not isinstance(history, list | tuple | Sequence) or isinstance(
-                        history, str | bytes | bytearray | Mapping):
+                if type(history) is not list and (
+                        not isinstance(history, list | tuple | Sequence) or isinstance(
+                            history, str | bytes | bytearray | Mapping)):
                     raise InputError(f"history must be a list, got {type(history).__name__}")
                 if type(history) is list or type(history) is tuple:
                     recent = list(history[-limits.max_history:])
