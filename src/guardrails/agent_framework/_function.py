@@ -336,8 +336,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     raise
             else:
                 held = take_held(state, approval_id)
-            replay = approval_matches(held, approval_id, response_token(context), tool,
-                                      arguments, decision, self._approval_key)
+            replay = approval_matches(held, self._mac_id(context, approval_id),
+                                      response_token(context), tool, arguments, decision,
+                                      self._approval_key)
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
@@ -469,6 +470,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             self._injects[key] = found
         return found
 
+    def _mac_id(self, context: FunctionInvocationContext, approval_id: str) -> str:
+        """What an approval record's MAC binds it to. In a shared store that is the record's
+        key (session and approval id): a record moved to another session's key (by someone
+        who can write to the store but lacks the key) then approves nothing there. In the
+        session's own state it is the approval id (the record cannot leave the session)."""
+        if self._approvals is not None:
+            return _approval_key(context, approval_id)
+        return approval_id
+
     async def _store(self, call: Callable[..., Any], *args: Any) -> Any:
         """A shared-store call, off the event loop when the store does I/O."""
         if getattr(self._approvals, "blocking", True):
@@ -577,8 +587,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return
             if self._approvals is not None:
                 token = new_token()
-                record = approval_record(plan.approval_id, tool, plan.arguments, decision,
-                                         token, self._approval_key)
+                record = approval_record(self._mac_id(context, plan.approval_id), tool,
+                                         plan.arguments, decision, token, self._approval_key)
                 try:
                     await self._store(self._approvals.hold,
                                       _approval_key(context, plan.approval_id),

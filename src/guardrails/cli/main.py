@@ -210,10 +210,14 @@ def _read_tools(path: str) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise UsageError(f"tools file {path} is not valid JSON/YAML: "
                          f"{_one_line(str(e))}") from None
+    except RecursionError:  # PyYAML's parser recurses once per nesting level
+        raise UsageError(f"tools file {path} is nested too deeply to read") from None
     try:
         return parse_tools(data)
     except ValueError as e:
         raise UsageError(f"tools file {path}: {e}") from None
+    except RecursionError:
+        raise UsageError(f"tools file {path}: a schema is nested too deeply") from None
 
 
 # --- test ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from guardrails.engine.counters import (
@@ -420,10 +421,14 @@ class Candidates:
     redact: Callable[[str], str] | None = field(init=False)
     counts: bool = field(init=False)
     """Whether any of them has counters."""
+    policy_names: tuple[str, ...] = field(init=False)
+    """Their names: a decision's ``policies`` when every candidate matched (the common
+    case), without building the tuple per call."""
 
     def __post_init__(self) -> None:
         ps = self.policies
         object.__setattr__(self, "counts", any(p.counters for p in ps))
+        object.__setattr__(self, "policy_names", tuple([p.name for p in ps]))
         object.__setattr__(self, "names", frozenset().union(*(p.names for p in ps)))
         object.__setattr__(self, "secret_names",
                            frozenset().union(*(p.secret_arguments for p in ps)))
@@ -588,7 +593,7 @@ def _evaluate_call(
         if trace is not None:
             _scrub_traces(trace, scrub)
         return _decision(call, effect, args, fired, repairs, errors, matched, revision,
-                         secret_names, scrub)
+                         secret_names, scrub, (), candidates_of_tool)
 
     traces = {t.policy: t for t in trace} if trace is not None else {}
 
@@ -636,14 +641,14 @@ def _evaluate_call(
             for name in repair.unset:
                 args.pop(name, None)
 
-    if any(name in secret_names for r in repairs if not r.audit for name in r.set):
+    if repairs and any(name in secret_names for r in repairs if not r.audit for name in r.set):
         scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
 
     # 3. counters: one batch of reservations for every matched policy's counters
     views: dict[str, dict[str, Any]] = {}
     failed_closed: set[str] = set()
     reservations: list[Reservation] = []
-    if any(p.counters for p in matched):
+    if candidates_of_tool.counts and any(p.counters for p in matched):
         views, failed_closed = _count(matched, base, args, counters, errors, reservations,
                                       scrub, traces)
 
@@ -727,7 +732,7 @@ def _evaluate_call(
     if trace is not None:
         _scrub_traces(trace, scrub)
     return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names,
-                     scrub, tuple(reservations))
+                     scrub, tuple(reservations), candidates_of_tool)
 
 
 _MAX_COST = 2**53
@@ -876,6 +881,8 @@ _SEVERITY = {e: e.severity for e in Effect}
 
 def _policy_effect(acted: list[Action], default: Effect) -> Effect:
     """Most severe fired action; else the default, which a fired allow rule satisfies."""
+    if not acted:
+        return default
     worst = Effect.ALLOW
     allowed = False
     for a in acted:
@@ -918,7 +925,7 @@ def _cel_type_name(value: Any) -> str:
 def _decision(
     call: Call,
     effect: Effect,
-    args: Mapping[str, Any],
+    args: dict[str, Any],
     fired: list[FiredRule],
     repairs: list[AppliedRepair],
     errors: list[EvaluationError],
@@ -927,18 +934,24 @@ def _decision(
     secret_names: frozenset[str],
     scrub: Scrubber,
     reservations: tuple[Reservation, ...] = (),
+    candidates: Candidates | None = None,
 ) -> Decision:
+    names = (candidates.policy_names if candidates is not None
+             and len(matched) == len(candidates.policies) else tuple([p.name for p in matched]))
+    # Positional: a decision is built on every call, and keywords cost more than the rule.
     return Decision(
-        id=f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
-        tool=call.tool,
-        effect=effect,
-        arguments=args,
-        rules=tuple(fired),
-        repairs=tuple(repairs),
-        errors=tuple(errors),
-        policies=tuple([p.name for p in matched]),
-        revision=revision,
-        secret_arguments=secret_names,
-        scrubber=scrub,
-        reservations=reservations,
+        f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
+        call.tool,
+        effect,
+        # ``args`` is this call's own dict, never written after the decision: a read-only
+        # view of it needs no second copy.
+        MappingProxyType(args),
+        tuple(fired),
+        tuple(repairs),
+        tuple(errors),
+        names,
+        revision,
+        secret_names,
+        scrub,
+        reservations,
     )

@@ -145,7 +145,9 @@ class PolicySet:
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases), Effect(unmatched), agent=agent,
+                            known_secrets, tuple(aliases),
+                            unmatched if type(unmatched) is Effect else Effect(unmatched),
+                            agent=agent,
                             counters=counters)
 
     def explain(
@@ -194,9 +196,8 @@ class PolicySet:
                                      candidates.names)
         except Exception as e:  # fail closed: no input may make ``evaluate`` raise
             call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
-        if agent is not None:
-            names = (agent,) if isinstance(agent, str) else tuple(
-                a for a in agent if isinstance(a, str))
+        names = _agent_names(agent)
+        if names is not None:
             call = call._replace(agent=names)
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace, known_secrets=known_secrets, unmatched=unmatched,
@@ -234,19 +235,22 @@ class PolicySet:
                 raise InputError(f"now must be a datetime, got {type(now).__name__}")
             elif now.tzinfo is None:
                 now = now.replace(tzinfo=datetime.UTC)
-            if args is not None and not isinstance(args, Mapping):
+            # ``type(x) is dict`` first: the ABC check costs more than a one-rule decision's
+            # rule, and nearly every caller passes a plain dict.
+            if args is not None and type(args) is not dict and not isinstance(args, Mapping):
                 raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
             n_args = normalize(args if args is not None else {}, limits, budget)
             # Only what some candidate policy reads is bounded and converted.
             n_principal: Any = {}
             if "principal" in names and principal is not None:
-                if not isinstance(principal, Mapping):
+                if type(principal) is not dict and not isinstance(principal, Mapping):
                     raise InputError("principal must be a map")
                 n_principal = normalize(principal, limits, budget)
             n_history: Any = []
             if "history" in names and history is not None:
-                if not isinstance(history, list | tuple | Sequence) or isinstance(
-                        history, str | bytes | bytearray | Mapping):
+                if type(history) is not list and (
+                        not isinstance(history, list | tuple | Sequence) or isinstance(
+                            history, str | bytes | bytearray | Mapping)):
                     raise InputError(f"history must be a list, got {type(history).__name__}")
                 if type(history) is list or type(history) is tuple:
                     recent = list(history[-limits.max_history:])
@@ -357,3 +361,14 @@ def _readable_arguments(args: Any) -> dict[str, Any]:
 
 _READABLE_BYTES = 64 * 1024
 """What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""
+
+
+def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """The calling agent's non-empty names, or None when it has none: an agent without a
+    name is unidentified and matches every agent selector (fail closed), never none of
+    them (which would let it escape every agent-scoped policy)."""
+    if agent is None:
+        return None
+    raw = (agent,) if isinstance(agent, str) else tuple(agent)
+    names = tuple(a for a in raw if isinstance(a, str) and a)
+    return names or None

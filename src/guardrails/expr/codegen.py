@@ -35,7 +35,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
-from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Meter, cost_of
+from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
 
@@ -109,18 +109,6 @@ def _first_evaluate(program: GeneratedProgram, bindings: Mapping[str, Any]) -> A
 # ---------------------------------------------------------------------------- runtime helpers
 
 
-def _meter_of(bindings: Mapping[str, Any]) -> Meter | None:
-    return bindings.get(METER)
-
-
-def _left_of(meter: Meter) -> int:
-    return meter.left
-
-
-def _spend(meter: Meter, units: int) -> None:
-    meter.left -= units
-
-
 def _cost_exceeded() -> NoReturn:
     raise CostLimitExceeded("evaluation cost limit exceeded")
 
@@ -147,9 +135,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_Cost": CostLimitExceeded,
     "_ErrorValue": std.ErrorValue,
     "_cost_exceeded": _cost_exceeded,
-    "_meter_of": _meter_of,
-    "_left_of": _left_of,
-    "_spend": _spend,
+    "_METER": METER,
     "_unbound": _unbound,
     "_overflow": _overflow,
     "_logic_error": logic_error,
@@ -823,14 +809,15 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
     if gen.budget:
         # The call's meter when the engine passes one (what is left of the call's budget;
         # spent units are charged back however the evaluation ends), else one budget.
+        # Inline, not helper calls: this runs on every rule of every call.
         head += [
-            "        _m = _meter_of(b)",
-            f"        _bud = {gen.const(checked.limits.max_cost)} if _m is None else _left_of(_m)",
+            "        _m = b.get(_METER)",
+            f"        _bud = {gen.const(checked.limits.max_cost)} if _m is None else _m.left",
             "        if _bud < 0: _cost_exceeded()",
             "        _b0 = _bud",
         ]
         tail = ["        finally:",
-                "            if _m is not None: _spend(_m, _b0 - _bud)"]
+                "            if _m is not None: _m.left -= _b0 - _bud"]
         params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
         head[0] = "def _make(" + params + "):"
     source = "\n".join(

@@ -32,26 +32,24 @@ from typing import Literal
 from guardrails.expr import ast, library, stdlib
 from guardrails.expr.types import (
     BOOL,
-    BYTES,
     DOUBLE,
     DURATION,
     DYN,
     INT,
-    NULL,
     NUM,
     NUMERIC,
     STRING,
     TIMESTAMP,
     TYPE,
     TYPE_NAMES,
-    UINT,
     Type,
     join,
     list_of,
     map_of,
+    of_value,
     parse_signature,
 )
-from guardrails.expr.values import CelError, UInt
+from guardrails.expr.values import CelError
 
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
@@ -368,7 +366,7 @@ class _Checker:
             return self.call(node, facts)
         if kind is ast.Literal:
             assert isinstance(node, ast.Literal)
-            return _literal_type(node.value)
+            return of_value(node.value)  # a literal is a scalar
         if kind is ast.Ident:
             assert isinstance(node, ast.Ident)
             return self.lookup(node.name)
@@ -537,23 +535,6 @@ def _qualified(node: ast.Call) -> str | None:
         return ".".join(reversed(parts))
     return None
 
-
-def _literal_type(value: object) -> Type:
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, UInt):
-        return UINT
-    if isinstance(value, int):
-        return INT
-    if isinstance(value, float):
-        return DOUBLE
-    if isinstance(value, str):
-        return STRING
-    if isinstance(value, bytes):
-        return BYTES
-    if value is None:
-        return NULL
-    return DYN
 
 
 # -- operators -------------------------------------------------------------------------

@@ -238,6 +238,8 @@ def read(data: bytes, *, key: str | os.PathLike[str] | bytes | None = None,
         signed_by = _verify(manifest_bytes, signature, key, origin)
     try:
         manifest = json.loads(manifest_bytes)
+    except RecursionError:  # nested deeper than the parser's stack: no manifest is
+        raise BundleError(origin, f"{MANIFEST} is nested too deeply") from None
     except ValueError as e:
         raise BundleError(origin, f"{MANIFEST} is not JSON: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -278,7 +280,7 @@ def _verify(manifest: bytes, signature: bytes, key: str | os.PathLike[str] | byt
         raw = base64.b64decode(sig["signature"], validate=True)
         if sig.get("algorithm") != "ed25519":
             raise ValueError("not ed25519")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise BundleError(origin, f"{SIGNATURE} is malformed") from None
     try:
         public.verify(raw, manifest)
@@ -334,6 +336,10 @@ def _gunzip(data: bytes) -> bytes:
         raise OSError("unpacked bundle exceeds the size bound")
     if not d.eof:
         raise OSError("truncated gzip stream")
+    if d.unused_data:
+        # ``build`` writes one gzip member and nothing after it: bytes appended (a second
+        # member, padding) are a changed bundle, not ignorable.
+        raise OSError("bytes after the end of the gzip stream")
     return out
 
 

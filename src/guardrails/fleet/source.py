@@ -17,11 +17,14 @@ again on every poll.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -33,9 +36,16 @@ from guardrails.engine.compile import Backend, compile_documents
 from guardrails.engine.compile import load as load_paths
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.fleet.bundle import MAX_BUNDLE_BYTES, is_bundle, load_bundle, load_verified
+from guardrails.fleet.bundle import (
+    MAX_BUNDLE_BYTES,
+    BundleError,
+    is_bundle,
+    load_bundle,
+    load_verified,
+)
 from guardrails.model import load_documents
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.loader import UnreadableFile, read_regular_file
 from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
 
 __all__ = ["PolicySource", "SourceStatus", "load", "watch"]
@@ -72,8 +82,7 @@ def load(location: Location, *, key: Key = None, limits: Limits | None = None,
         assert data is not None
         return load_bundle(data, key=key, origin=location, limits=limits, backend=backend)
     if isinstance(location, str | os.PathLike) and is_bundle(location):
-        with open(location, "rb") as f:
-            data = f.read(MAX_BUNDLE_BYTES + 1)
+        data = _read_bundle(os.fspath(location))
         return load_bundle(data, key=key, origin=os.fspath(location), limits=limits,
                            backend=backend)
     if key is not None:
@@ -376,9 +385,16 @@ class _BundleFileFetcher(_BundleFetcher):
         if stamp == self.stamp:
             return None
         self.stamp = stamp
-        with open(self.name, "rb") as f:
-            data = f.read(MAX_BUNDLE_BYTES + 1)
-        return self.load(data)
+        return self.load(_read_bundle(self.name))
+
+
+def _read_bundle(path: str) -> bytes:
+    """A bundle file's bytes: a regular file only (a FIFO swapped in would hang the poll,
+    ``/dev/zero`` would fill memory), at most one byte past the size bound."""
+    try:
+        return read_regular_file(path, MAX_BUNDLE_BYTES + 1)
+    except UnreadableFile as e:
+        raise BundleError(path, str(e)) from None
 
 
 class _URLFetcher(_BundleFetcher):
@@ -402,16 +418,133 @@ class _URLFetcher(_BundleFetcher):
         return self.load(data)
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port as the bundle URL.
+
+    urllib alone follows redirects to any host, and to ``ftp://``: a bundle server (or
+    whoever can make it answer 302) would choose where policies come from. Without a
+    verification key that is the policies themselves, so a redirect elsewhere is refused
+    (point the URL at the final location instead).
+    """
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        if _origin(newurl) != _origin(req.full_url):
+            raise urllib.error.HTTPError(
+                req.full_url, code, f"redirect to {newurl!r} refused: a bundle is fetched "
+                "only from the origin of its URL", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _Watchdog:
+    """Ends a fetch at its deadline: shuts down every socket it opened.
+
+    A socket timeout bounds each wait, not the whole: a server sending one header byte
+    every few seconds would hold a poll (and the source's lock) for hours. Shutting the
+    sockets down makes the blocked read return, and the fetch is then a timeout.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Watched:
+    """An HTTP(S) handler whose connections report their sockets to a watchdog."""
+
+    watchdog: _Watchdog
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        watchdog = self.watchdog
+
+        class Connection(http_class):  # type: ignore[misc]
+            def connect(self) -> None:
+                super().connect()
+                watchdog.add(self.sock)
+
+        return super().do_open(Connection, req, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTP(_Watched, urllib.request.HTTPHandler):
+    pass
+
+
+class _WatchedHTTPS(_Watched, urllib.request.HTTPSHandler):
+    pass
+
+
 def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, str | None]:
-    """The body and ETag, or ``(None, etag)`` for 304 Not Modified."""
+    """The body and ETag, or ``(None, etag)`` for 304 Not Modified.
+
+    ``timeout`` bounds each socket wait, and twice ``timeout`` the whole fetch (connect,
+    headers, body, redirects): a server that trickles never holds a poll longer.
+    """
     request = urllib.request.Request(url, headers={"Accept": "application/gzip"})
     if etag is not None:
         request.add_header("If-None-Match", etag)
+    watchdog = _Watchdog(2 * timeout)
+    handlers: list[Any] = [_SameOriginRedirects, _WatchedHTTP(), _WatchedHTTPS()]
+    for handler in handlers[1:]:
+        handler.watchdog = watchdog
+    opener = urllib.request.build_opener(*handlers)
+    late = TimeoutError(f"the bundle was not received within {2 * timeout:g} s (twice the "
+                        "timeout)")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            data = response.read(MAX_BUNDLE_BYTES + 1)
-            return data, response.headers.get("ETag")
+        with opener.open(request, timeout=timeout) as response:
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_BUNDLE_BYTES:
+                chunk = response.read1(min(1 << 16, MAX_BUNDLE_BYTES + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if watchdog.fired:  # the body ended because its socket was shut down
+                raise late
+            return b"".join(chunks), response.headers.get("ETag")
     except urllib.error.HTTPError as e:
         if e.code == 304:
             return None, etag
         raise
+    except TimeoutError:
+        raise
+    except Exception:
+        if watchdog.fired:
+            raise late from None
+        raise
+    finally:
+        watchdog.cancel()
