@@ -41,6 +41,7 @@ def test_threads_with_their_own_store_clients_never_over_admit(
     effects: list[str] = []
     lock = threading.Lock()
     start = threading.Barrier(8)
+    _stores(kind, tmp_path, redis_server, prefix).close()  # the store exists before replicas open it
 
     def worker() -> None:
         store = _stores(kind, tmp_path, redis_server, prefix)  # one client per "replica"

@@ -50,7 +50,11 @@ class SQLiteStore:
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # Switching to WAL takes an exclusive lock that the busy timeout does not always
+            # wait for: replicas opening an existing store only read the mode.
+            mode = self._db.execute("PRAGMA journal_mode").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                self._db.execute("PRAGMA journal_mode=WAL")
             # Durable across process crashes; an OS crash or power loss may lose the last
             # commits (counts then restart lower). FULL would fsync every call (~4 ms here).
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
