@@ -143,8 +143,24 @@ class Redaction:
     regex_position: Position
 
 
+class _Document:
+    """What every top-level document has: its name (from metadata) and its file."""
+
+    __slots__ = ()
+    metadata: Metadata
+    position: Position
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def file(self) -> str:
+        return self.position.file
+
+
 @dataclass(frozen=True, slots=True)
-class ToolPolicy:
+class ToolPolicy(_Document):
     """One ``kind: ToolPolicy`` document; ``spec`` fields are flattened onto the record."""
 
     metadata: Metadata
@@ -169,17 +185,9 @@ class ToolPolicy:
     """``spec.results``: whether the matched tools' results are trusted content."""
     counters: tuple[Counter, ...] = ()
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def file(self) -> str:
-        return self.position.file
-
 
 @dataclass(frozen=True, slots=True)
-class PolicyBinding:
+class PolicyBinding(_Document):
     """One ``kind: PolicyBinding`` document: a policy applied to the agents or principals
     its selector names, with its own params and mode (a per-tenant rollout switch).
 
@@ -198,14 +206,6 @@ class PolicyBinding:
     mode: Mode | None
     """None keeps the policy's own mode."""
     position: Position
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def file(self) -> str:
-        return self.position.file
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +275,7 @@ class TestCase:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyTest:
+class PolicyTest(_Document):
     """One ``kind: PolicyTest`` document."""
 
     metadata: Metadata
@@ -286,14 +286,6 @@ class PolicyTest:
     position: Position
 
     __test__ = False  # not a pytest class
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def file(self) -> str:
-        return self.position.file
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,21 +312,13 @@ class LibraryFunction:
 
 
 @dataclass(frozen=True, slots=True)
-class Library:
+class Library(_Document):
     """One ``kind: Library`` document."""
 
     metadata: Metadata
     params: Mapping[str, Any]
     functions: tuple[LibraryFunction, ...]
     position: Position
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def file(self) -> str:
-        return self.position.file
 
 
 @dataclass(frozen=True, slots=True)
