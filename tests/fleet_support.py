@@ -14,8 +14,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+
+import guardrails
 
 
 def _free_port() -> int:
@@ -154,3 +157,24 @@ def bundle_server(tmp_path: object) -> Iterator[BundleServer]:
     finally:
         server.stop()
         shutil.rmtree(server.directory, ignore_errors=True)
+
+
+APPROVAL_KEY = b"replicas-share-this-secret"
+"""The HMAC key the replicas of the approval tests share."""
+
+APPROVAL_POLICY = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: approvals}
+spec:
+  match: {tools: [send_money]}
+  rules:
+    - {name: big, when: 'args.amount > 1000', action: require_approval, message: big payment}
+"""
+
+
+@pytest.fixture(name="policies")
+def approval_policies(tmp_path: Path) -> guardrails.PolicySet:
+    """APPROVAL_POLICY, loaded from a file: payments over 1,000 need approval."""
+    (tmp_path / "p.yaml").write_text(APPROVAL_POLICY)
+    return guardrails.load(tmp_path / "p.yaml")

@@ -17,27 +17,12 @@ from guardrails.agent_framework.scripted import call
 from guardrails.fleet.stores import RedisStore, SQLiteStore
 from tests.af_support import agent_with, approve_all, clear_calls_fixture
 from tests.af_tools import CALLS, send_money
-from tests.fleet_support import RedisServer, redis_server
+from tests.fleet_support import APPROVAL_KEY, RedisServer, approval_policies, redis_server
 
-__all__ = ["redis_server"]
+__all__ = ["approval_policies", "redis_server"]
 _clear = clear_calls_fixture()
 
-KEY = b"replicas-share-this-secret"
-POLICY = """
-apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: approvals}
-spec:
-  match: {tools: [send_money]}
-  rules:
-    - {name: big, when: 'args.amount > 1000', action: require_approval, message: big payment}
-"""
-
-
-@pytest.fixture
-def policies(tmp_path: Path) -> guardrails.PolicySet:
-    (tmp_path / "p.yaml").write_text(POLICY)
-    return guardrails.load(tmp_path / "p.yaml")
+KEY = APPROVAL_KEY
 
 
 @pytest.fixture(params=["sqlite", "redis"])
