@@ -37,7 +37,7 @@ from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
 from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, cost_of
 from guardrails.expr.program import Program
-from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
+from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, CostLimitExceeded, UInt
 
 Run = Callable[[Mapping[str, Any]], Any]
 
@@ -230,6 +230,12 @@ class _TooDeep(Exception):
     pass
 
 
+_OPAQUE: Final = frozenset({int, float, str, bytes, UInt})
+"""Literal types whose value code generation never reads, only passes on as a constant
+(except a ``matches`` pattern: ``_shape``); ``true``, ``false`` and ``null`` are part of
+the shape."""
+
+
 class _Gen:
     def __init__(self, checked: Checked) -> None:
         self.folded = checked.constants
@@ -243,6 +249,8 @@ class _Gen:
         self.n = 0
         self.scopes: list[tuple[str, str, bool]] = []  # (CEL name, Python local, accumulator)
         self.budget = False
+        self.literal_slots: list[tuple[int, ast.Literal]] = []
+        """``(constant index, node)`` of every literal emitted as a constant of its own."""
 
     # ------------------------------------------------------------------ emitting
 
@@ -269,6 +277,16 @@ class _Gen:
             value = _shared(key, value)
         self.consts.append(value)
         self.const_names[key] = name
+        return name
+
+    def literal(self, node: ast.Literal) -> str:
+        """A literal's own constant, never shared with another: so the source does not
+        depend on which literals happen to be equal, and expressions that differ only in
+        literals get the same source (``_TEMPLATES`` fills in the values)."""
+        value = node.value
+        name = f"_k{len(self.consts)}"
+        self.literal_slots.append((len(self.consts), node))
+        self.consts.append(_shared((type(value), repr(value)), value))
         return name
 
     def charge(self, units: str) -> None:
@@ -310,6 +328,8 @@ class _Gen:
         """Emit the statements computing ``node``; return the name holding its value."""
         key = id(node)
         if key in self.folded:
+            if type(node) is ast.Literal and type(node.value) in _OPAQUE:
+                return self.literal(node)
             return self.const(self.folded[key])
         ref = self.references.get(key)
         if isinstance(ref, Local):
@@ -796,6 +816,11 @@ _FACTORIES_MAX: Final = 4096
 
 def generate_source(checked: Checked) -> tuple[str, list[Any]]:
     """The factory source for a checked tree and the constants to call it with."""
+    source, consts, _ = _generate(checked)
+    return source, consts
+
+
+def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Literal]]]:
     gen = _Gen(checked)
     result = gen.expr(checked.ast)
     if id(checked.ast) in gen.folded and isinstance(gen.folded[id(checked.ast)], list | dict):
@@ -836,7 +861,154 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
             "",
         ]
     )
-    return source, gen.consts
+    return source, gen.consts, gen.literal_slots
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+class _Unshaped(Exception):
+    """A tree ``_shape`` does not describe (its source is generated each time)."""
+
+
+def _value_key(value: Any, depth: int = 0) -> Any:
+    """A key equal for two folded constants only when they are the same CEL value."""
+    t = type(value)
+    if t in _OPAQUE or t is bool or value is None:
+        return (t, repr(value))
+    if depth < 8 and t is list:
+        return (list, tuple(_value_key(v, depth + 1) for v in value))
+    if depth < 8 and t is dict:
+        return (dict, tuple((_value_key(k, depth + 1), _value_key(v, depth + 1))
+                            for k, v in value.items()))
+    if t is CelType:
+        return (CelType, value.name)
+    raise _Unshaped
+
+
+def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None:
+    """What generated code depends on, and the literals it only passes on as constants.
+
+    Two checked trees with equal keys generate the same source; their constants differ
+    only in those literals (each has a constant of its own, ``_Gen.literal``). So the key
+    holds everything ``_Gen`` reads: node kinds, field and variable names, overloads, the
+    limits, every folded constant that is not such a literal (by value), and the values
+    it inspects: a ``matches`` pattern, ``true``/``false``/``null``, and the ``1`` of an
+    ``exists_one`` step (``macros.classify``). None for a tree it does not describe.
+    """
+    folded, references, overloads = checked.constants, checked.references, checked.overloads
+    out: list[Any] = [checked.limits]
+    literals: list[ast.Literal] = []
+    exact: set[int] = set()
+
+    def walk(node: ast.Node, read: bool) -> None:
+        key = id(node)
+        if key in folded:
+            value = folded[key]
+            if type(node) is ast.Literal and type(value) in _OPAQUE:
+                literals.append(node)  # a constant of its own (``_Gen.literal``)
+                if not read and key not in exact:
+                    out.append(type(value))
+                    return
+            out.append(_value_key(value))
+            return
+        ref = references.get(key)
+        if ref is not None:
+            out.append(ref)
+            return
+        t = type(node)
+        if t is ast.Select:
+            assert isinstance(node, ast.Select)
+            out.append(("select", node.field, node.test_only))
+            walk(node.operand, False)
+        elif t is ast.Call:
+            assert isinstance(node, ast.Call)
+            overload = overloads[key]
+            out.append(("call", node.function, len(node.args), node.target is not None,
+                        overload))
+            if node.target is not None:
+                walk(node.target, False)
+            pattern = overload.method and overload.name == "matches" and len(node.args) == 1
+            for a in node.args:
+                walk(a, pattern)
+        elif t is ast.ListLit:
+            assert isinstance(node, ast.ListLit)
+            out.append(("list", len(node.elements)))
+            for e in node.elements:
+                walk(e, False)
+        elif t is ast.MapLit:
+            assert isinstance(node, ast.MapLit)
+            out.append(("map", len(node.entries)))
+            for k, v in node.entries:
+                walk(k, False)
+                walk(v, False)
+        elif t is ast.Comprehension:
+            assert isinstance(node, ast.Comprehension)
+            out.append(("comprehension", node.macro, node.iter_var, node.iter_var2,
+                        node.accu_var))
+            step = node.loop_step  # exists_one's `accu + 1` (read by macros.classify)
+            if isinstance(step, ast.Call) and step.function == "_?_:_" and len(step.args) == 3:
+                increment = step.args[1]
+                if isinstance(increment, ast.Call):
+                    exact.update(id(a) for a in increment.args)
+            for child in (node.iter_range, node.accu_init, node.loop_condition, node.loop_step,
+                          node.result):
+                walk(child, False)
+        else:
+            raise _Unshaped
+
+    try:
+        walk(checked.ast, False)
+    except (_Unshaped, RecursionError):
+        return None
+    return tuple(out), literals
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """The generated source of one shape, and where its literals go among the constants."""
+
+    source: str
+    consts: tuple[Any, ...]
+    slots: tuple[tuple[int, int], ...]
+    """``(constant index, index of the literal in the shape's literals)``."""
+
+    def constants(self, literals: list[ast.Literal]) -> tuple[Any, ...]:
+        consts = list(self.consts)
+        for slot, i in self.slots:
+            value = literals[i].value
+            consts[slot] = _shared((type(value), repr(value)), value)
+        return tuple(consts)
+
+
+_TEMPLATES: dict[tuple[Any, ...], _Template] = {}
+_TEMPLATES_MAX: Final = 20_000
+
+
+def _source(checked: Checked) -> tuple[str, tuple[Any, ...]]:
+    """The factory source and its constants; generated once per shape (``_shape``): a
+    policy set's expressions mostly differ only in literals, and generating the text was
+    the largest part of a load."""
+    shaped = _shape(checked)
+    if shaped is not None:
+        key, literals = shaped
+        template = _TEMPLATES.get(key)
+        if template is not None:
+            return template.source, template.constants(literals)
+    source, consts, literal_slots = _generate(checked)
+    if shaped is not None:
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = make_template(source, consts, literal_slots, literals)
+    return source, tuple(consts)
+
+
+def make_template(source: str, consts: list[Any], literal_slots: list[tuple[int, ast.Literal]],
+             literals: list[ast.Literal]) -> _Template:
+    """The template of one generated source (``literals``: its tree's, from ``_shape``)."""
+    index = {id(node): i for i, node in enumerate(literals)}
+    return _Template(source, tuple(consts), tuple((slot, index[id(node)])
+                                                  for slot, node in literal_slots))
 
 
 _PENDING: list[GeneratedProgram] = []
@@ -850,11 +1022,11 @@ def generated_program(checked: Checked) -> GeneratedProgram:
     before."""
     program = GeneratedProgram(checked.source, checked.ast, _no_closures, 0, checked.limits)
     try:
-        source, consts = generate_source(checked)
+        source, consts = _source(checked)
     except (_TooDeep, RecursionError):  # too deep for generated code: closures
         _fall_back(program, checked)
         return program
-    object.__setattr__(program, "_pending", (checked, source, tuple(consts)))
+    object.__setattr__(program, "_pending", (checked, source, consts))
     factory = _FACTORIES.get(source)
     if factory is not None:
         program._install(factory)
