@@ -173,3 +173,94 @@ def test_programs_of_one_shape_keep_their_own_literals() -> None:
         pass
     else:
         raise AssertionError("an invalid pattern must fail")
+
+
+# ---------------------------------------------------------------------------- type checking
+
+TYPED_EXTRA = [
+    "s1.matches('a+') && matches(s1, 'b') && s1.find('c') != ''",
+    "timestamp('2024-01-01T00:00:00Z') < now && duration('1h') > duration('1m')",
+    "ip('10.0.0.1') == ip(s1) && cidr('10.0.0.0/8').containsIP(ip(s1))",
+    "url('https://a.example/x').getHost() == s1",
+    "'f' in params && params['f'] > 1 && params.g == 'x'",
+    "'at' in history[0] && history[0].at > now",
+    "params.limit > '5' || params.limit > 5",
+    "params.name + 1 == 'x'",
+    "s1 == 'x' ? params.limit : 2",
+]
+
+
+def envs() -> st.SearchStrategy[dict[str, Any]]:
+    from guardrails.engine.typecheck import _HISTORY
+    from guardrails.expr.types import DYN, INT, STRING, TIMESTAMP, map_of, of_value
+
+    params = st.sampled_from([{}, {"limit": 5, "f": 2, "g": "x"}, {"name": "n", "limit": "5"},
+                              {"f": [1], "limit": 1.5}])
+    return params.map(lambda p: {"params": of_value(p), "history": _HISTORY, "now": TIMESTAMP,
+                                 **{n: DYN for n in DECLARED}, "i1": INT, "s1": STRING,
+                                 "principal": map_of(STRING, DYN)})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), env=envs())
+def test_trees_of_one_type_shape_check_alike(data: st.DataObject, env: dict[str, Any]) -> None:
+    """Equal ``typechecker.shape``, and A checks without a diagnostic: then B has none and
+    the same type (what the engine's result cache relies on)."""
+    from guardrails.expr import typechecker
+
+    source = data.draw(st.one_of(wild_exprs(), exprs("bool", 3), st.sampled_from(EXTRA),
+                                 st.sampled_from(TYPED_EXTRA)), label="source")
+    tree_a = parse(source)
+    tree_b = relabel(tree_a, data.draw)
+    shape_a, shape_b = typechecker.shape(tree_a), typechecker.shape(tree_b)
+    assert shape_a is not None and shape_b is not None
+    for guards in (True, False):
+        t_a, found_a = typechecker.check(tree_a, env, guards=guards)
+        t_b, found_b = typechecker.check(tree_b, env, guards=guards)
+        if shape_a == shape_b and not found_a:
+            assert not found_b, (source, tree_b, found_b)
+            assert t_a == t_b
+
+
+def test_literals_the_type_checker_reads_are_part_of_its_shape() -> None:
+    from guardrails.expr import typechecker
+
+    def key(source: str) -> Any:
+        return typechecker.shape(parse(source))
+
+    assert key("s1.startsWith('a') && i1 > 2") == key("s1.startsWith('zz') && i1 > 9")
+    assert key("s1.matches('a')") != key("s1.matches('(')")
+    assert key("timestamp('2024-01-01T00:00:00Z') < now") != key("timestamp('x') < now")
+    assert key("params['a'] > 1") != key("params['b'] > 1")
+    assert key("'a' in params") != key("'b' in params")
+    assert key("i1 > 1") != key("i1 > 1.0")
+
+
+def test_a_load_still_reports_type_errors_in_expressions_of_a_cached_shape(
+        tmp_path: Any) -> None:
+    """Many rules of one shape type-check once; a rule of that shape whose own literal is
+    wrong (an invalid regex, a bad timestamp) is still reported at its own position."""
+    import pytest
+
+    import guardrails
+
+    rules = "\n".join(f"    - {{name: r{i}, when: 'args.s.matches(\"a{i}+\") && "
+                      f"timestamp(\"2024-01-0{i % 9 + 1}T00:00:00Z\") < now', action: deny}}"
+                      for i in range(20))
+    bad = ("    - {name: bad1, when: 'args.s.matches(\"(\") && "
+           "timestamp(\"2024-01-01T00:00:00Z\") < now', action: deny}\n"
+           "    - {name: bad2, when: 'args.s.matches(\"a+\") && "
+           "timestamp(\"yesterday\") < now', action: deny}\n")
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            f"  match: {{tools: [t]}}\n  rules:\n{rules}\n")
+    (tmp_path / "p.yaml").write_text(text)
+    policies = guardrails.load(tmp_path / "p.yaml")
+    assert policies.evaluate("t", {"s": "a1"}).effect == "deny"
+    assert policies.evaluate("t", {"s": "b"}).effect == "allow"
+    (tmp_path / "p.yaml").write_text(text + bad)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(tmp_path / "p.yaml")
+    messages = [(p.line, p.column, p.message) for p in e.value.errors]
+    assert [(line, column) for line, column, _ in messages] == [(27, 42), (28, 61)], messages
+    assert "invalid regular expression '('" in messages[0][2]
+    assert "invalid timestamp literal 'yesterday'" in messages[1][2]
