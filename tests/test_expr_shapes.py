@@ -264,3 +264,71 @@ def test_a_load_still_reports_type_errors_in_expressions_of_a_cached_shape(
     assert [(line, column) for line, column, _ in messages] == [(27, 42), (28, 61)], messages
     assert "invalid regular expression '('" in messages[0][2]
     assert "invalid timestamp literal 'yesterday'" in messages[1][2]
+
+
+# ---------------------------------------------------------------------------- whole loads
+
+
+def _cel_string(s: str) -> str:
+    import json
+
+    return json.dumps(s, ensure_ascii=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.tuples(st.integers(-3, 3), st.floats(-5, 5, allow_nan=False),
+                                 st.sampled_from(STRINGS[:-1]),
+                                 st.sampled_from(["a+", "^x", ".*", "b$"] * 4 + ["(", "[a-"])),
+                       min_size=2, max_size=8),
+       calls=st.lists(st.fixed_dictionaries({"n": st.integers(-4, 4),
+                                             "x": st.floats(-6, 6, allow_nan=False),
+                                             "s": st.sampled_from([*STRINGS[:-1], "ax", "b"])}),
+                      min_size=1, max_size=4))
+def test_policies_of_one_shape_decide_alike_on_every_backend(
+        tmp_path_factory: Any, values: list[tuple[int, float, str, str]],
+        calls: list[dict[str, Any]]) -> None:
+    """Many policies of one shape, loaded together (their code from one template), decide
+    every call as the closure backend does, with variables, repairs and params."""
+    import yaml
+
+    import guardrails
+
+    docs = []
+    for i, (n, x, s, pattern) in enumerate(values):
+        docs.append({
+            "apiVersion": "guardrails/v1", "kind": "ToolPolicy", "metadata": {"name": f"p{i}"},
+            "spec": {
+                "match": {"tools": ["t"]},
+                "params": {"limit": n, "tag": s},
+                "repairs": [{"name": "clamp", "when": f"args.x > {x!r}",
+                             "set": {"x": f"{x!r} + 0.5"}}],
+                "variables": [{"name": "big", "expression": f"args.n * {n} > params.limit"}],
+                "rules": [
+                    {"name": "a", "when": f"variables.big && args.s.startsWith({_cel_string(s)})",
+                     "action": "deny"},
+                    {"name": "b", "when": f"args.s.matches({_cel_string(pattern)}) || "
+                                          f"args.x < {x!r} - 1.0", "action": "warn"},
+                    {"name": "c", "when": f"args.s == params.tag && {n} < args.n",
+                     "action": "require_approval"},
+                ]}})
+    path = tmp_path_factory.mktemp("shapes") / "p.yaml"
+    path.write_text(yaml.safe_dump_all(docs, allow_unicode=True))
+    invalid = [i for i, (_, _, _, pattern) in enumerate(values) if pattern in ("(", "[a-")]
+    if invalid:  # each invalid pattern reported, once, whatever shape it shares
+        import pytest
+
+        with pytest.raises(guardrails.PolicyError) as e:
+            guardrails.load(path)
+        bad = [p for p in e.value.errors if "invalid regular expression" in p.message]
+        assert len(bad) == len(e.value.errors) == len(invalid), e.value.errors
+        return
+    sets = {b: guardrails.load(path, backend=b) for b in ("compiled", "closures")}
+
+    def summary(d: guardrails.Decision) -> Any:
+        out = d.to_dict()
+        return (out["effect"], [(r["policy"], r["rule"]) for r in out["rules"]],
+                out.get("arguments"), [(e["policy"], e["element"]) for e in out["errors"]])
+
+    for call in calls:
+        got = {b: summary(ps.evaluate("t", dict(call))) for b, ps in sets.items()}
+        assert got["compiled"] == got["closures"], (call, got)
