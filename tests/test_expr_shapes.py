@@ -11,8 +11,10 @@ constants, and the program built from the template evaluates as B's closures do.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -123,11 +125,11 @@ def test_a_template_is_exactly_the_source_of_every_tree_of_its_shape(
     b = check(tree_b, source=source, declared=DECLARED)
     shape_a, shape_b = codegen._shape(a), codegen._shape(b)
     assert shape_a is not None and shape_b is not None
-    template = codegen.make_template(*codegen._generate(a), shape_a[1])
-    if shape_a[0] != shape_b[0]:
+    template = codegen.make_template(*codegen._generate(a), shape_a.literals)
+    if shape_a.key != shape_b.key:
         return
     own_source, own_consts = fresh(b)
-    filled = template.constants(shape_b[1])
+    filled = template.constants(shape_b.literals)
     assert own_source == template.source
     assert len(own_consts) == len(filled)
     assert all(same_const(x, y) for x, y in zip(own_consts, filled, strict=True)), source
@@ -141,7 +143,7 @@ def test_values_code_generation_reads_are_part_of_the_shape() -> None:
     def key(source: str) -> Any:
         shaped = codegen._shape(check(parse(source), source=source, declared=DECLARED))
         assert shaped is not None
-        return shaped[0]
+        return shaped.key
 
     assert key("s1 > 'a' && i1 < 2") == key("s1 > 'zz' && i1 < -7")  # passed on only
     assert key("s1.matches('a+')") != key("s1.matches('[')")  # compiled at load
@@ -332,3 +334,86 @@ def test_policies_of_one_shape_decide_alike_on_every_backend(
     for call in calls:
         got = {b: summary(ps.evaluate("t", dict(call))) for b, ps in sets.items()}
         assert got["compiled"] == got["closures"], (call, got)
+
+
+# ---------------------------------------------------------------------------- the front end's cache
+
+
+@contextlib.contextmanager
+def empty_caches() -> Iterator[None]:
+    """The shape caches of the front end and of code generation, empty for a while."""
+    from guardrails.expr import compiler
+
+    saved = compiler._VARIANTS, codegen._TEMPLATES
+    compiler._VARIANTS, codegen._TEMPLATES = {}, {}
+    try:
+        yield
+    finally:
+        compiler._VARIANTS, codegen._TEMPLATES = saved
+
+
+def cells(program: Any) -> list[Any]:
+    codegen.generate_pending()
+    return [c.cell_contents for c in program.evaluate.__closure__ or ()]
+
+
+def program_outcome(program: Any, env: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return ("value", program.evaluate(env))
+    except CelError:
+        return ("error", None)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), env=bindings)
+def test_a_tree_built_from_the_cache_is_the_tree_built_alone(
+        data: st.DataObject, env: dict[str, Any]) -> None:
+    """A tree whose program comes from another tree's variant (not checked itself) gets
+    the program checking and generating it alone gives: the same code, the same
+    constants, the same results; and it is never taken where checking it alone fails."""
+    from guardrails.expr import compiler
+    from guardrails.expr.limits import DEFAULT_LIMITS
+
+    source = data.draw(st.one_of(wild_exprs(), exprs("bool", 3), st.sampled_from(EXTRA)),
+                       label="source")
+    tree_a = parse(source)
+    tree_b = relabel(tree_a, data.draw)
+    names = frozenset(DECLARED)
+    with empty_caches():
+        compiler._generated(tree_a, source, names, DEFAULT_LIMITS, "")
+        shaped = ast.shape(tree_b)
+        assert shaped is not None
+        variants = compiler._VARIANTS.get((shaped[0], names, DEFAULT_LIMITS, ""), [])
+        hit = any(v.matches(shaped[1]) for v in variants)
+        cached = compiler._generated(tree_b, source, names, DEFAULT_LIMITS, "")
+    with empty_caches():
+        alone = compiler._generated(tree_b, source, names, DEFAULT_LIMITS, "")
+    assert cached.python_source() == alone.python_source(), (source, tree_b, hit)  # type: ignore[attr-defined]
+    assert all(same_const(x, y) for x, y in zip(cells(cached), cells(alone), strict=True))
+    reference = closures_outcome(check(tree_b, source=source, declared=DECLARED), env)
+    for program in (cached, alone):
+        got = program_outcome(program, env)
+        assert got[0] == reference[0] and same(got[1], reference[1]), (source, tree_b, got)
+
+
+def test_folded_and_inspected_literals_keep_trees_apart() -> None:
+    """Trees of one shape whose folding or code differs by a literal's value never share
+    a variant: each gets its own, correct, program."""
+    pairs = [
+        ("i1 > 4 / 2", {"i1": 3}, True, "i1 > 4 / 0", "error"),   # folded vs an error
+        ("(1 < 2 ? i1 : 0) == 5", {"i1": 5}, True, "(2 < 1 ? i1 : 0) == 5", False),
+        ("s1.matches('a+')", {"s1": "aa"}, True, "s1.matches('(')", "error"),
+        ("'abc'.startsWith('a') && b1", {"b1": True}, True,
+         "'abc'.startsWith('z') && b1", False),
+        ("[1, 2].exists_one(x, x == i1)", {"i1": 1}, True, "[1, 1].exists_one(x, x == i1)",
+         False),
+        ("size('ab') == i1", {"i1": 2}, True, "size('abc') == i1", False),
+        ("{'a': 1, 'b': 2}.a == i1", {"i1": 1}, True, "{'a': 1, 'a': 2}.a == i1", "error"),
+    ]
+    with empty_caches():
+        for first, env, want_first, second, want_second in pairs:
+            a = compile_expression(first, declared=DECLARED)
+            b = compile_expression(second, declared=DECLARED)
+            assert program_outcome(a, env) == ("value", want_first), first
+            want = ("error", None) if want_second == "error" else ("value", want_second)
+            assert program_outcome(b, env) == want, second

@@ -35,7 +35,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
-from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, cost_of
+from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, CostLimitExceeded, UInt
 
@@ -68,7 +68,7 @@ class GeneratedProgram(Program):
     """
 
     evaluate: Run = field(default=_unset, repr=False, compare=False)  # type: ignore[assignment]
-    _pending: tuple[Checked, str, tuple[Any, ...]] | None = field(
+    _pending: tuple[Checked | Callable[[], Checked], str, tuple[Any, ...]] | None = field(
         default=None, repr=False, compare=False
     )
     _python: str = field(default="", repr=False, compare=False)
@@ -86,7 +86,7 @@ class GeneratedProgram(Program):
             return
         checked, source, consts = pending
         if factory is None:
-            _fall_back(self, checked)
+            _fall_back(self, checked if isinstance(checked, Checked) else checked())
         else:
             object.__setattr__(self, "_python", source)
             object.__setattr__(self, "evaluate", factory(*consts))
@@ -224,6 +224,11 @@ def _shared(key: tuple[type, str], value: Any) -> Any:
         found = sys.intern(value) if type(value) is str else value
         _POOL[key] = found
     return found
+
+
+def shared(value: Any) -> Any:
+    """A literal's value as the one pooled object for it (``_shared``)."""
+    return _shared((type(value), repr(value)), value)
 
 
 class _TooDeep(Exception):
@@ -886,7 +891,18 @@ def _value_key(value: Any, depth: int = 0) -> Any:
     raise _Unshaped
 
 
-def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None:
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """``_shape``'s result."""
+
+    key: tuple[Any, ...]
+    literals: list[ast.Literal]
+    """Every literal with a constant of its own, in the order of ``key``."""
+    inspected: frozenset[int]
+    """Ids of those whose value code generation reads (in ``key`` by value)."""
+
+
+def _shape(checked: Checked) -> Shape | None:
     """What generated code depends on, and the literals it only passes on as constants.
 
     Two checked trees with equal keys generate the same source; their constants differ
@@ -900,6 +916,7 @@ def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None
     out: list[Any] = [checked.limits]
     literals: list[ast.Literal] = []
     exact: set[int] = set()
+    inspected: set[int] = set()
 
     def walk(node: ast.Node, read: bool) -> None:
         key = id(node)
@@ -910,6 +927,7 @@ def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None
                 if not read and key not in exact:
                     out.append(type(value))
                     return
+                inspected.add(key)
             out.append(_value_key(value))
             return
         ref = references.get(key)
@@ -917,7 +935,10 @@ def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None
             out.append(ref)
             return
         t = type(node)
-        if t is ast.Select:
+        if t is ast.Ident:  # neither a variable nor a constant: cel.bind's `cel`
+            assert isinstance(node, ast.Ident)
+            out.append(("ident", node.name))
+        elif t is ast.Select:
             assert isinstance(node, ast.Select)
             out.append(("select", node.field, node.test_only))
             walk(node.operand, False)
@@ -961,7 +982,11 @@ def _shape(checked: Checked) -> tuple[tuple[Any, ...], list[ast.Literal]] | None
         walk(checked.ast, False)
     except (_Unshaped, RecursionError):
         return None
-    return tuple(out), literals
+    shared_nodes = ast.shared_literals(literals)
+    if shared_nodes:  # by value, at their positions
+        out.extend(shared_nodes)
+        inspected.update(id(literals[i]) for entry in shared_nodes for i in entry[1])
+    return Shape(tuple(out), literals, frozenset(inspected))
 
 
 @dataclass(frozen=True, slots=True)
@@ -985,22 +1010,27 @@ _TEMPLATES: dict[tuple[Any, ...], _Template] = {}
 _TEMPLATES_MAX: Final = 20_000
 
 
-def _source(checked: Checked) -> tuple[str, tuple[Any, ...]]:
+Generated = tuple[str, tuple[Any, ...], list[tuple[int, ast.Literal]]]
+"""A factory's source, its constants, and which of them are the tree's own literals."""
+
+
+def _source(checked: Checked) -> tuple[Generated, Shape | None]:
     """The factory source and its constants; generated once per shape (``_shape``): a
     policy set's expressions mostly differ only in literals, and generating the text was
     the largest part of a load."""
     shaped = _shape(checked)
     if shaped is not None:
-        key, literals = shaped
-        template = _TEMPLATES.get(key)
+        template = _TEMPLATES.get(shaped.key)
         if template is not None:
-            return template.source, template.constants(literals)
+            literals = shaped.literals
+            return (template.source, template.constants(literals),
+                    [(slot, literals[i]) for slot, i in template.slots]), shaped
     source, consts, literal_slots = _generate(checked)
     if shaped is not None:
         if len(_TEMPLATES) >= _TEMPLATES_MAX:
             _TEMPLATES.clear()
-        _TEMPLATES[key] = make_template(source, consts, literal_slots, literals)
-    return source, tuple(consts)
+        _TEMPLATES[shaped.key] = make_template(source, consts, literal_slots, shaped.literals)
+    return (source, tuple(consts), literal_slots), shaped
 
 
 def make_template(source: str, consts: list[Any], literal_slots: list[tuple[int, ast.Literal]],
@@ -1020,24 +1050,48 @@ def generated_program(checked: Checked) -> GeneratedProgram:
     """The generated-code program for a checked tree: its source is generated now and
     compiled with the next batch (``generate_pending``), unless the same code was compiled
     before."""
+    return generated_with_source(checked)[0]
+
+
+def generated_with_source(
+    checked: Checked,
+) -> tuple[GeneratedProgram, Generated | None, Shape | None]:
+    """``generated_program``, what it was made from (None when it runs closures) and the
+    tree's shape (``_shape``)."""
     program = GeneratedProgram(checked.source, checked.ast, _no_closures, 0, checked.limits)
     try:
-        source, consts = _source(checked)
+        generated, shaped = _source(checked)
     except (_TooDeep, RecursionError):  # too deep for generated code: closures
         _fall_back(program, checked)
-        return program
+        return program, None, None
+    _schedule(program, checked, generated[0], generated[1])
+    return program, generated, shaped
+
+
+def program_from_source(source: str, tree: ast.Node, limits: Limits, code: str,
+                        consts: tuple[Any, ...],
+                        checked: Callable[[], Checked]) -> GeneratedProgram:
+    """The program of an expression whose factory source and constants are known already
+    (the front end's cache, ``compiler``); ``checked`` checks the tree, needed only if
+    Python's compiler refuses the source (the closures of the checked tree then run)."""
+    program = GeneratedProgram(source, tree, _no_closures, 0, limits)
+    _schedule(program, checked, code, consts)
+    return program
+
+
+def _schedule(program: GeneratedProgram, checked: Checked | Callable[[], Checked], source: str,
+              consts: tuple[Any, ...]) -> None:
     object.__setattr__(program, "_pending", (checked, source, consts))
     factory = _FACTORIES.get(source)
     if factory is not None:
         program._install(factory)
-        return program
+        return
     object.__setattr__(program, "evaluate", functools.partial(_first_evaluate, program))
     with _LOCK:
         _PENDING.append(program)
         full = len(_PENDING) >= _PENDING_MAX
     if full:  # programs built outside a load and never evaluated: compile them now
         generate_pending()
-    return program
 
 
 def generate_pending() -> None:
@@ -1090,4 +1144,5 @@ def _compile_batch(sources: list[str]) -> dict[str, Callable[..., Run]]:
     return {source: namespace[f"_make{i}"] for i, source in enumerate(sources)}
 
 
-__all__ = ["GeneratedProgram", "generate_pending", "generate_source", "generated_program"]
+__all__ = ["Generated", "GeneratedProgram", "Shape", "generate_pending", "generate_source",
+           "generated_program", "generated_with_source", "program_from_source", "shared"]
