@@ -115,8 +115,8 @@ _VARIANTS_MAX: Final = 20_000
 _VARIANTS_PER_SHAPE: Final = 16
 
 
-def _generated(node: ast.Node, source: str, declared: frozenset[str], limits: Limits,
-               container: str) -> Program:
+def _generated(node: ast.Node, shaped: ast.TreeShape | None, source: str,
+               declared: frozenset[str], limits: Limits, container: str) -> Program:
     """The generated-code program of a parsed tree, checked and generated once per shape.
 
     A policy set's expressions mostly differ only in literals (``x > 100`` and ``x >
@@ -126,7 +126,6 @@ def _generated(node: ast.Node, source: str, declared: frozenset[str], limits: Li
     and code generation only where ``codegen._shape`` says; a literal read by either is
     in the variant by value.
     """
-    shaped = ast.shape(node)
     key: _ShapeKey | None = None
     if shaped is not None:
         key = (shaped[0], declared, limits, container)
@@ -194,13 +193,15 @@ def compile_expression(
         node = parse(source, limits)
     except CelSyntaxError as e:
         raise ExpressionError(e.message, e.offset) from None
+    shaped = ast.shape(node)
     if backend == "compiled":
-        program = _generated(node, source, key[1], limits, container)
+        program = _generated(node, shaped, source, key[1], limits, container)
     else:
         program = compile_ast(
             node, source=source, declared=key[1], limits=limits, container=container,
             backend=backend,
         )
+    object.__setattr__(program, "shape", shaped)  # a new program, not yet shared
     if len(_PROGRAMS) >= _PROGRAMS_MAX:
         _PROGRAMS.clear()
     _PROGRAMS[key] = program
