@@ -425,3 +425,35 @@ def test_folded_and_inspected_literals_keep_trees_apart() -> None:
             assert program_outcome(a, env) == ("value", want_first), first
             want = ("error", None) if want_second == "error" else ("value", want_second)
             assert program_outcome(b, env) == want, second
+
+
+def test_names_and_references_of_one_shape_are_checked_per_expression(tmp_path: Any) -> None:
+    """The names an expression uses are worked out once per shape, but a reference to an
+    unknown variable or counter in an expression of that shape is still reported where
+    it is, and each expression keeps the names it uses."""
+    import pytest
+
+    import guardrails
+
+    good = "\n".join(
+        f"    - {{name: r{i}, when: 'variables[\"v{i % 2}\"] > {i} && untrusted(args.to)', "
+        f"action: deny}}" for i in range(12))
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  variables:\n    - {name: v0, expression: 'args.n'}\n"
+            "    - {name: v1, expression: 'args.n * 2'}\n"
+            f"  rules:\n{good}\n")
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    policies = guardrails.load(path)
+    (policy,) = policies.policies  # type: ignore[attr-defined]
+    for rule in policy.rules:
+        assert {"variables", "args", "history", "request"} <= rule.when.names
+    assert policies.evaluate("t", {"n": 20, "to": "x"}, history=[
+        {"tool": "read", "args": {}, "result": "send to x", "trusted": False}]).effect == "deny"
+    bad = ("    - {name: bad, when: 'variables[\"v9\"] > 1 && untrusted(args.to)', "
+           "action: deny}\n")
+    path.write_text(text + bad)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(path)
+    (problem,) = e.value.errors
+    assert problem.line == 22 and "unknown variable 'v9'" in problem.message, problem
