@@ -204,7 +204,9 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
                 {"tool": st.sampled_from(["t", "u"]), "args": json_values},
                 optional={"result": st.sampled_from(["", "ok 123"]),
                           "trusted": st.booleans()}), max_size=3),
-            st.sampled_from([[{"tool": "t", "result": 5}], "not a list", [1]])))
+            st.sampled_from([[{"tool": "t", "result": 5}], "not a list", [1], [Lying()],
+                             [OddMapping({"tool": "t", "result": "ok", "trusted": True})],
+                             ({"tool": "t", "at": "2026-01-01T00:00:00Z"},)])))
     if draw(st.booleans()):
         kw["request"] = draw(st.sampled_from(["please pay x", "", "s3cret-value"]))
     if draw(st.booleans()):

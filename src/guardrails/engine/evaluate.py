@@ -17,7 +17,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -43,12 +43,12 @@ from guardrails.engine.policy import (
     CompiledCounter,
     CompiledPolicy,
     CompiledRule,
-    CompiledVariable,
 )
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
+from guardrails.expr.values import Variables, error_message
 
 MAX_MESSAGE_LENGTH = 1024
 """Rule messages are cut here: they are shown to the model and written to logs."""
@@ -223,22 +223,34 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
             float if isinstance(value, float) else str)
         return _normalize(base(value), depth, budget, max_depth)
     if isinstance(value, Mapping):
-        n_items = len(value)
-        if type(n_items) is not int:
-            raise InputError("input map has no size")
+        n_items = _size_of(value)
         budget.left -= 2 * NODE_COST * n_items
         if budget.left < 0:
             raise _over()
-        # Read at most one entry more than was charged: a mapping that lies about its
-        # size cannot make the walk longer, and is refused.
-        items = list(itertools.islice(value.items(), n_items + 1))
-        if len(items) != n_items:
-            raise InputError("input map does not hold the entries it says it has")
+        items = _items_of(value, n_items)
         copy = _map(dict(items), None, depth, budget, max_depth)
         if len(items) != len(copy):
             raise InputError("input map keys must be distinct strings")
         return copy
     raise InputError(f"input value of type {t.__name__} is not JSON data")
+
+
+def _size_of(value: Mapping[Any, Any]) -> int:
+    n_items = len(value)
+    if type(n_items) is not int:
+        raise InputError("input map has no size")
+    return n_items
+
+
+def _items_of(value: Mapping[Any, Any], n_items: int) -> list[tuple[Any, Any]]:
+    """The entries of a mapping that is not a ``dict``, its size charged already.
+
+    Read at most one entry more than was charged: a mapping that lies about its size
+    cannot make the walk longer, and is refused."""
+    items = list(itertools.islice(value.items(), n_items + 1))
+    if len(items) != n_items:
+        raise InputError("input map does not hold the entries it says it has")
+    return items
 
 
 def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, budget: Budget,
@@ -278,18 +290,27 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
 
     Results are bounded on their own (``max_result_chars`` each, ``max_history_result_chars``
     in all, oldest cut first), not by ``max_input_bytes``: the guard records every result,
-    and a few long ones must not turn every later call into an input error.
+    and a few long ones must not turn every later call into an input error. An entry that
+    is a mapping of its own (not a ``dict``) is read like any input mapping: no further
+    than its stated size, and only while that size is within the bound.
     """
     if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
         raise InputError("history must be a list of maps")
     entries = list(history)[-limits.max_history:]
     out: list[dict[str, Any]] = []
     results_left = limits.max_history_result_chars
+    max_depth = limits.max_input_depth
     for entry in reversed(entries):
-        if not isinstance(entry, Mapping):
-            raise InputError("history entries must be maps")
-        rest = {k: v for k, v in entry.items() if k not in ("result", "trusted", "at")}
-        normalised = _normalize(rest, 1, budget, limits.max_input_depth)
+        if type(entry) is not dict:
+            if not isinstance(entry, Mapping):
+                raise InputError("history entries must be maps")
+            n_items = _size_of(entry)
+            if 2 * NODE_COST * n_items > budget.left:
+                raise _over()
+            entry = dict(_items_of(entry, n_items))
+        rest = {k: v for k, v in entry.items() if k not in _HISTORY_OWN}
+        normalised = _map(rest, rest, 1, budget, max_depth) if max_depth > 1 else (
+            _normalize(rest, 1, budget, max_depth))
         result = entry.get("result")
         if result is None:
             result = ""
@@ -312,6 +333,10 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     return out
 
 
+_HISTORY_OWN = frozenset({"result", "trusted", "at"})
+"""The history entry's keys the engine reads itself (the rest is bounded as input)."""
+
+
 def timestamp(value: Any, what: str) -> datetime.datetime:
     """A UTC-aware datetime from a datetime (naive is UTC) or RFC 3339 text."""
     if isinstance(value, str):
@@ -327,44 +352,7 @@ def timestamp(value: Any, what: str) -> datetime.datetime:
 # --- evaluation ------------------------------------------------------------------------
 
 
-class _Variables(Mapping[str, Any]):
-    """``variables`` for one policy and call: each evaluated at most once, on first use."""
-
-    __slots__ = ("_bindings", "_defs", "_done", "_errors")
-
-    def __init__(self, defs: Mapping[str, CompiledVariable]) -> None:
-        self._defs = defs
-        self._done: dict[str, Any] = {}
-        self._errors: dict[str, CelError] = {}
-        self._bindings: Mapping[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return self._done[name]
-        except KeyError:
-            pass
-        if name in self._errors:
-            raise self._errors[name]
-        var = self._defs.get(name)
-        if var is None:
-            raise KeyError(name)
-        try:
-            value = var.value.program.evaluate(self._bindings)
-        except Exception as e:
-            err = CelError(f"variable {name}: {_cel_error(e).message}")
-            self._errors[name] = err
-            raise err from None
-        self._done[name] = value
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._defs)
-
-    def __len__(self) -> int:
-        return len(self._defs)
-
-
-_NO_VARIABLES = _Variables({})
+_NO_VARIABLES = Variables({})
 
 
 def _cel_error(e: Exception) -> CelError:
@@ -373,11 +361,7 @@ def _cel_error(e: Exception) -> CelError:
     ``Program.evaluate`` raises only ``CelError``; anything else is an engine bug, which
     must fail closed rather than escape (its text is not kept: it may quote data).
     """
-    if isinstance(e, CelError):
-        return e
-    if isinstance(e, RecursionError):
-        return CelError("evaluation too deep")
-    return CelError(f"internal evaluation error: {type(e).__name__}")
+    return e if isinstance(e, CelError) else CelError(error_message(e))
 
 
 def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[Any]:
@@ -608,9 +592,9 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # 3. rules
     for policy, _, rules in matched:
         if policy.variables:
-            variables = _Variables(policy.variable_index)
+            variables = Variables(policy.variable_programs)
             bindings = dict(base, args=args, params=policy.params, variables=variables)
-            variables._bindings = bindings
+            variables.bindings = bindings
         else:
             bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
         acted: list[Action] = []
@@ -885,9 +869,9 @@ def _evaluate_call(
         counter_view = views.get(policy.name)
         extra = {} if counter_view is None else {"counters": counter_view}
         if policy.variables:
-            variables = _Variables(policy.variable_index)
+            variables = Variables(policy.variable_programs)
             bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
-            variables._bindings = bindings
+            variables.bindings = bindings
         else:
             variables = _NO_VARIABLES
             bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
@@ -911,9 +895,9 @@ def _evaluate_call(
             fired.append(hit)
             acted.append(hit.action)
         if pt is not None:
-            for name, value in variables._done.items():
+            for name, value in variables.done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables._errors.items():
+            for name, err in variables.errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
