@@ -37,7 +37,15 @@ from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
 from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
 from guardrails.expr.program import Program
-from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CelType, CostLimitExceeded, UInt
+from guardrails.expr.values import (
+    INT64_MAX,
+    INT64_MIN,
+    CelError,
+    CelType,
+    CostLimitExceeded,
+    UInt,
+    Variables,
+)
 
 Run = Callable[[Mapping[str, Any]], Any]
 
@@ -182,6 +190,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_list": list,
     "_dict": dict,
     "_proxy": types.MappingProxyType,
+    "_vars": Variables,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -377,10 +386,11 @@ class _Gen:
         if node.test_only:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
-            # dicts and the engine's read-only params (a mappingproxy): plain lookups
+            # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
+            # policy's variables: the entry itself (what ``select`` would read, directly)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else _select({v}, {k})"
+                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}.defs else _select({v}, {k})"
             )
         return t
 
