@@ -6,6 +6,12 @@ tree into a ``Program``: ``codegen`` (generated Python, the default), ``closures
 of closures) or ``interpreter`` (cel-python, the independent reference). Backends import
 the front end and never each other, except that generated code falls back to the closures
 of the same checked tree for what Python's compiler cannot take.
+
+Policy sets repeat expressions that differ only in literals. For generated code, a tree
+whose shape (``ast.shape``) and whose literals read at load (by folding,
+``checker.fold_inputs``, and by code generation, ``codegen._shape``) match an earlier
+tree's takes that tree's code and constants without being checked or generated again
+(``_Variant``): the result is exactly what checking and generating it alone would give.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from guardrails.expr import ast
-from guardrails.expr.checker import Checked, ExpressionError, check, fold_inputs
+from guardrails.expr.checker import TYPE_CHECKERS, Checked, ExpressionError, check, fold_inputs
 from guardrails.expr.closures import closure_program
 from guardrails.expr.codegen import (
     Generated,
@@ -127,7 +133,7 @@ def _generated(node: ast.Node, shaped: ast.TreeShape | None, source: str,
     in the variant by value.
     """
     key: _ShapeKey | None = None
-    if shaped is not None:
+    if shaped is not None and not TYPE_CHECKERS:  # a registered pass sees every tree
         key = (shaped[0], declared, limits, container)
         literals = shaped[1]
         for variant in _VARIANTS.get(key, ()):
