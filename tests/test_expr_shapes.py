@@ -457,3 +457,23 @@ def test_names_and_references_of_one_shape_are_checked_per_expression(tmp_path: 
         guardrails.load(path)
     (problem,) = e.value.errors
     assert problem.line == 22 and "unknown variable 'v9'" in problem.message, problem
+
+
+def test_a_program_from_a_variant_falls_back_to_its_own_closures(
+        monkeypatch: Any) -> None:
+    """When Python's compiler refuses a shape's code, every program of that shape runs the
+    closures of its own tree (checked then), with its own literals."""
+    monkeypatch.setattr(codegen, "_compile_batch", lambda sources: {})
+    monkeypatch.setattr(codegen, "_FACTORIES", {})
+    with empty_caches():
+        programs = [compile_expression(f"s1.startsWith('q{i}') && i1 * {i} > {i * 10}",
+                                       declared=DECLARED) for i in range(1, 6)]
+        from guardrails.expr import compiler
+
+        assert [len(v) for v in compiler._VARIANTS.values()] == [1]  # four came from it
+        codegen.generate_pending()
+    for i, p in enumerate(programs, start=1):
+        assert p.python_source() == ""  # type: ignore[attr-defined]
+        assert p.evaluate({"s1": f"q{i}", "i1": 11}) is True
+        assert p.evaluate({"s1": f"q{i}", "i1": 10}) is False
+        assert p.evaluate({"s1": "q", "i1": 11}) is False
