@@ -478,6 +478,17 @@ def _logical(op: str, left: Any, right: Any) -> bool:
     return not stop
 
 
+def reads_variables(checked: Checked) -> bool:
+    """Whether the tree reads the engine's ``variables`` (a policy's lazy variables).
+
+    Reading one evaluates its expression then and there, inside this evaluation, on the
+    call's one meter. So this evaluation must charge the meter itself rather than a local
+    copy charged back when it returns: the nested one would start from a meter that does
+    not show what this one spent so far, and a chain of variables each reading the next
+    could spend one whole budget per link before the call is stopped."""
+    return any(type(r) is Var and r.name == "variables" for r in checked.references.values())
+
+
 def fold_inputs(checked: Checked) -> set[int]:
     """Ids of the literals whose values folding read: the operands of a call, select, list
     or map whose operands were all constant, and every operand of a conditional with a
@@ -556,5 +567,6 @@ __all__ = [
     "logic_error",
     "predicate_error",
     "qualified_name",
+    "reads_variables",
     "type_constant",
 ]

@@ -20,7 +20,14 @@ from typing import Any
 
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
-from guardrails.expr.checker import BINARY, Checked, Local, logic_error, predicate_error
+from guardrails.expr.checker import (
+    BINARY,
+    Checked,
+    Local,
+    logic_error,
+    predicate_error,
+    reads_variables,
+)
 from guardrails.expr.limits import ITERATION_COST, cost_of
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
@@ -531,7 +538,8 @@ def closure_program(checked: Checked) -> Program:
                 return copy.deepcopy(value)
 
             fn = fresh
-    return Program(checked.source, node, fn, builder.slots, checked.limits)
+    return Program(checked.source, node, fn, builder.slots, checked.limits,
+                   reads_variables(checked))
 
 
 __all__ = ["closure_program", "lib_call", "std_call"]

@@ -33,9 +33,9 @@ from typing import Any, Final, NoReturn
 
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
-from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
+from guardrails.expr.checker import Checked, Local, logic_error, predicate_error, reads_variables
 from guardrails.expr.closures import closure_program
-from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
+from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, Meter, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
     INT64_MAX,
@@ -105,6 +105,7 @@ def _fall_back(program: GeneratedProgram, checked: Checked) -> None:
     closures = closure_program(checked)
     object.__setattr__(program, "_fn", closures._fn)
     object.__setattr__(program, "_slots", closures._slots)
+    object.__setattr__(program, "_direct", closures._direct)
     object.__setattr__(program, "_python", "")
     object.__setattr__(program, "evaluate", functools.partial(Program.evaluate, program))
 
@@ -144,6 +145,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_ErrorValue": std.ErrorValue,
     "_cost_exceeded": _cost_exceeded,
     "_METER": METER,
+    "_Meter": Meter,
     "_unbound": _unbound,
     "_overflow": _overflow,
     "_logic_error": logic_error,
@@ -263,6 +265,9 @@ class _Gen:
         self.n = 0
         self.scopes: list[tuple[str, str, bool]] = []  # (CEL name, Python local, accumulator)
         self.budget = False
+        self.bud = "_m.left" if reads_variables(checked) else "_bud"
+        """Where charges go: a local copy of the meter, or the meter itself in a tree that
+        reads a policy's ``variables`` (see ``reads_variables``)."""
         self.literal_slots: list[tuple[int, ast.Literal]] = []
         """``(constant index, node)`` of every literal emitted as a constant of its own."""
 
@@ -305,8 +310,8 @@ class _Gen:
 
     def charge(self, units: str) -> None:
         self.budget = True
-        self.emit(f"_bud -= {units}")
-        self.emit("if _bud < 0: _cost_exceeded()")
+        self.emit(f"{self.bud} -= {units}")
+        self.emit(f"if {self.bud} < 0: _cost_exceeded()")
 
     def try_catch_errors(self, body: Callable[[], None], handler: list[str]) -> None:
         """``try: body`` with ``CelError`` handled (never the cost limit)."""
@@ -697,8 +702,8 @@ class _Gen:
         self.emit(f"{items} = {r} if type({r}) is _list else _iter_range({r}, {macro})")
         self.emit(f"for {it_local} in {items}:")
         self.budget = True
-        self.emit(f"    _bud -= {self.const(ITERATION_COST)}")
-        self.emit("    if _bud < 0: _cost_exceeded()")
+        self.emit(f"    {self.bud} -= {self.const(ITERATION_COST)}")
+        self.emit(f"    if {self.bud} < 0: _cost_exceeded()")
 
     def comprehension(self, node: ast.Comprehension) -> str:
         two = bool(node.iter_var2)
@@ -720,8 +725,8 @@ class _Gen:
         self.emit(f"for {targets} in {items}:")
         self.budget = True
         with self.indent(1):
-            self.emit(f"_bud -= {self.const(ITERATION_COST)}")
-            self.emit("if _bud < 0: _cost_exceeded()")
+            self.emit(f"{self.bud} -= {self.const(ITERATION_COST)}")
+            self.emit(f"if {self.bud} < 0: _cost_exceeded()")
 
             def cond() -> None:
                 c = self.expr(node.loop_condition)
@@ -846,7 +851,14 @@ def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Lit
     params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
     head = ["def _make(" + params + "):", "    def _f(b):"]
     tail: list[str] = []
-    if gen.budget:
+    if gen.budget and gen.bud != "_bud":
+        # Charged to the meter itself (``reads_variables``); without one, a meter of its own.
+        head += [
+            "        _m = b.get(_METER)",
+            f"        if _m is None: _m = _Meter({gen.const(checked.limits.max_cost)})",
+            "        if _m.left < 0: _cost_exceeded()",
+        ]
+    elif gen.budget:
         # The call's meter when the engine passes one (what is left of the call's budget;
         # spent units are charged back however the evaluation ends), else one budget.
         # Inline, not helper calls: this runs on every rule of every call.
@@ -858,8 +870,8 @@ def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Lit
         ]
         tail = ["        finally:",
                 "            if _m is not None: _m.left -= _b0 - _bud"]
-        params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))
-        head[0] = "def _make(" + params + "):"
+    params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))  # the head's may add one
+    head[0] = "def _make(" + params + "):"
     source = "\n".join(
         [
             *head,

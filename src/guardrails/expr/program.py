@@ -12,7 +12,7 @@ from typing import Any
 
 from guardrails.expr import ast
 from guardrails.expr.ast import TreeShape
-from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits
+from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
 from guardrails.expr.stdlib import Activation
 from guardrails.expr.values import CelError, CostLimitExceeded
 
@@ -28,6 +28,8 @@ class Program:
     _fn: Fn = field(repr=False, compare=False)
     _slots: int = field(default=0, repr=False, compare=False)
     _limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    _direct: bool = field(default=False, repr=False, compare=False)
+    """Charge the call's meter itself, not a local copy (``checker.reads_variables``)."""
     shape: TreeShape | None = field(default=None, repr=False, compare=False)
     """The tree's shape (``ast.shape``), when the compiler worked it out: load-time
     checks that depend only on it are done once per shape (``engine.compile``,
@@ -39,7 +41,8 @@ class Program:
         start = self._limits.max_cost if meter is None else meter.left
         if start < 0:
             raise CostLimitExceeded("evaluation cost limit exceeded")
-        act = Activation(bindings, self._slots, start)
+        act = Activation(bindings, self._slots, start) if meter is None or not self._direct \
+            else MeterActivation(bindings, self._slots, meter)
         try:
             return self._fn(act)
         except CelError:
@@ -49,8 +52,28 @@ class Program:
         except Exception as e:  # fail closed: a non-CEL exception is an evaluation error
             raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
         finally:
-            if meter is not None:
+            if meter is not None and type(act) is Activation:
                 meter.left -= start - act.budget
 
 
-__all__ = ["Fn", "Program"]
+class MeterActivation(Activation):
+    """An activation whose budget is the call's meter itself (``Program._direct``): an
+    evaluation nested in this one (a variable read) sees what this one spent so far."""
+
+    __slots__ = ("meter",)
+
+    def __init__(self, variables: Mapping[str, Any], slots: int, meter: Meter) -> None:
+        self.vars = variables
+        self.slots = [None] * slots
+        self.meter = meter
+
+    @property
+    def budget(self) -> int:
+        return self.meter.left
+
+    @budget.setter
+    def budget(self, value: int) -> None:
+        self.meter.left = value
+
+
+__all__ = ["Fn", "MeterActivation", "Program"]

@@ -1,0 +1,143 @@
+"""Red team of issue 14's speed work: where a fast path, a cache or a shortcut could decide
+differently from the general path, or loosen a bound.
+
+Each finding has its regression test here; what was tried and held is tested too, so it
+keeps holding. The engine is driven through ``PolicySet.evaluate`` (the short path),
+``PolicySet.explain`` (the general path) and the real agent loop (ScriptedChatClient).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guardrails
+from guardrails.engine import evaluate
+from guardrails.expr.limits import ITERATION_COST, Limits, Meter
+
+BACKENDS = ("compiled", "closures")
+
+
+class _Recorded(Meter):
+    """The engine's meter, remembered: how much of the call's budget was spent."""
+
+    made: ClassVar[list[Meter]] = []
+
+    def __init__(self, left: int) -> None:
+        super().__init__(left)
+        _Recorded.made.append(self)
+
+
+def _spent(monkeypatch: pytest.MonkeyPatch, ps: guardrails.PolicySet, budget: int,
+           args: dict[str, Any], *, explain: bool = False) -> tuple[Any, int]:
+    _Recorded.made = []
+    monkeypatch.setattr(evaluate, "Meter", _Recorded)
+    decision = ps.explain("t", args).decision if explain else ps.evaluate("t", args)
+    monkeypatch.undo()
+    (meter,) = _Recorded.made
+    return decision, budget - meter.left
+
+
+def _load(tmp_path: Path, text: str, backend: str, **limits: Any) -> guardrails.PolicySet:
+    path = tmp_path / f"p-{backend}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return guardrails.load(path, backend=backend, limits=Limits(**limits))  # type: ignore[arg-type]
+
+
+# --- finding 1: a chain of variables spent one budget per link ---------------------------
+#
+# Every evaluation charged a local copy of the call's meter and gave the spent units back
+# when it returned. A variable is evaluated when read, inside the evaluation that reads it,
+# and started from a meter that did not show what the reader had spent so far: each link
+# of a chain (v1 reads v0, v2 reads v1, ...) could spend a whole budget. Ten variables, nine
+# budgets before the call was stopped. An evaluation that reads ``variables`` now charges
+# the meter itself (codegen and closures alike).
+
+
+def _chain(n: int, failure: str = "Fail") -> str:
+    lines = ["    - {name: v0, expression: 'args.l.all(x, x != \"b\")'}"]
+    lines += [f"    - {{name: v{i}, expression: 'args.l.all(x, x != \"b\") && variables.v{i - 1}'}}"
+              for i in range(1, n)]
+    return (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        f"  match: {{tools: [t]}}\n  failurePolicy: {failure}\n  variables:\n"
+        + "\n".join(lines) + "\n"
+        f"  rules:\n    - {{name: r, when: 'variables.v{n - 1}', action: deny}}\n")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_chain_of_variables_spends_one_budget(tmp_path: Path, backend: str, explain: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 400_000
+    ps = _load(tmp_path, _chain(10), backend, max_cost=budget)
+    # each link scans 9,000 elements: 360,000 units, 0.9 of the whole budget
+    decision, spent = _spent(monkeypatch, ps, budget, {"l": ["a"] * 9000}, explain=explain)
+    assert spent <= budget + ITERATION_COST  # was 3,600,000: nine budgets
+    assert decision.effect == "deny"  # fail closed
+    assert any("cost limit" in e.message for e in decision.errors if e.element == "rules.r")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_chain_within_the_budget_still_decides(tmp_path: Path, backend: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The meter charged directly is the same meter: a chain that fits runs to the end and
+    is charged exactly what it spent (each link once, however often it is read)."""
+    budget = 400_000
+    ps = _load(tmp_path, _chain(4), backend, max_cost=budget)
+    decision, spent = _spent(monkeypatch, ps, budget, {"l": ["a"] * 2000})
+    assert decision.effect == "deny" and not decision.errors
+    assert spent == 4 * 2000 * ITERATION_COST
+    general, spent_general = _spent(monkeypatch, ps, budget, {"l": ["a"] * 2000}, explain=True)
+    assert spent_general == spent and general.effect == decision.effect
+
+
+@st.composite
+def _variable_policies(draw: st.DrawFn) -> tuple[str, int]:
+    """Variables reading earlier ones in random ways (select, index, has, in, nested in
+    comprehensions, under && and ||), each scanning the list, and rules over them."""
+    n = draw(st.integers(1, 6))
+    lines = []
+    for i in range(n):
+        reads = [f"variables.v{j}" if draw(st.booleans()) else f'variables["v{j}"]'
+                 for j in range(i) if draw(st.booleans())]
+        scan = draw(st.sampled_from(['args.l.all(x, x != "b")', 'args.l.exists(x, x == "b")',
+                                     'args.l.map(x, x + "!").size() > 0']))
+        joiner = draw(st.sampled_from([" && ", " || "]))
+        wrapped = [draw(st.sampled_from([r, f"args.l.all(y, {r})", f"({r} || true)"]))
+                   for r in reads]
+        text = joiner.join([scan, *wrapped])
+        lines.append(f"    - {{name: v{i}, expression: '{text}'}}")
+    rule = " || ".join(f"variables.v{i}" for i in range(n) if draw(st.booleans())) or "true"
+    failure = draw(st.sampled_from(["Fail", "Ignore"]))
+    text = (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        f"  match: {{tools: [t]}}\n  failurePolicy: {failure}\n  variables:\n"
+        + "\n".join(lines) + "\n"
+        f"  rules:\n    - {{name: r, when: '{rule}', action: deny}}\n"
+        "    - {name: s, when: 'has(variables.v0) && args.l.all(x, x != \"c\")', action: warn}\n")
+    return text, draw(st.integers(0, 4000))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(case=_variable_policies(), budget=st.sampled_from([50_000, 200_000, 1_000_000]))
+def test_variables_never_spend_more_than_the_calls_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, case: tuple[str, int],
+        budget: int) -> None:
+    text, size = case
+    ps = _load(tmp_path, text, backend, max_cost=budget)
+    args = {"l": ["a"] * size}
+    decision, spent = _spent(monkeypatch, ps, budget, args)
+    general, spent_general = _spent(monkeypatch, ps, budget, args, explain=True)
+    # one string built or one iteration past the budget at most, whatever the nesting
+    assert spent <= budget + 2 * ITERATION_COST + 8
+    assert spent_general == spent
+    assert general.to_dict() | {"id": ""} == decision.to_dict() | {"id": ""}
+    if spent > budget and "Fail" in text:
+        assert decision.effect == "deny"
