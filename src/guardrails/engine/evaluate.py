@@ -294,9 +294,12 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     is a mapping of its own (not a ``dict``) is read like any input mapping: no further
     than its stated size, and only while that size is within the bound.
     """
-    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+    if type(history) is list:
+        entries = history[-limits.max_history:] if len(history) > limits.max_history else history
+    elif isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
         raise InputError("history must be a list of maps")
-    entries = list(history)[-limits.max_history:]
+    else:
+        entries = list(history)[-limits.max_history:]
     out: list[dict[str, Any]] = []
     results_left = limits.max_history_result_chars
     max_depth = limits.max_input_depth
@@ -396,9 +399,12 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
 Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
-Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...]], ...]
+Plan = tuple[tuple[CompiledPolicy, Run | None,
+                   tuple[tuple[Run, CompiledRule, FiredRule | None], ...]], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
-function and its rules' functions, looked up once per tool instead of once per call."""
+function and its rules' functions, looked up once per tool instead of once per call, and
+for a rule with a static message the record of it firing when there is nothing to scrub
+(a record is immutable: every such call can share it)."""
 
 
 @dataclass(frozen=True)
@@ -446,8 +452,11 @@ class Candidates:
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
+            nothing = Scrubber()
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r) for r in p.rules)) for p in ps)
+                          tuple((r.when.program.evaluate, r, None if r.message_expression
+                                 else _fired_rule(p, r, {}, nothing, []))
+                                for r in p.rules)) for p in ps)
         object.__setattr__(self, "plan", plan)
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
@@ -567,6 +576,8 @@ def decide(call: Call, candidates: Candidates, revision: str,
     errors: list[EvaluationError] = []
     effect = Effect.ALLOW
     scrub = candidates.scrubber(known_secrets, raw_args, args)
+    # Nothing to scrub: a fired rule's static message is the plan's (see ``Plan``).
+    clean = known_secrets is None and candidates.redact is None and not candidates.secret_names
 
     # 1. match (every candidate, when none has a condition or an agent selector)
     matched: Plan | list[Any] = plan
@@ -598,7 +609,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         else:
             bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
         acted: list[Action] = []
-        for run, rule in rules:
+        for run, rule, static in rules:
             try:
                 value = run(bindings)
                 if value is False:
@@ -610,7 +621,8 @@ def decide(call: Call, candidates: Candidates, revision: str,
                 if hit is None:
                     continue
             else:
-                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                hit = static if static is not None and clean else _fired_rule(
+                    policy, rule, bindings, scrub, errors)
             fired.append(hit)
             acted.append(hit.action)
         if not policy.audit:

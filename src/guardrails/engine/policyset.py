@@ -267,7 +267,7 @@ class PolicySet:
                             history, str | bytes | bytearray | Mapping)):
                     raise InputError(f"history must be a list, got {type(history).__name__}")
                 if type(history) is list or type(history) is tuple:
-                    recent = list(history[-limits.max_history:])
+                    recent = history[-limits.max_history:]
                 else:  # a Sequence of its own: read by index, never more than kept
                     n = len(history)
                     recent = [history[i] for i in range(max(0, n - limits.max_history), n)]

@@ -178,6 +178,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_iter_pairs": std.iter_pairs,
     "_deepcopy": copy.deepcopy,
     "_EQ_TYPES": std.FAST_EQ_TYPES,
+    "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
     "_SEQS": frozenset({str, bytes, list, tuple}),
@@ -363,7 +364,7 @@ class _Gen:
             # policy's variables: the entry itself (what ``select`` would read, directly)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}.defs else _select({v}, {k})"
+                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}._defs else _select({v}, {k})"
             )
         return t
 
@@ -439,6 +440,16 @@ class _Gen:
             )
             return t
         f = self.const(fn)
+        if fn is std.to_double and len(parts) == 1:  # what ``to_double`` does for numbers
+            (x,) = parts
+            self.emit(f"{t} = {x} if type({x}) is _float else _float({x}) if type({x}) is _int "
+                      f"else {f}(None, {x})")
+            return t
+        if fn is std.type_of and len(parts) == 1:  # what ``type_of`` does for built-in types
+            (x,) = parts
+            self.emit(f"{t} = _TYPE_OF.get(type({x}))")
+            self.emit(f"if {t} is None: {t} = {f}(None, {x})")
+            return t
         self.emit(f"{t} = {f}(None, {', '.join(parts)})")
         return t
 

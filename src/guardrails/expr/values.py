@@ -175,16 +175,16 @@ class Variables(Mapping[str, Any]):
     """A policy's ``variables`` for one call: each evaluated at most once, on first read,
     against ``bindings`` (which hold this map: a variable can read earlier ones).
 
-    Generated code reads an entry as it reads a dict's (``v[k]`` when ``k in v.defs``),
+    Generated code reads an entry as it reads a dict's (``v[k]`` when ``k in v._defs``),
     not through the generic ``select``: the same value or error, three calls less for
     every read. A failure is remembered and raised again on every read, as one
     ``CelError`` naming the variable.
     """
 
-    __slots__ = ("bindings", "defs", "done", "errors")
+    __slots__ = ("_defs", "bindings", "done", "errors")
 
     def __init__(self, defs: Mapping[str, _Evaluates]) -> None:
-        self.defs = defs
+        self._defs = defs
         self.done: dict[str, Any] = {}
         self.errors: dict[str, CelError] = {}
         self.bindings: Mapping[str, Any] = {}
@@ -196,7 +196,7 @@ class Variables(Mapping[str, Any]):
             pass
         if name in self.errors:
             raise self.errors[name]
-        program = self.defs.get(name)
+        program = self._defs.get(name)
         if program is None:
             raise KeyError(name)
         try:
@@ -209,10 +209,10 @@ class Variables(Mapping[str, Any]):
         return value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.defs)
+        return iter(self._defs)
 
     def __len__(self) -> int:
-        return len(self.defs)
+        return len(self._defs)
 
 
 def error_message(e: BaseException) -> str:
