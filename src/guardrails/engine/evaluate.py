@@ -205,8 +205,11 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
             raise _over()
         out: list[Any] | None = None if t is list else []
         for i, v in enumerate(value):
-            if type(v) is str:  # the common leaf, inline
+            tv = type(v)
+            if tv is str:  # the common leaves, inline
                 budget.left -= len(v)
+                n = v
+            elif tv is float or tv is bool or v is None:
                 n = v
             else:
                 n = _normalize(v, depth + 1, budget, max_depth)
@@ -264,8 +267,12 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
     for k, v in value.items():
         if type(k) is not str:
             raise InputError("map keys in inputs must be strings")
-        if type(v) is str:  # the common leaf, inline
+        tv = type(v)
+        if tv is str:  # the common leaves, inline
             budget.left -= len(k) + len(v)
+            n = v
+        elif tv is float or tv is bool or v is None:
+            budget.left -= len(k)
             n = v
         else:
             budget.left -= len(k)
@@ -433,6 +440,9 @@ class Candidates:
     """Whether some of them may not match a call (``match.when``, agent selectors)."""
     repairs: bool = field(init=False)
     """Whether any of them has repairs."""
+    clean: bool = field(init=False)
+    """Whether their decisions have nothing to scrub of their own (no secret arguments,
+    no redact patterns)."""
     _shared_scrubber: tuple[Scrubber | None, Scrubber] | None = field(
         init=False, default=None, repr=False, compare=False)
 
@@ -448,6 +458,7 @@ class Candidates:
                            any(p.when is not None or p.selector is not None or p.agents
                                for p in ps))
         object.__setattr__(self, "repairs", any(p.repairs for p in ps))
+        object.__setattr__(self, "clean", not self.secret_names and self.redact is None)
         plan: Plan | None = None
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
@@ -575,9 +586,11 @@ def decide(call: Call, candidates: Candidates, revision: str,
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
     effect = Effect.ALLOW
-    scrub = candidates.scrubber(known_secrets, raw_args, args)
+    shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
+    scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
+        not candidates.secret_names) else candidates.scrubber(known_secrets, raw_args, args)
     # Nothing to scrub: a fired rule's static message is the plan's (see ``Plan``).
-    clean = known_secrets is None and candidates.redact is None and not candidates.secret_names
+    clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
     matched: Plan | list[Any] = plan
@@ -635,8 +648,8 @@ def decide(call: Call, candidates: Candidates, revision: str,
         effect = _over_cost(policies, errors, effect)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
-                     tuple(errors), candidates.policy_names if len(policies) == len(plan)
+    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors,
+                     candidates.policy_names if len(policies) == len(plan)
                      else tuple([p.name for p in policies]), revision,
                      candidates.secret_names, scrub, ())
 
@@ -1134,5 +1147,5 @@ def _record(
              else tuple([p.name for p in matched]))
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
-                     tuple(errors), names, revision, secret_names, scrub, reservations)
+    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors, names,
+                     revision, secret_names, scrub, reservations)
