@@ -18,6 +18,7 @@ import collections
 import datetime
 import pickle
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -342,3 +343,55 @@ def test_a_short_path_decision_is_the_same_record(tmp_path: Path) -> None:
     assert "hunter22" not in repr(copied) and copied.scrub("hunter22") == "[REDACTED]"
     with pytest.raises(AttributeError):
         d.not_a_field  # noqa: B018
+
+
+def test_each_decision_scrubs_with_its_own_callers_known_secrets() -> None:
+    """The scrubber shared by calls of a tool without secret arguments is per caller's
+    ``known_secrets``: calls alternating between two guards' memories (and none) each
+    scrub exactly their own values, in messages and records, however they interleave."""
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: echo}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: echo, when: 'true', action: deny,"
+            " messageExpression: '\"saw \" + args.a'}\n")
+    ps = _load(text, "compiled", Limits())
+    assert _taken(ps, "t") and not ps.secret_arguments("t")
+    memories = {"one": Scrubber(["alpha-secret-1"]), "two": Scrubber(["beta-secret-2"]),
+                "none": None}
+    for order in (["one", "one", "two", "two", "one"], ["two", "none", "none", "one", "two"]):
+        for who in order:
+            known = memories[who]
+            d = ps.evaluate("t", {"a": "alpha-secret-1 beta-secret-2"}, known_secrets=known)
+            message = d.rules[0].message
+            record = str(d.to_dict())
+            assert ("alpha-secret-1" in message) == (who != "one")
+            assert ("beta-secret-2" in message) == (who != "two")
+            assert ("alpha-secret-1" in record) == (who != "one")
+            assert ("beta-secret-2" in record) == (who != "two")
+            assert (d.scrub("alpha-secret-1") == "[REDACTED]") == (who == "one")
+            assert (d.scrub("beta-secret-2") == "[REDACTED]") == (who == "two")
+
+
+def test_threads_sharing_a_tool_scrub_their_own_values() -> None:
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: echo}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: echo, when: 'true', action: deny,"
+            " messageExpression: '\"saw \" + args.a'}\n")
+    ps = _load(text, "compiled", Limits())
+    memories = [Scrubber([f"value-of-guard-{i}"]) for i in range(4)]
+    leaks: list[str] = []
+
+    def work(i: int) -> None:
+        for n in range(300):
+            mine = memories[(i + n) % 4]
+            d = ps.evaluate("t", {"a": " ".join(f"value-of-guard-{j}" for j in range(4))},
+                            known_secrets=mine)
+            own = f"value-of-guard-{(i + n) % 4}"
+            if own in d.rules[0].message or own in str(d.to_dict()):
+                leaks.append(own)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert leaks == []

@@ -443,7 +443,7 @@ class Candidates:
     clean: bool = field(init=False)
     """Whether their decisions have nothing to scrub of their own (no secret arguments,
     no redact patterns)."""
-    _shared_scrubber: tuple[Scrubber | None, Scrubber] | None = field(
+    _shared_scrubber: tuple[Scrubber | None, Scrubber | None] | None = field(
         init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -477,17 +477,27 @@ class Candidates:
 
         Without secret arguments it holds nothing of the call: one scrubber, built whole
         (not lazily, so threads can share it), serves every call with the same
-        ``known_secrets``."""
+        ``known_secrets``. It is built when the same ``known_secrets`` comes a second time
+        in a row: building it whole copies their texts, which a call with a lazy scrubber
+        pays only if it scrubs something (callers alternating between two guards' memories
+        keep getting lazy ones)."""
         names = self.secret_names
         if names:
             return Scrubber(functools.partial(_secrets_now, raw_args, args, names),
                             self.redact, base=known_secrets)
         shared = self._shared_scrubber
         if shared is not None and shared[0] is known_secrets:
-            return shared[1]
-        scrub = Scrubber((), self.redact, base=known_secrets)
-        object.__setattr__(self, "_shared_scrubber", (known_secrets, scrub))
-        return scrub
+            if shared[1] is not None:
+                return shared[1]
+            scrub = Scrubber((), self.redact, base=known_secrets)
+            object.__setattr__(self, "_shared_scrubber", (known_secrets, scrub))
+            return scrub
+        object.__setattr__(self, "_shared_scrubber", (known_secrets, None))
+        return Scrubber(_no_values, self.redact, base=known_secrets)
+
+
+def _no_values() -> tuple[()]:
+    return ()
 
 
 def _secrets_now(raw_args: Mapping[str, Any], args: Mapping[str, Any],
@@ -588,7 +598,9 @@ def decide(call: Call, candidates: Candidates, revision: str,
     effect = Effect.ALLOW
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
-        not candidates.secret_names) else candidates.scrubber(known_secrets, raw_args, args)
+        not candidates.secret_names) else None
+    if scrub is None:
+        scrub = candidates.scrubber(known_secrets, raw_args, args)
     # Nothing to scrub: a fired rule's static message is the plan's (see ``Plan``).
     clean = known_secrets is None and candidates.clean
 
