@@ -258,10 +258,14 @@ def _items_of(value: Mapping[Any, Any], n_items: int) -> list[tuple[Any, Any]]:
 
 def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, budget: Budget,
          max_depth: int) -> dict[str, Any]:
-    """A ``dict`` normalised; ``original`` is returned when nothing needed converting."""
+    """A ``dict`` normalised; ``original`` is returned when nothing needed converting.
+
+    What is left of the budget is a local while the entries are plain leaves, and goes
+    back into ``budget`` before a nested value is walked (and at the end)."""
+    left = budget.left
     if original is not None:
-        budget.left -= 2 * NODE_COST * len(value)
-        if budget.left < 0:
+        left -= 2 * NODE_COST * len(value)
+        if left < 0:
             raise _over()
     out: dict[str, Any] | None = None if original is not None else {}
     for k, v in value.items():
@@ -269,23 +273,25 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
             raise InputError("map keys in inputs must be strings")
         tv = type(v)
         if tv is str:  # the common leaves, inline
-            budget.left -= len(k) + len(v)
+            left -= len(k) + len(v)
             n = v
         elif tv is float or tv is bool or v is None:
-            budget.left -= len(k)
+            left -= len(k)
             n = v
         else:
-            budget.left -= len(k)
+            budget.left = left - len(k)
             n = _normalize(v, depth + 1, budget, max_depth)
-        if out is None and n is not v:
-            out = {}
-            for k2, v2 in value.items():
-                if k2 is k:
-                    break
-                out[k2] = v2
+            left = budget.left
+            if out is None and n is not v:
+                out = {}
+                for k2, v2 in value.items():
+                    if k2 is k:
+                        break
+                    out[k2] = v2
         if out is not None:
             out[k] = n
-    if budget.left < 0:
+    budget.left = left
+    if left < 0:
         raise _over()
     return value if out is None else out
 
@@ -714,37 +720,37 @@ def _repair(
         pt = traces.get(policy.name)
         if origins is not None:
             origins.params = policy.params
-        for repair in policy.repairs:
+        for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
             bindings = dict(base, args=args, params=policy.params, variables={})
-            element = f"repairs.{repair.name}"
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
                     if type(cond) is not bool:
                         raise CelError(f"when returned {_cel_type_name(cond)}, not bool")
                     if pt is not None:
-                        pt.steps.append(Step(f"{element}.when", value=cond, fired=cond))
+                        pt.steps.append(Step(f"repairs.{repair.name}.when", value=cond,
+                                             fired=cond))
                     if not cond:
                         continue
                 new_values = {}
                 for name, expr in repair.set:
-                    new_values[name] = expr.program.evaluate(bindings)
-                    if not _finite(new_values[name]):
+                    value = new_values[name] = expr.program.evaluate(bindings)
+                    if not _finite(value):
                         # Same bound as on inputs: ``double("nan")`` must not turn a
                         # string every rule rejects into a number every rule accepts.
                         raise CelError(f"set {name} produced a non-finite number")
                     if pt is not None:
-                        pt.steps.append(Step(f"{element}.set.{name}", value=new_values[name]))
+                        pt.steps.append(Step(f"repairs.{repair.name}.set.{name}", value=value))
             except Exception as exc:
-                e = _cel_error(exc)
-                errors.append(EvaluationError(policy.name, element, scrub(e.message),
+                message = scrub(_cel_error(exc).message)
+                errors.append(EvaluationError(policy.name, f"repairs.{repair.name}", message,
                                               "not-applied"))
                 if pt is not None:
-                    pt.steps.append(Step(element, error=scrub(e.message)))
+                    pt.steps.append(Step(f"repairs.{repair.name}", error=message))
                 continue
-            repairs.append(AppliedRepair(policy.name, repair.name, tuple(new_values),
-                                         tuple([n for n in repair.unset if n in args]),
-                                         policy.audit))
+            repairs.append(record if record is not None else AppliedRepair(
+                policy.name, repair.name, tuple(new_values),
+                tuple([n for n in repair.unset if n in args]), policy.audit))
             if policy.audit:
                 continue
             args.update(new_values)

@@ -35,6 +35,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
+from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
@@ -191,7 +192,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_list": list,
     "_dict": dict,
     "_proxy": types.MappingProxyType,
-    "_vars": Variables,
+    "_LAZY": frozenset({Variables, Request}),
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -388,10 +389,11 @@ class _Gen:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
             # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
-            # policy's variables: the entry itself (what ``select`` would read, directly)
+            # policy's variables and ``request``: the entry itself (what ``select`` would
+            # read, directly: ``_defs`` are the keys they hold)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}._defs else _select({v}, {k})"
+                f"else {v}[{k}] if type({v}) in _LAZY and {k} in {v}._defs else _select({v}, {k})"
             )
         return t
 
