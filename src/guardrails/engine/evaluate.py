@@ -324,22 +324,22 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
             if 2 * NODE_COST * n_items > budget.left:
                 raise _over()
             entry = dict(_items_of(entry, n_items))
-        rest = {k: v for k, v in entry.items() if k not in _HISTORY_OWN}
+        rest = dict(entry)  # without the keys read here, bounded as input
+        result = rest.pop("result", None)
+        trusted = rest.pop("trusted", False)
+        at = rest.pop("at", None)
         normalised = _map(rest, rest, 1, budget, max_depth) if max_depth > 1 else (
             _normalize(rest, 1, budget, max_depth))
-        result = entry.get("result")
         if result is None:
             result = ""
         if type(result) is not str:
             raise InputError("history result must be text")
         result = result[:max(0, min(limits.max_result_chars, results_left))]
         results_left -= len(result)
-        trusted = entry.get("trusted", False)
         if type(trusted) is not bool:
             raise InputError("history trusted must be true or false")
         normalised["result"] = result
         normalised["trusted"] = trusted
-        at = entry.get("at")
         if at is not None:
             normalised["at"] = timestamp(at, "history at")
         out.append(normalised)
@@ -347,10 +347,6 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     if budget.left < 0:
         raise InputError("inputs exceed the size bound")
     return out
-
-
-_HISTORY_OWN = frozenset({"result", "trusted", "at"})
-"""The history entry's keys the engine reads itself (the rest is bounded as input)."""
 
 
 def timestamp(value: Any, what: str) -> datetime.datetime:
@@ -938,9 +934,9 @@ def _evaluate_call(
             fired.append(hit)
             acted.append(hit.action)
         if pt is not None:
-            for name, value in variables.done.items():
+            for name, value in variables._done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables.errors.items():
+            for name, err in variables._errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)

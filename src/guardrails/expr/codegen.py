@@ -193,6 +193,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_dict": dict,
     "_proxy": types.MappingProxyType,
     "_LAZY": frozenset({Variables, Request}),
+    "_vars": Variables,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -389,10 +390,12 @@ class _Gen:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
             # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
-            # policy's variables and ``request``: the entry itself (what ``select`` would
-            # read, directly: ``_defs`` are the keys they hold)
+            # policy's variables (one already computed, then any) and ``request``: the
+            # entry itself (what ``select`` would read, directly: ``_defs`` are the keys
+            # they hold)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
+                f"else {v}._done[{k}] if type({v}) is _vars and {k} in {v}._done "
                 f"else {v}[{k}] if type({v}) in _LAZY and {k} in {v}._defs else _select({v}, {k})"
             )
         return t
