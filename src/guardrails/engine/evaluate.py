@@ -408,12 +408,12 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
 Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
-Plan = tuple[tuple[CompiledPolicy, Run | None,
-                   tuple[tuple[Run, CompiledRule, FiredRule | None], ...]], ...]
+Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
+                   dict[int, FiredRule]], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
 function and its rules' functions, looked up once per tool instead of once per call, and
-for a rule with a static message the record of it firing when there is nothing to scrub
-(a record is immutable: every such call can share it)."""
+the records of its rules with a static message that fired when there was nothing to
+scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
 
 
 @dataclass(frozen=True)
@@ -465,11 +465,9 @@ class Candidates:
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
-            nothing = Scrubber()
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r, None if r.message_expression
-                                 else _fired_rule(p, r, {}, nothing, []))
-                                for r in p.rules)) for p in ps)
+                          tuple((r.when.program.evaluate, r) for r in p.rules), {})
+                         for p in ps)
         object.__setattr__(self, "plan", plan)
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
@@ -613,7 +611,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when, _ = entry
+            policy, when, _, _ = entry
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
@@ -628,7 +626,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
             scrub = candidates.scrubber(known_secrets, raw_args, args)
 
     # 3. rules
-    for policy, _, rules in matched:
+    for policy, _, rules, statics in matched:
         if policy.variables:
             variables = Variables(policy.variable_programs)
             bindings = dict(base, args=args, params=policy.params, variables=variables)
@@ -636,7 +634,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         else:
             bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
         acted: list[Action] = []
-        for run, rule, static in rules:
+        for run, rule in rules:
             try:
                 value = run(bindings)
                 if value is False:
@@ -648,8 +646,11 @@ def decide(call: Call, candidates: Candidates, revision: str,
                 if hit is None:
                     continue
             else:
-                hit = static if static is not None and clean else _fired_rule(
-                    policy, rule, bindings, scrub, errors)
+                hit = statics.get(id(rule)) if clean else None
+                if hit is None:
+                    hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                    if clean and rule.message_expression is None:
+                        statics[id(rule)] = hit
             fired.append(hit)
             acted.append(hit.action)
         if not policy.audit:
