@@ -395,3 +395,29 @@ def test_threads_sharing_a_tool_scrub_their_own_values() -> None:
     for th in threads:
         th.join()
     assert leaks == []
+
+
+class ReadCounting(Mapping[str, Any]):
+    """Arguments that count how often they are read, and fail the bounds when read."""
+
+    reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return "x"
+
+    def __iter__(self) -> Iterator[str]:
+        ReadCounting.reads += 1
+        return iter(["a", "b"])
+
+    def __len__(self) -> int:
+        return 1  # a lie: an input error
+
+
+def test_inputs_over_the_bounds_are_read_once() -> None:
+    ps = _load("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+               "  match: {tools: [t]}\n  rules:\n    - {name: r, when: 'true', action: warn}\n",
+               "compiled", Limits())
+    assert _taken(ps, "t")
+    d = ps.evaluate("t", ReadCounting(), agent="alpha")
+    assert d.effect == "deny" and d.errors[0].element == "input"
+    assert ReadCounting.reads == 1
