@@ -601,7 +601,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         not candidates.secret_names) else None
     if scrub is None:
         scrub = candidates.scrubber(known_secrets, raw_args, args)
-    # Nothing to scrub: a fired rule's static message is the plan's (see ``Plan``).
+    # Nothing to scrub: a static-message rule that fires shares one record (see ``Plan``).
     clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
