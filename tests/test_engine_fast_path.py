@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import guardrails
@@ -68,6 +68,8 @@ ARG_CONDITIONS = [c for c in CONDITIONS if "variables" not in c]
 """What a repair's or a match's ``when`` may read (no ``variables``)."""
 VALUES = ['args.a', 'string(args.a)', 'double(args.a)', 'args.b + "!"', '[args.a]',
           'double("nan")', 'args.c', '"s" + string(args.a)', '7']
+SAFE_VALUES = ['7', '"s" + "X"', '[1, 2, 3]', '"s3cret-value"', 'has(args.a)']
+"""Values a repair can always set (it applies whatever the arguments)."""
 MESSAGES = ['"got " + string(args.a)', 'args.a', '"secret " + string(args.secret)',
             'dyn(variables.v2)']
 ACTIONS = ["allow", "deny", "halt", "require_approval", "warn"]
@@ -99,10 +101,11 @@ def policy_docs(draw: st.DrawFn, index: int) -> str:
         lines.append("  repairs:")
         for i in range(repairs):
             lines.append(f"    - name: r{i}")
-            if draw(st.booleans()):
+            if draw(st.integers(0, 2)) == 0:
                 lines.append(f"      when: {_q(draw(st.sampled_from(ARG_CONDITIONS)))}")
             target = draw(st.sampled_from(["a", "b", "secret", "d"]))
-            lines.append(f"      set: {{{target}: {_q(draw(st.sampled_from(VALUES)))}}}")
+            value = draw(st.sampled_from(SAFE_VALUES if draw(st.booleans()) else VALUES))
+            lines.append(f"      set: {{{target}: {_q(value)}}}")
             if draw(st.booleans()):
                 lines.append(f"      unset: [{draw(st.sampled_from(['b', 'c', 'secret']))}]")
     if draw(st.booleans()):
@@ -218,7 +221,7 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
         kw["agent"] = draw(st.sampled_from(["alpha", ("beta", "id-1"), "", ["gamma"]]))
     if draw(st.booleans()):
         kw["known_secrets"] = Scrubber(["xy-known-value", draw(st.sampled_from(["x", "sX"]))])
-    kw["tool"] = draw(st.sampled_from(["t", "t2", "other"]))
+    kw["tool"] = draw(st.sampled_from(["t", "t", "t", "t2", "other"]))
     return kw
 
 
@@ -268,6 +271,13 @@ def test_the_short_path_decides_as_the_general_path(backend: str, text: str,
         fast, general = both(ps, call)
         assert record(fast) == record(general)
         assert fast.id != general.id
+        event(f"effect {fast.effect.value}")
+        event(f"short path {_taken(ps, call['tool'])}")
+        for what, there in (("fired", fast.rules), ("repaired", fast.repairs),
+                            ("errors", fast.errors)):
+            event(f"{what} {bool(there)}")
+        if any(e.element == "input" for e in fast.errors):
+            event("input or cost error")
 
 
 def _taken(ps: guardrails.PolicySet, tool: str) -> bool:
