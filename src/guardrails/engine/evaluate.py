@@ -625,14 +625,19 @@ def decide(call: Call, candidates: Candidates, revision: str,
                            for name in r.set):
             scrub = candidates.scrubber(known_secrets, raw_args, args)
 
-    # 3. rules
+    # 3. rules. Matching and repairs are done: ``base`` itself becomes each policy's
+    # bindings in turn (nothing reads a policy's bindings after its rules, and the general
+    # path's per-policy copies hold the same entries).
+    bindings = base
+    bindings["args"] = args
     for policy, _, rules, statics in matched:
+        bindings["params"] = policy.params
         if policy.variables:
             variables = Variables(policy.variable_programs)
-            bindings = dict(base, args=args, params=policy.params, variables=variables)
             variables.bindings = bindings
+            bindings["variables"] = variables
         else:
-            bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
+            bindings["variables"] = _NO_VARIABLES
         acted: list[Action] = []
         for run, rule in rules:
             try:
