@@ -141,3 +141,62 @@ def test_variables_never_spend_more_than_the_calls_budget(
     assert general.to_dict() | {"id": ""} == decision.to_dict() | {"id": ""}
     if spent > budget and "Fail" in text:
         assert decision.effect == "deny"
+
+
+# --- held: the short path binds every policy on one map --------------------------------
+#
+# ``decide`` reuses the call's base map as each policy's bindings in turn (params,
+# variables). Tried: policies whose variables read their own params, variables read
+# lazily from messages, a later policy with a same-named variable or none, reads of a
+# missing variable, and the same tool called again (static fired records are kept per
+# rule): every decision equals the general path's.
+
+
+@st.composite
+def _param_policies(draw: st.DrawFn) -> str:
+    docs = []
+    for i in range(draw(st.integers(2, 4))):
+        limit = draw(st.integers(-3, 3))
+        lines = ["apiVersion: guardrails/v1", "kind: ToolPolicy", f"metadata: {{name: p{i}}}",
+                 "spec:", "  match: {tools: [t]}",
+                 f"  failurePolicy: {draw(st.sampled_from(['Fail', 'Ignore']))}",
+                 f"  params: {{limit: {limit}, tag: t{i}}}"]
+        has_vars = draw(st.booleans())
+        if has_vars:
+            lines += ["  variables:",
+                      "    - {name: v, expression: 'params.limit + size(args.l)'}",
+                      "    - {name: w, expression: 'params.tag + string(variables.v)'}"]
+        lines.append("  rules:")
+        for j in range(draw(st.integers(1, 3))):
+            plain = ["params.limit < size(args.l)", "true", "args.l.size() > 2"]
+            reading = ["variables.v > 1", 'variables.w.endsWith("2")',
+                       "has(variables.v) && variables.v == params.limit"]
+            when = draw(st.sampled_from([*plain, *reading] if has_vars else plain))
+            action = draw(st.sampled_from(["deny", "warn", "allow", "require_approval"]))
+            lines.append(f"    - name: r{j}")
+            lines.append(f"      when: '{when}'")
+            lines.append(f"      action: {action}")
+            if draw(st.booleans()):
+                shown = "string(variables.w)" if has_vars else "string(params.limit)"
+                lines.append(f"      messageExpression: 'params.tag + \" \" + {shown}'")
+            elif draw(st.booleans()):
+                lines.append(f"      message: static {i} {j}")
+        docs.append("\n".join(lines) + "\n")
+    return "---\n".join(docs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(text=_param_policies(), sizes=st.lists(st.integers(0, 5), min_size=1, max_size=4))
+def test_each_policy_reads_its_own_params_and_variables_on_the_short_path(
+        tmp_path: Path, backend: str, text: str, sizes: list[int]) -> None:
+    ps = _load(tmp_path, text, backend)
+    assert ps._candidates("t").plan is not None
+    for size in sizes * 2:  # a second round reuses what the first kept
+        args = {"l": list(range(size))}
+        fast = ps.evaluate("t", args)
+        general = ps.explain("t", args).decision
+        assert fast.to_dict() | {"id": ""} == general.to_dict() | {"id": ""}
+        assert (fast.rules, fast.errors, fast.repairs) == (general.rules, general.errors,
+                                                           general.repairs)
