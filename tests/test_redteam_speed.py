@@ -200,3 +200,41 @@ def test_each_policy_reads_its_own_params_and_variables_on_the_short_path(
         assert fast.to_dict() | {"id": ""} == general.to_dict() | {"id": ""}
         assert (fast.rules, fast.errors, fast.repairs) == (general.rules, general.errors,
                                                            general.repairs)
+
+
+# --- finding 2: decisions of forked processes took their parent's ids --------------------
+#
+# Ids are a random per-process prefix and a counter. A forked process (a pre-fork server's
+# workers, a ``fork`` pool) inherited both, and its decisions had exactly the ids of its
+# parent's next decisions and of its siblings'. A forked process now draws a prefix of its
+# own; the counter goes on, so a decision built before the fork and read after it does not
+# take the number of a later one.
+
+_DENY_ALL = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+             "  match: {tools: [t]}\n  rules:\n    - {name: r, when: 'true', action: deny}\n")
+_FORKED: dict[str, Any] = {}
+
+
+def _ids_in_child(_: int) -> list[str]:
+    ps = _FORKED["policies"]
+    early = _FORKED["unread"]  # built before the fork, read only here
+    return [early.id, *(ps.evaluate("t", {}).id for _ in range(3))]
+
+
+def test_forked_processes_mint_their_own_decision_ids(tmp_path: Path) -> None:
+    import multiprocessing
+
+    ps = _load(tmp_path, _DENY_ALL, "compiled")
+    ps.evaluate("t", {})
+    _FORKED["policies"] = ps
+    _FORKED["unread"] = ps.evaluate("t", {})
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            children = pool.map(_ids_in_child, range(4), chunksize=1)
+    finally:
+        _FORKED.clear()
+    mine = [ps.evaluate("t", {}).id for _ in range(3)]
+    every = [i for ids in children for i in ids[1:]] + mine
+    assert len(set(every)) == len(every)
+    for ids in children:  # within one process, the early decision keeps apart too
+        assert len(set(ids)) == len(ids)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,19 @@ _ID_COUNTER = itertools.count(1)
 """Decision ids: unique across processes (random prefix) and cheap (a counter, not uuid4,
 which costs more than evaluating a rule). The engine's decisions take their number when
 built and spell it on first read of ``id`` (most decisions are never asked)."""
+
+
+def _new_prefix() -> None:
+    """A forked process (a pre-fork server's workers, a ``fork`` pool) inherits the prefix
+    and the counter: without a prefix of its own, its decisions took the very ids of its
+    parent's and its siblings' (decision logs of replicas, halts told apart by id). The
+    counter goes on, so a decision built before the fork and first read after it is
+    spelled with the new prefix and a number no later decision takes."""
+    global _ID_PREFIX
+    _ID_PREFIX = secrets.token_hex(8)
+
+
+os.register_at_fork(after_in_child=_new_prefix)
 
 
 class Effect(enum.StrEnum):
