@@ -238,3 +238,65 @@ def test_forked_processes_mint_their_own_decision_ids(tmp_path: Path) -> None:
     assert len(set(every)) == len(every)
     for ids in children:  # within one process, the early decision keeps apart too
         assert len(set(ids)) == len(ids)
+
+
+# --- held: literals that change meaning under the load-time shape caches -----------------
+#
+# Expressions of one shape share checks, type-check results and generated code. Tried: a
+# valid expression first and an invalid one of its shape second (and the other way round),
+# for every literal a check reads (regex patterns of each regex function, timestamp,
+# duration, ip, cidr and url literals, folded division by zero, repeated map keys, params
+# patterns, the int64 bounds, folded sizes): each error is reported at its own line and
+# column, and decisions equal those of the closure backend, which shares no code.
+
+_PAIRS = [
+    ("args.a.matches('a+')", "args.a.matches('(')"),
+    ("matches(args.a, 'a+')", "matches(args.a, '(')"),
+    ("args.a.find('a+') == ''", "args.a.find('(') == ''"),
+    ("timestamp('2020-01-01T00:00:00Z') < now", "timestamp('bogus') < now"),
+    ("duration('1h') > duration('1m')", "duration('1x') > duration('1m')"),
+    ("ip(args.a) == ip('1.2.3.4')", "ip(args.a) == ip('1.2.3')"),
+    ("cidr('10.0.0.0/8').containsIP(args.a)", "cidr('10.0.0.0/33').containsIP(args.a)"),
+    ("url(args.a).getHost() == url('https://x.com').getHost()",
+     "url(args.a).getHost() == url('ht tp://x').getHost()"),
+    ("args.a == 'x' && 1 / 1 == 1", "args.a == 'x' && 1 / 0 == 1"),
+    ("{'a': 1, 'b': 2}[args.a] == 1", "{'a': 1, 'a': 2}[args.a] == 1"),
+    ("{'a': args.b, 'b': args.c} == {}", "{'a': args.b, 'a': args.c} == {}"),
+    ("[args.a, 'x'].size() > 1", "[args.a, 1].size() > 1"),
+    ("args.a.matches(params.re)", "args.a.matches(params.re2)"),
+    ("9223372036854775807 > args.n", "-9223372036854775808 < args.n"),
+    ("args.n + 9223372036854775807 > 0", "args.n + 1 > 0"),
+    ("'abc'.size() == 3", "'abcd'.size() == 3"),
+    ("args.a in ['x', 'y']", "args.a in ['x', 1]"),
+    ("args.f == -0.0 && 1.0 / -0.0 < 0.0", "args.f == 0.0 && 1.0 / 0.0 < 0.0"),
+    ("args.a == 'x'", "args.a == x'"),
+]
+
+
+def _outcome(tmp_path: Path, first: str, second: str, backend: str) -> Any:
+    def q(s: str) -> str:
+        return "'" + s.replace("'", "''") + "'"
+
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  params: {re: 'a+', re2: '('}\n  rules:\n"
+            f"    - name: r1\n      when: {q(first)}\n      action: deny\n"
+            f"    - name: r2\n      when: {q(second)}\n      action: deny\n")
+    try:
+        ps = _load(tmp_path, text, backend)
+    except guardrails.PolicyError as e:
+        return sorted((p.line, p.column, p.message) for p in e.errors)
+    out = []
+    for args in ({"a": "x", "b": 1, "c": 2, "n": 1, "f": -0.0}, {"a": 1, "n": -5, "f": 0.0}):
+        d = ps.evaluate("t", args)
+        out.append((d.effect, d.rules, d.errors))
+    return out
+
+
+@pytest.mark.parametrize(("first", "second"), _PAIRS)
+def test_expressions_of_one_shape_keep_their_own_literals(tmp_path: Path, first: str,
+                                                          second: str) -> None:
+    for a, b, line_of_b in ((first, second, 12), (second, first, 9)):
+        compiled = _outcome(tmp_path, a, b, "compiled")
+        assert compiled == _outcome(tmp_path, a, b, "closures")
+        if type(compiled[0][0]) is int:  # load errors: the invalid one's own position
+            assert {line for line, _, _ in compiled} == {line_of_b}
