@@ -304,13 +304,15 @@ def _reason(decision: Decision) -> str:
 class CallSpan:
     """The span of one guarded tool call (evaluation plus the tool's own execute_tool span)."""
 
-    def __init__(self, telemetry: GuardTelemetry, span: Span, parent: Span, *, tool: str,
-                 call_id: str | None) -> None:
+    def __init__(self, telemetry: GuardTelemetry, span: Span, parent: Span | None, *,
+                 tool: str, call_id: str | None) -> None:
         self.span = span
         self._telemetry = telemetry
         self._parent = parent
+        """The span around the call; None: whatever span is current (no span of ours is)."""
         self._tool = tool
         self._call_id = call_id
+        self._clean_for: Decision | None = None
         self.decision: Decision | None = None
         self.failed = False
         self.approved = False
@@ -320,13 +322,18 @@ class CallSpan:
         ``require_approval`` decision lets it run."""
         self.approved = True
 
+    def mark_call_id_clean(self, decision: Decision) -> None:
+        """Before ``record``: the guard found that ``decision`` leaves the call id as it is
+        (it blocks the call otherwise), so ``call_id`` need not scrub it a second time."""
+        self._clean_for = decision
+
     def call_id(self, decision: Decision) -> str | None:
         """The model's call id as spans and records may carry it: ``[REDACTED]`` when it
         holds a secret the decision knows (a secret argument's value, an injected value,
         a redact-pattern match)."""
         raw = self._call_id
-        if raw is None:
-            return None
+        if raw is None or getattr(self, "_clean_for", None) is decision:
+            return raw
         return raw if decision.scrub(raw) == raw else REDACTED
 
     def record(self, decision: Decision, duration_s: float) -> None:
@@ -344,7 +351,9 @@ class CallSpan:
             self._record_span(decision, approved, effect, audit)
         if decision.effect is Effect.HALT:
             with t._contain("span"):
-                t._mark_halt(self._parent, decision)
+                parent = self._parent
+                t._mark_halt(parent if parent is not None else trace.get_current_span(),
+                             decision)
         with t._contain("metrics"):
             self._record_metrics(decision, effect, audit, duration_s)
         with t._contain("decision log"):
@@ -535,6 +544,16 @@ class GuardTelemetry:
         """
         # The call id is the model's choice: it is set when the decision is recorded,
         # scrubbed by it (``CallSpan.call_id``), never raw.
+        if not self._can_record():
+            # No span of ours can record: skip starting, attaching and ending one (what
+            # nobody keeps). The span around the call is looked up only if a halt marks it.
+            quiet = CallSpan(self, trace.INVALID_SPAN, None, tool=tool, call_id=call_id)
+            try:
+                yield quiet
+            except BaseException as exc:
+                quiet._exit_with(exc)
+                raise
+            return
         attributes: dict[str, str] = {TOOL_NAME: tool}
         parent: Span = trace.INVALID_SPAN
         span: Span = trace.INVALID_SPAN
@@ -559,6 +578,19 @@ class GuardTelemetry:
                     otel_context.detach(token)
             with self._contain("span"):
                 span.end()
+
+    def _can_record(self) -> bool:
+        """Whether a span this telemetry starts may record: not while the tracer is a no-op,
+        or the global provider's proxy with no provider installed (a provider installed
+        later is seen on the next call)."""
+        tracer = self.tracer
+        if type(tracer) is trace.ProxyTracer:
+            try:
+                provider = trace.get_tracer_provider()
+            except Exception:  # loading a configured provider failed: the contained path
+                return True
+            return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+        return type(tracer) is not trace.NoOpTracer
 
     def run_span(self) -> Span | None:
         """A span of the guard's own around a run, or None when none is needed.

@@ -96,12 +96,27 @@ def same_json(left: Any, right: Any) -> bool:
     (Python's ``==`` says they are equal), a list and a tuple of the same items do not.
 
     Recursive on purpose, like ``json_numbers``: a value nested too deeply raises
-    RecursionError, a guard error that blocks the call.
+    RecursionError, a guard error that blocks the call. Exact ``str``, ``dict`` and ``list``
+    (what JSON parsing and ``json_view`` produce) are told apart by their type first: the
+    ``Mapping`` check is an ABC check, the slow part of comparing plain JSON.
     """
-    if isinstance(left, Mapping):
-        return (isinstance(right, Mapping) and len(left) == len(right)
-                and all(k in right and same_json(v, right[k]) for k, v in left.items()))
-    if isinstance(left, list | tuple):
+    kind = type(left)
+    if kind is str:
+        return type(right) is str and left == right
+    if kind is dict or (kind is not list and isinstance(left, Mapping)):
+        if not (type(right) is dict or isinstance(right, Mapping)) or len(left) != len(right):
+            return False
+        for k, v in left.items():
+            if k not in right:
+                return False
+            other = right[k]
+            if type(v) is str:  # the common leaf, without a call
+                if type(other) is not str or v != other:
+                    return False
+            elif not same_json(v, other):
+                return False
+        return True
+    if kind is list or isinstance(left, tuple | list):
         return (isinstance(right, list | tuple) and len(left) == len(right)
                 and all(same_json(x, y) for x, y in zip(left, right, strict=True)))
-    return type(left) is type(right) and bool(left == right)
+    return kind is type(right) and bool(left == right)
