@@ -217,3 +217,103 @@ async def test_the_decision_log_gets_every_record_without_spans(
     assert sorted(r["effect"] for r in records) == ["allow", "deny"]
     assert all(r["call_id"] and r["trace_id"] is None for r in records)
     CALLS.clear()
+
+
+# --------------------------------------------------------------------------- history and results
+
+def _general_redacted(arguments: Mapping[str, Any], secret_names: frozenset[str], scrub: Any,
+                      limit: int) -> tuple[dict[str, Any], bool]:
+    """``redacted`` before its fast path for text values (the reference)."""
+    from guardrails.agent_framework._history import _kept, _Left
+    from guardrails.engine.decision import REDACTED
+    from guardrails.engine.evaluate import NODE_COST
+
+    left = _Left(limit)
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        left.bytes -= NODE_COST + len(str(k))
+        if left.bytes < 0:
+            break
+        out[scrub(str(k))] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
+    return out, left.bytes < 0
+
+
+def _general_scrub_value(value: Any, scrub: Any, depth: int = 0) -> Any:
+    """``scrub_value`` before its exact-type checks (the reference)."""
+    from agent_framework import Content
+
+    from guardrails.agent_framework._secrets import MAX_CONTENT_DEPTH, _safe_text, scrub_content
+    from guardrails.engine.decision import REDACTED
+
+    if isinstance(value, str):
+        if type(value) is not str:
+            return scrub(str.__str__(value))
+        out = scrub(value)
+        return value if out == value else out
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        text = str(value)
+        return REDACTED if scrub(text) != text else value
+    if depth >= MAX_CONTENT_DEPTH:
+        return REDACTED
+    if isinstance(value, Content):
+        return scrub_content(value, scrub, depth + 1)
+    if isinstance(value, Mapping):
+        pairs = [(_general_scrub_value(k, scrub, depth + 1),
+                  _general_scrub_value(v, scrub, depth + 1), k, v) for k, v in value.items()]
+        if type(value) is dict and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
+            return value
+        return {k2: v2 for k2, v2, _, _ in pairs}
+    if isinstance(value, list | tuple):
+        items = [_general_scrub_value(v, scrub, depth + 1) for v in value]
+        if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "replace")
+        return value if scrub(text) == text else REDACTED
+    return scrub(_safe_text(value))
+
+
+_SECRET = "s3cr3t-value"
+_texts = st.one_of(st.text(max_size=6), st.just(_SECRET), st.just(f"x{_SECRET}y"),
+                   st.builds(_Str, st.just(_SECRET)), st.just(""))
+_hostile = st.recursive(
+    st.one_of(_texts, st.none(), st.booleans(), st.integers(-3, 3), st.just(math.nan),
+              st.binary(max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(inner, max_size=2).map(tuple),
+                            st.dictionaries(_texts, inner, max_size=3),
+                            st.dictionaries(_texts, inner, max_size=2).map(_Dict),
+                            st.just({})),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_texts, _hostile, max_size=5),
+       st.frozensets(st.sampled_from(["", _SECRET, "a"]), max_size=2),
+       st.sampled_from([0, 8, 40, 120, 4096]))
+def test_redacted_equals_the_general_walk(arguments: dict[str, Any], names: frozenset[str],
+                                          limit: int) -> None:
+    from guardrails.agent_framework._history import redacted
+    from guardrails.engine.scrub import Scrubber
+
+    scrub = Scrubber([_SECRET])
+    assert redacted(arguments, names, scrub, limit) == _general_redacted(
+        arguments, names, scrub, limit)
+    out, _ = redacted(arguments, names, scrub, limit)
+    assert _SECRET not in repr(out)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_hostile, st.integers(0, 17))
+def test_scrub_value_equals_the_general_walk(value: Any, depth: int) -> None:
+    from guardrails.agent_framework._secrets import scrub_value
+    from guardrails.engine.scrub import Scrubber
+
+    scrub = Scrubber([_SECRET])
+    fast, general = scrub_value(value, scrub, depth), _general_scrub_value(value, scrub, depth)
+    assert repr(fast) == repr(general)
+    assert (fast is value) is (general is value)
+    assert _SECRET not in repr(fast)

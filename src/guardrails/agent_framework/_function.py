@@ -137,6 +137,9 @@ _INJECTIONS_REMEMBERED = 1024
 engine's tool index)."""
 
 
+_NO_INJECTIONS: tuple[Mapping[str, SecretRef], frozenset[str]] = ({}, frozenset())
+
+
 @dataclass(frozen=True)
 class _Plan:
     policies: PolicySet
@@ -163,6 +166,8 @@ class _Plan:
     over_bounds: bool = False
     """The inputs are over the engine's bounds (or not JSON): the call never runs and no
     later pass (validation, the snapshot, history) reads them."""
+    aliases: tuple[str, ...] = ()
+    """The other names the tool answers to (``tool_aliases``), looked up once per call."""
 
 
 @dataclass(frozen=True)
@@ -231,7 +236,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         first = policies.current
         self._memory = Scrubber((), first.redact)
         # Per revision and set of matched policies, what they inject.
-        self._injects: dict[tuple[str, tuple[str, ...]], Mapping[str, SecretRef]] = {}
+        self._injects: dict[tuple[str, tuple[str, ...]],
+                            tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
         self._cached_for: PolicySet = first
         """The set whose redact patterns ``_memory`` holds (rebuilt when a reload swaps it)."""
 
@@ -300,9 +306,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         def decide(arguments: Any) -> Decision:
             # Settling may evaluate up to three times: none of them counts (no store).
             judged[:] = [arguments]
-            decision = evaluate(arguments, None)
-            mint(decision)
-            return decision
+            return evaluate(arguments, None)
 
         validated: dict[str, Any] | None = None
         invalid: Exception | None = None
@@ -355,7 +359,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(policies, decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred, over_bounds)
+                     approval_id, replay, run, validated, invalid, deferred, over_bounds,
+                     aliases)
 
     async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
@@ -365,7 +370,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = await asyncio.to_thread(evaluate)
         else:
             decision = evaluate()
-        mint(decision)
         if not same_json(dict(decision.arguments), dict(settled.arguments)):
             self._release(decision)
             raise ValueError("the counted evaluation repaired the arguments differently")
@@ -457,19 +461,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return {k: v for k, v in arguments.items() if k not in names} if names else arguments
 
     def _injected_names(self, policies: PolicySet, decision: Decision) -> frozenset[str]:
-        return frozenset(self._matched_injections(policies, decision))
+        return self._injects_of(policies, decision)[1]
 
     def _matched_injections(self, policies: PolicySet,
                             decision: Decision) -> Mapping[str, SecretRef]:
-        """What the policies that matched inject (by matched set: an MCP tool's policy may
-        name it by its ``mcp:`` name, which the tool's own name does not show; and by
-        revision: a reload may change what a policy of the same name injects)."""
+        return self._injects_of(policies, decision)[0]
+
+    def _injects_of(self, policies: PolicySet,
+                    decision: Decision) -> tuple[Mapping[str, SecretRef], frozenset[str]]:
+        """What the policies that matched inject, and the names (by matched set: an MCP
+        tool's policy may name it by its ``mcp:`` name, which the tool's own name does not
+        show; and by revision: a reload may change what a policy of the same name injects)."""
         if not decision.policies:
-            return {}
+            return _NO_INJECTIONS
         key = (decision.revision, decision.policies)
         found = self._injects.get(key)
         if found is None:
-            found = policies.injections(decision)
+            injections = policies.injections(decision)
+            found = (injections, frozenset(injections))
             if len(self._injects) >= _INJECTIONS_REMEMBERED:
                 self._injects.clear()
             self._injects[key] = found
@@ -576,6 +585,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
+            # Minted where it halts, the one place a decision becomes a halt: only a halt
+            # carrying a decision this process minted is ever unwrapped.
+            mint(decision)
             if plan.run is not None:
                 plan.run.halt(decision)
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
@@ -761,7 +773,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         else:
             args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
         return record(history, tool, args, effect, self._history_limit, truncated=truncated,
-                      trusted=self.trusted(tool, tuple(tool_aliases(context.function))))
+                      trusted=self.trusted(tool, plan.aliases))
 
     def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
         """Whether ``tool``'s results are trusted content: some label (a policy's

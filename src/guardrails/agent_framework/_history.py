@@ -76,7 +76,18 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
         left.bytes -= NODE_COST + len(str(k))
         if left.bytes < 0:
             break
-        out[scrub(str(k))] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
+        if k in secret_names:
+            kept: Any = scrub(REDACTED)
+        elif type(v) is str:  # ``_kept`` of the common case, without the call
+            left.bytes -= NODE_COST
+            if left.bytes < 0:
+                kept = None
+            else:
+                left.bytes -= len(v)
+                kept = scrub(v) if left.bytes >= 0 else None
+        else:
+            kept = _kept(v, scrub, left)
+        out[scrub(str(k))] = kept
     return out, left.bytes < 0
 
 
@@ -142,11 +153,13 @@ def result_text(result: Any) -> str:
     parts: list[str] = []
     size = 0
     for item in items:
-        text = getattr(item, "text", None) if isinstance(item, Content) else None
-        if isinstance(item, Content) and item.type == "text" and isinstance(text, str):
+        if not isinstance(item, Content):
+            continue
+        text = getattr(item, "text", None)
+        if item.type == "text" and isinstance(text, str):
             parts.append(text)
             size += len(text)
-        elif isinstance(item, Content) and isinstance(item.uri, str):
+        elif isinstance(item.uri, str):
             parts.append(item.uri[:RESULT_LIMIT])
             size += len(parts[-1])
         if size >= RESULT_LIMIT:

@@ -113,8 +113,14 @@ def _fast_token(value: Any) -> tuple[Any, bool]:
                 # Keys of other types may share a token (several NaN keys): the framework
                 # counts duplicates, so let it build the whole dict.
                 return _argument_comparison_token(value), True
-            token, other = _fast_token(v)
-            foreign = foreign or other
+            kind = type(v)
+            if kind is str or kind is int or kind is bool or v is None:  # the scalars above,
+                token: Any = (kind, v)  # without a call per argument
+            elif kind is float:
+                token = ("float", _PACK(v))
+            else:
+                token, other = _fast_token(v)
+                foreign = foreign or other
             pairs.append((((str, k), token), 1))
         return ("dict", frozenset(pairs)), foreign
     if t is list:
