@@ -317,3 +317,20 @@ def test_scrub_value_equals_the_general_walk(value: Any, depth: int) -> None:
     assert repr(fast) == repr(general)
     assert (fast is value) is (general is value)
     assert _SECRET not in repr(fast)
+
+
+# --------------------------------------------------------------------------- an empty history
+
+@pytest.mark.parametrize("tool", ["send_money", "send_email", "fetch_url", "run_command"])
+def test_an_empty_history_decides_as_no_history(tool: str) -> None:
+    """The guard passes None for an empty history (the engine then skips reading it)."""
+    from pathlib import Path
+
+    library = guardrails.load(Path(__file__).resolve().parent.parent / "policies")
+    args = {"send_money": {"recipient": "GB12ABCD", "amount": "1,500.00"},
+            "send_email": {"to": ["a@example.com"], "subject": "hi", "body": "x"},
+            "fetch_url": {"url": "https://example.com/a"},
+            "run_command": {"command": "git log | head"}}[tool]
+    empty, none = (library.evaluate(tool, args, history=h, request="pay GB12ABCD")
+                   for h in ((), None))
+    assert {**empty.to_dict(), "id": None} == {**none.to_dict(), "id": None}

@@ -18,7 +18,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import Token
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast, runtime_checkable
@@ -427,6 +427,23 @@ class CallSpan:
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
+class _QuietCall:
+    """``with`` a ``CallSpan`` that has no span of its own (see ``GuardTelemetry.call_span``)."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: CallSpan) -> None:
+        self._call = call
+
+    def __enter__(self) -> CallSpan:
+        return self._call
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        if exc is not None:
+            self._call._exit_with(exc)
+
+
 _CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
 """What telemetry may raise through the guard: the process or task is being stopped."""
 
@@ -535,25 +552,24 @@ class GuardTelemetry:
                              "unaffected (further failures of this kind are only counted)",
                              part, kind)
 
-    @contextmanager
-    def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
+    def call_span(self, *, tool: str, call_id: str | None) -> AbstractContextManager[CallSpan]:
         """Open the guard span as the current span; the tool's execute_tool span nests inside.
 
         Starting, entering and ending it are contained: a span processor that raises in
         ``on_start`` or ``on_end`` never replaces what the guarded call raised (a halt).
+        When no span of ours can record, none is started, attached or ended (what nobody
+        keeps): metrics and the decision log are recorded all the same, and the span around
+        the call is looked up only if a halt marks it.
         """
         # The call id is the model's choice: it is set when the decision is recorded,
         # scrubbed by it (``CallSpan.call_id``), never raw.
         if not self._can_record():
-            # No span of ours can record: skip starting, attaching and ending one (what
-            # nobody keeps). The span around the call is looked up only if a halt marks it.
-            quiet = CallSpan(self, trace.INVALID_SPAN, None, tool=tool, call_id=call_id)
-            try:
-                yield quiet
-            except BaseException as exc:
-                quiet._exit_with(exc)
-                raise
-            return
+            return _QuietCall(CallSpan(self, trace.INVALID_SPAN, None, tool=tool,
+                                       call_id=call_id))
+        return self._recorded_call(tool, call_id)
+
+    @contextmanager
+    def _recorded_call(self, tool: str, call_id: str | None) -> Iterator[CallSpan]:
         attributes: dict[str, str] = {TOOL_NAME: tool}
         parent: Span = trace.INVALID_SPAN
         span: Span = trace.INVALID_SPAN

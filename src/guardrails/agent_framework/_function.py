@@ -289,7 +289,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         run = RUN.get()
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
-        history = history_of(state, run) or ()  # the engine copies what it reads
+        # The engine copies what it reads; an empty history is no history (None: the engine
+        # skips reading it, with the same result).
+        history = history_of(state, run) or None
         aliases = tool_aliases(context.function)
         unmatched = Effect.DENY if self._unmatched == "deny" else Effect.ALLOW
 
