@@ -300,10 +300,50 @@ def test_redacted_equals_the_general_walk(arguments: dict[str, Any], names: froz
     from guardrails.engine.scrub import Scrubber
 
     scrub = Scrubber([_SECRET])
-    assert redacted(arguments, names, scrub, limit) == _general_redacted(
-        arguments, names, scrub, limit)
+    general = _general_redacted(arguments, names, scrub, limit)
+    assert redacted(arguments, names, scrub, limit) == general
+    kept: dict[str, str] = {}  # the guard's names of this scrubber, cold then warm
+    assert redacted(arguments, names, scrub, limit, kept) == general
+    assert redacted(arguments, names, scrub, limit, kept) == general
+    assert all(_SECRET not in name for name in kept.values())
     out, _ = redacted(arguments, names, scrub, limit)
     assert _SECRET not in repr(out)
+
+
+async def test_the_kept_names_follow_the_guards_memory(tmp_path: Any) -> None:
+    """Names are kept for the guard's memory of injected values only: once it injects a
+    value, a name holding that value is scrubbed in later history entries."""
+    import os
+
+    from agent_framework import AgentSession
+
+    from tests.af_tools import call_api
+
+    os.environ["GUARDRAILS_TEST_FASTPATH_KEY"] = "k3y-0f-the-fastpath-test"
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: api}
+spec:
+  match: {tools: [call_api]}
+  secrets:
+    inject:
+      api_key: {env: GUARDRAILS_TEST_FASTPATH_KEY}
+""")
+    session = AgentSession()
+    middleware = guard(policies)
+    name = "k3y-0f-the-fastpath-test"
+    for _ in range(2):
+        client = ScriptedChatClient([[call("store", **{name: 1}), call("call_api",
+                                                                     endpoint="/a")],
+                                     [text("done")]])
+        await agent_with(client, [store, call_api], middleware).run("go", session=session)
+    history = session.state["guardrails"]["history"]
+    stores = [h for h in history if h["tool"] == "store"]
+    assert len(stores) == 2
+    assert name in stores[0]["args"] or name not in repr(stores[0]["args"])
+    assert name not in repr(stores[1]["args"])  # injected before the second call
+    CALLS.clear()
 
 
 @settings(max_examples=400, deadline=None)

@@ -482,6 +482,8 @@ class GuardTelemetry:
         meter_provider: metrics.MeterProvider | None = None,
         decision_log: DecisionSink | Sequence[DecisionSink] | None = None,
     ) -> None:
+        self._containers: dict[str, _Contain] = {}
+        self._recording_seen = False
         sink: DecisionSink
         if isinstance(decision_log, list | tuple):
             sink = Sinks(decision_log)
@@ -534,7 +536,10 @@ class GuardTelemetry:
     # never depend on an exporter, a span processor, a meter or a sink: whatever they
     # raise is counted, logged once per kind, and the guard goes on.
     def _contain(self, part: str) -> _Contain:
-        return _Contain(self, part)
+        found = self._containers.get(part)
+        if found is None:  # a handful of parts: one (stateless) container each, reused
+            found = self._containers[part] = _Contain(self, part)
+        return found
 
     def _contained(self, part: str, exc: BaseException) -> None:
         kind = type(exc).__name__
@@ -600,12 +605,15 @@ class GuardTelemetry:
         or the global provider's proxy with no provider installed (a provider installed
         later is seen on the next call)."""
         tracer = self.tracer
-        if type(tracer) is trace.ProxyTracer:
+        if type(tracer) is trace.ProxyTracer and not self._recording_seen:
             try:
                 provider = trace.get_tracer_provider()
             except Exception:  # loading a configured provider failed: the contained path
                 return True
-            return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+            if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+                return False
+            self._recording_seen = True  # a global provider is installed once, for good
+            return True
         return type(tracer) is not trace.NoOpTracer
 
     def run_span(self) -> Span | None:

@@ -238,6 +238,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # Per revision and set of matched policies, what they inject.
         self._injects: dict[tuple[str, tuple[str, ...]],
                             tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
+        self._names: tuple[Scrubber, dict[str, str]] = (self._memory, {})
         self._cached_for: PolicySet = first
         """The set whose redact patterns ``_memory`` holds (rebuilt when a reload swaps it)."""
 
@@ -773,9 +774,21 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.over_bounds:  # nothing of arguments over the bounds is read again
             args, truncated = {}, True
         else:
-            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub,
+                                       names=self._scrubbed_names(scrub))
         return record(history, tool, args, effect, self._history_limit, truncated=truncated,
                       trusted=self.trusted(tool, plan.aliases))
+
+    def _scrubbed_names(self, scrub: Scrubber) -> dict[str, str] | None:
+        """Argument names as the guard's memory of injected values scrubs them (the same
+        names come on every call), for that scrubber only: a call's own secret values make
+        another scrubber, whose names are not kept. Bounded like the other caches."""
+        if scrub is not self._memory:
+            return None
+        kept = self._names
+        if kept[0] is not scrub or len(kept[1]) >= _TOOLS_REMEMBERED:
+            kept = self._names = (scrub, {})
+        return kept[1]
 
     def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
         """Whether ``tool``'s results are trusted content: some label (a policy's

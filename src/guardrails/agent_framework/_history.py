@@ -60,7 +60,8 @@ class _Left:
 
 
 def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
-             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES) -> tuple[dict[str, Any], bool]:
+             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES,
+             names: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
     """The arguments as history keeps them, and whether some were left out for size.
 
     Secret ones ``[REDACTED]``, every string and every name scrubbed: one walk giving
@@ -68,6 +69,10 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
     engine's JSON-safe form, then scrubbed), without building the middle copy, with map
     keys scrubbed as well, and stopping at ``limit`` (what is past it is dropped, never
     kept unscrubbed).
+
+    ``names``: scrubbed argument names already worked out with this very ``scrub`` (a
+    guard keeps them for its long-lived scrubber: a tool's argument names repeat on every
+    call); filled in as names are scrubbed.
     """
     # Names are scrubbed too: the model chooses them, and may choose a secret.
     left = _Left(limit)
@@ -87,7 +92,12 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
                 kept = scrub(v) if left.bytes >= 0 else None
         else:
             kept = _kept(v, scrub, left)
-        out[scrub(str(k))] = kept
+        name = names.get(k) if names is not None and type(k) is str else None
+        if name is None:
+            name = scrub(str(k))
+            if names is not None and type(k) is str:
+                names[k] = name
+        out[name] = kept
     return out, left.bytes < 0
 
 
