@@ -374,3 +374,70 @@ def test_an_empty_history_decides_as_no_history(tool: str) -> None:
     empty, none = (library.evaluate(tool, args, history=h, request="pay GB12ABCD")
                    for h in ((), None))
     assert {**empty.to_dict(), "id": None} == {**none.to_dict(), "id": None}
+
+
+# --------------------------------------------------------------------------- the JSON view
+
+def _general_json_view(arguments: Mapping[str, Any]) -> Any:
+    """``json_view`` through pydantic's conversion only (the reference), or the type of
+    what it raised."""
+    from pydantic_core import to_jsonable_python
+
+    from guardrails.agent_framework._arguments import _mapping, json_numbers
+
+    try:
+        view = to_jsonable_python(dict(arguments), fallback=_mapping)
+        if not json_numbers(view):
+            raise ValueError("NaN or Infinity")
+        return view
+    except Exception as exc:
+        return type(exc)
+
+
+import datetime as _dt  # noqa: E402
+import enum as _enum  # noqa: E402
+
+
+class _Colour(_enum.Enum):
+    RED = "red"
+
+
+def _deep(n: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(n):
+        value = {"a": [value]}
+    return value
+
+
+_views = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=2**70),
+              st.floats(allow_nan=True, allow_infinity=True), st.just(-0.0),
+              st.text(max_size=3), st.builds(_Str, st.text(max_size=2)),
+              st.just(_Colour.RED), st.just(_dt.date(2026, 12, 1)), st.just(b"ab")),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(inner, max_size=2).map(tuple),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3),
+        st.dictionaries(st.integers(0, 3), inner, max_size=2),
+        st.dictionaries(st.text(max_size=2), inner, max_size=2).map(_Dict),
+        st.frozensets(st.integers(0, 3), max_size=2),
+        st.sampled_from([_deep(20), _deep(40)]),
+    ),
+    max_leaves=14,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), _views, max_size=5))
+def test_json_view_equals_pydantics_conversion(arguments: dict[str, Any]) -> None:
+    from guardrails.agent_framework._arguments import json_view
+
+    general = _general_json_view(arguments)
+    try:
+        fast: Any = json_view(arguments)
+    except Exception as exc:
+        fast = type(exc)
+    if isinstance(general, type):
+        assert fast is general
+    else:
+        assert same_json(fast, general) and repr(fast) == repr(general)
+        assert fast is not arguments  # a copy the guard owns

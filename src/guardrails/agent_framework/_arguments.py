@@ -78,6 +78,9 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
     with no JSON form, NaN or an infinity raises, a guard error that blocks the call: a
     rule cannot judge what it cannot read.
     """
+    plain = _plain_copy(arguments) if type(arguments) is dict else None
+    if type(plain) is dict:
+        return plain
     view = to_jsonable_python(dict(arguments), fallback=_mapping)
     if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
         raise TypeError("arguments have no JSON form")
@@ -86,6 +89,48 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
         raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
     return view
+
+
+_PLAIN_DEPTH = 32
+"""Nesting the plain-JSON copy walks; deeper values take pydantic's conversion."""
+
+
+def _plain_copy(value: Any, depth: int = 0) -> Any:
+    """``json_view`` of data that is JSON already (exact ``dict`` with ``str`` keys,
+    ``list``, ``str``, ``int``, ``bool``, ``None``, finite ``float``): a copy, which is what
+    pydantic's conversion gives for it, without the conversion and the number check (the
+    common case: the framework's validation of JSON arguments). None for anything else
+    (an enum, a datetime, a model, a tuple, NaN, a deep value): the general path decides."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if depth >= _PLAIN_DEPTH:
+        return None
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                return None
+            kv = type(v)
+            if kv is str or kv is int or kv is bool or v is None:  # scalars without a call
+                out[k] = v
+                continue
+            copied = _plain_copy(v, depth + 1)
+            if copied is None:
+                return None
+            out[k] = copied
+        return out
+    if kind is list:
+        items = []
+        for v in value:
+            copied = _plain_copy(v, depth + 1)
+            if copied is None and v is not None:
+                return None
+            items.append(copied)
+        return items
+    return None
 
 
 def _mapping(value: Any) -> Any:
