@@ -11,6 +11,7 @@ No timing assertions: each test asserts on the decision, or on work counted.
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -85,6 +86,26 @@ class LyingMapping(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return 1
+
+
+class EndlessMapping(Mapping[str, Any]):
+    """Says it has two entries; its entries never end."""
+
+    def __getitem__(self, key: str) -> Any:
+        return "x"
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(i) for i in itertools.count())
+
+    def __len__(self) -> int:
+        return 2
+
+
+class HugeMapping(EndlessMapping):
+    """Says it holds a billion entries (and would yield them)."""
+
+    def __len__(self) -> int:
+        return 10**9
 
 
 class ItemsRaise(dict[str, Any]):
@@ -215,7 +236,8 @@ def _gen() -> Iterator[dict[str, Any]]:
 
 @pytest.mark.parametrize("history", [42, object(), _gen(), "text", b"bytes", {"a": 1},
                                      BadSequence(), [RaisingMapping()], [{"a": {1}}],
-                                     [_recursive_dict()]],
+                                     [_recursive_dict()], [LyingMapping()], [EndlessMapping()],
+                                     [HugeMapping()]],
                          ids=lambda h: type(h).__name__)
 def test_hostile_history(ps: guardrails.PolicySet, history: Any) -> None:
     _input_error(ps.evaluate("t", {}, history=history))

@@ -149,3 +149,20 @@ def test_any_emitted_style_maps_every_visible_character(source: str, style: str 
     assert when.source == source
     # No segments means the text is written verbatim on one line: offsets add to the column.
     _assert_every_char_maps(when, text.split("\n"))
+
+
+def _line_starts_one_by_one(text: str) -> list[int]:
+    """PyYAML Reader's rule, character by character (the loop the search replaced)."""
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch in "\n\x85\u2028\u2029" or (ch == "\r" and text[i + 1:i + 2] != "\n"):
+            starts.append(i + 1)
+    return starts
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab \r\n\x85\u2028\u2029\t", max_size=40))
+def test_line_starts_follow_pyyaml_line_breaks(text: str) -> None:
+    from guardrails.model._yaml import SourceFile
+
+    assert SourceFile("f.yaml", text)._line_starts == _line_starts_one_by_one(text)

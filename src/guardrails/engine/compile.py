@@ -361,12 +361,19 @@ class _Compiler:
         ok = True
         used: set[str] = set()
         for node in cel.walk(program.ast):
-            if isinstance(node, cel.Ident):
+            kind = type(node)
+            if kind is cel.Ident:
+                assert isinstance(node, cel.Ident)
                 used.add(node.name)
-            elif (isinstance(node, cel.Call) and node.target is None
-                  and node.function in PROVENANCE_FUNCTIONS):
-                # They read both, unnamed; the marker tells the engine to set their context.
-                used.update(("history", "request", PROVENANCE_MARKER))
+                continue
+            if kind is cel.Call:
+                assert isinstance(node, cel.Call)
+                if node.target is None and node.function in PROVENANCE_FUNCTIONS:
+                    # They read both, unnamed; the marker tells the engine to set their
+                    # context.
+                    used.update(("history", "request", PROVENANCE_MARKER))
+            elif kind is not cel.Select:
+                continue  # only a select or an index names a counter or a variable
             counter = _reference(node, "counters")
             if counter is not None and "counters" in names and counter not in {
                     c.name for c in self.src.counters}:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import enum
+import itertools
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 REDACTED = "[REDACTED]"
+
+_ID_PREFIX = secrets.token_hex(8)
+_ID_COUNTER = itertools.count(1)
+"""Decision ids: unique across processes (random prefix) and cheap (a counter, not uuid4,
+which costs more than evaluating a rule). The engine's decisions take their number when
+built and spell it on first read of ``id`` (most decisions are never asked)."""
 
 
 class Effect(enum.StrEnum):
@@ -137,6 +145,17 @@ class Decision:
             revision=revision, secret_arguments=secret_arguments, _scrubber=scrubber,
             reservations=reservations)
 
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not in ``__dict__``: the id of an engine-built
+        # decision, spelled once from the number it took when built (``_decision``).
+        if name == "id":
+            number = self.__dict__.get("_number")
+            if number is not None:
+                text = f"{_ID_PREFIX}{number:016x}"
+                self.__dict__["id"] = text
+                return text
+        raise AttributeError(f"'Decision' object has no attribute {name!r}")
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # ``arguments`` is a read-only view, which copy and pickle cannot handle: rebuild
         # from a plain dict (a copy is a new object, so it is never taken for the original).
@@ -216,6 +235,43 @@ class Decision:
             "policies": list(self.policies),
             "revision": self.revision,
         }
+
+
+_new = object.__new__
+
+
+def _decision(
+    tool: str,
+    effect: Effect,
+    arguments: MappingProxyType[str, Any],
+    rules: tuple[FiredRule, ...],
+    repairs: tuple[AppliedRepair, ...],
+    errors: tuple[EvaluationError, ...],
+    policies: tuple[str, ...],
+    revision: str,
+    secret_arguments: frozenset[str],
+    scrubber: Callable[[str], str] | None,
+    reservations: tuple[Any, ...],
+) -> Decision:
+    """The engine's own constructor: a decision is built on every call, and ``__init__``
+    (keywords, the frozen class's guarded writes, the id's spelling) cost more than a
+    rule. The same record: every field set, ``arguments`` already a read-only view; the
+    id is a number until it is read (see ``Decision.__getattr__``)."""
+    d = _new(Decision)
+    f = d.__dict__
+    f["_number"] = next(_ID_COUNTER)
+    f["tool"] = tool
+    f["effect"] = effect
+    f["arguments"] = arguments
+    f["rules"] = rules
+    f["repairs"] = repairs
+    f["errors"] = errors
+    f["policies"] = policies
+    f["revision"] = revision
+    f["secret_arguments"] = secret_arguments
+    f["_scrubber"] = scrubber
+    f["reservations"] = reservations
+    return d
 
 
 def _copied_scrubber(scrubber: Any) -> Any:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import itertools
 import json
 import math
-import secrets
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -37,17 +37,18 @@ from guardrails.engine.decision import (
     Effect,
     EvaluationError,
     FiredRule,
+    _decision,
 )
-from guardrails.engine.policy import CompiledCounter, CompiledPolicy, CompiledVariable
+from guardrails.engine.policy import (
+    CompiledCounter,
+    CompiledPolicy,
+    CompiledRule,
+)
 from guardrails.engine.scrub import Scrubber
-from guardrails.expr import CelError
+from guardrails.expr import CelError, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
-
-_ID_PREFIX = secrets.token_hex(8)
-_ID_COUNTER = itertools.count(1)
-"""Decision ids: unique across processes (random prefix) and cheap (a counter, not uuid4,
-which costs more than evaluating a rule)."""
+from guardrails.expr.values import Variables, error_message
 
 MAX_MESSAGE_LENGTH = 1024
 """Rule messages are cut here: they are shown to the model and written to logs."""
@@ -159,7 +160,10 @@ def normalize(value: Any, limits: Limits, budget: Budget | None = None) -> Any:
         budget = Budget(limits.max_input_bytes)
     budget.left -= NODE_COST
     try:
-        value = _normalize(value, 0, budget, limits.max_input_depth)
+        if type(value) is dict and limits.max_input_depth > 0:  # the common case, one call less
+            value = _map(value, value, 0, budget, limits.max_input_depth)
+        else:
+            value = _normalize(value, 0, budget, limits.max_input_depth)
     except InputError:
         raise
     except RecursionError:
@@ -219,22 +223,34 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
             float if isinstance(value, float) else str)
         return _normalize(base(value), depth, budget, max_depth)
     if isinstance(value, Mapping):
-        n_items = len(value)
-        if type(n_items) is not int:
-            raise InputError("input map has no size")
+        n_items = _size_of(value)
         budget.left -= 2 * NODE_COST * n_items
         if budget.left < 0:
             raise _over()
-        # Read at most one entry more than was charged: a mapping that lies about its
-        # size cannot make the walk longer, and is refused.
-        items = list(itertools.islice(value.items(), n_items + 1))
-        if len(items) != n_items:
-            raise InputError("input map does not hold the entries it says it has")
+        items = _items_of(value, n_items)
         copy = _map(dict(items), None, depth, budget, max_depth)
         if len(items) != len(copy):
             raise InputError("input map keys must be distinct strings")
         return copy
     raise InputError(f"input value of type {t.__name__} is not JSON data")
+
+
+def _size_of(value: Mapping[Any, Any]) -> int:
+    n_items = len(value)
+    if type(n_items) is not int:
+        raise InputError("input map has no size")
+    return n_items
+
+
+def _items_of(value: Mapping[Any, Any], n_items: int) -> list[tuple[Any, Any]]:
+    """The entries of a mapping that is not a ``dict``, its size charged already.
+
+    Read at most one entry more than was charged: a mapping that lies about its size
+    cannot make the walk longer, and is refused."""
+    items = list(itertools.islice(value.items(), n_items + 1))
+    if len(items) != n_items:
+        raise InputError("input map does not hold the entries it says it has")
+    return items
 
 
 def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, budget: Budget,
@@ -274,18 +290,27 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
 
     Results are bounded on their own (``max_result_chars`` each, ``max_history_result_chars``
     in all, oldest cut first), not by ``max_input_bytes``: the guard records every result,
-    and a few long ones must not turn every later call into an input error.
+    and a few long ones must not turn every later call into an input error. An entry that
+    is a mapping of its own (not a ``dict``) is read like any input mapping: no further
+    than its stated size, and only while that size is within the bound.
     """
     if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
         raise InputError("history must be a list of maps")
     entries = list(history)[-limits.max_history:]
     out: list[dict[str, Any]] = []
     results_left = limits.max_history_result_chars
+    max_depth = limits.max_input_depth
     for entry in reversed(entries):
-        if not isinstance(entry, Mapping):
-            raise InputError("history entries must be maps")
-        rest = {k: v for k, v in entry.items() if k not in ("result", "trusted", "at")}
-        normalised = _normalize(rest, 1, budget, limits.max_input_depth)
+        if type(entry) is not dict:
+            if not isinstance(entry, Mapping):
+                raise InputError("history entries must be maps")
+            n_items = _size_of(entry)
+            if 2 * NODE_COST * n_items > budget.left:
+                raise _over()
+            entry = dict(_items_of(entry, n_items))
+        rest = {k: v for k, v in entry.items() if k not in _HISTORY_OWN}
+        normalised = _map(rest, rest, 1, budget, max_depth) if max_depth > 1 else (
+            _normalize(rest, 1, budget, max_depth))
         result = entry.get("result")
         if result is None:
             result = ""
@@ -308,6 +333,10 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     return out
 
 
+_HISTORY_OWN = frozenset({"result", "trusted", "at"})
+"""The history entry's keys the engine reads itself (the rest is bounded as input)."""
+
+
 def timestamp(value: Any, what: str) -> datetime.datetime:
     """A UTC-aware datetime from a datetime (naive is UTC) or RFC 3339 text."""
     if isinstance(value, str):
@@ -323,44 +352,7 @@ def timestamp(value: Any, what: str) -> datetime.datetime:
 # --- evaluation ------------------------------------------------------------------------
 
 
-class _Variables(Mapping[str, Any]):
-    """``variables`` for one policy and call: each evaluated at most once, on first use."""
-
-    __slots__ = ("_bindings", "_defs", "_done", "_errors")
-
-    def __init__(self, defs: Mapping[str, CompiledVariable]) -> None:
-        self._defs = defs
-        self._done: dict[str, Any] = {}
-        self._errors: dict[str, CelError] = {}
-        self._bindings: Mapping[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return self._done[name]
-        except KeyError:
-            pass
-        if name in self._errors:
-            raise self._errors[name]
-        var = self._defs.get(name)
-        if var is None:
-            raise KeyError(name)
-        try:
-            value = var.value.program.evaluate(self._bindings)
-        except Exception as e:
-            err = CelError(f"variable {name}: {_cel_error(e).message}")
-            self._errors[name] = err
-            raise err from None
-        self._done[name] = value
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._defs)
-
-    def __len__(self) -> int:
-        return len(self._defs)
-
-
-_NO_VARIABLES = _Variables({})
+_NO_VARIABLES = Variables({})
 
 
 def _cel_error(e: Exception) -> CelError:
@@ -369,11 +361,7 @@ def _cel_error(e: Exception) -> CelError:
     ``Program.evaluate`` raises only ``CelError``; anything else is an engine bug, which
     must fail closed rather than escape (its text is not kept: it may quote data).
     """
-    if isinstance(e, CelError):
-        return e
-    if isinstance(e, RecursionError):
-        return CelError("evaluation too deep")
-    return CelError(f"internal evaluation error: {type(e).__name__}")
+    return e if isinstance(e, CelError) else CelError(error_message(e))
 
 
 def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[Any]:
@@ -405,6 +393,14 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
     return Redactor(patterns) if patterns else None
 
 
+Run = Callable[[Mapping[str, Any]], Any]
+"""A compiled expression's evaluate function: bindings in, CEL value out."""
+
+Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...]], ...]
+"""The candidates as the common-case path runs them: each policy with its ``match.when``
+function and its rules' functions, looked up once per tool instead of once per call."""
+
+
 @dataclass(frozen=True)
 class Candidates:
     """The policies whose tool globs name one tool, and what follows from them alone.
@@ -424,6 +420,15 @@ class Candidates:
     policy_names: tuple[str, ...] = field(init=False)
     """Their names: a decision's ``policies`` when every candidate matched (the common
     case), without building the tuple per call."""
+    plan: Plan | None = field(init=False)
+    """For ``decide``, the common-case path; None when a candidate needs what only
+    ``evaluate_call`` does (counters, a binding's selector, provenance) or there is none."""
+    conditional: bool = field(init=False)
+    """Whether some of them may not match a call (``match.when``, agent selectors)."""
+    repairs: bool = field(init=False)
+    """Whether any of them has repairs."""
+    _shared_scrubber: tuple[Scrubber | None, Scrubber] | None = field(
+        init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ps = self.policies
@@ -433,6 +438,57 @@ class Candidates:
         object.__setattr__(self, "secret_names",
                            frozenset().union(*(p.secret_arguments for p in ps)))
         object.__setattr__(self, "redact", _redactor(ps))
+        object.__setattr__(self, "conditional",
+                           any(p.when is not None or p.selector is not None or p.agents
+                               for p in ps))
+        object.__setattr__(self, "repairs", any(p.repairs for p in ps))
+        plan: Plan | None = None
+        if ps and not self.counts and "@provenance" not in self.names and all(
+                p.selector is None for p in ps):
+            generate_pending()  # the functions looked up below are the generated ones
+            plan = tuple((p, None if p.when is None else p.when.program.evaluate,
+                          tuple((r.when.program.evaluate, r) for r in p.rules)) for p in ps)
+        object.__setattr__(self, "plan", plan)
+
+    def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
+                 args: Mapping[str, Any]) -> Scrubber:
+        """The scrubber of one call: its secret arguments' values (as sent and as
+        repaired, read on first use), ``known_secrets`` below them, the redact patterns.
+
+        Without secret arguments it holds nothing of the call: one scrubber, built whole
+        (not lazily, so threads can share it), serves every call with the same
+        ``known_secrets``."""
+        names = self.secret_names
+        if names:
+            return Scrubber(functools.partial(_secrets_now, raw_args, args, names),
+                            self.redact, base=known_secrets)
+        shared = self._shared_scrubber
+        if shared is not None and shared[0] is known_secrets:
+            return shared[1]
+        scrub = Scrubber((), self.redact, base=known_secrets)
+        object.__setattr__(self, "_shared_scrubber", (known_secrets, scrub))
+        return scrub
+
+
+def _secrets_now(raw_args: Mapping[str, Any], args: Mapping[str, Any],
+                 names: frozenset[str]) -> list[Any]:
+    # ``args`` is updated in place by repairs; a scrubber first used after them sees both.
+    return secret_values(raw_args, names) + secret_values(args, names)
+
+
+def _base(call: Call, names: frozenset[str], meter: Meter) -> dict[str, Any]:
+    """What every expression of the call can read besides ``params`` and ``variables``
+    (the ``tool`` and ``request`` records only when some candidate reads them)."""
+    return {
+        "tool": {"name": call.tool, "description": call.description} if "tool" in names
+        else None,
+        "args": call.args,
+        "principal": call.principal,
+        "history": call.history,
+        "request": Request(call.request) if "request" in names else None,
+        "now": call.now,
+        METER: meter,
+    }
 
 
 def evaluate_call(
@@ -465,6 +521,9 @@ def evaluate_call(
 
     The provenance functions read the call's request and history (and the params of the
     policy being evaluated) from ``ORIGINS``, set here for the duration of the call.
+
+    ``decide`` is the same evaluation for the common case (no trace, no input error, no
+    counters...), with fewer steps; both produce the same decision.
     """
     if "@provenance" not in candidates_of_tool.names:  # compile.PROVENANCE_MARKER
         return _evaluate_call(call, candidates_of_tool, None, revision, input_error, trace,
@@ -478,126 +537,140 @@ def evaluate_call(
         ORIGINS.reset(token)
 
 
-def _evaluate_call(
-    call: Call,
-    candidates_of_tool: Candidates,
-    origins: Origins | None,
-    revision: str,
-    input_error: str | None,
-    trace: list[PolicyTrace] | None,
-    known_secrets: Scrubber | None,
-    unmatched: Effect,
-    max_cost: int,
-    counters: CounterStore | None,
-) -> Decision:
+def decide(call: Call, candidates: Candidates, revision: str,
+           known_secrets: Scrubber | None, max_cost: int) -> Decision:
+    """``evaluate_call`` for the common case: inputs within the bounds, no trace, and a
+    ``Candidates.plan`` (no counters, no binding selectors, no provenance).
+
+    The same steps in the same order with the same helpers, minus the branches the case
+    cannot take, and each rule's function looked up once per tool: the decision is the
+    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them).
+    """
+    plan = candidates.plan
+    assert plan is not None
     meter = Meter(max_cost)
-    args: dict[str, Any] = dict(call.args)
     raw_args = call.args
-    base: dict[str, Any] = {
-        "tool": {"name": call.tool, "description": call.description},
+    args: dict[str, Any] = dict(raw_args)
+    names = candidates.names
+    base = {
+        "tool": {"name": call.tool, "description": call.description} if "tool" in names
+        else None,
         "args": raw_args,
         "principal": call.principal,
         "history": call.history,
-        "request": Request(call.request),
+        "request": Request(call.request) if "request" in names else None,
         "now": call.now,
         METER: meter,
     }
     fired: list[FiredRule] = []
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
-    matched: list[CompiledPolicy] = []
     effect = Effect.ALLOW
+    scrub = candidates.scrubber(known_secrets, raw_args, args)
 
-    candidates = candidates_of_tool.policies
-    if not candidates:
-        effect = unmatched
-    secret_names = candidates_of_tool.secret_names
-    # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
-    # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
-    # the repairs, so a value it produced is scrubbed whenever the first use came.
-    def secrets_now() -> list[Any]:
-        return secret_values(raw_args, secret_names) + secret_values(args, secret_names)
-
-    scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
-
-    # 1. match
-    for policy in candidates:
-        pt = PolicyTrace(policy.name, False, policy.audit) if trace is not None else None
-        if pt is not None:
-            trace.append(pt)  # type: ignore[union-attr]
-        if not policy.matches_agent(call.agent):
-            continue
-        if input_error is not None:
-            matched.append(policy)
-            if pt is not None:
-                pt.matched = True
-            continue
-        if policy.selector is not None:
-            # The binding's selector, then the policy's own match: both must hold.
-            bindings = dict(base, params=policy.params, variables={})
-            try:
-                value = policy.selector.program.evaluate(bindings)
-                if type(value) is not bool:
-                    raise CelError(f"returned {_cel_type_name(value)}, not bool")
-                if pt is not None:
-                    pt.steps.append(Step("binding.match.when", value=value, fired=value))
-            except Exception as exc:
-                message = scrub(_cel_error(exc).message)
-                handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-                errors.append(EvaluationError(policy.name, "binding.match.when", message,
-                                              handled))
-                # Fail closed as for match.when: an unreadable selector selects.
-                value = policy.failure_policy == "Fail"
-                if pt is not None:
-                    pt.steps.append(Step("binding.match.when", error=message))
-            if not value:
+    # 1. match (every candidate, when none has a condition or an agent selector)
+    matched: Plan | list[Any] = plan
+    policies: Sequence[CompiledPolicy] = candidates.policies
+    if candidates.conditional:
+        agent = call.agent
+        matched = []
+        for entry in plan:
+            policy, when, _ = entry
+            if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
-        if policy.when is None:
-            matched.append(policy)
-            if pt is not None:
-                pt.matched = True
-            continue
-        bindings = dict(base, params=policy.params, variables={})
-        if origins is not None:
-            origins.params = policy.params
-        try:
-            value = policy.when.program.evaluate(bindings)
-            if type(value) is not bool:
-                raise CelError(f"match.when returned {_cel_type_name(value)}, not bool")
-        except Exception as exc:
-            e = _cel_error(exc)
-            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-            message = scrub(e.message)
-            errors.append(EvaluationError(policy.name, "match.when", message, handled))
-            if pt is not None:
-                pt.steps.append(Step("match.when", error=message))
-            if policy.failure_policy == "Fail":
-                # Fail closed: an unreadable match condition counts as a match, so the
-                # policy's rules (its restrictions) still apply to the call.
-                matched.append(policy)
-                if pt is not None:
-                    pt.matched = True
-            continue
+            if when is None or _matches(policy, when, base, None, scrub, errors, None):
+                matched.append(entry)
+        policies = [entry[0] for entry in matched]
+
+    # 2. repairs
+    if candidates.repairs:
+        _repair(policies, base, args, None, {}, scrub, errors, repairs)
+        if repairs and any(name in candidates.secret_names for r in repairs if not r.audit
+                           for name in r.set):
+            scrub = candidates.scrubber(known_secrets, raw_args, args)
+
+    # 3. rules
+    for policy, _, rules in matched:
+        if policy.variables:
+            variables = Variables(policy.variable_programs)
+            bindings = dict(base, args=args, params=policy.params, variables=variables)
+            variables.bindings = bindings
+        else:
+            bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
+        acted: list[Action] = []
+        for run, rule in rules:
+            try:
+                value = run(bindings)
+                if value is False:
+                    continue
+                if value is not True:
+                    raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+            except Exception as exc:
+                hit = _failed_rule(policy, rule, exc, scrub, errors, None)
+                if hit is None:
+                    continue
+            else:
+                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+            fired.append(hit)
+            acted.append(hit.action)
+        if not policy.audit:
+            result = _policy_effect(acted, policy.default_action) if acted else (
+                policy.default_action)
+            if _SEVERITY[result] > _SEVERITY[effect]:
+                effect = result
+
+    if meter.left < 0:
+        effect = _over_cost(policies, errors, effect)
+    # ``args`` is this call's own dict, never written after the decision: a read-only view
+    # of it needs no second copy.
+    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
+                     tuple(errors), candidates.policy_names if len(policies) == len(plan)
+                     else tuple([p.name for p in policies]), revision,
+                     candidates.secret_names, scrub, ())
+
+
+def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
+             origins: Origins | None, scrub: Scrubber, errors: list[EvaluationError],
+             pt: PolicyTrace | None) -> bool:
+    """Whether ``match.when`` holds; an error is recorded, and under ``Fail`` matches."""
+    bindings = dict(base, params=policy.params, variables={})
+    if origins is not None:
+        origins.params = policy.params
+    try:
+        value = when(bindings)
+        if type(value) is not bool:
+            raise CelError(f"match.when returned {_cel_type_name(value)}, not bool")
+    except Exception as exc:
+        e = _cel_error(exc)
+        handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+        message = scrub(e.message)
+        errors.append(EvaluationError(policy.name, "match.when", message, handled))
         if pt is not None:
-            pt.steps.append(Step("match.when", value=value, fired=value))
-            pt.matched = value
-        if value:
-            matched.append(policy)
+            pt.steps.append(Step("match.when", error=message))
+        # Fail closed: an unreadable match condition counts as a match, so the policy's
+        # rules (its restrictions) still apply to the call.
+        matched = policy.failure_policy == "Fail"
+        if pt is not None:
+            pt.matched = matched
+        return matched
+    if pt is not None:
+        pt.steps.append(Step("match.when", value=value, fired=value))
+        pt.matched = value
+    return value
 
-    if input_error is not None:
-        for policy in matched:
-            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-            errors.append(EvaluationError(policy.name, "input", input_error, handled))
-            if policy.failure_policy == "Fail" and not policy.audit:
-                effect = Effect.DENY
-        if trace is not None:
-            _scrub_traces(trace, scrub)
-        return _decision(call, effect, args, fired, repairs, errors, matched, revision,
-                         secret_names, scrub, (), candidates_of_tool)
 
-    traces = {t.policy: t for t in trace} if trace is not None else {}
-
-    # 2. repairs, on the raw arguments, in order; each sees the previous ones' output
+def _repair(
+    matched: Sequence[CompiledPolicy],
+    base: Mapping[str, Any],
+    args: dict[str, Any],
+    origins: Origins | None,
+    traces: Mapping[str, PolicyTrace],
+    scrub: Scrubber,
+    errors: list[EvaluationError],
+    repairs: list[AppliedRepair],
+) -> None:
+    """The matched policies' repairs on the raw arguments, in order, each seeing the
+    previous ones' output: ``args`` is updated in place (audit repairs are only recorded)."""
     for policy in matched:
         if not policy.repairs:
             continue
@@ -641,8 +714,144 @@ def _evaluate_call(
             for name in repair.unset:
                 args.pop(name, None)
 
+
+def _failed_rule(policy: CompiledPolicy, rule: CompiledRule, exc: Exception, scrub: Scrubber,
+                 errors: list[EvaluationError], pt: PolicyTrace | None) -> FiredRule | None:
+    """A rule whose ``when`` failed: recorded, and under ``Fail`` fired (None: skipped)."""
+    message = scrub(_cel_error(exc).message)
+    if pt is not None:
+        pt.steps.append(Step(f"rules.{rule.name}", error=message))
+    if policy.failure_policy == "Ignore":
+        errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "skipped"))
+        return None
+    errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "fired"))
+    # Fail closed: an errored allow or warn rule must not let the call through.
+    # It fires as deny, and its own message (written for allow) would mislead.
+    failed = f"rule {policy.name}/{rule.name} could not be evaluated"
+    if rule.action in (Action.ALLOW, Action.WARN):
+        action, text = Action.DENY, _message(failed, scrub)
+    else:
+        action, text = rule.action, _message(rule.message or failed, scrub)
+    return FiredRule(policy.name, rule.name, action, text, policy.audit)
+
+
+def _fired_rule(policy: CompiledPolicy, rule: CompiledRule, bindings: Mapping[str, Any],
+                scrub: Scrubber, errors: list[EvaluationError]) -> FiredRule:
+    """A rule whose ``when`` held, with its message (``messageExpression`` first)."""
+    text = rule.message
+    if rule.message_expression is not None:
+        try:
+            produced = rule.message_expression.program.evaluate(bindings)
+            if type(produced) is not str:
+                raise CelError(f"returned {_cel_type_name(produced)}, not string")
+            text = produced
+        except Exception as exc:
+            errors.append(EvaluationError(policy.name, f"rules.{rule.name}.messageExpression",
+                                          scrub(_cel_error(exc).message), "fallback"))
+    text = _message(text or f"{policy.name}/{rule.name}", scrub)
+    return FiredRule(policy.name, rule.name, rule.action, text, policy.audit)
+
+
+def _over_cost(matched: Sequence[CompiledPolicy], errors: list[EvaluationError],
+               effect: Effect) -> Effect:
+    """The call ran out of its cost budget: an ``input`` error of every matched policy."""
+    for policy in matched:
+        handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+        errors.append(EvaluationError(policy.name, "input", COST_ERROR, handled))
+        if policy.failure_policy == "Fail" and not policy.audit and (
+                _SEVERITY[Effect.DENY] > _SEVERITY[effect]):
+            effect = Effect.DENY
+    return effect
+
+
+def _evaluate_call(
+    call: Call,
+    candidates_of_tool: Candidates,
+    origins: Origins | None,
+    revision: str,
+    input_error: str | None,
+    trace: list[PolicyTrace] | None,
+    known_secrets: Scrubber | None,
+    unmatched: Effect,
+    max_cost: int,
+    counters: CounterStore | None,
+) -> Decision:
+    meter = Meter(max_cost)
+    args: dict[str, Any] = dict(call.args)
+    raw_args = call.args
+    base = _base(call, candidates_of_tool.names, meter)
+    fired: list[FiredRule] = []
+    repairs: list[AppliedRepair] = []
+    errors: list[EvaluationError] = []
+    matched: list[CompiledPolicy] = []
+    effect = Effect.ALLOW
+
+    candidates = candidates_of_tool.policies
+    if not candidates:
+        effect = unmatched
+    secret_names = candidates_of_tool.secret_names
+    # Computed on first use (most calls produce no text to scrub). ``args`` is updated in
+    # place by repairs; if a repair sets a secret argument the scrubber is rebuilt after
+    # the repairs, so a value it produced is scrubbed whenever the first use came.
+    scrub = candidates_of_tool.scrubber(known_secrets, raw_args, args)
+
+    # 1. match
+    for policy in candidates:
+        pt = PolicyTrace(policy.name, False, policy.audit) if trace is not None else None
+        if pt is not None:
+            trace.append(pt)  # type: ignore[union-attr]
+        if not policy.matches_agent(call.agent):
+            continue
+        if input_error is not None:
+            matched.append(policy)
+            if pt is not None:
+                pt.matched = True
+            continue
+        if policy.selector is not None:
+            # The binding's selector, then the policy's own match: both must hold.
+            bindings = dict(base, params=policy.params, variables={})
+            try:
+                value = policy.selector.program.evaluate(bindings)
+                if type(value) is not bool:
+                    raise CelError(f"returned {_cel_type_name(value)}, not bool")
+                if pt is not None:
+                    pt.steps.append(Step("binding.match.when", value=value, fired=value))
+            except Exception as exc:
+                message = scrub(_cel_error(exc).message)
+                handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+                errors.append(EvaluationError(policy.name, "binding.match.when", message,
+                                              handled))
+                # Fail closed as for match.when: an unreadable selector selects.
+                value = policy.failure_policy == "Fail"
+                if pt is not None:
+                    pt.steps.append(Step("binding.match.when", error=message))
+            if not value:
+                continue
+        if policy.when is None:
+            matched.append(policy)
+            if pt is not None:
+                pt.matched = True
+            continue
+        if _matches(policy, policy.when.program.evaluate, base, origins, scrub, errors, pt):
+            matched.append(policy)
+
+    if input_error is not None:
+        for policy in matched:
+            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
+            errors.append(EvaluationError(policy.name, "input", input_error, handled))
+            if policy.failure_policy == "Fail" and not policy.audit:
+                effect = Effect.DENY
+        if trace is not None:
+            _scrub_traces(trace, scrub)
+        return _record(call, effect, args, fired, repairs, errors, matched, revision,
+                       secret_names, scrub, (), candidates_of_tool)
+
+    traces = {t.policy: t for t in trace} if trace is not None else {}
+
+    # 2. repairs, on the raw arguments, in order; each sees the previous ones' output
+    _repair(matched, base, args, origins, traces, scrub, errors, repairs)
     if repairs and any(name in secret_names for r in repairs if not r.audit for name in r.set):
-        scrub = Scrubber(secrets_now, candidates_of_tool.redact, base=known_secrets)
+        scrub = candidates_of_tool.scrubber(known_secrets, raw_args, args)
 
     # 3. counters: one batch of reservations for every matched policy's counters
     views: dict[str, dict[str, Any]] = {}
@@ -660,9 +869,9 @@ def _evaluate_call(
         counter_view = views.get(policy.name)
         extra = {} if counter_view is None else {"counters": counter_view}
         if policy.variables:
-            variables = _Variables(policy.variable_index)
+            variables = Variables(policy.variable_programs)
             bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
-            variables._bindings = bindings
+            variables.bindings = bindings
         else:
             variables = _NO_VARIABLES
             bindings = dict(base, args=args, params=policy.params, variables=variables, **extra)
@@ -673,44 +882,22 @@ def _evaluate_call(
                 if type(value) is not bool:
                     raise CelError(f"when returned {_cel_type_name(value)}, not bool")
             except Exception as exc:
-                message = scrub(_cel_error(exc).message)
-                if pt is not None:
-                    pt.steps.append(Step(f"rules.{rule.name}", error=message))
-                if policy.failure_policy == "Ignore":
-                    errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "skipped"))
-                    continue
-                errors.append(EvaluationError(policy.name, f"rules.{rule.name}", message, "fired"))
-                # Fail closed: an errored allow or warn rule must not let the call through.
-                # It fires as deny, and its own message (written for allow) would mislead.
-                failed = f"rule {policy.name}/{rule.name} could not be evaluated"
-                if rule.action in (Action.ALLOW, Action.WARN):
-                    action, text = Action.DENY, _message(failed, scrub)
-                else:
-                    action, text = rule.action, _message(rule.message or failed, scrub)
-                fired.append(FiredRule(policy.name, rule.name, action, text, policy.audit))
-                acted.append(action)
+                hit = _failed_rule(policy, rule, exc, scrub, errors, pt)
+                if hit is not None:
+                    fired.append(hit)
+                    acted.append(hit.action)
                 continue
             if pt is not None:
                 pt.steps.append(Step(f"rules.{rule.name}", value=value, fired=value))
             if not value:
                 continue
-            text = rule.message
-            if rule.message_expression is not None:
-                try:
-                    produced = rule.message_expression.program.evaluate(bindings)
-                    if type(produced) is not str:
-                        raise CelError(f"returned {_cel_type_name(produced)}, not string")
-                    text = produced
-                except Exception as exc:
-                    errors.append(EvaluationError(policy.name, f"rules.{rule.name}.messageExpression",
-                                                  scrub(_cel_error(exc).message), "fallback"))
-            text = _message(text or f"{policy.name}/{rule.name}", scrub)
-            fired.append(FiredRule(policy.name, rule.name, rule.action, text, policy.audit))
-            acted.append(rule.action)
+            hit = _fired_rule(policy, rule, bindings, scrub, errors)
+            fired.append(hit)
+            acted.append(hit.action)
         if pt is not None:
-            for name, value in variables._done.items():
+            for name, value in variables.done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables._errors.items():
+            for name, err in variables.errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
@@ -720,19 +907,14 @@ def _evaluate_call(
                 effect = result
 
     if meter.left < 0:
-        for policy in matched:
-            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-            errors.append(EvaluationError(policy.name, "input", COST_ERROR, handled))
-            if policy.failure_policy == "Fail" and not policy.audit and (
-                    _SEVERITY[Effect.DENY] > _SEVERITY[effect]):
-                effect = Effect.DENY
+        effect = _over_cost(matched, errors, effect)
     if reservations and effect not in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
         _release(counters, reservations)  # only a call that runs is counted
         reservations = []
     if trace is not None:
         _scrub_traces(trace, scrub)
-    return _decision(call, effect, args, fired, repairs, errors, matched, revision, secret_names,
-                     scrub, tuple(reservations), candidates_of_tool)
+    return _record(call, effect, args, fired, repairs, errors, matched, revision, secret_names,
+                   scrub, tuple(reservations), candidates_of_tool)
 
 
 _MAX_COST = 2**53
@@ -922,7 +1104,7 @@ def _cel_type_name(value: Any) -> str:
         return type(value).__name__
 
 
-def _decision(
+def _record(
     call: Call,
     effect: Effect,
     args: dict[str, Any],
@@ -933,25 +1115,12 @@ def _decision(
     revision: str,
     secret_names: frozenset[str],
     scrub: Scrubber,
-    reservations: tuple[Reservation, ...] = (),
-    candidates: Candidates | None = None,
+    reservations: tuple[Reservation, ...],
+    candidates: Candidates,
 ) -> Decision:
-    names = (candidates.policy_names if candidates is not None
-             and len(matched) == len(candidates.policies) else tuple([p.name for p in matched]))
-    # Positional: a decision is built on every call, and keywords cost more than the rule.
-    return Decision(
-        f"{_ID_PREFIX}{next(_ID_COUNTER):016x}",
-        call.tool,
-        effect,
-        # ``args`` is this call's own dict, never written after the decision: a read-only
-        # view of it needs no second copy.
-        MappingProxyType(args),
-        tuple(fired),
-        tuple(repairs),
-        tuple(errors),
-        names,
-        revision,
-        secret_names,
-        scrub,
-        reservations,
-    )
+    names = (candidates.policy_names if len(matched) == len(candidates.policies)
+             else tuple([p.name for p in matched]))
+    # ``args`` is this call's own dict, never written after the decision: a read-only view
+    # of it needs no second copy.
+    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
+                     tuple(errors), names, revision, secret_names, scrub, reservations)

@@ -113,7 +113,8 @@ class CompiledPolicy:
     """The ``PolicyBinding`` this instance comes from; None for a policy applied as written."""
     counters: tuple[CompiledCounter, ...] = ()
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-    variable_index: Mapping[str, CompiledVariable] = field(init=False, repr=False, compare=False)
+    variable_programs: Mapping[str, Program] = field(init=False, repr=False, compare=False)
+    """Each variable's program by name: what a call's ``Variables`` evaluates."""
     names: frozenset[str] = field(init=False, repr=False, compare=False)
     """Identifiers its expressions use: inputs no candidate reads are not even copied."""
 
@@ -122,7 +123,8 @@ class CompiledPolicy:
         if self.tools is not None:
             regex = re.compile("|".join(fnmatch.translate(g) for g in self.tools) or "(?!)")
         object.__setattr__(self, "_tool_regex", regex)
-        object.__setattr__(self, "variable_index", {v.name: v for v in self.variables})
+        object.__setattr__(self, "variable_programs",
+                           {v.name: v.value.program for v in self.variables})
         compiled = [self.when, self.selector, *(v.value for v in self.variables),
                     *(c.key for c in self.counters), *(c.when for c in self.counters),
                     *(c.cost for c in self.counters),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from guardrails.engine.evaluate import (
     Candidates,
     InputError,
     PolicyTrace,
+    decide,
     evaluate_call,
     normalize,
     normalize_history,
@@ -144,6 +146,18 @@ class PolicySet:
         ``Decision.reservations`` (the call is counted): release them if it does not run.
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
+        if type(tool) is str:
+            # The common case in as few steps as possible: ``_decide`` does the same.
+            candidates = self._by_tool.get((tool, *aliases) if aliases else tool)
+            if candidates is None:
+                candidates = self._candidates(tool, tuple(aliases))
+            if candidates.plan is not None:
+                call, error = self._call(tool, args, principal, history, request, description,
+                                         now, candidates.names,
+                                         None if agent is None else _agent_names(agent))
+                if error is None:
+                    return decide(call, candidates, self._revision, known_secrets,
+                                  self._limits.max_cost)
         return self._decide(tool, args, principal, history, request, description, now, None,
                             known_secrets, tuple(aliases),
                             unmatched if type(unmatched) is Effect else Effect(unmatched),
@@ -191,14 +205,13 @@ class PolicySet:
         except Exception:
             name = "<unreadable tool name>"
         candidates = self._candidates(name, aliases)
+        names = _agent_names(agent)
         try:
             call, error = self._call(name, args, principal, history, request, description, now,
-                                     candidates.names)
+                                     candidates.names, names)
         except Exception as e:  # fail closed: no input may make ``evaluate`` raise
-            call, error = _empty_call(name), f"inputs could not be read ({type(e).__name__})"
-        names = _agent_names(agent)
-        if names is not None:
-            call = call._replace(agent=names)
+            call, error = _empty_call(name)._replace(agent=names), (
+                f"inputs could not be read ({type(e).__name__})")
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace, known_secrets=known_secrets, unmatched=unmatched,
                              max_cost=self._limits.max_cost, counters=counters)
@@ -217,6 +230,7 @@ class PolicySet:
         description: str,
         now: datetime.datetime | None,
         names: frozenset[str],
+        agent: tuple[str, ...] | None = None,
     ) -> tuple[Call, str | None]:
         """Normalise and bound what the candidates read; an input error fails closed.
 
@@ -270,13 +284,15 @@ class PolicySet:
             if budget.left < 0:
                 raise InputError("inputs exceed the size bound")
         except InputError as e:
-            return _empty_call(tool, args), str(e)
+            return _empty_call(tool, args, agent), str(e)
         except RecursionError:
-            return _empty_call(tool, args), "input nested too deeply"
+            return _empty_call(tool, args, agent), "input nested too deeply"
         except Exception as e:  # a hostile object: keep its type only (its text may quote data)
-            return _empty_call(tool, args), f"inputs could not be read ({type(e).__name__})"
-        call = Call(tool, n_args, n_principal, n_history, text, description, now)
-        return call, None
+            return _empty_call(tool, args, agent), (
+                f"inputs could not be read ({type(e).__name__})")
+        # ``tuple.__new__``: the named tuple's own ``__new__`` is a Python call.
+        return _tuple_new(Call, (tool, n_args, n_principal, n_history, text, description, now,
+                                 agent)), None
 
     def input_error(self, args: Any) -> str | None:
         """Why ``args`` alone are over the input bounds or not JSON data, else None.
@@ -331,9 +347,12 @@ class PolicySet:
         return text
 
 
-def _empty_call(tool: str, args: Any = None) -> Call:
+_tuple_new = tuple.__new__
+
+
+def _empty_call(tool: str, args: Any = None, agent: tuple[str, ...] | None = None) -> Call:
     """The call an input error is decided on: no input is read again."""
-    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH)
+    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH, agent)
 
 
 def _readable_arguments(args: Any) -> dict[str, Any]:
@@ -369,6 +388,15 @@ def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
     them (which would let it escape every agent-scoped policy)."""
     if agent is None:
         return None
-    raw = (agent,) if isinstance(agent, str) else tuple(agent)
-    names = tuple(a for a in raw if isinstance(a, str) and a)
+    try:
+        raw = (agent,) if isinstance(agent, str) else tuple(
+            itertools.islice(agent, _MAX_AGENT_NAMES + 1))
+        if len(raw) > _MAX_AGENT_NAMES:
+            return None  # not a name and an id: unidentified (an endless iterable stops)
+        names = tuple(a for a in raw if isinstance(a, str) and a)
+    except Exception:  # unreadable: unidentified, as above (fail closed)
+        return None
     return names or None
+
+
+_MAX_AGENT_NAMES = 64

@@ -16,6 +16,7 @@ Where guards hold: a repair's ``set`` runs only when its ``when`` held, and a ru
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +30,11 @@ from guardrails.expr.typechecker import (
     call_name,
     check,
     facts_of,
+    has_enums,
     may_be_absent,
     pattern_argument,
     regex_problem,
+    shape,
 )
 from guardrails.expr.types import (
     BOOL,
@@ -120,11 +123,26 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
     # either (at load time) they change nothing, and working them out is skipped.
     guards = args.fields is not None or may_be_absent(env)
 
+    env_token: list[int | None] = []  # of the current env; reset when env changes
+
     def run(element: str, compiled: CompiledExpression, expect: Type | None = None,
             facts: Facts = NONE) -> Type:
-        t, diagnostics = check(compiled.program.ast, env, expect=expect, facts=facts,
-                               guards=guards)
-        out.extend(_finding(element, compiled, d) for d in diagnostics)
+        node = compiled.program.ast
+        if not env_token:
+            env_token.append(_env_token(env))
+        key = None
+        if env_token[0] is not None:
+            found = shape(node)
+            if found is not None:
+                key = (found, env_token[0], expect, facts, guards)
+        t = _RESULTS.get(key) if key is not None else None
+        if t is None:
+            t, diagnostics = check(node, env, expect=expect, facts=facts, guards=guards)
+            out.extend(_finding(element, compiled, d) for d in diagnostics)
+            if key is not None and not diagnostics:
+                if len(_RESULTS) >= _RESULTS_MAX:
+                    _RESULTS.clear()
+                _RESULTS[key] = t
         if "params" in compiled.names:
             out.extend(_param_regexes(element, compiled, policy.params))
         return t
@@ -149,17 +167,47 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
     if policy.counters:
         env["counters"] = map_of(STRING, _COUNTER, {c.name: Field(_COUNTER, True)
                                                      for c in policy.counters})
+        env_token.clear()
     variables: dict[str, Field] = {}
     for v in policy.variables:
         env["variables"] = map_of(STRING, DYN, variables)
+        env_token.clear()
         variables[v.name] = Field(run(f"variables.{v.name}", v.value), True)
     env["variables"] = map_of(STRING, DYN, variables)
+    env_token.clear()
     for rule in policy.rules:
         run(f"rules.{rule.name}.when", rule.when, BOOL)
         if rule.message_expression is not None:
             run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
                 facts_of(rule.when.program.ast))
     return out
+
+
+_RESULTS: dict[tuple[Any, ...], Type] = {}
+"""The type of each expression checked without a diagnostic, by its shape
+(``typechecker.shape``), the environment's token, and what the place expects: a policy
+set repeats expressions that differ only in literals, and checking each was a fifth of
+loading 10,000 rules."""
+_RESULTS_MAX = 20_000
+_ENVS: dict[tuple[tuple[str, Type], ...], int] = {}
+_TOKENS = itertools.count()
+
+
+def _env_token(env: Mapping[str, Type]) -> int | None:
+    """One number for each distinct environment (compared by value once, not on every
+    lookup); None when results in it cannot be shared (a type lists allowed values)."""
+    items = tuple(env.items())
+    try:
+        found = _ENVS.get(items)
+    except TypeError:  # an unhashable enum value
+        return None
+    if found is None:
+        if any(has_enums(t) for _, t in items):
+            return None
+        if len(_ENVS) >= _RESULTS_MAX:
+            _ENVS.clear()
+        found = _ENVS[items] = next(_TOKENS)
+    return found
 
 
 def _param_regexes(element: str, compiled: CompiledExpression,

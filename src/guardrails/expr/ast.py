@@ -118,3 +118,86 @@ def walk(node: Node) -> list[Node]:
         elif isinstance(n, Comprehension):
             stack.extend((n.result, n.loop_step, n.loop_condition, n.accu_init, n.iter_range))
     return out
+
+
+_OPAQUE = (int, float, str, bytes)
+"""Literal types a tree's shape holds by type only (``uint`` is an int subclass; ``bool``
+too, but not one of them)."""
+
+
+def shape(node: Node) -> tuple[tuple[object, ...], list[Literal]] | None:
+    """The tree without its literals' values (``true``, ``false`` and ``null`` are kept),
+    and those literals in a fixed order: two trees with equal shapes differ only there.
+
+    The front end's cache (``compiler``) keys on it. None for a tree it does not describe
+    (a message literal) or too deep to walk.
+    """
+    out: list[object] = []
+    literals: list[Literal] = []
+
+    def walk(n: Node) -> None:
+        t = type(n)
+        if t is Literal:
+            assert isinstance(n, Literal)
+            vt = type(n.value)
+            if isinstance(n.value, _OPAQUE) and vt is not bool:
+                out.append(vt)
+                literals.append(n)
+            else:
+                out.append((vt, n.value))
+        elif t is Ident:
+            assert isinstance(n, Ident)
+            out.append(("ident", n.name))
+        elif t is Select:
+            assert isinstance(n, Select)
+            out.append(("select", n.field, n.test_only))
+            walk(n.operand)
+        elif t is Call:
+            assert isinstance(n, Call)
+            out.append(("call", n.function, len(n.args), n.target is not None))
+            if n.target is not None:
+                walk(n.target)
+            for a in n.args:
+                walk(a)
+        elif t is ListLit:
+            assert isinstance(n, ListLit)
+            out.append(("list", len(n.elements)))
+            for e in n.elements:
+                walk(e)
+        elif t is MapLit:
+            assert isinstance(n, MapLit)
+            out.append(("map", len(n.entries)))
+            for k, v in n.entries:
+                walk(k)
+                walk(v)
+        elif t is Comprehension:
+            assert isinstance(n, Comprehension)
+            out.append(("comprehension", n.macro, n.iter_var, n.iter_var2, n.accu_var))
+            for child in (n.iter_range, n.accu_init, n.loop_condition, n.loop_step, n.result):
+                walk(child)
+        else:
+            raise _Unshaped
+
+    try:
+        walk(node)
+    except (_Unshaped, RecursionError):
+        return None
+    out.extend(shared_literals(literals))
+    return tuple(out), literals
+
+
+def shared_literals(literals: list[Literal]) -> list[tuple[str, tuple[int, ...], type, str]]:
+    """For a shape: each literal node that occurs more than once (macro expansions share
+    nodes), its positions and value, so that trees of equal shape share the same nodes
+    and agree on their values."""
+    if len({id(n) for n in literals}) == len(literals):
+        return []
+    positions: dict[int, list[int]] = {}
+    for i, n in enumerate(literals):
+        positions.setdefault(id(n), []).append(i)
+    return [("shared", tuple(p), type(literals[p[0]].value), repr(literals[p[0]].value))
+            for p in positions.values() if len(p) > 1]
+
+
+class _Unshaped(Exception):
+    pass

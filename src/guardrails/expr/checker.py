@@ -478,6 +478,38 @@ def _logical(op: str, left: Any, right: Any) -> bool:
     return not stop
 
 
+def fold_inputs(checked: Checked) -> set[int]:
+    """Ids of the literals whose values folding read: the operands of a call, select, list
+    or map whose operands were all constant, and every operand of a conditional with a
+    constant condition. Every other literal's value is only its own constant, so a tree
+    that differs from this one only in those others is checked the same way (the front
+    end's cache, ``compiler``, relies on this)."""
+    constants = checked.constants
+    out: set[int] = set()
+    for node in ast.walk(checked.ast):
+        operands: tuple[ast.Node, ...]
+        if isinstance(node, ast.Call):
+            operands = node.args if node.target is None else (node.target, *node.args)
+            if node.function == "_?_:_" and node.target is None and len(node.args) == 3:
+                attempted = id(node.args[0]) in constants
+            else:
+                attempted = all(id(a) in constants for a in operands)
+        elif isinstance(node, ast.Select):
+            operands = (node.operand,)
+            attempted = not node.test_only and id(node.operand) in constants
+        elif isinstance(node, ast.ListLit):
+            operands = node.elements
+            attempted = all(id(a) in constants for a in operands)
+        elif isinstance(node, ast.MapLit):
+            operands = tuple(x for pair in node.entries for x in pair)
+            attempted = all(id(a) in constants for a in operands)
+        else:
+            continue
+        if attempted:
+            out.update(id(a) for a in operands if isinstance(a, ast.Literal))
+    return out
+
+
 def check(
     node: ast.Node,
     *,
@@ -520,6 +552,7 @@ __all__ = [
     "Var",
     "arity_ok",
     "check",
+    "fold_inputs",
     "logic_error",
     "predicate_error",
     "qualified_name",

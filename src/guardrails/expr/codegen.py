@@ -35,9 +35,17 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
-from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, cost_of
+from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
 from guardrails.expr.program import Program
-from guardrails.expr.values import INT64_MAX, INT64_MIN, CelError, CostLimitExceeded
+from guardrails.expr.values import (
+    INT64_MAX,
+    INT64_MIN,
+    CelError,
+    CelType,
+    CostLimitExceeded,
+    UInt,
+    Variables,
+)
 
 Run = Callable[[Mapping[str, Any]], Any]
 
@@ -68,7 +76,7 @@ class GeneratedProgram(Program):
     """
 
     evaluate: Run = field(default=_unset, repr=False, compare=False)  # type: ignore[assignment]
-    _pending: tuple[Checked, str, tuple[Any, ...]] | None = field(
+    _pending: tuple[Checked | Callable[[], Checked], str, tuple[Any, ...]] | None = field(
         default=None, repr=False, compare=False
     )
     _python: str = field(default="", repr=False, compare=False)
@@ -86,7 +94,7 @@ class GeneratedProgram(Program):
             return
         checked, source, consts = pending
         if factory is None:
-            _fall_back(self, checked)
+            _fall_back(self, checked if isinstance(checked, Checked) else checked())
         else:
             object.__setattr__(self, "_python", source)
             object.__setattr__(self, "evaluate", factory(*consts))
@@ -182,6 +190,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_list": list,
     "_dict": dict,
     "_proxy": types.MappingProxyType,
+    "_vars": Variables,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -226,8 +235,19 @@ def _shared(key: tuple[type, str], value: Any) -> Any:
     return found
 
 
+def shared(value: Any) -> Any:
+    """A literal's value as the one pooled object for it (``_shared``)."""
+    return _shared((type(value), repr(value)), value)
+
+
 class _TooDeep(Exception):
     pass
+
+
+_OPAQUE: Final = frozenset({int, float, str, bytes, UInt})
+"""Literal types whose value code generation never reads, only passes on as a constant
+(except a ``matches`` pattern: ``_shape``); ``true``, ``false`` and ``null`` are part of
+the shape."""
 
 
 class _Gen:
@@ -243,6 +263,8 @@ class _Gen:
         self.n = 0
         self.scopes: list[tuple[str, str, bool]] = []  # (CEL name, Python local, accumulator)
         self.budget = False
+        self.literal_slots: list[tuple[int, ast.Literal]] = []
+        """``(constant index, node)`` of every literal emitted as a constant of its own."""
 
     # ------------------------------------------------------------------ emitting
 
@@ -269,6 +291,16 @@ class _Gen:
             value = _shared(key, value)
         self.consts.append(value)
         self.const_names[key] = name
+        return name
+
+    def literal(self, node: ast.Literal) -> str:
+        """A literal's own constant, never shared with another: so the source does not
+        depend on which literals happen to be equal, and expressions that differ only in
+        literals get the same source (``_TEMPLATES`` fills in the values)."""
+        value = node.value
+        name = f"_k{len(self.consts)}"
+        self.literal_slots.append((len(self.consts), node))
+        self.consts.append(_shared((type(value), repr(value)), value))
         return name
 
     def charge(self, units: str) -> None:
@@ -310,6 +342,8 @@ class _Gen:
         """Emit the statements computing ``node``; return the name holding its value."""
         key = id(node)
         if key in self.folded:
+            if type(node) is ast.Literal and type(node.value) in _OPAQUE:
+                return self.literal(node)
             return self.const(self.folded[key])
         ref = self.references.get(key)
         if isinstance(ref, Local):
@@ -352,10 +386,11 @@ class _Gen:
         if node.test_only:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
-            # dicts and the engine's read-only params (a mappingproxy): plain lookups
+            # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
+            # policy's variables: the entry itself (what ``select`` would read, directly)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else _select({v}, {k})"
+                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}.defs else _select({v}, {k})"
             )
         return t
 
@@ -796,6 +831,11 @@ _FACTORIES_MAX: Final = 4096
 
 def generate_source(checked: Checked) -> tuple[str, list[Any]]:
     """The factory source for a checked tree and the constants to call it with."""
+    source, consts, _ = _generate(checked)
+    return source, consts
+
+
+def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Literal]]]:
     gen = _Gen(checked)
     result = gen.expr(checked.ast)
     if id(checked.ast) in gen.folded and isinstance(gen.folded[id(checked.ast)], list | dict):
@@ -836,7 +876,179 @@ def generate_source(checked: Checked) -> tuple[str, list[Any]]:
             "",
         ]
     )
-    return source, gen.consts
+    return source, gen.consts, gen.literal_slots
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+class _Unshaped(Exception):
+    """A tree ``_shape`` does not describe (its source is generated each time)."""
+
+
+def _value_key(value: Any, depth: int = 0) -> Any:
+    """A key equal for two folded constants only when they are the same CEL value."""
+    t = type(value)
+    if t in _OPAQUE or t is bool or value is None:
+        return (t, repr(value))
+    if depth < 8 and t is list:
+        return (list, tuple(_value_key(v, depth + 1) for v in value))
+    if depth < 8 and t is dict:
+        return (dict, tuple((_value_key(k, depth + 1), _value_key(v, depth + 1))
+                            for k, v in value.items()))
+    if t is CelType:
+        return (CelType, value.name)
+    raise _Unshaped
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """``_shape``'s result."""
+
+    key: tuple[Any, ...]
+    literals: list[ast.Literal]
+    """Every literal with a constant of its own, in the order of ``key``."""
+    inspected: frozenset[int]
+    """Ids of those whose value code generation reads (in ``key`` by value)."""
+
+
+def _shape(checked: Checked) -> Shape | None:
+    """What generated code depends on, and the literals it only passes on as constants.
+
+    Two checked trees with equal keys generate the same source; their constants differ
+    only in those literals (each has a constant of its own, ``_Gen.literal``). So the key
+    holds everything ``_Gen`` reads: node kinds, field and variable names, overloads, the
+    limits, every folded constant that is not such a literal (by value), and the values
+    it inspects: a ``matches`` pattern, ``true``/``false``/``null``, and the ``1`` of an
+    ``exists_one`` step (``macros.classify``). None for a tree it does not describe.
+    """
+    folded, references, overloads = checked.constants, checked.references, checked.overloads
+    out: list[Any] = [checked.limits]
+    literals: list[ast.Literal] = []
+    exact: set[int] = set()
+    inspected: set[int] = set()
+
+    def walk(node: ast.Node, read: bool) -> None:
+        key = id(node)
+        if key in folded:
+            value = folded[key]
+            if type(node) is ast.Literal and type(value) in _OPAQUE:
+                literals.append(node)  # a constant of its own (``_Gen.literal``)
+                if not read and key not in exact:
+                    out.append(type(value))
+                    return
+                inspected.add(key)
+            out.append(_value_key(value))
+            return
+        ref = references.get(key)
+        if ref is not None:
+            out.append(ref)
+            return
+        t = type(node)
+        if t is ast.Ident:  # neither a variable nor a constant: cel.bind's `cel`
+            assert isinstance(node, ast.Ident)
+            out.append(("ident", node.name))
+        elif t is ast.Select:
+            assert isinstance(node, ast.Select)
+            out.append(("select", node.field, node.test_only))
+            walk(node.operand, False)
+        elif t is ast.Call:
+            assert isinstance(node, ast.Call)
+            overload = overloads[key]
+            out.append(("call", node.function, len(node.args), node.target is not None,
+                        overload))
+            if node.target is not None:
+                walk(node.target, False)
+            pattern = overload.method and overload.name == "matches" and len(node.args) == 1
+            for a in node.args:
+                walk(a, pattern)
+        elif t is ast.ListLit:
+            assert isinstance(node, ast.ListLit)
+            out.append(("list", len(node.elements)))
+            for e in node.elements:
+                walk(e, False)
+        elif t is ast.MapLit:
+            assert isinstance(node, ast.MapLit)
+            out.append(("map", len(node.entries)))
+            for k, v in node.entries:
+                walk(k, False)
+                walk(v, False)
+        elif t is ast.Comprehension:
+            assert isinstance(node, ast.Comprehension)
+            out.append(("comprehension", node.macro, node.iter_var, node.iter_var2,
+                        node.accu_var))
+            step = node.loop_step  # exists_one's `accu + 1` (read by macros.classify)
+            if isinstance(step, ast.Call) and step.function == "_?_:_" and len(step.args) == 3:
+                increment = step.args[1]
+                if isinstance(increment, ast.Call):
+                    exact.update(id(a) for a in increment.args)
+            for child in (node.iter_range, node.accu_init, node.loop_condition, node.loop_step,
+                          node.result):
+                walk(child, False)
+        else:
+            raise _Unshaped
+
+    try:
+        walk(checked.ast, False)
+    except (_Unshaped, RecursionError):
+        return None
+    shared_nodes = ast.shared_literals(literals)
+    if shared_nodes:  # by value, at their positions
+        out.extend(shared_nodes)
+        inspected.update(id(literals[i]) for entry in shared_nodes for i in entry[1])
+    return Shape(tuple(out), literals, frozenset(inspected))
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """The generated source of one shape, and where its literals go among the constants."""
+
+    source: str
+    consts: tuple[Any, ...]
+    slots: tuple[tuple[int, int], ...]
+    """``(constant index, index of the literal in the shape's literals)``."""
+
+    def constants(self, literals: list[ast.Literal]) -> tuple[Any, ...]:
+        consts = list(self.consts)
+        for slot, i in self.slots:
+            value = literals[i].value
+            consts[slot] = _shared((type(value), repr(value)), value)
+        return tuple(consts)
+
+
+_TEMPLATES: dict[tuple[Any, ...], _Template] = {}
+_TEMPLATES_MAX: Final = 20_000
+
+
+Generated = tuple[str, tuple[Any, ...], list[tuple[int, ast.Literal]]]
+"""A factory's source, its constants, and which of them are the tree's own literals."""
+
+
+def _source(checked: Checked) -> tuple[Generated, Shape | None]:
+    """The factory source and its constants; generated once per shape (``_shape``): a
+    policy set's expressions mostly differ only in literals, and generating the text was
+    the largest part of a load."""
+    shaped = _shape(checked)
+    if shaped is not None:
+        template = _TEMPLATES.get(shaped.key)
+        if template is not None:
+            literals = shaped.literals
+            return (template.source, template.constants(literals),
+                    [(slot, literals[i]) for slot, i in template.slots]), shaped
+    source, consts, literal_slots = _generate(checked)
+    if shaped is not None:
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()
+        _TEMPLATES[shaped.key] = make_template(source, consts, literal_slots, shaped.literals)
+    return (source, tuple(consts), literal_slots), shaped
+
+
+def make_template(source: str, consts: list[Any], literal_slots: list[tuple[int, ast.Literal]],
+             literals: list[ast.Literal]) -> _Template:
+    """The template of one generated source (``literals``: its tree's, from ``_shape``)."""
+    index = {id(node): i for i, node in enumerate(literals)}
+    return _Template(source, tuple(consts), tuple((slot, index[id(node)])
+                                                  for slot, node in literal_slots))
 
 
 _PENDING: list[GeneratedProgram] = []
@@ -848,24 +1060,48 @@ def generated_program(checked: Checked) -> GeneratedProgram:
     """The generated-code program for a checked tree: its source is generated now and
     compiled with the next batch (``generate_pending``), unless the same code was compiled
     before."""
+    return generated_with_source(checked)[0]
+
+
+def generated_with_source(
+    checked: Checked,
+) -> tuple[GeneratedProgram, Generated | None, Shape | None]:
+    """``generated_program``, what it was made from (None when it runs closures) and the
+    tree's shape (``_shape``)."""
     program = GeneratedProgram(checked.source, checked.ast, _no_closures, 0, checked.limits)
     try:
-        source, consts = generate_source(checked)
+        generated, shaped = _source(checked)
     except (_TooDeep, RecursionError):  # too deep for generated code: closures
         _fall_back(program, checked)
-        return program
-    object.__setattr__(program, "_pending", (checked, source, tuple(consts)))
+        return program, None, None
+    _schedule(program, checked, generated[0], generated[1])
+    return program, generated, shaped
+
+
+def program_from_source(source: str, tree: ast.Node, limits: Limits, code: str,
+                        consts: tuple[Any, ...],
+                        checked: Callable[[], Checked]) -> GeneratedProgram:
+    """The program of an expression whose factory source and constants are known already
+    (the front end's cache, ``compiler``); ``checked`` checks the tree, needed only if
+    Python's compiler refuses the source (the closures of the checked tree then run)."""
+    program = GeneratedProgram(source, tree, _no_closures, 0, limits)
+    _schedule(program, checked, code, consts)
+    return program
+
+
+def _schedule(program: GeneratedProgram, checked: Checked | Callable[[], Checked], source: str,
+              consts: tuple[Any, ...]) -> None:
+    object.__setattr__(program, "_pending", (checked, source, consts))
     factory = _FACTORIES.get(source)
     if factory is not None:
         program._install(factory)
-        return program
+        return
     object.__setattr__(program, "evaluate", functools.partial(_first_evaluate, program))
     with _LOCK:
         _PENDING.append(program)
         full = len(_PENDING) >= _PENDING_MAX
     if full:  # programs built outside a load and never evaluated: compile them now
         generate_pending()
-    return program
 
 
 def generate_pending() -> None:
@@ -918,4 +1154,5 @@ def _compile_batch(sources: list[str]) -> dict[str, Callable[..., Run]]:
     return {source: namespace[f"_make{i}"] for i, source in enumerate(sources)}
 
 
-__all__ = ["GeneratedProgram", "generate_pending", "generate_source", "generated_program"]
+__all__ = ["Generated", "GeneratedProgram", "Shape", "generate_pending", "generate_source",
+           "generated_program", "generated_with_source", "program_from_source", "shared"]

@@ -49,13 +49,13 @@ from guardrails.expr.types import (
     of_value,
     parse_signature,
 )
-from guardrails.expr.values import CelError
+from guardrails.expr.values import CelError, UInt
 
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
 __all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
-           "may_be_absent", "pattern_argument", "regex_problem"]
+           "has_enums", "may_be_absent", "pattern_argument", "regex_problem", "shape"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +144,95 @@ def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None
                       f"{_article(t)}" + _condition_hint(node, t, expect))
     c.diagnostics.sort(key=lambda d: d.offset)
     return t, c.diagnostics
+
+
+_SCALARS = frozenset({int, float, str, bytes, UInt})
+_PARSED_LITERALS = frozenset({"url", "ip", "cidr", "timestamp", "duration"})
+
+
+class _Unshaped(Exception):
+    pass
+
+
+def shape(node: ast.Node) -> tuple[object, ...] | None:
+    """What ``check`` reads of a tree: equal for two trees that differ only in literals it
+    never looks at, so they have the same type and, when one has no diagnostic, neither
+    has the other (the engine caches results by it; ``guardrails check`` on many
+    policies of one shape runs the checker once).
+
+    Literal values are part of it where the checker reads them: a regex pattern and the
+    text of ``url``/``ip``/``cidr``/``timestamp``/``duration`` (``_check_constant``), a
+    string index (a field path), the string on the left of ``in`` (a fact); ``true``,
+    ``false`` and ``null`` always. Reading them elsewhere (the hint of a comparison's
+    error, an enum of a tool schema) needs a diagnostic or an ``env`` with enums, which
+    callers do not cache. None for a tree it does not describe.
+    """
+    out: list[object] = []
+
+    def walk(n: ast.Node, read: bool) -> None:
+        t = type(n)
+        if t is ast.Literal:
+            assert isinstance(n, ast.Literal)
+            vt = type(n.value)
+            out.append(vt if vt in _SCALARS and not read else (vt, repr(n.value)))
+        elif t is ast.Ident:
+            assert isinstance(n, ast.Ident)
+            out.append(("ident", n.name))
+        elif t is ast.Select:
+            assert isinstance(n, ast.Select)
+            out.append(("select", n.field, n.test_only))
+            walk(n.operand, False)
+        elif t is ast.Call:
+            assert isinstance(n, ast.Call)
+            f, args = n.function, n.args
+            out.append(("call", f, len(args), n.target is not None))
+            reads: ast.Node | None = None
+            if n.target is None and f == "_[_]" and len(args) == 2:
+                reads = args[1]
+            elif n.target is None and f == "@in" and len(args) == 2:
+                reads = args[0]
+            elif not (n.target is None and f in _OPERATORS):
+                name = call_name(n)
+                if name in _REGEX_ARG:
+                    reads = pattern_argument(name, n)
+                elif name in _PARSED_LITERALS and n.target is None and args:
+                    reads = args[0]
+            if n.target is not None:
+                walk(n.target, False)
+            for a in args:
+                walk(a, a is reads)
+        elif t is ast.ListLit:
+            assert isinstance(n, ast.ListLit)
+            out.append(("list", len(n.elements)))
+            for e in n.elements:
+                walk(e, False)
+        elif t is ast.MapLit:
+            assert isinstance(n, ast.MapLit)
+            out.append(("map", len(n.entries)))
+            for k, v in n.entries:
+                walk(k, False)
+                walk(v, False)
+        elif t is ast.Comprehension:
+            assert isinstance(n, ast.Comprehension)
+            out.append(("comprehension", n.macro, n.iter_var, n.iter_var2, n.accu_var))
+            for child in (n.iter_range, n.accu_init, n.loop_condition, n.loop_step, n.result):
+                walk(child, False)
+        else:
+            raise _Unshaped
+
+    try:
+        walk(node, False)
+    except (_Unshaped, RecursionError):
+        return None
+    return tuple(out)
+
+
+def has_enums(t: Type, depth: int = 0) -> bool:
+    """Whether ``t`` or a type inside it lists allowed values (a tool schema's ``enum``)."""
+    if t.values is not None or depth > 32:
+        return True
+    return (any(has_enums(f.type, depth + 1) for _, f in t.fields or ())
+            or any(has_enums(p, depth + 1) for p in t.params))
 
 
 def facts_of(node: ast.Node, positive: bool = True) -> Facts:

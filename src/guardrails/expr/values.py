@@ -14,8 +14,8 @@ cel-spec says. Raising keeps the error-free path (almost every call) free of che
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, ClassVar, Final
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar, Final, Protocol
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -165,3 +165,62 @@ class Optional:
 
 
 NONE: Final = Optional()
+
+
+class _Evaluates(Protocol):
+    def evaluate(self, bindings: Mapping[str, Any]) -> Any: ...
+
+
+class Variables(Mapping[str, Any]):
+    """A policy's ``variables`` for one call: each evaluated at most once, on first read,
+    against ``bindings`` (which hold this map: a variable can read earlier ones).
+
+    Generated code reads an entry as it reads a dict's (``v[k]`` when ``k in v.defs``),
+    not through the generic ``select``: the same value or error, three calls less for
+    every read. A failure is remembered and raised again on every read, as one
+    ``CelError`` naming the variable.
+    """
+
+    __slots__ = ("bindings", "defs", "done", "errors")
+
+    def __init__(self, defs: Mapping[str, _Evaluates]) -> None:
+        self.defs = defs
+        self.done: dict[str, Any] = {}
+        self.errors: dict[str, CelError] = {}
+        self.bindings: Mapping[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self.done[name]
+        except KeyError:
+            pass
+        if name in self.errors:
+            raise self.errors[name]
+        program = self.defs.get(name)
+        if program is None:
+            raise KeyError(name)
+        try:
+            value = program.evaluate(self.bindings)
+        except Exception as e:
+            err = CelError(f"variable {name}: {error_message(e)}")
+            self.errors[name] = err
+            raise err from None
+        self.done[name] = value
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.defs)
+
+    def __len__(self) -> int:
+        return len(self.defs)
+
+
+def error_message(e: BaseException) -> str:
+    """The text of an evaluation failure: a ``CelError``'s own; for anything else (an
+    engine bug, which must fail closed rather than escape) only its type, since its text
+    may quote data."""
+    if isinstance(e, CelError):
+        return e.message
+    if isinstance(e, RecursionError):
+        return "evaluation too deep"
+    return f"internal evaluation error: {type(e).__name__}"

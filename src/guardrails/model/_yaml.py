@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ _DQ_ESCAPES = {
 }
 _DQ_HEX = {"x": 2, "u": 4, "U": 8}
 _CONSTRUCTOR = SafeConstructor()
+_LINE_BREAK_RE = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 
 
 @dataclass
@@ -49,13 +51,9 @@ class SourceFile:
     _line_starts: list[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        # Same line-break rule as PyYAML's Reader, so our lines agree with its marks.
-        starts = [0]
-        text = self.text
-        for i, ch in enumerate(text):
-            if ch in "\n\x85\u2028\u2029" or (ch == "\r" and text[i + 1:i + 2] != "\n"):
-                starts.append(i + 1)
-        self._line_starts = starts
+        # Same line-break rule as PyYAML's Reader, so our lines agree with its marks
+        # ("\r\n" is one break; a search, not a loop over every character).
+        self._line_starts = [0, *(m.end() for m in _LINE_BREAK_RE.finditer(self.text))]
 
     def line_col(self, index: int) -> tuple[int, int]:
         line = bisect.bisect_right(self._line_starts, index)
