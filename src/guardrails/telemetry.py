@@ -427,6 +427,10 @@ class CallSpan:
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
+_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+"""A reusable context that does nothing (``in_run_span`` without a span)."""
+
+
 class _QuietCall:
     """``with`` a ``CallSpan`` that has no span of its own (see ``GuardTelemetry.call_span``)."""
 
@@ -634,13 +638,18 @@ class GuardTelemetry:
             return self.tracer.start_span("guardrails.run", kind=SpanKind.INTERNAL)
         return None
 
+    def in_run_span(self, span: Span | None) -> AbstractContextManager[None]:
+        """``span`` (from ``run_span``) as the current span; attaching it is contained.
+        Without one (nearly always) nothing is attached: a shared no-op context."""
+        if span is None:
+            return _NOTHING
+        return self._attached(span)
+
     @contextmanager
-    def in_run_span(self, span: Span | None) -> Iterator[None]:
-        """``span`` (from ``run_span``) as the current span; attaching it is contained."""
+    def _attached(self, span: Span) -> Iterator[None]:
         token: Token[otel_context.Context] | None = None
-        if span is not None:
-            with self._contain("span"):
-                token = otel_context.attach(trace.set_span_in_context(span))
+        with self._contain("span"):
+            token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield
         finally:

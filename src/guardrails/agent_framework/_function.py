@@ -224,6 +224,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._trust_labels = _trust_labels(trusted_tools)
         self._trusted: dict[tuple[str, ...], bool] = {}
         self._principal = principal
+        # A mapping (or none) is the principal of every call: no coroutine to resolve it.
+        self._fixed_principal: Mapping[str, Any] | None = (
+            {} if principal is None else principal if isinstance(principal, Mapping) else None)
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._history_limit = history_limit
@@ -286,7 +289,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         entry = as_mapping(context.arguments)
         # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
         # arguments over them are an input error, never walked to find one.
-        principal = await self._resolve_principal(context)
+        principal = self._fixed_principal
+        if principal is None:
+            principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
