@@ -19,7 +19,7 @@ from guardrails.expr.codegen import GeneratedProgram
 # Names the generator may write besides its own "_"-prefixed ones.
 _ALLOWED_NAMES = {"b", "type", "len", "True", "False", "None", "KeyError", "RecursionError",
                   "Exception", "startswith", "endswith", "search", "error", "append", "get",
-                  "left"}  # fmt: skip
+                  "left", "defs"}  # fmt: skip
 
 
 def generated(source: str, declared: tuple[str, ...] = ("x", "args")) -> GeneratedProgram:
