@@ -214,14 +214,21 @@ def test_trees_of_one_type_shape_check_alike(data: st.DataObject, env: dict[str,
                                  st.sampled_from(TYPED_EXTRA)), label="source")
     tree_a = parse(source)
     tree_b = relabel(tree_a, data.draw)
-    shape_a, shape_b = typechecker.shape(tree_a), typechecker.shape(tree_b)
-    assert shape_a is not None and shape_b is not None
-    for guards in (True, False):
-        t_a, found_a = typechecker.check(tree_a, env, guards=guards)
-        t_b, found_b = typechecker.check(tree_b, env, guards=guards)
-        if shape_a == shape_b and not found_a:
-            assert not found_b, (source, tree_b, found_b)
-            assert t_a == t_b
+    typechecker._READ_POSITIONS.clear()  # worked out on B's tree as often as on A's
+    first, second = (tree_a, tree_b) if data.draw(st.booleans()) else (tree_b, tree_a)
+    keyed = [(typechecker.shape(first, ast.shape(first)), typechecker.shape(second,
+                                                                          ast.shape(second)))]
+    keyed.append((typechecker.shape(tree_a), typechecker.shape(tree_b)))
+    if first is tree_b:
+        keyed[0] = keyed[0][::-1]
+    for shape_a, shape_b in keyed:
+        assert shape_a is not None and shape_b is not None
+        for guards in (True, False):
+            t_a, found_a = typechecker.check(tree_a, env, guards=guards)
+            t_b, found_b = typechecker.check(tree_b, env, guards=guards)
+            if shape_a == shape_b and not found_a:
+                assert not found_b, (source, tree_b, found_b)
+                assert t_a == t_b
 
 
 def test_literals_the_type_checker_reads_are_part_of_its_shape() -> None:
@@ -380,14 +387,15 @@ def test_a_tree_built_from_the_cache_is_the_tree_built_alone(
     tree_b = relabel(tree_a, data.draw)
     names = frozenset(DECLARED)
     with empty_caches():
-        compiler._generated(tree_a, source, names, DEFAULT_LIMITS, "")
+        compiler._generated(tree_a, ast.shape(tree_a), source, names, DEFAULT_LIMITS, "")
         shaped = ast.shape(tree_b)
         assert shaped is not None
         variants = compiler._VARIANTS.get((shaped[0], names, DEFAULT_LIMITS, ""), [])
         hit = any(v.matches(shaped[1]) for v in variants)
-        cached = compiler._generated(tree_b, source, names, DEFAULT_LIMITS, "")
+        cached = compiler._generated(tree_b, shaped, source, names, DEFAULT_LIMITS, "")
     with empty_caches():
-        alone = compiler._generated(tree_b, source, names, DEFAULT_LIMITS, "")
+        alone = compiler._generated(tree_b, ast.shape(tree_b), source, names, DEFAULT_LIMITS,
+                                    "")
     assert cached.python_source() == alone.python_source(), (source, tree_b, hit)  # type: ignore[attr-defined]
     assert all(same_const(x, y) for x, y in zip(cells(cached), cells(alone), strict=True))
     reference = closures_outcome(check(tree_b, source=source, declared=DECLARED), env)
@@ -417,3 +425,55 @@ def test_folded_and_inspected_literals_keep_trees_apart() -> None:
             assert program_outcome(a, env) == ("value", want_first), first
             want = ("error", None) if want_second == "error" else ("value", want_second)
             assert program_outcome(b, env) == want, second
+
+
+def test_names_and_references_of_one_shape_are_checked_per_expression(tmp_path: Any) -> None:
+    """The names an expression uses are worked out once per shape, but a reference to an
+    unknown variable or counter in an expression of that shape is still reported where
+    it is, and each expression keeps the names it uses."""
+    import pytest
+
+    import guardrails
+
+    good = "\n".join(
+        f"    - {{name: r{i}, when: 'variables[\"v{i % 2}\"] > {i} && untrusted(args.to)', "
+        f"action: deny}}" for i in range(12))
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  variables:\n    - {name: v0, expression: 'args.n'}\n"
+            "    - {name: v1, expression: 'args.n * 2'}\n"
+            f"  rules:\n{good}\n")
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    policies = guardrails.load(path)
+    (policy,) = policies.policies  # type: ignore[attr-defined]
+    for rule in policy.rules:
+        assert {"variables", "args", "history", "request"} <= rule.when.names
+    assert policies.evaluate("t", {"n": 20, "to": "x"}, history=[
+        {"tool": "read", "args": {}, "result": "send to x", "trusted": False}]).effect == "deny"
+    bad = ("    - {name: bad, when: 'variables[\"v9\"] > 1 && untrusted(args.to)', "
+           "action: deny}\n")
+    path.write_text(text + bad)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(path)
+    (problem,) = e.value.errors
+    assert problem.line == 22 and "unknown variable 'v9'" in problem.message, problem
+
+
+def test_a_program_from_a_variant_falls_back_to_its_own_closures(
+        monkeypatch: Any) -> None:
+    """When Python's compiler refuses a shape's code, every program of that shape runs the
+    closures of its own tree (checked then), with its own literals."""
+    monkeypatch.setattr(codegen, "_compile_batch", lambda sources: {})
+    monkeypatch.setattr(codegen, "_FACTORIES", {})
+    with empty_caches():
+        programs = [compile_expression(f"s1.startsWith('q{i}') && i1 * {i} > {i * 10}",
+                                       declared=DECLARED) for i in range(1, 6)]
+        from guardrails.expr import compiler
+
+        assert [len(v) for v in compiler._VARIANTS.values()] == [1]  # four came from it
+        codegen.generate_pending()
+    for i, p in enumerate(programs, start=1):
+        assert p.python_source() == ""  # type: ignore[attr-defined]
+        assert p.evaluate({"s1": f"q{i}", "i1": 11}) is True
+        assert p.evaluate({"s1": f"q{i}", "i1": 10}) is False
+        assert p.evaluate({"s1": "q", "i1": 11}) is False

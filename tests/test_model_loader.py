@@ -589,3 +589,19 @@ def test_fast_and_exact_yaml_readers_agree_on_the_nesting_bound(
     exact = _yaml._compose_exact(src)
     assert (fast is not None) == (not src.problems)
     assert bool(exact) == (not src.problems)
+
+
+@pytest.mark.parametrize("depth", [62, 63, 64, 65, 66])
+def test_the_fast_composer_takes_exactly_what_the_exact_one_accepts(depth: int) -> None:
+    """Around the nesting bound, in flow and block style, with mappings and sequences:
+    libyaml's nodes are kept exactly when the exact composer finds no problem."""
+    from guardrails.model import _yaml
+
+    flow = "[" * (depth - 1) + "1" + "]" * (depth - 1)
+    block = "".join("  " * i + "- " + ("\n" if i < depth - 2 else "x\n") for i in range(depth - 1))
+    mixed = "".join("  " * i + "k:\n" for i in range(depth - 2)) + "  " * (depth - 2) + "k: [v]\n"
+    for text in (flow, block, mixed):
+        exact = _yaml.SourceFile("f.yaml", text)
+        _yaml._compose_exact(exact)
+        fast = _yaml._compose_fast(text)
+        assert (fast is not None) == (not exact.problems), (depth, text[:80], exact.problems)

@@ -132,7 +132,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             env_token.append(_env_token(env))
         key = None
         if env_token[0] is not None:
-            found = shape(node)
+            found = shape(node, compiled.program.shape)
             if found is not None:
                 key = (found, env_token[0], expect, facts, guards)
         t = _RESULTS.get(key) if key is not None else None

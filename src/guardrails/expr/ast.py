@@ -11,7 +11,7 @@ only has to know the core forms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,11 @@ _OPAQUE = (int, float, str, bytes)
 too, but not one of them)."""
 
 
-def shape(node: Node) -> tuple[tuple[object, ...], list[Literal]] | None:
+TreeShape: TypeAlias = tuple[tuple[object, ...], list[Literal]]
+"""``shape``'s result: the key, and the literals it holds by type only."""
+
+
+def shape(node: Node) -> TreeShape | None:
     """The tree without its literals' values (``true``, ``false`` and ``null`` are kept),
     and those literals in a fixed order: two trees with equal shapes differ only there.
 

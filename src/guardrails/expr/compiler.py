@@ -6,6 +6,12 @@ tree into a ``Program``: ``codegen`` (generated Python, the default), ``closures
 of closures) or ``interpreter`` (cel-python, the independent reference). Backends import
 the front end and never each other, except that generated code falls back to the closures
 of the same checked tree for what Python's compiler cannot take.
+
+Policy sets repeat expressions that differ only in literals. For generated code, a tree
+whose shape (``ast.shape``) and whose literals read at load (by folding,
+``checker.fold_inputs``, and by code generation, ``codegen._shape``) match an earlier
+tree's takes that tree's code and constants without being checked or generated again
+(``_Variant``): the result is exactly what checking and generating it alone would give.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from guardrails.expr import ast
-from guardrails.expr.checker import Checked, ExpressionError, check, fold_inputs
+from guardrails.expr.checker import TYPE_CHECKERS, Checked, ExpressionError, check, fold_inputs
 from guardrails.expr.closures import closure_program
 from guardrails.expr.codegen import (
     Generated,
@@ -115,8 +121,8 @@ _VARIANTS_MAX: Final = 20_000
 _VARIANTS_PER_SHAPE: Final = 16
 
 
-def _generated(node: ast.Node, source: str, declared: frozenset[str], limits: Limits,
-               container: str) -> Program:
+def _generated(node: ast.Node, shaped: ast.TreeShape | None, source: str,
+               declared: frozenset[str], limits: Limits, container: str) -> Program:
     """The generated-code program of a parsed tree, checked and generated once per shape.
 
     A policy set's expressions mostly differ only in literals (``x > 100`` and ``x >
@@ -126,9 +132,8 @@ def _generated(node: ast.Node, source: str, declared: frozenset[str], limits: Li
     and code generation only where ``codegen._shape`` says; a literal read by either is
     in the variant by value.
     """
-    shaped = ast.shape(node)
     key: _ShapeKey | None = None
-    if shaped is not None:
+    if shaped is not None and not TYPE_CHECKERS:  # a registered pass sees every tree
         key = (shaped[0], declared, limits, container)
         literals = shaped[1]
         for variant in _VARIANTS.get(key, ()):
@@ -194,13 +199,15 @@ def compile_expression(
         node = parse(source, limits)
     except CelSyntaxError as e:
         raise ExpressionError(e.message, e.offset) from None
+    shaped = ast.shape(node)
     if backend == "compiled":
-        program = _generated(node, source, key[1], limits, container)
+        program = _generated(node, shaped, source, key[1], limits, container)
     else:
         program = compile_ast(
             node, source=source, declared=key[1], limits=limits, container=container,
             backend=backend,
         )
+    object.__setattr__(program, "shape", shaped)  # a new program, not yet shared
     if len(_PROGRAMS) >= _PROGRAMS_MAX:
         _PROGRAMS.clear()
     _PROGRAMS[key] = program

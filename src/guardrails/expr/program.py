@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardrails.expr import ast
+from guardrails.expr.ast import TreeShape
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits
 from guardrails.expr.stdlib import Activation
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -27,6 +28,10 @@ class Program:
     _fn: Fn = field(repr=False, compare=False)
     _slots: int = field(default=0, repr=False, compare=False)
     _limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    shape: TreeShape | None = field(default=None, repr=False, compare=False)
+    """The tree's shape (``ast.shape``), when the compiler worked it out: load-time
+    checks that depend only on it are done once per shape (``engine.compile``,
+    ``engine.typecheck``)."""
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         # The call's meter when the engine passes one (see ``limits.Meter``).

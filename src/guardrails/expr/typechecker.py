@@ -154,7 +154,7 @@ class _Unshaped(Exception):
     pass
 
 
-def shape(node: ast.Node) -> tuple[object, ...] | None:
+def shape(node: ast.Node, tree: ast.TreeShape | None = None) -> tuple[object, ...] | None:
     """What ``check`` reads of a tree: equal for two trees that differ only in literals it
     never looks at, so they have the same type and, when one has no diagnostic, neither
     has the other (the engine caches results by it; ``guardrails check`` on many
@@ -166,8 +166,37 @@ def shape(node: ast.Node) -> tuple[object, ...] | None:
     ``false`` and ``null`` always. Reading them elsewhere (the hint of a comparison's
     error, an enum of a tool schema) needs a diagnostic or an ``env`` with enums, which
     callers do not cache. None for a tree it does not describe.
+
+    ``tree``: the tree's ``ast.shape`` when known; the key is then that shape and the
+    values of the literals read (where those are is worked out once per tree shape).
     """
+    if tree is not None:
+        key, literals = tree
+        positions = _READ_POSITIONS.get(key)
+        if positions is None:
+            walked = _walk_shape(node)
+            if walked is None:
+                return None
+            index = {id(n): i for i, n in enumerate(literals)}
+            # a literal read that the tree's shape holds by value (true, null) is in `key`
+            positions = tuple(sorted({index[id(n)] for n in walked[1] if id(n) in index}))
+            if len(_READ_POSITIONS) >= 20_000:
+                _READ_POSITIONS.clear()
+            _READ_POSITIONS[key] = positions
+        return ("tree", key, tuple((type(literals[i].value), repr(literals[i].value))
+                                   for i in positions))
+    walked = _walk_shape(node)
+    return None if walked is None else walked[0]
+
+
+_READ_POSITIONS: dict[tuple[object, ...], tuple[int, ...]] = {}
+"""For each tree shape, which of its literals ``check`` reads (by index)."""
+
+
+def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] | None:
+    """``shape``'s key of ``node`` and the literals read, in the order met."""
     out: list[object] = []
+    read_nodes: list[ast.Literal] = []
 
     def walk(n: ast.Node, read: bool) -> None:
         t = type(n)
@@ -175,6 +204,8 @@ def shape(node: ast.Node) -> tuple[object, ...] | None:
             assert isinstance(n, ast.Literal)
             vt = type(n.value)
             out.append(vt if vt in _SCALARS and not read else (vt, repr(n.value)))
+            if read:
+                read_nodes.append(n)
         elif t is ast.Ident:
             assert isinstance(n, ast.Ident)
             out.append(("ident", n.name))
@@ -224,7 +255,7 @@ def shape(node: ast.Node) -> tuple[object, ...] | None:
         walk(node, False)
     except (_Unshaped, RecursionError):
         return None
-    return tuple(out)
+    return tuple(out), read_nodes
 
 
 def has_enums(t: Type, depth: int = 0) -> bool:

@@ -134,24 +134,29 @@ def _compose_fast(text: str) -> list[Node] | None:
     # An alias needs a "*" in the text; without one, no node can be shared.
     seen: set[int] | None = set() if "*" in text else None
     for node in nodes:
-        if not _plain_tree(node, 1, seen):
+        if not _plain_tree(node, seen):
             return None  # an alias or deep nesting: let the exact composer report it
     return nodes
 
 
-def _plain_tree(node: Node, depth: int, seen: set[int] | None) -> bool:
-    """No node reached twice (no alias) and none deeper than MAX_DEPTH (as ``_Loader``)."""
-    if depth > MAX_DEPTH:
-        return False
-    if seen is not None:
-        if id(node) in seen:
+def _plain_tree(root: Node, seen: set[int] | None) -> bool:
+    """No node reached twice (no alias) and none deeper than MAX_DEPTH (as ``_Loader``;
+    the root is at depth 1). A loop, not recursion: it runs over every node of a load."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
             return False
-        seen.add(id(node))
-    if isinstance(node, MappingNode):
-        return all(_plain_tree(k, depth + 1, seen) and _plain_tree(v, depth + 1, seen)
-                   for k, v in node.value)
-    if isinstance(node, SequenceNode):
-        return all(_plain_tree(v, depth + 1, seen) for v in node.value)
+        if seen is not None:
+            if id(node) in seen:
+                return False
+            seen.add(id(node))
+        if isinstance(node, MappingNode):
+            for k, v in node.value:
+                stack.append((k, depth + 1))
+                stack.append((v, depth + 1))
+        elif isinstance(node, SequenceNode):
+            stack.extend((v, depth + 1) for v in node.value)
     return True
 
 
