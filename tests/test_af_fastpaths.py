@@ -441,3 +441,19 @@ def test_json_view_equals_pydantics_conversion(arguments: dict[str, Any]) -> Non
     else:
         assert same_json(fast, general) and repr(fast) == repr(general)
         assert fast is not arguments  # a copy the guard owns
+
+
+# --------------------------------------------------------------------------- the run boundary
+
+class _Named:
+    def __init__(self, name: Any, ident: Any) -> None:
+        self.name, self.id = name, ident
+
+
+@pytest.mark.parametrize("name", [None, "", "a", "b", _Str("a"), 5])
+@pytest.mark.parametrize("ident", [None, "", "a", "b", _Str("b"), 7])
+def test_agent_names_are_the_name_then_a_different_id(name: Any, ident: Any) -> None:
+    from guardrails.agent_framework._boundary import agent_names
+
+    general = tuple(dict.fromkeys(n for n in (name, ident) if isinstance(n, str) and n))
+    assert agent_names(_Named(name, ident)) == general
