@@ -20,8 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from agent_framework import (
     AgentSession,
@@ -140,8 +139,10 @@ engine's tool index)."""
 _NO_INJECTIONS: tuple[Mapping[str, SecretRef], frozenset[str]] = ({}, frozenset())
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
+    """What ``_plan`` decided for one call (immutable; a tuple: built on every call, where
+    a frozen dataclass's guarded writes cost more than the rest of the record)."""
+
     policies: PolicySet
     """The set this call was decided on: it finishes on it, whatever a reload does."""
     decision: Decision
@@ -170,8 +171,7 @@ class _Plan:
     """The other names the tool answers to (``tool_aliases``), looked up once per call."""
 
 
-@dataclass(frozen=True)
-class _Settled:
+class _Settled(NamedTuple):
     """What ``_settle`` worked out (see there)."""
 
     decision: Decision
