@@ -27,7 +27,9 @@ but the decision is ``allow``, so the tool runs in every variant (at 1,500 the d
 require_approval, which without a session is a denial: the guarded run would do less work).
 The check before timing asserts the effect, the repair and the tool's result in every variant.
 
-Iterations interleave the variants (rotating their order) so drift hits them alike; the
+Iterations interleave the variants (in a shuffled order, seeded: a rotating order made the
+variant in one position some 50 µs slower, whatever it was, which inflated the guarded run
+and the telemetry figure) so drift hits them alike; the
 figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
 """
@@ -41,6 +43,7 @@ import gc
 import importlib.util
 import io
 import pstats
+import random
 import statistics
 import sys
 import tempfile
@@ -186,11 +189,13 @@ async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: in
         await _check(name, agent, client)
     names = list(variants)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    shuffle = random.Random(14).shuffle
     gc.collect()
     gc.freeze()  # the long-lived policies and framework objects: out of every collection
     for i in range(warmup + runs):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
+        order = names[:]
+        shuffle(order)
+        for name in order:
             agent, client = variants[name]
             start = time.perf_counter_ns()
             await agent.run(REQUEST)
