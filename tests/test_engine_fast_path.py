@@ -18,12 +18,13 @@ import collections
 import datetime
 import pickle
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import guardrails
@@ -67,6 +68,8 @@ ARG_CONDITIONS = [c for c in CONDITIONS if "variables" not in c]
 """What a repair's or a match's ``when`` may read (no ``variables``)."""
 VALUES = ['args.a', 'string(args.a)', 'double(args.a)', 'args.b + "!"', '[args.a]',
           'double("nan")', 'args.c', '"s" + string(args.a)', '7']
+SAFE_VALUES = ['7', '"s" + "X"', '[1, 2, 3]', '"s3cret-value"', 'has(args.a)']
+"""Values a repair can always set (it applies whatever the arguments)."""
 MESSAGES = ['"got " + string(args.a)', 'args.a', '"secret " + string(args.secret)',
             'dyn(variables.v2)']
 ACTIONS = ["allow", "deny", "halt", "require_approval", "warn"]
@@ -98,10 +101,11 @@ def policy_docs(draw: st.DrawFn, index: int) -> str:
         lines.append("  repairs:")
         for i in range(repairs):
             lines.append(f"    - name: r{i}")
-            if draw(st.booleans()):
+            if draw(st.integers(0, 2)) == 0:
                 lines.append(f"      when: {_q(draw(st.sampled_from(ARG_CONDITIONS)))}")
             target = draw(st.sampled_from(["a", "b", "secret", "d"]))
-            lines.append(f"      set: {{{target}: {_q(draw(st.sampled_from(VALUES)))}}}")
+            value = draw(st.sampled_from(SAFE_VALUES if draw(st.booleans()) else VALUES))
+            lines.append(f"      set: {{{target}: {_q(value)}}}")
             if draw(st.booleans()):
                 lines.append(f"      unset: [{draw(st.sampled_from(['b', 'c', 'secret']))}]")
     if draw(st.booleans()):
@@ -217,7 +221,7 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
         kw["agent"] = draw(st.sampled_from(["alpha", ("beta", "id-1"), "", ["gamma"]]))
     if draw(st.booleans()):
         kw["known_secrets"] = Scrubber(["xy-known-value", draw(st.sampled_from(["x", "sX"]))])
-    kw["tool"] = draw(st.sampled_from(["t", "t2", "other"]))
+    kw["tool"] = draw(st.sampled_from(["t", "t", "t", "t2", "other"]))
     return kw
 
 
@@ -267,6 +271,13 @@ def test_the_short_path_decides_as_the_general_path(backend: str, text: str,
         fast, general = both(ps, call)
         assert record(fast) == record(general)
         assert fast.id != general.id
+        event(f"effect {fast.effect.value}")
+        event(f"short path {_taken(ps, call['tool'])}")
+        for what, there in (("fired", fast.rules), ("repaired", fast.repairs),
+                            ("errors", fast.errors)):
+            event(f"{what} {bool(there)}")
+        if any(e.element == "input" for e in fast.errors):
+            event("input or cost error")
 
 
 def _taken(ps: guardrails.PolicySet, tool: str) -> bool:
@@ -342,3 +353,81 @@ def test_a_short_path_decision_is_the_same_record(tmp_path: Path) -> None:
     assert "hunter22" not in repr(copied) and copied.scrub("hunter22") == "[REDACTED]"
     with pytest.raises(AttributeError):
         d.not_a_field  # noqa: B018
+
+
+def test_each_decision_scrubs_with_its_own_callers_known_secrets() -> None:
+    """The scrubber shared by calls of a tool without secret arguments is per caller's
+    ``known_secrets``: calls alternating between two guards' memories (and none) each
+    scrub exactly their own values, in messages and records, however they interleave."""
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: echo}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: echo, when: 'true', action: deny,"
+            " messageExpression: '\"saw \" + args.a'}\n")
+    ps = _load(text, "compiled", Limits())
+    assert _taken(ps, "t") and not ps.secret_arguments("t")
+    memories = {"one": Scrubber(["alpha-secret-1"]), "two": Scrubber(["beta-secret-2"]),
+                "none": None}
+    for order in (["one", "one", "two", "two", "one"], ["two", "none", "none", "one", "two"]):
+        for who in order:
+            known = memories[who]
+            d = ps.evaluate("t", {"a": "alpha-secret-1 beta-secret-2"}, known_secrets=known)
+            message = d.rules[0].message
+            record = str(d.to_dict())
+            assert ("alpha-secret-1" in message) == (who != "one")
+            assert ("beta-secret-2" in message) == (who != "two")
+            assert ("alpha-secret-1" in record) == (who != "one")
+            assert ("beta-secret-2" in record) == (who != "two")
+            assert (d.scrub("alpha-secret-1") == "[REDACTED]") == (who == "one")
+            assert (d.scrub("beta-secret-2") == "[REDACTED]") == (who == "two")
+
+
+def test_threads_sharing_a_tool_scrub_their_own_values() -> None:
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: echo}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: echo, when: 'true', action: deny,"
+            " messageExpression: '\"saw \" + args.a'}\n")
+    ps = _load(text, "compiled", Limits())
+    memories = [Scrubber([f"value-of-guard-{i}"]) for i in range(4)]
+    leaks: list[str] = []
+
+    def work(i: int) -> None:
+        for n in range(300):
+            mine = memories[(i + n) % 4]
+            d = ps.evaluate("t", {"a": " ".join(f"value-of-guard-{j}" for j in range(4))},
+                            known_secrets=mine)
+            own = f"value-of-guard-{(i + n) % 4}"
+            if own in d.rules[0].message or own in str(d.to_dict()):
+                leaks.append(own)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert leaks == []
+
+
+class ReadCounting(Mapping[str, Any]):
+    """Arguments that count how often they are read, and fail the bounds when read."""
+
+    reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return "x"
+
+    def __iter__(self) -> Iterator[str]:
+        ReadCounting.reads += 1
+        return iter(["a", "b"])
+
+    def __len__(self) -> int:
+        return 1  # a lie: an input error
+
+
+def test_inputs_over_the_bounds_are_read_once() -> None:
+    ps = _load("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+               "  match: {tools: [t]}\n  rules:\n    - {name: r, when: 'true', action: warn}\n",
+               "compiled", Limits())
+    assert _taken(ps, "t")
+    d = ps.evaluate("t", ReadCounting(), agent="alpha")
+    assert d.effect == "deny" and d.errors[0].element == "input"
+    assert ReadCounting.reads == 1

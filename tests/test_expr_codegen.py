@@ -468,3 +468,24 @@ def test_select_on_engine_mappings_and_the_type_cache() -> None:
     p = compile_expression("params.limit > 3 && variables.v.size() == 1",
                            declared=("params", "variables"))
     assert p.evaluate({"params": MappingProxyType({"limit": 4}), "variables": {"v": [1]}})
+
+
+_ODD_VALUES: list[Any] = [1, -0.0, 2.5, 2**62, True, False, None, "1.5", "x", "1e3", b"1",
+                          [1], {"a": 1}, (1,), float("inf")]
+
+
+@pytest.mark.parametrize("source", ["double(x)", "type(x)", "type(x) == string",
+                                    "type(x) == type(1)", "double(x) > 1.0"])
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=repr)
+def test_inlined_double_and_type_agree_with_the_closures(source: str, value: Any) -> None:
+    fast = generated(source, declared=("x",))
+    assert "_TYPE_OF" in fast.python_source() or "_float(" in fast.python_source()
+    slow = compile_expression(source, declared=("x",), backend="closures")
+
+    def run(program: Any) -> Any:
+        try:
+            return ("value", program.evaluate({"x": value}))
+        except CelError as e:
+            return ("error", e.message)
+
+    assert run(fast) == run(slow)

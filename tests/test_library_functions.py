@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import guardrails
 from tests.test_cli_commands import run
@@ -204,3 +206,12 @@ def test_the_reference_backend_runs_library_calls_on_closures(tmp_path: Path) ->
     ps = load(tmp_path, LIB, policy("!text.named(args.to)"), backend="interpreter")
     assert ps.evaluate("t", {"to": "bob"}, request="bob").effect.value == "allow"
     assert ps.evaluate("t", {"to": "eve"}, request="bob").effect.value == "deny"
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x24F), max_size=40))
+def test_lower_and_upper_ascii_change_only_ascii_letters(text: str) -> None:
+    from guardrails.expr.lib_strings import lower_ascii, upper_ascii
+
+    lowered = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+    uppered = "".join(chr(ord(c) - 32) if "a" <= c <= "z" else c for c in text)
+    assert lower_ascii(text) == lowered and upper_ascii(text) == uppered

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -244,9 +244,9 @@ def _decision(
     tool: str,
     effect: Effect,
     arguments: MappingProxyType[str, Any],
-    rules: tuple[FiredRule, ...],
-    repairs: tuple[AppliedRepair, ...],
-    errors: tuple[EvaluationError, ...],
+    rules: Sequence[FiredRule],
+    repairs: Sequence[AppliedRepair],
+    errors: Sequence[EvaluationError],
     policies: tuple[str, ...],
     revision: str,
     secret_arguments: frozenset[str],
@@ -255,22 +255,27 @@ def _decision(
 ) -> Decision:
     """The engine's own constructor: a decision is built on every call, and ``__init__``
     (keywords, the frozen class's guarded writes, the id's spelling) cost more than a
-    rule. The same record: every field set, ``arguments`` already a read-only view; the
-    id is a number until it is read (see ``Decision.__getattr__``)."""
+    rule. The same record: ``arguments`` already a read-only view, an empty ``rules``,
+    ``repairs``, ``errors`` or ``reservations`` read from the class (its default, ``()``);
+    the id is a number until it is read (see ``Decision.__getattr__``)."""
     d = _new(Decision)
     f = d.__dict__
     f["_number"] = next(_ID_COUNTER)
     f["tool"] = tool
     f["effect"] = effect
     f["arguments"] = arguments
-    f["rules"] = rules
-    f["repairs"] = repairs
-    f["errors"] = errors
+    if rules:  # lists from the engine become tuples here, once
+        f["rules"] = tuple(rules)
+    if repairs:
+        f["repairs"] = tuple(repairs)
+    if errors:
+        f["errors"] = tuple(errors)
     f["policies"] = policies
     f["revision"] = revision
     f["secret_arguments"] = secret_arguments
     f["_scrubber"] = scrubber
-    f["reservations"] = reservations
+    if reservations:
+        f["reservations"] = reservations
     return d
 
 

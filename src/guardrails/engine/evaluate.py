@@ -205,8 +205,11 @@ def _normalize(value: Any, depth: int, budget: Budget, max_depth: int) -> Any:
             raise _over()
         out: list[Any] | None = None if t is list else []
         for i, v in enumerate(value):
-            if type(v) is str:  # the common leaf, inline
+            tv = type(v)
+            if tv is str:  # the common leaves, inline
                 budget.left -= len(v)
+                n = v
+            elif tv is float or tv is bool or v is None:
                 n = v
             else:
                 n = _normalize(v, depth + 1, budget, max_depth)
@@ -255,30 +258,40 @@ def _items_of(value: Mapping[Any, Any], n_items: int) -> list[tuple[Any, Any]]:
 
 def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, budget: Budget,
          max_depth: int) -> dict[str, Any]:
-    """A ``dict`` normalised; ``original`` is returned when nothing needed converting."""
+    """A ``dict`` normalised; ``original`` is returned when nothing needed converting.
+
+    What is left of the budget is a local while the entries are plain leaves, and goes
+    back into ``budget`` before a nested value is walked (and at the end)."""
+    left = budget.left
     if original is not None:
-        budget.left -= 2 * NODE_COST * len(value)
-        if budget.left < 0:
+        left -= 2 * NODE_COST * len(value)
+        if left < 0:
             raise _over()
     out: dict[str, Any] | None = None if original is not None else {}
     for k, v in value.items():
         if type(k) is not str:
             raise InputError("map keys in inputs must be strings")
-        if type(v) is str:  # the common leaf, inline
-            budget.left -= len(k) + len(v)
+        tv = type(v)
+        if tv is str:  # the common leaves, inline
+            left -= len(k) + len(v)
+            n = v
+        elif tv is float or tv is bool or v is None:
+            left -= len(k)
             n = v
         else:
-            budget.left -= len(k)
+            budget.left = left - len(k)
             n = _normalize(v, depth + 1, budget, max_depth)
-        if out is None and n is not v:
-            out = {}
-            for k2, v2 in value.items():
-                if k2 is k:
-                    break
-                out[k2] = v2
+            left = budget.left
+            if out is None and n is not v:
+                out = {}
+                for k2, v2 in value.items():
+                    if k2 is k:
+                        break
+                    out[k2] = v2
         if out is not None:
             out[k] = n
-    if budget.left < 0:
+    budget.left = left
+    if left < 0:
         raise _over()
     return value if out is None else out
 
@@ -294,9 +307,12 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     is a mapping of its own (not a ``dict``) is read like any input mapping: no further
     than its stated size, and only while that size is within the bound.
     """
-    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+    if type(history) is list:
+        entries = history[-limits.max_history:] if len(history) > limits.max_history else history
+    elif isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
         raise InputError("history must be a list of maps")
-    entries = list(history)[-limits.max_history:]
+    else:
+        entries = list(history)[-limits.max_history:]
     out: list[dict[str, Any]] = []
     results_left = limits.max_history_result_chars
     max_depth = limits.max_input_depth
@@ -308,22 +324,22 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
             if 2 * NODE_COST * n_items > budget.left:
                 raise _over()
             entry = dict(_items_of(entry, n_items))
-        rest = {k: v for k, v in entry.items() if k not in _HISTORY_OWN}
+        rest = dict(entry)  # without the keys read here, bounded as input
+        result = rest.pop("result", None)
+        trusted = rest.pop("trusted", False)
+        at = rest.pop("at", None)
         normalised = _map(rest, rest, 1, budget, max_depth) if max_depth > 1 else (
             _normalize(rest, 1, budget, max_depth))
-        result = entry.get("result")
         if result is None:
             result = ""
         if type(result) is not str:
             raise InputError("history result must be text")
         result = result[:max(0, min(limits.max_result_chars, results_left))]
         results_left -= len(result)
-        trusted = entry.get("trusted", False)
         if type(trusted) is not bool:
             raise InputError("history trusted must be true or false")
         normalised["result"] = result
         normalised["trusted"] = trusted
-        at = entry.get("at")
         if at is not None:
             normalised["at"] = timestamp(at, "history at")
         out.append(normalised)
@@ -331,10 +347,6 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     if budget.left < 0:
         raise InputError("inputs exceed the size bound")
     return out
-
-
-_HISTORY_OWN = frozenset({"result", "trusted", "at"})
-"""The history entry's keys the engine reads itself (the rest is bounded as input)."""
 
 
 def timestamp(value: Any, what: str) -> datetime.datetime:
@@ -396,9 +408,12 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
 Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
-Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...]], ...]
+Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
+                   dict[int, FiredRule]], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
-function and its rules' functions, looked up once per tool instead of once per call."""
+function and its rules' functions, looked up once per tool instead of once per call, and
+the records of its rules with a static message that fired when there was nothing to
+scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
 
 
 @dataclass(frozen=True)
@@ -427,7 +442,10 @@ class Candidates:
     """Whether some of them may not match a call (``match.when``, agent selectors)."""
     repairs: bool = field(init=False)
     """Whether any of them has repairs."""
-    _shared_scrubber: tuple[Scrubber | None, Scrubber] | None = field(
+    clean: bool = field(init=False)
+    """Whether their decisions have nothing to scrub of their own (no secret arguments,
+    no redact patterns)."""
+    _shared_scrubber: tuple[Scrubber | None, Scrubber | None] | None = field(
         init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -442,12 +460,14 @@ class Candidates:
                            any(p.when is not None or p.selector is not None or p.agents
                                for p in ps))
         object.__setattr__(self, "repairs", any(p.repairs for p in ps))
+        object.__setattr__(self, "clean", not self.secret_names and self.redact is None)
         plan: Plan | None = None
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r) for r in p.rules)) for p in ps)
+                          tuple((r.when.program.evaluate, r) for r in p.rules), {})
+                         for p in ps)
         object.__setattr__(self, "plan", plan)
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
@@ -457,17 +477,27 @@ class Candidates:
 
         Without secret arguments it holds nothing of the call: one scrubber, built whole
         (not lazily, so threads can share it), serves every call with the same
-        ``known_secrets``."""
+        ``known_secrets``. It is built when the same ``known_secrets`` comes a second time
+        in a row: building it whole copies their texts, which a call with a lazy scrubber
+        pays only if it scrubs something (callers alternating between two guards' memories
+        keep getting lazy ones)."""
         names = self.secret_names
         if names:
             return Scrubber(functools.partial(_secrets_now, raw_args, args, names),
                             self.redact, base=known_secrets)
         shared = self._shared_scrubber
         if shared is not None and shared[0] is known_secrets:
-            return shared[1]
-        scrub = Scrubber((), self.redact, base=known_secrets)
-        object.__setattr__(self, "_shared_scrubber", (known_secrets, scrub))
-        return scrub
+            if shared[1] is not None:
+                return shared[1]
+            scrub = Scrubber((), self.redact, base=known_secrets)
+            object.__setattr__(self, "_shared_scrubber", (known_secrets, scrub))
+            return scrub
+        object.__setattr__(self, "_shared_scrubber", (known_secrets, None))
+        return Scrubber(_no_values, self.redact, base=known_secrets)
+
+
+def _no_values() -> tuple[()]:
+    return ()
 
 
 def _secrets_now(raw_args: Mapping[str, Any], args: Mapping[str, Any],
@@ -566,7 +596,13 @@ def decide(call: Call, candidates: Candidates, revision: str,
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
     effect = Effect.ALLOW
-    scrub = candidates.scrubber(known_secrets, raw_args, args)
+    shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
+    scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
+        not candidates.secret_names) else None
+    if scrub is None:
+        scrub = candidates.scrubber(known_secrets, raw_args, args)
+    # Nothing to scrub: a static-message rule that fires shares one record (see ``Plan``).
+    clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
     matched: Plan | list[Any] = plan
@@ -575,7 +611,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when, _ = entry
+            policy, when, _, _ = entry
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
@@ -589,14 +625,19 @@ def decide(call: Call, candidates: Candidates, revision: str,
                            for name in r.set):
             scrub = candidates.scrubber(known_secrets, raw_args, args)
 
-    # 3. rules
-    for policy, _, rules in matched:
+    # 3. rules. Matching and repairs are done: ``base`` itself becomes each policy's
+    # bindings in turn (nothing reads a policy's bindings after its rules, and the general
+    # path's per-policy copies hold the same entries).
+    bindings = base
+    bindings["args"] = args
+    for policy, _, rules, statics in matched:
+        bindings["params"] = policy.params
         if policy.variables:
             variables = Variables(policy.variable_programs)
-            bindings = dict(base, args=args, params=policy.params, variables=variables)
             variables.bindings = bindings
+            bindings["variables"] = variables
         else:
-            bindings = dict(base, args=args, params=policy.params, variables=_NO_VARIABLES)
+            bindings["variables"] = _NO_VARIABLES
         acted: list[Action] = []
         for run, rule in rules:
             try:
@@ -610,7 +651,11 @@ def decide(call: Call, candidates: Candidates, revision: str,
                 if hit is None:
                     continue
             else:
-                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                hit = statics.get(id(rule)) if clean else None
+                if hit is None:
+                    hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                    if clean and rule.message_expression is None:
+                        statics[id(rule)] = hit
             fired.append(hit)
             acted.append(hit.action)
         if not policy.audit:
@@ -623,8 +668,8 @@ def decide(call: Call, candidates: Candidates, revision: str,
         effect = _over_cost(policies, errors, effect)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
-                     tuple(errors), candidates.policy_names if len(policies) == len(plan)
+    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors,
+                     candidates.policy_names if len(policies) == len(plan)
                      else tuple([p.name for p in policies]), revision,
                      candidates.secret_names, scrub, ())
 
@@ -677,37 +722,37 @@ def _repair(
         pt = traces.get(policy.name)
         if origins is not None:
             origins.params = policy.params
-        for repair in policy.repairs:
+        for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
             bindings = dict(base, args=args, params=policy.params, variables={})
-            element = f"repairs.{repair.name}"
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
                     if type(cond) is not bool:
                         raise CelError(f"when returned {_cel_type_name(cond)}, not bool")
                     if pt is not None:
-                        pt.steps.append(Step(f"{element}.when", value=cond, fired=cond))
+                        pt.steps.append(Step(f"repairs.{repair.name}.when", value=cond,
+                                             fired=cond))
                     if not cond:
                         continue
                 new_values = {}
                 for name, expr in repair.set:
-                    new_values[name] = expr.program.evaluate(bindings)
-                    if not _finite(new_values[name]):
+                    value = new_values[name] = expr.program.evaluate(bindings)
+                    if not _finite(value):
                         # Same bound as on inputs: ``double("nan")`` must not turn a
                         # string every rule rejects into a number every rule accepts.
                         raise CelError(f"set {name} produced a non-finite number")
                     if pt is not None:
-                        pt.steps.append(Step(f"{element}.set.{name}", value=new_values[name]))
+                        pt.steps.append(Step(f"repairs.{repair.name}.set.{name}", value=value))
             except Exception as exc:
-                e = _cel_error(exc)
-                errors.append(EvaluationError(policy.name, element, scrub(e.message),
+                message = scrub(_cel_error(exc).message)
+                errors.append(EvaluationError(policy.name, f"repairs.{repair.name}", message,
                                               "not-applied"))
                 if pt is not None:
-                    pt.steps.append(Step(element, error=scrub(e.message)))
+                    pt.steps.append(Step(f"repairs.{repair.name}", error=message))
                 continue
-            repairs.append(AppliedRepair(policy.name, repair.name, tuple(new_values),
-                                         tuple([n for n in repair.unset if n in args]),
-                                         policy.audit))
+            repairs.append(record if record is not None else AppliedRepair(
+                policy.name, repair.name, tuple(new_values),
+                tuple([n for n in repair.unset if n in args]), policy.audit))
             if policy.audit:
                 continue
             args.update(new_values)
@@ -895,9 +940,9 @@ def _evaluate_call(
             fired.append(hit)
             acted.append(hit.action)
         if pt is not None:
-            for name, value in variables.done.items():
+            for name, value in variables._done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables.errors.items():
+            for name, err in variables._errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
@@ -1122,5 +1167,5 @@ def _record(
              else tuple([p.name for p in matched]))
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), tuple(fired), tuple(repairs),
-                     tuple(errors), names, revision, secret_names, scrub, reservations)
+    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors, names,
+                     revision, secret_names, scrub, reservations)

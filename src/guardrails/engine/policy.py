@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from guardrails.engine.decision import Action, Effect
+from guardrails.engine.decision import Action, AppliedRepair, Effect
 from guardrails.expr import Program
 from guardrails.model.source import Expression, Position
 
@@ -115,6 +115,10 @@ class CompiledPolicy:
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_programs: Mapping[str, Program] = field(init=False, repr=False, compare=False)
     """Each variable's program by name: what a call's ``Variables`` evaluates."""
+    repair_records: tuple[AppliedRepair | None, ...] = field(init=False, repr=False,
+                                                             compare=False)
+    """For each repair without ``unset``, the record of it applied (the same for every call:
+    its ``set`` names, nothing unset); None for the others."""
     names: frozenset[str] = field(init=False, repr=False, compare=False)
     """Identifiers its expressions use: inputs no candidate reads are not even copied."""
 
@@ -125,6 +129,12 @@ class CompiledPolicy:
         object.__setattr__(self, "_tool_regex", regex)
         object.__setattr__(self, "variable_programs",
                            {v.name: v.value.program for v in self.variables})
+        records = []
+        for r in self.repairs:
+            names = tuple(name for name, _ in r.set)
+            records.append(None if r.unset or len(set(names)) != len(names) else
+                           AppliedRepair(self.name, r.name, names, (), self.audit))
+        object.__setattr__(self, "repair_records", tuple(records))
         compiled = [self.when, self.selector, *(v.value for v in self.variables),
                     *(c.key for c in self.counters), *(c.when for c in self.counters),
                     *(c.cost for c in self.counters),

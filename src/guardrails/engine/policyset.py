@@ -158,6 +158,10 @@ class PolicySet:
                 if error is None:
                     return decide(call, candidates, self._revision, known_secrets,
                                   self._limits.max_cost)
+                # Decided on what was read (the inputs are never read a second time).
+                return evaluate_call(call, candidates, revision=self._revision,
+                                     input_error=error, known_secrets=known_secrets,
+                                     max_cost=self._limits.max_cost, counters=counters)
         return self._decide(tool, args, principal, history, request, description, now, None,
                             known_secrets, tuple(aliases),
                             unmatched if type(unmatched) is Effect else Effect(unmatched),
@@ -267,7 +271,7 @@ class PolicySet:
                             history, str | bytes | bytearray | Mapping)):
                     raise InputError(f"history must be a list, got {type(history).__name__}")
                 if type(history) is list or type(history) is tuple:
-                    recent = list(history[-limits.max_history:])
+                    recent = history[-limits.max_history:]
                 else:  # a Sequence of its own: read by index, never more than kept
                     n = len(history)
                     recent = [history[i] for i in range(max(0, n - limits.max_history), n)]

@@ -35,6 +35,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error
 from guardrails.expr.closures import closure_program
+from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, cost_of
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
@@ -180,6 +181,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_iter_pairs": std.iter_pairs,
     "_deepcopy": copy.deepcopy,
     "_EQ_TYPES": std.FAST_EQ_TYPES,
+    "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
     "_SEQS": frozenset({str, bytes, list, tuple}),
@@ -190,6 +192,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_list": list,
     "_dict": dict,
     "_proxy": types.MappingProxyType,
+    "_LAZY": frozenset({Variables, Request}),
     "_vars": Variables,
     "_bool": bool,
     "_MIN": INT64_MIN,
@@ -387,10 +390,13 @@ class _Gen:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
         else:
             # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
-            # policy's variables: the entry itself (what ``select`` would read, directly)
+            # policy's variables (one already computed, then any) and ``request``: the
+            # entry itself (what ``select`` would read, directly: ``_defs`` are the keys
+            # they hold)
             self.emit(
                 f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else {v}[{k}] if type({v}) is _vars and {k} in {v}.defs else _select({v}, {k})"
+                f"else {v}._done[{k}] if type({v}) is _vars and {k} in {v}._done "
+                f"else {v}[{k}] if type({v}) in _LAZY and {k} in {v}._defs else _select({v}, {k})"
             )
         return t
 
@@ -466,6 +472,16 @@ class _Gen:
             )
             return t
         f = self.const(fn)
+        if fn is std.to_double and len(parts) == 1:  # what ``to_double`` does for numbers
+            (x,) = parts
+            self.emit(f"{t} = {x} if type({x}) is _float else _float({x}) if type({x}) is _int "
+                      f"else {f}(None, {x})")
+            return t
+        if fn is std.type_of and len(parts) == 1:  # what ``type_of`` does for built-in types
+            (x,) = parts
+            self.emit(f"{t} = _TYPE_OF.get(type({x}))")
+            self.emit(f"if {t} is None: {t} = {f}(None, {x})")
+            return t
         self.emit(f"{t} = {f}(None, {', '.join(parts)})")
         return t
 

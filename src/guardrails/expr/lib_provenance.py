@@ -513,6 +513,8 @@ class Request(Mapping[str, Any]):
     """``request``: the user's words and what they name, extracted on first use."""
 
     __slots__ = ("_extracted", "text")
+    _defs: Final = frozenset(_REQUEST_KEYS)
+    """The keys it holds: generated code reads them directly (see ``values.Variables``)."""
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -103,14 +103,15 @@ def last_index_of(s: Any, sub: Any, *rest: Any) -> int:
 def lower_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("lowerAscii", s)
-    return s.translate(_ASCII_LOWER)
+    # On ASCII text ``lower`` changes exactly A-Z, and is many times faster than the table.
+    return s.lower() if s.isascii() else s.translate(_ASCII_LOWER)
 
 
 @guarded("upperAscii")
 def upper_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("upperAscii", s)
-    return s.translate(_ASCII_UPPER)
+    return s.upper() if s.isascii() else s.translate(_ASCII_UPPER)
 
 
 @guarded("replace")

@@ -824,14 +824,14 @@ def check_arg(act: Activation, value: Any, expected: Any, function: Any, param: 
     return value
 
 
-_TYPE_OF: Final[Mapping[type, CelType]] = {
+TYPE_OF: Final[Mapping[type, CelType]] = {
     bool: BOOL, int: INT, UInt: UINT, float: DOUBLE, str: STRING, bytes: BYTES, _NONE: NULL_TYPE,
     list: LIST, tuple: LIST, dict: MAP, CelType: TYPE, _DT: TIMESTAMP, _TD: DURATION,
 }  # fmt: skip
 
 
 def type_of(act: Activation, x: Any) -> CelType:
-    found = _TYPE_OF.get(type(x))
+    found = TYPE_OF.get(type(x))
     return found if found is not None else cel_type(x)
 
 

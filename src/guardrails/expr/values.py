@@ -175,44 +175,44 @@ class Variables(Mapping[str, Any]):
     """A policy's ``variables`` for one call: each evaluated at most once, on first read,
     against ``bindings`` (which hold this map: a variable can read earlier ones).
 
-    Generated code reads an entry as it reads a dict's (``v[k]`` when ``k in v.defs``),
-    not through the generic ``select``: the same value or error, three calls less for
-    every read. A failure is remembered and raised again on every read, as one
+    Generated code reads an entry as it reads a dict's (``v._done[k]`` once computed,
+    else ``v[k]`` when ``k in v._defs``), not through the generic ``select``: the same
+    value or error, three or four calls less for every read. A failure is remembered and raised again on every read, as one
     ``CelError`` naming the variable.
     """
 
-    __slots__ = ("bindings", "defs", "done", "errors")
+    __slots__ = ("_defs", "_done", "_errors", "bindings")
 
     def __init__(self, defs: Mapping[str, _Evaluates]) -> None:
-        self.defs = defs
-        self.done: dict[str, Any] = {}
-        self.errors: dict[str, CelError] = {}
+        self._defs = defs
+        self._done: dict[str, Any] = {}
+        self._errors: dict[str, CelError] = {}
         self.bindings: Mapping[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
         try:
-            return self.done[name]
+            return self._done[name]
         except KeyError:
             pass
-        if name in self.errors:
-            raise self.errors[name]
-        program = self.defs.get(name)
+        if name in self._errors:
+            raise self._errors[name]
+        program = self._defs.get(name)
         if program is None:
             raise KeyError(name)
         try:
             value = program.evaluate(self.bindings)
         except Exception as e:
             err = CelError(f"variable {name}: {error_message(e)}")
-            self.errors[name] = err
+            self._errors[name] = err
             raise err from None
-        self.done[name] = value
+        self._done[name] = value
         return value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.defs)
+        return iter(self._defs)
 
     def __len__(self) -> int:
-        return len(self.defs)
+        return len(self._defs)
 
 
 def error_message(e: BaseException) -> str:
