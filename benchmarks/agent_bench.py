@@ -27,7 +27,9 @@ but the decision is ``allow``, so the tool runs in every variant (at 1,500 the d
 require_approval, which without a session is a denial: the guarded run would do less work).
 The check before timing asserts the effect, the repair and the tool's result in every variant.
 
-Iterations interleave the variants (rotating their order) so drift hits them alike; the
+Iterations interleave the variants (in a shuffled order, seeded: a rotating order made the
+variant in one position some 50 µs slower, whatever it was, which inflated the guarded run
+and the telemetry figure) so drift hits them alike; the
 figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
 """
@@ -41,6 +43,7 @@ import gc
 import importlib.util
 import io
 import pstats
+import random
 import statistics
 import sys
 import tempfile
@@ -186,11 +189,13 @@ async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: in
         await _check(name, agent, client)
     names = list(variants)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    shuffle = random.Random(14).shuffle
     gc.collect()
     gc.freeze()  # the long-lived policies and framework objects: out of every collection
     for i in range(warmup + runs):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
+        order = names[:]
+        shuffle(order)
+        for name in order:
             agent, client = variants[name]
             start = time.perf_counter_ns()
             await agent.run(REQUEST)
@@ -277,6 +282,8 @@ EVALUATE = "PolicySet.evaluate() (engine)"
 REDACT = "PolicySet.redact() (engine)"
 SNAPSHOT = "snapshot token, the guard's (framework code)"
 CHECK = "snapshot token, framework's check before the tool"
+COMPARE = "framework's comparison tokens"
+_INSTALLED: list[Any] = []
 
 
 @contextmanager
@@ -284,19 +291,24 @@ def _instrumented(policies: guardrails.PolicySet) -> Iterator[dict[str, _Timed]]
     """Time, inside real guarded runs, the parts of a guarded call that are not the guard's
     own code. Instance attributes shadow the PolicySet methods; the framework's private token
     function is swapped in the two modules that call it."""
+    # The framework's check runs whatever its module holds: the guard's fast tokens once a
+    # guard installed them (guard_private.install_fast_tokens), else its own.
+    installed = af_tools._argument_authority_token, af_tools._argument_comparison_token
+    _INSTALLED[:] = [installed[1]]
     timers = {EVALUATE: _Timed(policies.evaluate), REDACT: _Timed(policies.redact),
               SNAPSHOT: _Timed(_argument_authority_token),
-              CHECK: _Timed(_argument_authority_token)}
+              CHECK: _Timed(installed[0]), COMPARE: _Timed(installed[1])}
     policies.evaluate = timers[EVALUATE]  # type: ignore[method-assign]
     policies.redact = timers[REDACT]  # type: ignore[method-assign]
     guard_private._argument_authority_token = timers[SNAPSHOT]  # type: ignore[attr-defined]
     af_tools._argument_authority_token = timers[CHECK]
+    af_tools._argument_comparison_token = timers[COMPARE]
     try:
         yield timers
     finally:
         del policies.evaluate, policies.redact
         guard_private._argument_authority_token = _argument_authority_token  # type: ignore[attr-defined]
-        af_tools._argument_authority_token = _argument_authority_token
+        af_tools._argument_authority_token, af_tools._argument_comparison_token = installed
 
 
 async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[float]],
@@ -324,6 +336,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
             for name, clock in clocks.items():
                 per_run.setdefault(name, []).append((clock.ns - before[name]) / 1000)
     part = {name: statistics.median(values) for name, values in per_run.items()}
+    installed_tokens = _INSTALLED[0] is guard_private.argument_token
     calls = {name: t.calls / runs for name, t in timers.items()}
     med = {name: statistics.median(values) for name, values in samples.items()}
     base = med["unguarded"]
@@ -341,11 +354,13 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
         ("  the guard's own code", own),
         (f"{CHECK} x{calls[CHECK]:g}", part[CHECK]),
+        (f"{COMPARE} x{calls[COMPARE]:g} (the pass-through pair's too)", part[COMPARE]),
     ]
     accounted = rows[0][1] + rows[1][1] + inside + part[CHECK]
     rows.append(("not accounted for (noise, other framework work)", extra - accounted))
     print(f"where the {extra:.0f} µs a guarded run adds go (medians per run; "
-          f"{runs} instrumented runs):")
+          f"{runs} instrumented runs; fast tokens installed in the framework: "
+          f"{installed_tokens}):")
     for name, value in rows:
         print(f"  {name:58} {value:8.1f} µs")
 

@@ -93,6 +93,8 @@ import datetime as _dt  # noqa: E402
 import decimal as _decimal  # noqa: E402
 import math as _math  # noqa: E402
 import uuid as _uuid  # noqa: E402
+from collections.abc import Iterator as _Iterator  # noqa: E402
+from contextlib import contextmanager as _contextmanager  # noqa: E402
 from typing import Any as _Any  # noqa: E402
 
 from hypothesis import given as _given  # noqa: E402
@@ -139,22 +141,47 @@ _values = _st.recursive(
 )
 
 
+@_contextmanager
+def _framework_tokens() -> _Iterator[None]:
+    """The framework's own token functions in its module while inside (a guard installs
+    the fast ones there, and the framework's functions recurse through the module): the
+    reference the fast tokens are compared with is the framework's code alone."""
+    from agent_framework import _tools
+
+    installed = _tools._argument_comparison_token, _tools._argument_authority_token
+    _tools._argument_comparison_token = _private.FRAMEWORK_COMPARISON_TOKEN
+    _tools._argument_authority_token = _private.FRAMEWORK_AUTHORITY_TOKEN
+    try:
+        yield
+    finally:
+        _tools._argument_comparison_token, _tools._argument_authority_token = installed
+
+
+def _framework_comparison(value: _Any) -> _Any:
+    with _framework_tokens():
+        return _private.FRAMEWORK_COMPARISON_TOKEN(value)
+
+
+def _framework_authority(value: _Any) -> _Any:
+    """The framework's authority token, or the type of what it raised."""
+    with _framework_tokens():
+        try:
+            return _private.FRAMEWORK_AUTHORITY_TOKEN(value, boundary="security policy")
+        except Exception as exc:
+            return type(exc)
+
+
 @_settings(max_examples=600, deadline=None)
 @_given(_values)
 def test_fast_token_equals_the_frameworks(value: _Any) -> None:
-    from agent_framework._tools import _argument_comparison_token
-
-    assert _private.argument_token(value) == _argument_comparison_token(value)
-    assert _private.argument_token({"v": value}) == _argument_comparison_token({"v": value})
+    assert _private.argument_token(value) == _framework_comparison(value)
+    assert _private.argument_token({"v": value}) == _framework_comparison({"v": value})
 
 
 @_settings(max_examples=300, deadline=None)
 @_given(_st.dictionaries(_st.text(max_size=4), _values, max_size=4))
 def test_fast_authority_token_equals_the_frameworks(value: dict[str, _Any]) -> None:
-    from agent_framework._tools import _argument_authority_token
-
-    assert _private.authority_token(value) == _argument_authority_token(
-        value, boundary="security policy")
+    assert _private.authority_token(value) == _framework_authority(value)
 
 
 @_settings(max_examples=300, deadline=None)
@@ -163,10 +190,69 @@ def test_fast_authority_token_equals_the_frameworks(value: dict[str, _Any]) -> N
 def test_fast_tokens_of_different_values_differ_like_the_frameworks(
     a: dict[str, _Any], b: dict[str, _Any],
 ) -> None:
-    from agent_framework._tools import _argument_comparison_token
-
-    framework_equal = _argument_comparison_token(a) == _argument_comparison_token(b)
+    framework_equal = _framework_comparison(a) == _framework_comparison(b)
     assert (_private.argument_token(a) == _private.argument_token(b)) is framework_equal
+
+
+class _Opaque:
+    pass
+
+
+_with_opaque = _st.recursive(
+    _st.one_of(_scalars, _st.builds(_Opaque)),
+    lambda inner: _st.one_of(_st.lists(inner, max_size=3),
+                             _st.dictionaries(_keys, inner, max_size=3),
+                             _st.lists(inner, max_size=2).map(tuple)),
+    max_leaves=12,
+)
+
+
+@_settings(max_examples=300, deadline=None)
+@_given(_st.dictionaries(_st.text(max_size=4), _with_opaque, max_size=4))
+def test_installed_tokens_are_the_frameworks_for_every_input(value: dict[str, _Any]) -> None:
+    """What the framework's own checks compute once a guard installed the fast tokens:
+    the token its own code computes, or the same refusal of opaque values."""
+    from agent_framework import _tools
+
+    assert _private.install_fast_tokens()
+    assert _tools._argument_comparison_token(value) == _framework_comparison(value)
+    try:
+        installed: _Any = _tools._argument_authority_token(value, boundary="security policy")
+    except Exception as exc:
+        installed = type(exc)
+    assert installed == _framework_authority(value)
+
+
+def test_fast_tokens_are_installed_only_over_the_frameworks_own() -> None:
+    from agent_framework import _tools
+
+    from guardrails.agent_framework import guard
+
+    guard(guardrails_policies())  # building a guard installs them
+    assert _tools._argument_comparison_token is _private.argument_token
+    assert _private.install_fast_tokens()  # again: nothing changes
+    assert _tools._argument_comparison_token is _private.argument_token
+
+    def someone_elses(value: _Any) -> _Any:
+        return _private.FRAMEWORK_COMPARISON_TOKEN(value)
+
+    installed = _tools._argument_comparison_token, _tools._argument_authority_token
+    try:
+        _tools._argument_comparison_token = someone_elses
+        _tools._argument_authority_token = _private.FRAMEWORK_AUTHORITY_TOKEN
+        assert not _private.install_fast_tokens()  # replaced by someone else: left alone
+        assert _tools._argument_comparison_token is someone_elses
+        assert _tools._argument_authority_token is _private.FRAMEWORK_AUTHORITY_TOKEN
+    finally:
+        _tools._argument_comparison_token, _tools._argument_authority_token = installed
+
+
+def guardrails_policies() -> _Any:
+    from pathlib import Path
+
+    import guardrails
+
+    return guardrails.load(Path(__file__).resolve().parent.parent / "policies" / "payments.yaml")
 
 
 def test_fast_token_keeps_what_json_equality_would_merge() -> None:

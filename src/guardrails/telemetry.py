@@ -18,7 +18,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import Token
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast, runtime_checkable
@@ -304,13 +304,15 @@ def _reason(decision: Decision) -> str:
 class CallSpan:
     """The span of one guarded tool call (evaluation plus the tool's own execute_tool span)."""
 
-    def __init__(self, telemetry: GuardTelemetry, span: Span, parent: Span, *, tool: str,
-                 call_id: str | None) -> None:
+    def __init__(self, telemetry: GuardTelemetry, span: Span, parent: Span | None, *,
+                 tool: str, call_id: str | None) -> None:
         self.span = span
         self._telemetry = telemetry
         self._parent = parent
+        """The span around the call; None: whatever span is current (no span of ours is)."""
         self._tool = tool
         self._call_id = call_id
+        self._clean_for: Decision | None = None
         self.decision: Decision | None = None
         self.failed = False
         self.approved = False
@@ -320,13 +322,18 @@ class CallSpan:
         ``require_approval`` decision lets it run."""
         self.approved = True
 
+    def mark_call_id_clean(self, decision: Decision) -> None:
+        """Before ``record``: the guard found that ``decision`` leaves the call id as it is
+        (it blocks the call otherwise), so ``call_id`` need not scrub it a second time."""
+        self._clean_for = decision
+
     def call_id(self, decision: Decision) -> str | None:
         """The model's call id as spans and records may carry it: ``[REDACTED]`` when it
         holds a secret the decision knows (a secret argument's value, an injected value,
         a redact-pattern match)."""
         raw = self._call_id
-        if raw is None:
-            return None
+        if raw is None or getattr(self, "_clean_for", None) is decision:
+            return raw
         return raw if decision.scrub(raw) == raw else REDACTED
 
     def record(self, decision: Decision, duration_s: float) -> None:
@@ -344,7 +351,9 @@ class CallSpan:
             self._record_span(decision, approved, effect, audit)
         if decision.effect is Effect.HALT:
             with t._contain("span"):
-                t._mark_halt(self._parent, decision)
+                parent = self._parent
+                t._mark_halt(parent if parent is not None else trace.get_current_span(),
+                             decision)
         with t._contain("metrics"):
             self._record_metrics(decision, effect, audit, duration_s)
         with t._contain("decision log"):
@@ -418,6 +427,27 @@ class CallSpan:
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
 
+_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+"""A reusable context that does nothing (``in_run_span`` without a span)."""
+
+
+class _QuietCall:
+    """``with`` a ``CallSpan`` that has no span of its own (see ``GuardTelemetry.call_span``)."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: CallSpan) -> None:
+        self._call = call
+
+    def __enter__(self) -> CallSpan:
+        return self._call
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        if exc is not None:
+            self._call._exit_with(exc)
+
+
 _CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
 """What telemetry may raise through the guard: the process or task is being stopped."""
 
@@ -456,6 +486,8 @@ class GuardTelemetry:
         meter_provider: metrics.MeterProvider | None = None,
         decision_log: DecisionSink | Sequence[DecisionSink] | None = None,
     ) -> None:
+        self._containers: dict[str, _Contain] = {}
+        self._recording_seen = False
         sink: DecisionSink
         if isinstance(decision_log, list | tuple):
             sink = Sinks(decision_log)
@@ -508,7 +540,10 @@ class GuardTelemetry:
     # never depend on an exporter, a span processor, a meter or a sink: whatever they
     # raise is counted, logged once per kind, and the guard goes on.
     def _contain(self, part: str) -> _Contain:
-        return _Contain(self, part)
+        found = self._containers.get(part)
+        if found is None:  # a handful of parts: one (stateless) container each, reused
+            found = self._containers[part] = _Contain(self, part)
+        return found
 
     def _contained(self, part: str, exc: BaseException) -> None:
         kind = type(exc).__name__
@@ -526,15 +561,24 @@ class GuardTelemetry:
                              "unaffected (further failures of this kind are only counted)",
                              part, kind)
 
-    @contextmanager
-    def call_span(self, *, tool: str, call_id: str | None) -> Iterator[CallSpan]:
+    def call_span(self, *, tool: str, call_id: str | None) -> AbstractContextManager[CallSpan]:
         """Open the guard span as the current span; the tool's execute_tool span nests inside.
 
         Starting, entering and ending it are contained: a span processor that raises in
         ``on_start`` or ``on_end`` never replaces what the guarded call raised (a halt).
+        When no span of ours can record, none is started, attached or ended (what nobody
+        keeps): metrics and the decision log are recorded all the same, and the span around
+        the call is looked up only if a halt marks it.
         """
         # The call id is the model's choice: it is set when the decision is recorded,
         # scrubbed by it (``CallSpan.call_id``), never raw.
+        if not self._can_record():
+            return _QuietCall(CallSpan(self, trace.INVALID_SPAN, None, tool=tool,
+                                       call_id=call_id))
+        return self._recorded_call(tool, call_id)
+
+    @contextmanager
+    def _recorded_call(self, tool: str, call_id: str | None) -> Iterator[CallSpan]:
         attributes: dict[str, str] = {TOOL_NAME: tool}
         parent: Span = trace.INVALID_SPAN
         span: Span = trace.INVALID_SPAN
@@ -560,6 +604,22 @@ class GuardTelemetry:
             with self._contain("span"):
                 span.end()
 
+    def _can_record(self) -> bool:
+        """Whether a span this telemetry starts may record: not while the tracer is a no-op,
+        or the global provider's proxy with no provider installed (a provider installed
+        later is seen on the next call)."""
+        tracer = self.tracer
+        if type(tracer) is trace.ProxyTracer and not self._recording_seen:
+            try:
+                provider = trace.get_tracer_provider()
+            except Exception:  # loading a configured provider failed: the contained path
+                return True
+            if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+                return False
+            self._recording_seen = True  # a global provider is installed once, for good
+            return True
+        return type(tracer) is not trace.NoOpTracer
+
     def run_span(self) -> Span | None:
         """A span of the guard's own around a run, or None when none is needed.
 
@@ -578,13 +638,18 @@ class GuardTelemetry:
             return self.tracer.start_span("guardrails.run", kind=SpanKind.INTERNAL)
         return None
 
+    def in_run_span(self, span: Span | None) -> AbstractContextManager[None]:
+        """``span`` (from ``run_span``) as the current span; attaching it is contained.
+        Without one (nearly always) nothing is attached: a shared no-op context."""
+        if span is None:
+            return _NOTHING
+        return self._attached(span)
+
     @contextmanager
-    def in_run_span(self, span: Span | None) -> Iterator[None]:
-        """``span`` (from ``run_span``) as the current span; attaching it is contained."""
+    def _attached(self, span: Span) -> Iterator[None]:
         token: Token[otel_context.Context] | None = None
-        if span is not None:
-            with self._contain("span"):
-                token = otel_context.attach(trace.set_span_in_context(span))
+        with self._contain("span"):
+            token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield
         finally:

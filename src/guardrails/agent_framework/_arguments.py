@@ -50,7 +50,10 @@ def json_numbers(value: Any) -> bool:
         items = value
     else:
         return True
-    return all(type(item) is str or json_numbers(item) for item in items)  # str: common
+    for item in items:  # noqa: SIM110 - a loop, not all(): no generator per container
+        if type(item) is not str and not json_numbers(item):  # str: the common leaf
+            return False
+    return True
 
 
 def apply_repairs(entry: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
@@ -75,6 +78,9 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
     with no JSON form, NaN or an infinity raises, a guard error that blocks the call: a
     rule cannot judge what it cannot read.
     """
+    plain = _plain_copy(arguments) if type(arguments) is dict else None
+    if type(plain) is dict:
+        return plain
     view = to_jsonable_python(dict(arguments), fallback=_mapping)
     if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
         raise TypeError("arguments have no JSON form")
@@ -83,6 +89,48 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
         raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
     return view
+
+
+_PLAIN_DEPTH = 32
+"""Nesting the plain-JSON copy walks; deeper values take pydantic's conversion."""
+
+
+def _plain_copy(value: Any, depth: int = 0) -> Any:
+    """``json_view`` of data that is JSON already (exact ``dict`` with ``str`` keys,
+    ``list``, ``str``, ``int``, ``bool``, ``None``, finite ``float``): a copy, which is what
+    pydantic's conversion gives for it, without the conversion and the number check (the
+    common case: the framework's validation of JSON arguments). None for anything else
+    (an enum, a datetime, a model, a tuple, NaN, a deep value): the general path decides."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if depth >= _PLAIN_DEPTH:
+        return None
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                return None
+            kv = type(v)
+            if kv is str or kv is int or kv is bool or v is None:  # scalars without a call
+                out[k] = v
+                continue
+            copied = _plain_copy(v, depth + 1)
+            if copied is None:
+                return None
+            out[k] = copied
+        return out
+    if kind is list:
+        items = []
+        for v in value:
+            copied = _plain_copy(v, depth + 1)
+            if copied is None and v is not None:
+                return None
+            items.append(copied)
+        return items
+    return None
 
 
 def _mapping(value: Any) -> Any:
@@ -96,12 +144,27 @@ def same_json(left: Any, right: Any) -> bool:
     (Python's ``==`` says they are equal), a list and a tuple of the same items do not.
 
     Recursive on purpose, like ``json_numbers``: a value nested too deeply raises
-    RecursionError, a guard error that blocks the call.
+    RecursionError, a guard error that blocks the call. Exact ``str``, ``dict`` and ``list``
+    (what JSON parsing and ``json_view`` produce) are told apart by their type first: the
+    ``Mapping`` check is an ABC check, the slow part of comparing plain JSON.
     """
-    if isinstance(left, Mapping):
-        return (isinstance(right, Mapping) and len(left) == len(right)
-                and all(k in right and same_json(v, right[k]) for k, v in left.items()))
-    if isinstance(left, list | tuple):
+    kind = type(left)
+    if kind is str:
+        return type(right) is str and left == right
+    if kind is dict or (kind is not list and isinstance(left, Mapping)):
+        if not (type(right) is dict or isinstance(right, Mapping)) or len(left) != len(right):
+            return False
+        for k, v in left.items():
+            if k not in right:
+                return False
+            other = right[k]
+            if type(v) is str:  # the common leaf, without a call
+                if type(other) is not str or v != other:
+                    return False
+            elif not same_json(v, other):
+                return False
+        return True
+    if kind is list or isinstance(left, tuple | list):
         return (isinstance(right, list | tuple) and len(left) == len(right)
                 and all(same_json(x, y) for x, y in zip(left, right, strict=True)))
-    return type(left) is type(right) and bool(left == right)
+    return kind is type(right) and bool(left == right)

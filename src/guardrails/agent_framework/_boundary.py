@@ -213,8 +213,12 @@ def _cause(violation: PolicyViolation, exc: Exception) -> BaseException | None:
 
 def agent_names(agent: Any) -> tuple[str, ...]:
     """The names ``match.agents`` can use for an agent: its name and its id."""
-    names = (getattr(agent, "name", None), getattr(agent, "id", None))
-    return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+    name, ident = getattr(agent, "name", None), getattr(agent, "id", None)
+    if not (isinstance(ident, str) and ident):
+        ident = None
+    if not (isinstance(name, str) and name):
+        return (ident,) if ident is not None else ()
+    return (name, ident) if ident is not None and ident != name else (name,)
 
 
 def _message_text(message: Message) -> str:

@@ -20,8 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from agent_framework import (
     AgentSession,
@@ -137,8 +136,13 @@ _INJECTIONS_REMEMBERED = 1024
 engine's tool index)."""
 
 
-@dataclass(frozen=True)
-class _Plan:
+_NO_INJECTIONS: tuple[Mapping[str, SecretRef], frozenset[str]] = ({}, frozenset())
+
+
+class _Plan(NamedTuple):
+    """What ``_plan`` decided for one call (immutable; a tuple: built on every call, where
+    a frozen dataclass's guarded writes cost more than the rest of the record)."""
+
     policies: PolicySet
     """The set this call was decided on: it finishes on it, whatever a reload does."""
     decision: Decision
@@ -163,10 +167,11 @@ class _Plan:
     over_bounds: bool = False
     """The inputs are over the engine's bounds (or not JSON): the call never runs and no
     later pass (validation, the snapshot, history) reads them."""
+    aliases: tuple[str, ...] = ()
+    """The other names the tool answers to (``tool_aliases``), looked up once per call."""
 
 
-@dataclass(frozen=True)
-class _Settled:
+class _Settled(NamedTuple):
     """What ``_settle`` worked out (see there)."""
 
     decision: Decision
@@ -208,6 +213,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                              "are only trusted with a valid HMAC")
         if approval_key is not None and not isinstance(approval_key, bytes):
             raise TypeError("approval_key must be bytes")
+        # The framework's own argument checks of guarded calls, with equal tokens built
+        # faster (see _private.install_fast_tokens).
+        _private.install_fast_tokens()
         self._unmatched = unmatched
         self._approvals = approvals
         self._approval_key = approval_key or None
@@ -216,6 +224,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._trust_labels = _trust_labels(trusted_tools)
         self._trusted: dict[tuple[str, ...], bool] = {}
         self._principal = principal
+        # A mapping (or none) is the principal of every call: no coroutine to resolve it.
+        self._fixed_principal: Mapping[str, Any] | None = (
+            {} if principal is None else principal if isinstance(principal, Mapping) else None)
         self._secrets: SecretProvider = secrets if secrets is not None else EnvironmentSecrets()
         self._telemetry = telemetry if telemetry is not None else GuardTelemetry()
         self._history_limit = history_limit
@@ -228,7 +239,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         first = policies.current
         self._memory = Scrubber((), first.redact)
         # Per revision and set of matched policies, what they inject.
-        self._injects: dict[tuple[str, tuple[str, ...]], Mapping[str, SecretRef]] = {}
+        self._injects: dict[tuple[str, tuple[str, ...]],
+                            tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
+        self._names: tuple[Scrubber, dict[str, str]] = (self._memory, {})
         self._cached_for: PolicySet = first
         """The set whose redact patterns ``_memory`` holds (rebuilt when a reload swaps it)."""
 
@@ -250,11 +263,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             started = time.perf_counter()
             try:
                 plan = await self._plan(context)
-                if call_id is not None and plan.decision.scrub(call_id) != call_id:
-                    # The model chose a call id holding a secret: the framework's own
-                    # execute_tool span and logs would carry it, so the call does not run.
-                    self._release(plan.decision)
-                    raise ValueError("the call id the model chose carries a secret value")
+                if call_id is not None:
+                    if plan.decision.scrub(call_id) != call_id:
+                        # The model chose a call id holding a secret: the framework's own
+                        # execute_tool span and logs would carry it, so the call does not run.
+                        self._release(plan.decision)
+                        raise ValueError("the call id the model chose carries a secret value")
+                    span.mark_call_id_clean(plan.decision)
             except Exception as exc:  # fail closed: a guard error never lets a call through
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
@@ -274,11 +289,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         entry = as_mapping(context.arguments)
         # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
         # arguments over them are an input error, never walked to find one.
-        principal = await self._resolve_principal(context)
+        principal = self._fixed_principal
+        if principal is None:
+            principal = await self._resolve_principal(context)
         run = RUN.get()
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
-        history = history_of(state, run) or ()  # the engine copies what it reads
+        # The engine copies what it reads; an empty history is no history (None: the engine
+        # skips reading it, with the same result).
+        history = history_of(state, run) or None
         aliases = tool_aliases(context.function)
         unmatched = Effect.DENY if self._unmatched == "deny" else Effect.ALLOW
 
@@ -295,9 +314,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         def decide(arguments: Any) -> Decision:
             # Settling may evaluate up to three times: none of them counts (no store).
             judged[:] = [arguments]
-            decision = evaluate(arguments, None)
-            mint(decision)
-            return decision
+            return evaluate(arguments, None)
 
         validated: dict[str, Any] | None = None
         invalid: Exception | None = None
@@ -350,7 +367,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
         return _Plan(policies, decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred, over_bounds)
+                     approval_id, replay, run, validated, invalid, deferred, over_bounds,
+                     aliases)
 
     async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
@@ -360,7 +378,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             decision = await asyncio.to_thread(evaluate)
         else:
             decision = evaluate()
-        mint(decision)
         if not same_json(dict(decision.arguments), dict(settled.arguments)):
             self._release(decision)
             raise ValueError("the counted evaluation repaired the arguments differently")
@@ -452,19 +469,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return {k: v for k, v in arguments.items() if k not in names} if names else arguments
 
     def _injected_names(self, policies: PolicySet, decision: Decision) -> frozenset[str]:
-        return frozenset(self._matched_injections(policies, decision))
+        return self._injects_of(policies, decision)[1]
 
     def _matched_injections(self, policies: PolicySet,
                             decision: Decision) -> Mapping[str, SecretRef]:
-        """What the policies that matched inject (by matched set: an MCP tool's policy may
-        name it by its ``mcp:`` name, which the tool's own name does not show; and by
-        revision: a reload may change what a policy of the same name injects)."""
+        return self._injects_of(policies, decision)[0]
+
+    def _injects_of(self, policies: PolicySet,
+                    decision: Decision) -> tuple[Mapping[str, SecretRef], frozenset[str]]:
+        """What the policies that matched inject, and the names (by matched set: an MCP
+        tool's policy may name it by its ``mcp:`` name, which the tool's own name does not
+        show; and by revision: a reload may change what a policy of the same name injects)."""
         if not decision.policies:
-            return {}
+            return _NO_INJECTIONS
         key = (decision.revision, decision.policies)
         found = self._injects.get(key)
         if found is None:
-            found = policies.injections(decision)
+            injections = policies.injections(decision)
+            found = (injections, frozenset(injections))
             if len(self._injects) >= _INJECTIONS_REMEMBERED:
                 self._injects.clear()
             self._injects[key] = found
@@ -571,6 +593,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         message = base_scrub(decision.message)
         if plan.effect is Effect.HALT:
             self._record(context, plan, "halt", base_scrub)
+            # Minted where it halts, the one place a decision becomes a halt: only a halt
+            # carrying a decision this process minted is ever unwrapped.
+            mint(decision)
             if plan.run is not None:
                 plan.run.halt(decision)
             _log.warning("guardrails: %s halted the run (decision %s)", tool, decision.id)
@@ -754,9 +779,21 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.over_bounds:  # nothing of arguments over the bounds is read again
             args, truncated = {}, True
         else:
-            args, truncated = redacted(plan.arguments, plan.secret_names, scrub)
+            args, truncated = redacted(plan.arguments, plan.secret_names, scrub,
+                                       names=self._scrubbed_names(scrub))
         return record(history, tool, args, effect, self._history_limit, truncated=truncated,
-                      trusted=self.trusted(tool, tuple(tool_aliases(context.function))))
+                      trusted=self.trusted(tool, plan.aliases))
+
+    def _scrubbed_names(self, scrub: Scrubber) -> dict[str, str] | None:
+        """Argument names as the guard's memory of injected values scrubs them (the same
+        names come on every call), for that scrubber only: a call's own secret values make
+        another scrubber, whose names are not kept. Bounded like the other caches."""
+        if scrub is not self._memory:
+            return None
+        kept = self._names
+        if kept[0] is not scrub or len(kept[1]) >= _TOOLS_REMEMBERED:
+            kept = self._names = (scrub, {})
+        return kept[1]
 
     def trusted(self, tool: str, aliases: tuple[str, ...] = ()) -> bool:
         """Whether ``tool``'s results are trusted content: some label (a policy's

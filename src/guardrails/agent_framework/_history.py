@@ -60,7 +60,8 @@ class _Left:
 
 
 def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
-             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES) -> tuple[dict[str, Any], bool]:
+             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES,
+             names: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
     """The arguments as history keeps them, and whether some were left out for size.
 
     Secret ones ``[REDACTED]``, every string and every name scrubbed: one walk giving
@@ -68,6 +69,10 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
     engine's JSON-safe form, then scrubbed), without building the middle copy, with map
     keys scrubbed as well, and stopping at ``limit`` (what is past it is dropped, never
     kept unscrubbed).
+
+    ``names``: scrubbed argument names already worked out with this very ``scrub`` (a
+    guard keeps them for its long-lived scrubber: a tool's argument names repeat on every
+    call); filled in as names are scrubbed.
     """
     # Names are scrubbed too: the model chooses them, and may choose a secret.
     left = _Left(limit)
@@ -76,7 +81,23 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
         left.bytes -= NODE_COST + len(str(k))
         if left.bytes < 0:
             break
-        out[scrub(str(k))] = scrub(REDACTED) if k in secret_names else _kept(v, scrub, left)
+        if k in secret_names:
+            kept: Any = scrub(REDACTED)
+        elif type(v) is str:  # ``_kept`` of the common case, without the call
+            left.bytes -= NODE_COST
+            if left.bytes < 0:
+                kept = None
+            else:
+                left.bytes -= len(v)
+                kept = scrub(v) if left.bytes >= 0 else None
+        else:
+            kept = _kept(v, scrub, left)
+        name = names.get(k) if names is not None and type(k) is str else None
+        if name is None:
+            name = scrub(str(k))
+            if names is not None and type(k) is str:
+                names[k] = name
+        out[name] = kept
     return out, left.bytes < 0
 
 
@@ -142,11 +163,13 @@ def result_text(result: Any) -> str:
     parts: list[str] = []
     size = 0
     for item in items:
-        text = getattr(item, "text", None) if isinstance(item, Content) else None
-        if isinstance(item, Content) and item.type == "text" and isinstance(text, str):
+        if not isinstance(item, Content):
+            continue
+        text = getattr(item, "text", None)
+        if item.type == "text" and isinstance(text, str):
             parts.append(text)
             size += len(text)
-        elif isinstance(item, Content) and isinstance(item.uri, str):
+        elif isinstance(item.uri, str):
             parts.append(item.uri[:RESULT_LIMIT])
             size += len(parts[-1])
         if size >= RESULT_LIMIT:

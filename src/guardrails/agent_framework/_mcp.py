@@ -44,8 +44,10 @@ def run_mcp_tools(agent: Any, tools: Any) -> tuple[Any, ...]:
     """The MCP tool objects of an agent (``Agent.mcp_tools``) and of a run's own tools."""
     found: list[Any] = []
     for source in (getattr(agent, "mcp_tools", None), tools):
-        items = source if isinstance(source, list | tuple) else [source]
-        found.extend(i for i in items if isinstance(i, _MCP_TYPES))
+        if isinstance(source, list | tuple):
+            found += [i for i in source if isinstance(i, _MCP_TYPES)]
+        elif isinstance(source, _MCP_TYPES):
+            found.append(source)
     return tuple(found)
 
 

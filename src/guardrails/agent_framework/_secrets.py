@@ -176,12 +176,13 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
     nothing secret comes back as the same object (no copy), if it is of a plain type: a
     subclass (of ``str``, ``dict``, ``list``, ``Content``) may print or serialize other than
     its data, so it is always rebuilt as the plain type."""
-    if isinstance(value, str):
-        if type(value) is not str:
-            return scrub(str.__str__(value))
+    kind = type(value)
+    if kind is str:
         out = scrub(value)
         return value if out == value else out
-    if value is None or isinstance(value, bool):
+    if isinstance(value, str):
+        return scrub(str.__str__(value))
+    if value is None or kind is bool:
         return value
     if isinstance(value, int | float):
         # Its text, scrubbed like any text: a number is a secret, holds one among its
@@ -192,10 +193,12 @@ def scrub_value(value: Any, scrub: Scrubber | Callable[[str], str], depth: int =
         return REDACTED
     if isinstance(value, Content):
         return scrub_content(value, scrub, depth + 1)
-    if isinstance(value, Mapping):
+    if kind is dict and not value:  # the common empty ``additional_properties``
+        return value
+    if kind is dict or isinstance(value, Mapping):
         pairs = [(scrub_value(k, scrub, depth + 1), scrub_value(v, scrub, depth + 1), k, v)
                  for k, v in value.items()]
-        if type(value) is dict and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
+        if kind is dict and all(k2 is k and v2 is v for k2, v2, k, v in pairs):
             return value
         return {k2: v2 for k2, v2, _, _ in pairs}
     if isinstance(value, list | tuple):
