@@ -300,3 +300,44 @@ def test_expressions_of_one_shape_keep_their_own_literals(tmp_path: Path, first:
         assert compiled == _outcome(tmp_path, a, b, "closures")
         if type(compiled[0][0]) is int:  # load errors: the invalid one's own position
             assert {line for line, _, _ in compiled} == {line_of_b}
+
+
+_LINK = "args.l.all(x, args.l.all(y, y != \"b\"))"  # 270 elements: 0.98 of the budget
+
+
+def _real_chain(n: int) -> str:
+    lines = [f"    - {{name: v0, expression: '{_LINK}'}}"]
+    lines += [f"    - {{name: v{i}, expression: '{_LINK} && variables.v{i - 1}'}}"
+              for i in range(1, n)]
+    return ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [submit]}\n  variables:\n" + "\n".join(lines) + "\n"
+            f"  rules:\n    - {{name: r, when: '!variables.v{n - 1}', action: deny}}\n")
+
+
+async def test_a_chain_of_variables_is_stopped_at_one_budget_in_the_real_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_framework import tool
+
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call
+    from tests.af_support import agent_with, load_text, run
+
+    ran: list[Any] = []
+
+    @tool
+    def submit(l: list[str]) -> str:  # noqa: E741 - the argument the policy reads
+        """Submit a list."""
+        ran.append(l)
+        return "submitted"
+
+    policies = load_text(tmp_path, _real_chain(10))
+    budget = Limits().max_cost
+    _Recorded.made = []
+    monkeypatch.setattr(evaluate, "Meter", _Recorded)
+    client = ScriptedChatClient([[call("submit", l=["a"] * 270)]])
+    await run(agent_with(client, [submit], guard(policies)), "go")
+    monkeypatch.undo()
+    assert not ran  # fail closed: the chain ran the call's budget out
+    assert _Recorded.made
+    # each evaluation of the call stopped at its budget (ten links spent 9.8 budgets before)
+    assert all(budget - m.left <= budget + 2 * ITERATION_COST for m in _Recorded.made)
