@@ -341,3 +341,20 @@ async def test_a_chain_of_variables_is_stopped_at_one_budget_in_the_real_loop(
     assert _Recorded.made
     # each evaluation of the call stopped at its budget (ten links spent 9.8 budgets before)
     assert all(budget - m.left <= budget + 2 * ITERATION_COST for m in _Recorded.made)
+
+
+# --- finding 3: a misspelt ``unmatched`` passed unnoticed on the short path --------------
+#
+# ``PolicySet.evaluate`` converted ``unmatched`` only on the general path: a tool with a
+# short path decided whatever it was given, and the same policy set raised ValueError
+# only once a tool no policy names was called (in production, not at the first call).
+
+
+def test_an_invalid_unmatched_is_refused_on_every_path(tmp_path: Path) -> None:
+    ps = _load(tmp_path, _DENY_ALL, "compiled")
+    assert ps._candidates("t").plan is not None
+    for tool in ("t", "no-policy-names-this"):
+        with pytest.raises(ValueError, match="Deny"):
+            ps.evaluate(tool, {}, unmatched="Deny")
+    assert ps.evaluate("no-policy-names-this", {}, unmatched="deny").effect == "deny"
+    assert ps.evaluate("t", {}, unmatched="allow").effect == "deny"

@@ -146,6 +146,10 @@ class PolicySet:
         ``Decision.reservations`` (the call is counted): release them if it does not run.
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
+        if type(unmatched) is not Effect:
+            # Checked on every path: a misspelt ``unmatched`` must not pass unnoticed on
+            # the short path and raise only once a tool no policy names is called.
+            unmatched = Effect(unmatched)
         if type(tool) is str:
             # The common case in as few steps as possible: ``_decide`` does the same.
             candidates = self._by_tool.get((tool, *aliases) if aliases else tool)
@@ -163,9 +167,7 @@ class PolicySet:
                                      input_error=error, known_secrets=known_secrets,
                                      max_cost=self._limits.max_cost, counters=counters)
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases),
-                            unmatched if type(unmatched) is Effect else Effect(unmatched),
-                            agent=agent,
+                            known_secrets, tuple(aliases), unmatched, agent=agent,
                             counters=counters)
 
     def explain(
