@@ -358,3 +358,69 @@ def test_an_invalid_unmatched_is_refused_on_every_path(tmp_path: Path) -> None:
             ps.evaluate(tool, {}, unmatched="Deny")
     assert ps.evaluate("no-policy-names-this", {}, unmatched="deny").effect == "deny"
     assert ps.evaluate("t", {}, unmatched="allow").effect == "deny"
+
+
+# --- held: spans skipped while nothing records, and a provider installed mid-run -------
+#
+# The guard starts no span while its tracer is the global proxy with no provider behind it
+# (``GuardTelemetry._can_record``). Tried, in a process of its own (the global provider is
+# set once per process): an SDK provider installed by the tool during the first call of a
+# run; the later calls' spans are recorded (allow, deny with a message quoting the secret
+# argument, a call id carrying it), and none carries the secret, nor does any tool result.
+
+
+def test_a_provider_installed_mid_run_records_no_secret() -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "tests" / "redteam_midrun_otel.py"),
+                           str(root)], capture_output=True, text=True, timeout=120, check=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["ran"] == [1, 2]  # the deny and the secret call id did not run
+    assert out["guard_spans"] == 3  # the first call's span was skipped: none could record
+    assert out["leaks"] == [] and out["result_leaks"] == []
+
+
+# --- held: a tool that changes the values it was given ----------------------------------
+#
+# The guard's JSON view of the validated arguments is now a direct copy for plain JSON
+# (``json_view``). Tried: a tool that appends to its list argument and rewrites its dict
+# argument in place: history keeps what was judged, and a later call whose rule reads
+# history is not misled by what the tool wrote.
+
+
+async def test_a_tool_mutating_its_arguments_changes_nothing_judged(tmp_path: Path) -> None:
+    from agent_framework import AgentSession, tool
+
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call
+    from tests.af_support import agent_with, load_text, run
+
+    ran: list[list[str]] = []
+
+    @tool
+    def submit(items: list[str], meta: dict[str, str] | None = None) -> str:
+        """Submit."""
+        ran.append(list(items))
+        items.append("EVIL")
+        if meta is not None:
+            meta["k"] = "EVIL"
+        return "ok"
+
+    policies = load_text(tmp_path, (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  match: {tools: [submit]}\n  rules:\n    - name: r\n"
+        "      when: '\"EVIL\" in args.items || history.exists(h, \"EVIL\" in h.args.items"
+        " || (has(h.args.meta) && h.args.meta != null && h.args.meta.k == \"EVIL\"))'\n"
+        "      action: deny\n"))
+    session = AgentSession()
+    client = ScriptedChatClient([[call("submit", items=["a"], meta={"k": "v"})],
+                                 [call("submit", items=["b"])]])
+    await run(agent_with(client, [submit], guard(policies)), "go", session=session)
+    assert ran == [["a"], ["b"]]  # the second call was judged on what the first was given
+    state = session.state
+    history = (state.get("guardrails") or state)["history"]
+    assert [h["args"] for h in history] == [{"items": ["a"], "meta": {"k": "v"}},
+                                            {"items": ["b"], "meta": None}]
