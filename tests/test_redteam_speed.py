@@ -143,6 +143,19 @@ def test_variables_never_spend_more_than_the_calls_budget(
         assert decision.effect == "deny"
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(case=_variable_policies(), budget=st.sampled_from([5_000, 50_000, 200_000]))
+def test_variables_under_the_budget_decide_alike_on_both_backends(
+        tmp_path: Path, case: tuple[str, int], budget: int) -> None:
+    """Generated code charges the meter itself where the closures charge their activation's
+    view of it: the same units, so the same decisions at the edge of the budget."""
+    text, size = case
+    records = [_load(tmp_path, text, backend, max_cost=budget).evaluate(
+        "t", {"l": ["a"] * size}).to_dict() | {"id": ""} for backend in BACKENDS]
+    assert records[0] == records[1]
+
+
 # --- held: the short path binds every policy on one map --------------------------------
 #
 # ``decide`` reuses the call's base map as each policy's bindings in turn (params,
