@@ -8,6 +8,7 @@ keeps holding. The engine is driven through ``PolicySet.evaluate`` (the short pa
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -437,3 +438,71 @@ async def test_a_tool_mutating_its_arguments_changes_nothing_judged(tmp_path: Pa
     history = (state.get("guardrails") or state)["history"]
     assert [h["args"] for h in history] == [{"items": ["a"], "meta": {"k": "v"}},
                                             {"items": ["b"], "meta": None}]
+
+
+# --- finding 4: a huge history entry was copied before it was bounded -------------------
+#
+# ``normalize_history`` copied each ``dict`` entry whole (to take out the keys it reads
+# itself) before charging its size: a history entry of two million keys cost 35 ms where
+# arguments of that size are refused in 0.1 ms. An entry is now refused by its size first,
+# exactly when the charge that follows would refuse it.
+
+
+class _Entry(Mapping[str, Any]):
+    """A history entry that is a mapping of its own, not a dict."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _history_policy(tmp_path: Path, max_bytes: int) -> guardrails.PolicySet:
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: r, when: 'history.exists(h, h.result == \"x\")', action: deny}\n")
+    return _load(tmp_path, text, "compiled", max_input_bytes=max_bytes)
+
+
+def test_a_huge_history_entry_is_refused_without_a_copy(tmp_path: Path) -> None:
+    import tracemalloc
+
+    ps = _history_policy(tmp_path, 1_000_000)
+    entry = {f"k{i}": 1 for i in range(200_000)}
+    tracemalloc.start()
+    try:
+        decision = ps.evaluate("t", {}, history=[entry])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert decision.effect == "deny"
+    assert [e.message for e in decision.errors] == ["inputs exceed the size bound"]
+    assert peak < 1_000_000  # a copy of the entry takes some 10 MB
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(others=st.integers(0, 40), own=st.sets(st.sampled_from(["result", "trusted", "at"])),
+       max_bytes=st.integers(200, 9000), mapping=st.booleans())
+def test_the_size_check_of_a_history_entry_refuses_only_what_the_charge_refuses(
+        tmp_path: Path, others: int, own: set[str], max_bytes: int, mapping: bool) -> None:
+    """The early check on the entry's size never refuses an entry the walk accepts: the
+    entry decides as the same entry without the keys the engine reads itself."""
+    ps = _history_policy(tmp_path, max_bytes)
+    values = {"result": "x", "trusted": True, "at": "2026-01-01T00:00:00Z"}
+    entry: dict[str, Any] = {f"k{i}": "v" for i in range(others)}
+    entry |= {k: values[k] for k in own}
+    bare = {k: v for k, v in entry.items() if k not in values}
+    shown: Any = _Entry(entry) if mapping else entry
+    full = ps.evaluate("t", {}, history=[shown])
+    reference = ps.evaluate("t", {}, history=[bare])
+    assert bool(full.errors) == bool(reference.errors)
+    assert ps.explain("t", {}, history=[shown]).decision.to_dict() | {"id": ""} == (
+        full.to_dict() | {"id": ""})

@@ -317,13 +317,18 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     results_left = limits.max_history_result_chars
     max_depth = limits.max_input_depth
     for entry in reversed(entries):
+        # An entry far over the bound is refused by its size, before it is copied (a dict
+        # of a million keys took a copy of it first): its keys other than the three read
+        # here are charged below, so this refuses only what that charge would refuse.
         if type(entry) is not dict:
             if not isinstance(entry, Mapping):
                 raise InputError("history entries must be maps")
             n_items = _size_of(entry)
-            if 2 * NODE_COST * n_items > budget.left:
+            if 2 * NODE_COST * (n_items - _HISTORY_OWN) > budget.left:
                 raise _over()
             entry = dict(_items_of(entry, n_items))
+        elif 2 * NODE_COST * (len(entry) - _HISTORY_OWN) > budget.left:
+            raise _over()
         rest = dict(entry)  # without the keys read here, bounded as input
         result = rest.pop("result", None)
         trusted = rest.pop("trusted", False)
@@ -347,6 +352,10 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
     if budget.left < 0:
         raise InputError("inputs exceed the size bound")
     return out
+
+
+_HISTORY_OWN = 3
+"""How many keys of a history entry the engine reads itself: ``result``, ``trusted``, ``at``."""
 
 
 def timestamp(value: Any, what: str) -> datetime.datetime:
