@@ -506,3 +506,26 @@ def test_the_size_check_of_a_history_entry_refuses_only_what_the_charge_refuses(
     assert bool(full.errors) == bool(reference.errors)
     assert ps.explain("t", {}, history=[shown]).decision.to_dict() | {"id": ""} == (
         full.to_dict() | {"id": ""})
+
+
+# --- finding 5: aliases given as an iterator were dropped on the short path --------------
+#
+# ``PolicySet.evaluate`` looked the candidates up by ``(tool, *aliases)`` and, on a miss,
+# made them with ``tuple(aliases)``: an iterator was spent by the first, and the candidates
+# were made for the tool alone, so a policy that names an MCP tool by its ``mcp:`` alias
+# did not apply and the call was allowed (cached so for the tool alone too). The aliases
+# are now read once.
+
+_ALIASED = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: ['mcp:bank/send_money']}\n"
+            "  rules:\n    - {name: r, when: 'true', action: deny}\n")
+
+
+@pytest.mark.parametrize("form", [tuple, list, iter, lambda a: (x for x in a), dict.fromkeys])
+def test_aliases_of_any_iterable_form_name_the_tool(tmp_path: Path, form: Any) -> None:
+    ps = _load(tmp_path, _ALIASED, "compiled")
+    aliases = ["mcp:bank/send_money"]
+    assert ps.evaluate("send_money", {}, aliases=form(aliases)).effect == "deny"
+    assert ps.evaluate("send_money", {}, aliases=form(aliases)).effect == "deny"  # cached
+    assert ps.evaluate("send_money", {}).effect == "allow"  # the tool alone: no policy
+    assert ps.evaluate("send_money", {}, aliases=form(aliases)).effect == "deny"

@@ -146,6 +146,11 @@ class PolicySet:
         ``Decision.reservations`` (the call is counted): release them if it does not run.
         With None the counters read as if nothing was counted before (a pure evaluation).
         """
+        if type(aliases) is not tuple:
+            # Read once: the short path's lookup below unpacked an iterator, and the
+            # candidates were then made for the tool alone (a policy naming it by its
+            # ``mcp:`` alias did not apply: allowed).
+            aliases = tuple(aliases)
         if type(unmatched) is not Effect:
             # Checked on every path: a misspelt ``unmatched`` must not pass unnoticed on
             # the short path and raise only once a tool no policy names is called.
@@ -154,7 +159,7 @@ class PolicySet:
             # The common case in as few steps as possible: ``_decide`` does the same.
             candidates = self._by_tool.get((tool, *aliases) if aliases else tool)
             if candidates is None:
-                candidates = self._candidates(tool, tuple(aliases))
+                candidates = self._candidates(tool, aliases)
             if candidates.plan is not None:
                 call, error = self._call(tool, args, principal, history, request, description,
                                          now, candidates.names,
@@ -167,7 +172,7 @@ class PolicySet:
                                      input_error=error, known_secrets=known_secrets,
                                      max_cost=self._limits.max_cost, counters=counters)
         return self._decide(tool, args, principal, history, request, description, now, None,
-                            known_secrets, tuple(aliases), unmatched, agent=agent,
+                            known_secrets, aliases, unmatched, agent=agent,
                             counters=counters)
 
     def explain(
