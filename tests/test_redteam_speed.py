@@ -529,3 +529,43 @@ def test_aliases_of_any_iterable_form_name_the_tool(tmp_path: Path, form: Any) -
     assert ps.evaluate("send_money", {}, aliases=form(aliases)).effect == "deny"  # cached
     assert ps.evaluate("send_money", {}).effect == "allow"  # the tool alone: no policy
     assert ps.evaluate("send_money", {}, aliases=form(aliases)).effect == "deny"
+
+
+# --- finding 6: an agent name of a hostile ``str`` subclass made ``evaluate`` raise -------
+#
+# Agent names were kept as given when they were strings: a subclass's own ``__hash__`` or
+# ``__eq__`` then ran in the agent match, outside every guard, and ``evaluate`` (short and
+# general path alike) raised; one that lied matched a policy of another agent. Names are
+# now plain strings of their data, as every other input is.
+
+
+class _RaisingName(str):
+    def __hash__(self) -> int:
+        raise RuntimeError("hash")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("eq")
+
+
+class _LyingName(str):
+    def __hash__(self) -> int:
+        return hash("alpha")
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+_SCOPED = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+           "  match: {tools: [t], agents: [alpha]}\n"
+           "  rules:\n    - {name: r, when: 'true', action: deny}\n")
+
+
+@pytest.mark.parametrize(("agent", "plain"), [
+    (_RaisingName("x"), "x"), ([_RaisingName("alpha")], ["alpha"]), (_LyingName("beta"), "beta"),
+    (("beta", _LyingName("id-1")), ("beta", "id-1")), (_RaisingName(""), ""),
+])
+def test_agent_names_are_judged_by_their_text(tmp_path: Path, agent: Any, plain: Any) -> None:
+    ps = _load(tmp_path, _SCOPED, "compiled")
+    expected = ps.evaluate("t", {}, agent=plain).to_dict() | {"id": ""}
+    assert ps.evaluate("t", {}, agent=agent).to_dict() | {"id": ""} == expected
+    assert ps.explain("t", {}, agent=agent).decision.to_dict() | {"id": ""} == expected

@@ -404,7 +404,10 @@ def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
             itertools.islice(agent, _MAX_AGENT_NAMES + 1))
         if len(raw) > _MAX_AGENT_NAMES:
             return None  # not a name and an id: unidentified (an endless iterable stops)
-        names = tuple(a for a in raw if isinstance(a, str) and a)
+        # Plain strings of their data: a ``str`` subclass's own ``__hash__`` or ``__eq__``
+        # ran in the agent match, outside any guard (``evaluate`` raised), or lied there.
+        plain = [str.__str__(a) for a in raw if isinstance(a, str)]
+        names = tuple(a for a in plain if a)
     except Exception:  # unreadable: unidentified, as above (fail closed)
         return None
     return names or None
