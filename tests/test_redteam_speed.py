@@ -569,3 +569,17 @@ def test_agent_names_are_judged_by_their_text(tmp_path: Path, agent: Any, plain:
     expected = ps.evaluate("t", {}, agent=plain).to_dict() | {"id": ""}
     assert ps.evaluate("t", {}, agent=agent).to_dict() | {"id": ""} == expected
     assert ps.explain("t", {}, agent=agent).decision.to_dict() | {"id": ""} == expected
+
+
+class _OtherName(str):
+    def __str__(self) -> str:
+        return "harmless"
+
+
+def test_a_tool_name_of_a_str_subclass_is_judged_by_its_text(tmp_path: Path) -> None:
+    """The short path takes exact strings only; the general path named the tool by its
+    ``__str__``, which a subclass chooses (a harmless name for a denied tool)."""
+    ps = _load(tmp_path, _DENY_ALL, "compiled")
+    assert ps.evaluate(_OtherName("t"), {}).effect == "deny"
+    assert ps.evaluate(_OtherName("t"), {}).tool == "t"
+    assert type(ps.evaluate(_OtherName("t"), {}).tool) is str

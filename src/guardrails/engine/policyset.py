@@ -212,7 +212,9 @@ class PolicySet:
         counters: CounterStore | None = None,
     ) -> Decision:
         try:
-            name = tool if type(tool) is str else str(tool)
+            # a str subclass by its data: its own __str__ could name another tool
+            name = tool if type(tool) is str else (
+                str.__str__(tool) if isinstance(tool, str) else str(tool))
         except Exception:
             name = "<unreadable tool name>"
         candidates = self._candidates(name, aliases)
