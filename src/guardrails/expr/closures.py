@@ -21,7 +21,8 @@ from typing import Any
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import BINARY, Checked, Local, logic_error, predicate_error
-from guardrails.expr.limits import ITERATION_COST, cost_of
+from guardrails.expr.lib_common import compile_cost
+from guardrails.expr.limits import ITERATION_COST, cost_of, pattern_arg
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -425,6 +426,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
     """Library functions know nothing of cost: charge what they scan and what they build."""
 
     base, per = cost_of(fn)
+    pattern = pattern_arg(fn)
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -433,6 +435,8 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
             t = type(v)
             if t is str or t is bytes or t is list or t is tuple:
                 units += per * len(v)
+        if pattern is not None and pattern < len(values):
+            units += compile_cost(values[pattern])
         charge(a, units)
         r = fn(*values)
         t = type(r)
