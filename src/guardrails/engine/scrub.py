@@ -61,7 +61,8 @@ class Scrubber:
     ``values`` is any JSON-like data (strings, numbers, nested lists and maps: every leaf
     and map key counts, in each spelling a message may use) or a zero-argument callable
     returning it, called on first use: the engine builds one per call and most calls never
-    produce text to scrub. ``redact`` applies the policies' patterns; if it raises, the
+    produce text to scrub. Values given that way are one call's, so they are bounded as a
+    ``with_values`` layer is (``MAX_LAYER_CHARS``): past it the scrubber is opaque. ``redact`` applies the policies' patterns; if it raises, the
     whole text becomes ``[REDACTED]`` (a broken pattern must not let a text out unscrubbed).
 
     ``base`` is a scrubber whose values this one removes too (its patterns are not used). It
@@ -116,7 +117,9 @@ class Scrubber:
                 texts = _texts_of(pending())
             except Exception:  # values that cannot be read: fail closed
                 texts = None
-            self._set(texts)
+            # Values given lazily are one call's (the engine's secret arguments): what the
+            # model sent, spelled on every call, so bounded like a ``with_values`` layer.
+            self._set(texts, per_call=True)
 
     @property
     def opaque(self) -> bool:

@@ -28,7 +28,8 @@ from guardrails.expr.checker import (
     predicate_error,
     reads_variables,
 )
-from guardrails.expr.limits import ITERATION_COST, cost_of
+from guardrails.expr.lib_common import compile_cost
+from guardrails.expr.limits import ITERATION_COST, cost_of, pattern_arg
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -432,6 +433,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
     """Library functions know nothing of cost: charge what they scan and what they build."""
 
     base, per = cost_of(fn)
+    pattern = pattern_arg(fn)
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -440,6 +442,8 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
             t = type(v)
             if t is str or t is bytes or t is list or t is tuple:
                 units += per * len(v)
+        if pattern is not None and pattern < len(values):
+            units += compile_cost(values[pattern])
         charge(a, units)
         r = fn(*values)
         t = type(r)

@@ -35,8 +35,17 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error, reads_variables
 from guardrails.expr.closures import closure_program
+from guardrails.expr.lib_common import compile_cost
 from guardrails.expr.lib_provenance import Request
-from guardrails.expr.limits import ITERATION_COST, METER, SCAN_COST, Limits, Meter, cost_of
+from guardrails.expr.limits import (
+    ITERATION_COST,
+    METER,
+    SCAN_COST,
+    Limits,
+    Meter,
+    cost_of,
+    pattern_arg,
+)
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
     INT64_MAX,
@@ -177,7 +186,9 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_starts_with": std.starts_with,
     "_ends_with": std.ends_with,
     "_matches": std.matches,
-    "_regex": std.regex,
+    "_pattern_cost": std.pattern_cost,
+    "_compile_cost": compile_cost,
+    "_pattern_tester": std.pattern_tester,
     "_make_map": std.make_map,
     "_iter_range": std.iter_range,
     "_iter_pairs": std.iter_pairs,
@@ -462,7 +473,9 @@ class _Gen:
                 if name == "contains":
                     self.emit(f"{t} = {arg} in {s}")
                 else:
-                    self.emit(f"{t} = _regex({arg}).search({s}) is not None")
+                    # A pattern known only now is charged the first time it is compiled.
+                    self.charge(f"_pattern_cost({arg})")
+                    self.emit(f"{t} = _pattern_tester({arg})({s})")
             self.emit("else:")
             helper = "_contains" if name == "contains" else "_matches"
             self.emit(f"    {t} = {helper}(None, {s}, {arg})")
@@ -499,6 +512,9 @@ class _Gen:
         if scanned and per != 1:
             scanned = f"{self.const(per)} * ({scanned})"
         self.charge(f"{base} + {scanned}" if scanned else base)
+        pattern = pattern_arg(fn)
+        if pattern is not None and pattern < len(parts):
+            self.charge(f"_compile_cost({parts[pattern]})")
         t = self.tmp()
         self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import re2
 
+from guardrails.expr.limits import PATTERN_CHAR_COST, PATTERN_COST
 from guardrails.expr.values import CelError, Optional, UInt, type_names
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,9 +65,37 @@ def guarded(name: str) -> Callable[[F], F]:
     return decorate
 
 
-@functools.lru_cache(maxsize=512)
+_RE2_CACHE: dict[str, Any] = {}
+_RE2_CACHE_MAX = 512
+
+
 def _compile_cached(pattern: str) -> Any:
-    return re2.compile(pattern, options=_RE2_OPTIONS)
+    found = _RE2_CACHE.get(pattern)
+    if found is None:
+        found = re2.compile(pattern, options=_RE2_OPTIONS)
+        if len(_RE2_CACHE) >= _RE2_CACHE_MAX:
+            _RE2_CACHE.clear()
+        _RE2_CACHE[pattern] = found
+    return found
+
+
+def compile_cost(pattern: Any) -> int:
+    """What ``compile_re2(pattern)`` costs now in cost units (``limits.PATTERN_COST``): 0
+    when it is compiled already (or is not text: the function then refuses it)."""
+    if type(pattern) is not str or pattern in _RE2_CACHE:
+        return 0
+    return PATTERN_COST + PATTERN_CHAR_COST * len(pattern)
+
+
+def compiles_pattern(index: int) -> Callable[[F], F]:
+    """Mark a library function whose argument ``index`` is a pattern it compiles with
+    ``compile_re2``: the call site charges ``compile_cost`` of it before the call."""
+
+    def mark(fn: F) -> F:
+        fn.cel_pattern = index  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 def compile_re2(pattern: str) -> Any:

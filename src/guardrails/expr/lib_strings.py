@@ -14,6 +14,7 @@ from typing import Any, Final
 from guardrails.expr.lib_common import (
     cel_equal,
     compile_re2,
+    compiles_pattern,
     guarded,
     is_int,
     is_list,
@@ -307,6 +308,7 @@ def sets_equivalent(a: Any, b: Any) -> bool:
 # --------------------------------------------------------------------------- regex
 
 
+@compiles_pattern(1)
 @guarded("find")
 def find(s: Any, pattern: Any) -> str:
     """Kubernetes ``find``: the leftmost match of an RE2 pattern, or ""."""
@@ -316,6 +318,7 @@ def find(s: Any, pattern: Any) -> str:
     return "" if m is None else str(m.group(0))
 
 
+@compiles_pattern(1)
 @guarded("findAll")
 def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
     """Kubernetes ``findAll`` (Go's FindAllString): at most ``n`` matches when n >= 0;
@@ -365,6 +368,7 @@ def _go_matches(regex: Any, s: str) -> Any:
         prev_end = end
 
 
+@compiles_pattern(1)
 @guarded("regex.extract")
 def regex_extract(s: Any, pattern: Any) -> Optional:
     """cel-go ``regex.extract``: the first match's capture group (the whole match when
@@ -380,6 +384,7 @@ def regex_extract(s: Any, pattern: Any) -> Optional:
     return NONE if not text and groups else Optional(str(text or ""))
 
 
+@compiles_pattern(1)
 @guarded("regex.extractAll")
 def regex_extract_all(s: Any, pattern: Any) -> list[str]:
     """cel-go ``regex.extractAll``: the capture group (or whole match) of every
@@ -426,6 +431,7 @@ def _expand(replacement: str, m: Any, groups: int) -> str:
     return "".join(out)
 
 
+@compiles_pattern(1)
 @guarded("regex.replace")
 def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
     """cel-go ``regex.replace``: replace every match (the first ``count`` when

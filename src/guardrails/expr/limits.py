@@ -53,6 +53,22 @@ SCAN_COST = 100
 """Cost units of one ``contains``/``matches``/``startsWith`` call before what it scans."""
 
 
+PATTERN_COST = 20_000
+PATTERN_CHAR_COST = 200
+"""Cost units of compiling a regular expression known only at run time (from params, an
+argument...) the first time it is seen: RE2 takes 20-250 µs for the patterns policies use,
+more as they grow. Charged before compiling, so a call bringing thousands of distinct
+patterns, or one enormous one, runs out of its budget instead of compiling them; a pattern
+already compiled costs only its scan. Constant patterns are compiled at load, never here."""
+
+
+def pattern_arg(fn: Callable[..., Any]) -> int | None:
+    """Which argument of library function ``fn`` is a regular expression it compiles (its
+    ``cel_pattern`` attribute), or None."""
+    index = getattr(fn, "cel_pattern", None)
+    return index if type(index) is int and index >= 0 else None
+
+
 def cost_of(fn: Callable[..., Any]) -> tuple[int, int]:
     """What calling library function ``fn`` costs: fixed units, and units per character
     (or element) of its string and list arguments.

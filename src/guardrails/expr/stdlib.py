@@ -537,7 +537,7 @@ def regex(pattern: str) -> Any:
     return found
 
 
-def regex_tester(compiled: Any) -> Callable[[str], bool]:
+def regex_tester(compiled: Any, *, translate: bool = True) -> Callable[[str], bool]:
     """A boolean search on a compiled RE2 pattern, about ten times cheaper per call.
 
     Patterns and inputs ``safe_re`` proves equivalent and bounded run on Python's ``re``.
@@ -564,7 +564,7 @@ def regex_tester(compiled: Any) -> Callable[[str], bool]:
         found: bool = raw_match(unanchored, b, 0, len(b))[0] != no_match
         return found
 
-    translation = safe_re.translate(compiled.pattern)
+    translation = safe_re.translate(compiled.pattern) if translate else None
     if translation is None:
         return test
     python_search = translation.search
@@ -593,11 +593,44 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
     return matches_const
 
 
+PATTERN_COST: Final = 20_000
+PATTERN_CHAR_COST: Final = 200
+"""Cost units of a pattern known only at run time (from params, arguments...) the first
+time it is seen: compiling it with RE2 costs 20-250 µs for the patterns policies use, and
+grows with its length. Charged before compiling, so a call that brings thousands of
+distinct patterns (or one enormous one) runs out of its budget instead of compiling them;
+a pattern seen before costs nothing more than its scan."""
+
+_TESTERS: dict[str, Callable[[str], bool]] = {}
+
+
+def pattern_cost(pattern: str) -> int:
+    """What ``pattern_tester`` costs for ``pattern`` now: 0 when it is already compiled."""
+    if pattern in _TESTERS:
+        return 0
+    return PATTERN_COST + PATTERN_CHAR_COST * len(pattern)
+
+
+def pattern_tester(pattern: str) -> Callable[[str], bool]:
+    """A boolean search for a pattern known only at run time, compiled once and cached.
+
+    Only RE2 (``regex_tester``'s first form): proving a pattern safe for Python's ``re``
+    costs up to a millisecond, which pays off for a constant pattern (proved once, at
+    load) but not for one a call may bring. Charge ``pattern_cost`` first."""
+    found = _TESTERS.get(pattern)
+    if found is None:
+        found = regex_tester(regex(pattern), translate=False)
+        if len(_TESTERS) >= _REGEX_CACHE_MAX:
+            _TESTERS.clear()
+        _TESTERS[pattern] = found
+    return found
+
+
 def matches(act: Activation, s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
         no_overload("matches", s, pattern)
-    charge(act, SCAN_COST + len(s))
-    return regex_tester(regex(pattern))(s)
+    charge(act, SCAN_COST + len(s) + pattern_cost(pattern))
+    return pattern_tester(pattern)(s)
 
 
 def contains(act: Activation, s: Any, sub: Any) -> bool:

@@ -1,0 +1,164 @@
+"""Regular expressions known only at run time are charged for compiling them (promise 8).
+
+A constant pattern is compiled once, at load. A pattern an expression reads (from params, an
+argument, a history entry) is compiled the first time it is seen: 20-250 µs with RE2, more
+as it grows, far more than the scan the cost budget used to charge. Before the fix a call
+carrying thousands of distinct patterns compiled them all (and proved each one safe for
+Python's ``re``, up to a millisecond apiece): 400 ms for one call of the worst-case
+benchmark. Each test counts compiles, never time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guardrails import Effect
+from guardrails.engine.scrub import MAX_LAYER_CHARS
+from guardrails.expr import lib_common, safe_re
+from guardrails.expr import stdlib as std
+from guardrails.expr.compiler import compile_expression
+from guardrails.expr.limits import (
+    DEFAULT_LIMITS,
+    METER,
+    PATTERN_CHAR_COST,
+    PATTERN_COST,
+    Meter,
+)
+from guardrails.expr.values import CostLimitExceeded
+from tests.engine_support import load_text, policy
+
+BACKENDS = ("compiled", "closures")
+MAX_COMPILES = DEFAULT_LIMITS.max_cost // PATTERN_COST + 1
+"""The most patterns one call's budget pays for, whatever their length."""
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every pattern compiled at run time, by either cache, from now on (both start empty)."""
+    seen: list[str] = []
+    monkeypatch.setattr(std, "_TESTERS", {})
+    monkeypatch.setattr(std, "_REGEX_CACHE", {})
+    monkeypatch.setattr(lib_common, "_RE2_CACHE", {})
+    real_std, real_lib = std.regex, lib_common._compile_cached
+
+    def counted_std(pattern: str) -> Any:
+        seen.append(pattern)
+        return real_std(pattern)
+
+    def counted_lib(pattern: str) -> Any:
+        seen.append(pattern)
+        return real_lib(pattern)
+
+    monkeypatch.setattr(std, "regex", counted_std)
+    monkeypatch.setattr(lib_common, "_compile_cached", counted_lib)
+    yield seen
+
+
+def _patterns(n: int) -> list[str]:
+    return [f"(?i)n{i}[0-9a-f]{{8,}}z|q{i}.*w{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("source", [
+    'args.p.exists(p, "hello".matches(p))',
+    'args.p.exists(p, "hello".find(p) != "")',
+    'args.p.exists(p, "hello".findAll(p).size() > 0)',
+    'args.p.exists(p, regex.extract("hello", p).hasValue())',
+    'args.p.exists(p, regex.extractAll("hello", p).size() > 0)',
+    'args.p.exists(p, regex.replace("hello", p, "x") != "hello")',
+])
+def test_many_distinct_patterns_run_out_of_budget(source: str, backend: Any,
+                                                   compiles: list[str]) -> None:
+    program = compile_expression(source, declared=("args",), backend=backend)
+    meter = Meter(DEFAULT_LIMITS.max_cost)
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": {"p": _patterns(5_000)}, METER: meter})
+    assert 0 < len(compiles) <= MAX_COMPILES
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_enormous_pattern_is_refused_before_compiling(backend: Any,
+                                                         compiles: list[str]) -> None:
+    program = compile_expression('"hello".matches(args.p)', declared=("args",),
+                                 backend=backend)
+    pattern = "a" * (DEFAULT_LIMITS.max_cost // PATTERN_CHAR_COST + 1)
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": {"p": pattern}, METER: Meter(DEFAULT_LIMITS.max_cost)})
+    assert compiles == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_pattern_seen_before_costs_its_scan_only(backend: Any, compiles: list[str]) -> None:
+    program = compile_expression('args.p.exists(p, "hello".matches(p))', declared=("args",),
+                                 backend=backend)
+    patterns = _patterns(20)
+    first, second = Meter(DEFAULT_LIMITS.max_cost), Meter(DEFAULT_LIMITS.max_cost)
+    assert program.evaluate({"args": {"p": patterns}, METER: first}) is False
+    assert program.evaluate({"args": {"p": patterns}, METER: second}) is False
+    assert len(compiles) == 20  # compiled once, by the first call
+    spent_first = DEFAULT_LIMITS.max_cost - first.left
+    spent_second = DEFAULT_LIMITS.max_cost - second.left
+    assert spent_first - spent_second == sum(PATTERN_COST + PATTERN_CHAR_COST * len(p)
+                                             for p in patterns)
+
+
+def test_run_time_patterns_are_never_analysed_for_python_re(
+        monkeypatch: pytest.MonkeyPatch, compiles: list[str]) -> None:
+    """Proving a pattern safe for Python's ``re`` costs up to a millisecond: done for
+    constants at load, never for a pattern a call brings."""
+    program = compile_expression('args.p.exists(p, "hello".matches(p))', declared=("args",))
+    analysed: list[str] = []
+    real = safe_re.translate
+    monkeypatch.setattr(safe_re, "translate", lambda p: analysed.append(p) or real(p))
+    program.evaluate({"args": {"p": _patterns(50)}, METER: Meter(DEFAULT_LIMITS.max_cost)})
+    assert len(compiles) == 50 and analysed == []
+
+
+def test_params_patterns_decide_every_call_within_budget(tmp_path: Path,
+                                                         compiles: list[str]) -> None:
+    """A policy's own patterns (params) are paid for by the first call only, and a legit
+    call stays well inside the budget."""
+    ps = load_text(tmp_path, policy(spec="""
+        match: {tools: [send]}
+        params:
+          blocked: ["(?i)password\\\\s*[:=]", "\\\\b(?:\\\\d[ -]?){13,16}\\\\b", "(?i)bearer\\\\s+\\\\S+"]
+        rules:
+          - name: leak
+            when: 'params.blocked.exists(p, args.memo.matches(p))'
+            action: deny
+    """))
+    for _ in range(3):
+        assert ps.evaluate("send", {"memo": "rent for November"}).effect is Effect.ALLOW
+        assert ps.evaluate("send", {"memo": "my password: hunter2"}).effect is Effect.DENY
+    assert len(compiles) == 3
+
+
+def test_the_engine_scrubber_does_not_spell_an_enormous_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret argument is spelled (escaped, percent-encoded, normal forms) to be scrubbed:
+    linear in its length, on every call. Past ``MAX_LAYER_CHARS`` the engine's scrubber of
+    the call is opaque, as the guard's layer is: messages are blanked whole, never spelled."""
+    from guardrails.engine import scrub
+
+    spelled: list[int] = []
+    real = scrub.spellings
+    monkeypatch.setattr(scrub, "spellings", lambda t: spelled.append(len(t)) or real(t))
+    ps = load_text(tmp_path, policy(spec="""
+        match: {tools: [send]}
+        secrets: {arguments: [token]}
+        rules:
+          - {name: big, when: 'size(args.token) > 10', action: deny,
+             messageExpression: '"token " + args.token + " refused"'}
+    """))
+    secret = "s3cr3t-" * (MAX_LAYER_CHARS // 7 + 1)
+    d = ps.evaluate("send", {"token": secret})
+    assert d.effect is Effect.DENY
+    assert secret not in d.message and "s3cr3t" not in repr(d.to_dict())
+    assert spelled == []
+    small = ps.evaluate("send", {"token": "s3cr3t-value"})
+    assert small.effect is Effect.DENY and "s3cr3t-value" not in small.message
+    assert spelled  # within the bound, the value is spelled and scrubbed as before
