@@ -392,20 +392,48 @@ def secret_values(args: Mapping[str, Any], names: frozenset[str]) -> list[Any]:
 
 class Redactor:
     """The policies' redact patterns as one function (a class, so decisions that hold it
-    can be copied and pickled)."""
+    can be copied and pickled).
 
-    __slots__ = ("_patterns",)
+    Most texts match none of the patterns, and one RE2 ``sub`` costs about 1.4 µs even
+    then: the library's dozen patterns cost a scrubbed text some 17 µs. So one search of
+    all of them together (each in its own group, so its inline flags stay its own) comes
+    first, and a text it finds nothing in is returned as it is. That is exact: a pattern
+    that matches somewhere makes the alternation match there, and if none matches the
+    original text, no ``sub`` changes it, so none matches the next one either. Patterns RE2
+    cannot join (duplicate group names) are applied one by one, as before."""
+
+    __slots__ = ("_any", "_patterns")
 
     def __init__(self, patterns: Sequence[Any]) -> None:
         self._patterns = tuple(patterns)
+        self._any = _joined(self._patterns)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (Redactor, (self._patterns,))
 
     def __call__(self, text: str) -> str:
+        found = self._any
+        if found is not None and not found(text):
+            return text
         for r in self._patterns:
             text = r.pattern.sub(r.replacement, text)
         return text
+
+
+def _joined(patterns: Sequence[Any]) -> Callable[[str], bool] | None:
+    """A test whether any of ``patterns`` matches a text; None when they cannot be joined."""
+    from guardrails.expr import stdlib
+
+    if len(patterns) < 2:
+        return None
+    try:
+        sources = [r.pattern.pattern for r in patterns]
+        if not all(type(s) is str for s in sources):
+            return None
+        return stdlib.regex_tester(stdlib.regex("|".join(f"(?:{s})" for s in sources)),
+                                   translate=False)
+    except Exception:  # RE2 refuses the union (say, one group name twice): one by one
+        return None
 
 
 def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None:

@@ -21,6 +21,7 @@ from guardrails.engine.evaluate import (
     Candidates,
     InputError,
     PolicyTrace,
+    _redactor,
     decide,
     evaluate_call,
     normalize,
@@ -73,7 +74,7 @@ class PolicySet:
         self._limits = limits
         self._by_tool: dict[Any, Candidates] = {}
         self._lock = threading.Lock()
-        self._redact = tuple(r for p in self._policies for r in p.redact)
+        self._redact = _redactor(self._policies)
 
     def __repr__(self) -> str:
         return f"<PolicySet {len(self._policies)} policies revision={self._revision[:12]}>"
@@ -355,9 +356,7 @@ class PolicySet:
 
     def redact(self, text: str) -> str:
         """Apply every policy's redact patterns to a text (tool results, error text)."""
-        for r in self._redact:
-            text = r.pattern.sub(r.replacement, text)
-        return text
+        return text if self._redact is None else self._redact(text)
 
 
 _tuple_new = tuple.__new__
