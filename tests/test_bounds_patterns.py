@@ -92,18 +92,36 @@ def test_one_enormous_pattern_is_refused_before_compiling(backend: Any,
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_pattern_seen_before_costs_its_scan_only(backend: Any, compiles: list[str]) -> None:
+def test_a_pattern_is_charged_once_per_call_whatever_the_process_compiled(
+        backend: Any, compiles: list[str]) -> None:
+    """The charge depends on the call only: the first call (which compiles the patterns)
+    and a later one (which finds them compiled) spend the same, and a pattern a call uses
+    twice is charged once."""
     program = compile_expression('args.p.exists(p, "hello".matches(p))', declared=("args",),
                                  backend=backend)
     patterns = _patterns(20)
-    first, second = Meter(DEFAULT_LIMITS.max_cost), Meter(DEFAULT_LIMITS.max_cost)
-    assert program.evaluate({"args": {"p": patterns}, METER: first}) is False
-    assert program.evaluate({"args": {"p": patterns}, METER: second}) is False
+    spent = []
+    for listed in (patterns, patterns, patterns + patterns):
+        meter = Meter(DEFAULT_LIMITS.max_cost)
+        assert program.evaluate({"args": {"p": listed}, METER: meter}) is False
+        spent.append(DEFAULT_LIMITS.max_cost - meter.left)
     assert len(compiles) == 20  # compiled once, by the first call
-    spent_first = DEFAULT_LIMITS.max_cost - first.left
-    spent_second = DEFAULT_LIMITS.max_cost - second.left
-    assert spent_first - spent_second == sum(PATTERN_COST + PATTERN_CHAR_COST * len(p)
-                                             for p in patterns)
+    assert spent[0] == spent[1]
+    assert spent[2] - spent[1] < len(patterns) * PATTERN_COST  # only the scans again
+    assert spent[0] > sum(PATTERN_COST + PATTERN_CHAR_COST * len(p) for p in patterns)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_params_texts_cost_nothing(backend: Any) -> None:
+    program = compile_expression('args.p.exists(p, "hello".matches(p))', declared=("args",),
+                                 backend=backend)
+    patterns = _patterns(20)
+    free, charged = (Meter(DEFAULT_LIMITS.max_cost, frozenset(patterns)),
+                     Meter(DEFAULT_LIMITS.max_cost))
+    program.evaluate({"args": {"p": patterns}, METER: free})
+    program.evaluate({"args": {"p": patterns}, METER: charged})
+    assert free.left - charged.left == sum(PATTERN_COST + PATTERN_CHAR_COST * len(p)
+                                           for p in patterns)
 
 
 def test_run_time_patterns_are_never_analysed_for_python_re(
@@ -162,3 +180,18 @@ def test_the_engine_scrubber_does_not_spell_an_enormous_secret(
     small = ps.evaluate("send", {"token": "s3cr3t-value"})
     assert small.effect is Effect.DENY and "s3cr3t-value" not in small.message
     assert spelled  # within the bound, the value is spelled and scrubbed as before
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("call", ['"hello".find({})', 'regex.extract("hello", {}).hasValue()',
+                                  'regex.replace("hello", {}, "x")', '"hello".matches({})'])
+def test_a_constant_pattern_is_compiled_at_load_and_never_charged(backend: Any,
+                                                                  call: str) -> None:
+    constant = compile_expression(call.format("'l+'"), declared=("args",), backend=backend)
+    run_time = compile_expression(call.format("args.p"), declared=("args",), backend=backend)
+    spent = []
+    for program in (constant, run_time):
+        meter = Meter(DEFAULT_LIMITS.max_cost)
+        program.evaluate({"args": {"p": "l+"}, METER: meter})
+        spent.append(DEFAULT_LIMITS.max_cost - meter.left)
+    assert spent[0] < PATTERN_COST <= spent[1] - spent[0]

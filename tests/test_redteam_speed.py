@@ -28,8 +28,8 @@ class _Recorded(Meter):
 
     made: ClassVar[list[Meter]] = []
 
-    def __init__(self, left: int) -> None:
-        super().__init__(left)
+    def __init__(self, left: int, free: frozenset[str] = frozenset()) -> None:
+        super().__init__(left, free)
         _Recorded.made.append(self)
 
 
@@ -587,15 +587,9 @@ def test_a_tool_name_of_a_str_subclass_is_judged_by_its_text(tmp_path: Path) -> 
 
 # --- finding 7 (open): a run-time pattern's compile cost depends on the process's cache --
 #
-# A pattern known only at run time is charged for compiling it only when no earlier call
-# of the process compiled it (``stdlib.pattern_cost``, ``lib_common.compile_cost`` read the
-# process-wide caches). A call near its budget is then decided by what other calls did
-# before: the same call is denied (over the budget) when it compiles the pattern and
-# allowed when it finds it compiled, so ``evaluate`` and ``explain`` of one call disagree,
-# and replicas disagree. Charging a pattern the first time *this call* uses it (state on
-# the call's ``Meter``) would decide every call alike; it contradicts
-# tests/test_bounds_patterns.py::test_a_pattern_seen_before_costs_its_scan_only, which
-# pins the cache-dependent charge, so it is left to the lead (see the report).
+# A pattern known only at run time is charged the first time *this call* uses it (state on
+# the call's ``Meter``), never by what earlier calls of the process compiled: a call near its
+# budget is decided alike by ``evaluate`` and ``explain``, now and later, on every replica.
 
 _PATTERN_EDGE = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
                  "  match: {tools: [t]}\n  rules:\n"
@@ -603,8 +597,6 @@ _PATTERN_EDGE = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: 
                  "    - {name: scan, when: 'args.l.exists(x, x == \"b\")', action: deny}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="open finding 7: run-time pattern costs depend on "
-                                       "the process-wide compile cache")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_call_decides_alike_whatever_patterns_earlier_calls_compiled(
         tmp_path: Path, backend: str) -> None:

@@ -17,7 +17,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -482,6 +482,9 @@ class Candidates:
     clean: bool = field(init=False)
     """Whether their decisions have nothing to scrub of their own (no secret arguments,
     no redact patterns)."""
+    free_patterns: frozenset[str] = field(init=False)
+    """Every text in their ``params``: used as a regular expression, it costs a call
+    nothing (``limits.pattern_charge``: it is the policy's own, not the call's)."""
     _shared_scrubber: tuple[Scrubber | None, Scrubber | None] | None = field(
         init=False, default=None, repr=False, compare=False)
 
@@ -498,6 +501,8 @@ class Candidates:
                                for p in ps))
         object.__setattr__(self, "repairs", any(p.repairs for p in ps))
         object.__setattr__(self, "clean", not self.secret_names and self.redact is None)
+        object.__setattr__(self, "free_patterns",
+                           frozenset(t for p in ps for t in _texts_in(p.params)))
         plan: Plan | None = None
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
@@ -531,6 +536,19 @@ class Candidates:
             return scrub
         object.__setattr__(self, "_shared_scrubber", (known_secrets, None))
         return Scrubber(_no_values, self.redact, base=known_secrets)
+
+
+def _texts_in(value: Any) -> Iterator[str]:
+    """Every string in ``value`` (a policy's params: JSON-like data from its YAML)."""
+    if type(value) is str:
+        yield value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _texts_in(k)
+            yield from _texts_in(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _texts_in(v)
 
 
 def _no_values() -> tuple[()]:
@@ -615,7 +633,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     """
     plan = candidates.plan
     assert plan is not None
-    meter = Meter(max_cost)
+    meter = Meter(max_cost, candidates.free_patterns)
     raw_args = call.args
     args: dict[str, Any] = dict(raw_args)
     names = candidates.names
@@ -858,7 +876,7 @@ def _evaluate_call(
     max_cost: int,
     counters: CounterStore | None,
 ) -> Decision:
-    meter = Meter(max_cost)
+    meter = Meter(max_cost, candidates_of_tool.free_patterns)
     args: dict[str, Any] = dict(call.args)
     raw_args = call.args
     base = _base(call, candidates_of_tool.names, meter)

@@ -28,8 +28,8 @@ from guardrails.expr.checker import (
     predicate_error,
     reads_variables,
 )
-from guardrails.expr.lib_common import compile_cost
-from guardrails.expr.limits import ITERATION_COST, cost_of, pattern_arg
+from guardrails.expr.lib_common import constant_pattern
+from guardrails.expr.limits import ITERATION_COST, METER, cost_of, pattern_arg, pattern_charge
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -151,7 +151,10 @@ class _Closures:
         assert overload.fn is not None
         if overload.kind == "std":
             return std_call(overload.fn, parts)
-        return lib_call(overload.fn, parts)
+        index = pattern_arg(overload.fn)
+        charged = index is not None and index < len(operands) and not constant_pattern(
+            self.constants.get(id(operands[index])))
+        return lib_call(overload.fn, parts, charge_pattern=charged)
 
     def bind(self, node: ast.Call) -> Fn:
         """``cel.bind(name, init, body)`` (cel-go bindings extension): a local variable."""
@@ -429,11 +432,11 @@ def std_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
     return calln
 
 
-def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
+def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = True) -> Fn:
     """Library functions know nothing of cost: charge what they scan and what they build."""
 
     base, per = cost_of(fn)
-    pattern = pattern_arg(fn)
+    pattern = pattern_arg(fn) if charge_pattern else None
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -443,7 +446,9 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
             if t is str or t is bytes or t is list or t is tuple:
                 units += per * len(v)
         if pattern is not None and pattern < len(values):
-            units += compile_cost(values[pattern])
+            vars_ = a.vars
+            meter = vars_.get(METER)
+            units += pattern_charge(meter, values[pattern])
         charge(a, units)
         r = fn(*values)
         t = type(r)

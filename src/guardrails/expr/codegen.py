@@ -35,7 +35,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error, reads_variables
 from guardrails.expr.closures import closure_program
-from guardrails.expr.lib_common import compile_cost
+from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     ITERATION_COST,
@@ -45,6 +45,7 @@ from guardrails.expr.limits import (
     Meter,
     cost_of,
     pattern_arg,
+    pattern_charge,
 )
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
@@ -186,8 +187,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_starts_with": std.starts_with,
     "_ends_with": std.ends_with,
     "_matches": std.matches,
-    "_pattern_cost": std.pattern_cost,
-    "_compile_cost": compile_cost,
+    "_pattern_charge": pattern_charge,
     "_pattern_tester": std.pattern_tester,
     "_make_map": std.make_map,
     "_iter_range": std.iter_range,
@@ -444,7 +444,11 @@ class _Gen:
             parts = [self.expr(a) for a in node.args]
         if overload.kind == "std":
             return self.std_call(overload.name, overload.fn, parts)
-        return self.lib_call(overload.fn, parts)
+        operands = [node.target, *node.args] if overload.method else list(node.args)
+        index = pattern_arg(overload.fn)
+        charged = index is not None and index < len(operands) and not constant_pattern(
+            self.folded.get(id(operands[index]), MISSING_PATTERN))
+        return self.lib_call(overload.fn, parts, charge_pattern=charged)
 
     def matches_const(self, s: str, compiled: Any) -> str:
         t = self.tmp()
@@ -474,7 +478,7 @@ class _Gen:
                     self.emit(f"{t} = {arg} in {s}")
                 else:
                     # A pattern known only now is charged the first time it is compiled.
-                    self.charge(f"_pattern_cost({arg})")
+                    self.charge(f"_pattern_charge(_m, {arg})")
                     self.emit(f"{t} = _pattern_tester({arg})({s})")
             self.emit("else:")
             helper = "_contains" if name == "contains" else "_matches"
@@ -503,7 +507,8 @@ class _Gen:
         self.emit(f"{t} = {f}(None, {', '.join(parts)})")
         return t
 
-    def lib_call(self, fn: Callable[..., Any], parts: list[str]) -> str:
+    def lib_call(self, fn: Callable[..., Any], parts: list[str], *,
+                 charge_pattern: bool = True) -> str:
         """Library functions know nothing of cost: charge what they scan and what they build."""
         f = self.const(fn)
         scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
@@ -513,8 +518,8 @@ class _Gen:
             scanned = f"{self.const(per)} * ({scanned})"
         self.charge(f"{base} + {scanned}" if scanned else base)
         pattern = pattern_arg(fn)
-        if pattern is not None and pattern < len(parts):
-            self.charge(f"_compile_cost({parts[pattern]})")
+        if charge_pattern and pattern is not None and pattern < len(parts):
+            self.charge(f"_pattern_charge(_m, {parts[pattern]})")
         t = self.tmp()
         self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")

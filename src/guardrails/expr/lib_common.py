@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import re2
 
-from guardrails.expr.limits import PATTERN_CHAR_COST, PATTERN_COST
 from guardrails.expr.values import CelError, Optional, UInt, type_names
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,17 +78,22 @@ def _compile_cached(pattern: str) -> Any:
     return found
 
 
-def compile_cost(pattern: Any) -> int:
-    """What ``compile_re2(pattern)`` costs now in cost units (``limits.PATTERN_COST``): 0
-    when it is compiled already (or is not text: the function then refuses it)."""
-    if type(pattern) is not str or pattern in _RE2_CACHE:
-        return 0
-    return PATTERN_COST + PATTERN_CHAR_COST * len(pattern)
+def constant_pattern(pattern: Any) -> bool:
+    """Whether ``pattern``, a constant of an expression, is a valid pattern: compiled now
+    (at load), so its calls are charged their scan only (an invalid one stays a run-time
+    error, charged like any pattern)."""
+    if type(pattern) is not str:
+        return False
+    try:
+        compile_re2(pattern)
+    except CelError:
+        return False
+    return True
 
 
 def compiles_pattern(index: int) -> Callable[[F], F]:
     """Mark a library function whose argument ``index`` is a pattern it compiles with
-    ``compile_re2``: the call site charges ``compile_cost`` of it before the call."""
+    ``compile_re2``: the call site charges ``limits.pattern_charge`` of it before the call."""
 
     def mark(fn: F) -> F:
         fn.cel_pattern = index  # type: ignore[attr-defined]

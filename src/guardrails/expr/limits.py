@@ -55,11 +55,32 @@ SCAN_COST = 100
 
 PATTERN_COST = 20_000
 PATTERN_CHAR_COST = 200
-"""Cost units of compiling a regular expression known only at run time (from params, an
-argument...) the first time it is seen: RE2 takes 20-250 µs for the patterns policies use,
-more as they grow. Charged before compiling, so a call bringing thousands of distinct
-patterns, or one enormous one, runs out of its budget instead of compiling them; a pattern
-already compiled costs only its scan. Constant patterns are compiled at load, never here."""
+"""Cost units of a regular expression known only at run time (an argument, text built by
+the expression...): compiling one with RE2 takes 20-250 µs for the patterns policies use,
+more as they grow. Charged before compiling, the first time a call uses the pattern, so a
+call bringing thousands of distinct patterns, or one enormous one, runs out of its budget
+instead of compiling them. What a call is charged depends on the call and the policies
+only, never on what earlier calls of the process compiled (``Meter.seen``): a call is
+decided alike by ``evaluate`` and ``explain``, now and later, on every replica. Constant
+patterns are compiled at load, and a policy's own ``params`` strings are free
+(``Meter.free``): they are the policy's, not the call's, and compiled once per process."""
+
+
+def pattern_charge(meter: Meter | None, pattern: Any) -> int:
+    """What using ``pattern`` (a regular expression known only at run time) costs the call
+    of ``meter`` now: 0 for a ``params`` string of its policies or one it already used."""
+    if type(pattern) is not str:
+        return 0  # the function refuses it
+    if meter is not None:
+        if pattern in meter.free:
+            return 0
+        seen = meter.seen
+        if seen is None:
+            meter.seen = seen = set()
+        elif pattern in seen:
+            return 0
+        seen.add(pattern)
+    return PATTERN_COST + PATTERN_CHAR_COST * len(pattern)
 
 
 def pattern_arg(fn: Callable[..., Any]) -> int | None:
@@ -95,7 +116,11 @@ class Meter:
     returns (or raises), so the bound holds for the call as a whole: many cheap rules over
     a large input cannot add up to more than one budget."""
 
-    __slots__ = ("left",)
+    __slots__ = ("free", "left", "seen")
 
-    def __init__(self, left: int) -> None:
+    def __init__(self, left: int, free: frozenset[str] = frozenset()) -> None:
         self.left = left
+        self.free = free
+        """Run-time patterns that cost nothing: its policies' ``params`` strings."""
+        self.seen: set[str] | None = None
+        """Run-time patterns this call has been charged for (``pattern_charge``)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
 from guardrails.expr import safe_re
-from guardrails.expr.limits import SCAN_COST
+from guardrails.expr.limits import METER, SCAN_COST, pattern_charge
 from guardrails.expr.values import (
     BOOL,
     BYTES,
@@ -593,22 +593,7 @@ def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
     return matches_const
 
 
-PATTERN_COST: Final = 20_000
-PATTERN_CHAR_COST: Final = 200
-"""Cost units of a pattern known only at run time (from params, arguments...) the first
-time it is seen: compiling it with RE2 costs 20-250 µs for the patterns policies use, and
-grows with its length. Charged before compiling, so a call that brings thousands of
-distinct patterns (or one enormous one) runs out of its budget instead of compiling them;
-a pattern seen before costs nothing more than its scan."""
-
 _TESTERS: dict[str, Callable[[str], bool]] = {}
-
-
-def pattern_cost(pattern: str) -> int:
-    """What ``pattern_tester`` costs for ``pattern`` now: 0 when it is already compiled."""
-    if pattern in _TESTERS:
-        return 0
-    return PATTERN_COST + PATTERN_CHAR_COST * len(pattern)
 
 
 def pattern_tester(pattern: str) -> Callable[[str], bool]:
@@ -616,7 +601,7 @@ def pattern_tester(pattern: str) -> Callable[[str], bool]:
 
     Only RE2 (``regex_tester``'s first form): proving a pattern safe for Python's ``re``
     costs up to a millisecond, which pays off for a constant pattern (proved once, at
-    load) but not for one a call may bring. Charge ``pattern_cost`` first."""
+    load) but not for one a call may bring. Charge ``limits.pattern_charge`` first."""
     found = _TESTERS.get(pattern)
     if found is None:
         found = regex_tester(regex(pattern), translate=False)
@@ -629,7 +614,9 @@ def pattern_tester(pattern: str) -> Callable[[str], bool]:
 def matches(act: Activation, s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
         no_overload("matches", s, pattern)
-    charge(act, SCAN_COST + len(s) + pattern_cost(pattern))
+    vars_ = act.vars
+    meter = vars_.get(METER)
+    charge(act, SCAN_COST + len(s) + pattern_charge(meter, pattern))
     return pattern_tester(pattern)(s)
 
 
