@@ -345,10 +345,11 @@ class CallSpan:
         # Each signal on its own: a failing exporter, meter or sink loses only its signal.
         effect = decision.effect.value
         audit = _has_audit(decision)
-        with t._contain("span"):
-            if call_id is not None:
-                span.set_attribute(TOOL_CALL_ID, call_id)
-            self._record_span(decision, approved, effect, audit)
+        if span is not trace.INVALID_SPAN:  # a quiet call (``call_span``) has no span to set
+            with t._contain("span"):
+                if call_id is not None:
+                    span.set_attribute(TOOL_CALL_ID, call_id)
+                self._record_span(decision, approved, effect, audit)
         if decision.effect is Effect.HALT:
             with t._contain("span"):
                 parent = self._parent
@@ -426,6 +427,9 @@ class CallSpan:
                 self.span.set_attribute(ERROR_TYPE, kind)
                 self.span.set_status(Status(StatusCode.ERROR, f"guard did not decide: {kind}"))
 
+
+_NO_TRACER_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+"""Global tracer providers under which no span records (no SDK installed)."""
 
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 """A reusable context that does nothing (``in_run_span`` without a span)."""
@@ -614,7 +618,7 @@ class GuardTelemetry:
                 provider = trace.get_tracer_provider()
             except Exception:  # loading a configured provider failed: the contained path
                 return True
-            if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            if isinstance(provider, _NO_TRACER_PROVIDER):
                 return False
             self._recording_seen = True  # a global provider is installed once, for good
             return True
@@ -631,8 +635,7 @@ class GuardTelemetry:
         """
         if self.tracer_provider is None or trace.get_current_span().get_span_context().is_valid:
             return None
-        if not isinstance(trace.get_tracer_provider(),
-                          trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        if not isinstance(trace.get_tracer_provider(), _NO_TRACER_PROVIDER):
             return None  # the framework's invoke_agent span will hold the run
         with self._contain("span"):
             return self.tracer.start_span("guardrails.run", kind=SpanKind.INTERNAL)
