@@ -275,25 +275,59 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
         if tv is str:  # the common leaves, inline
             left -= len(k) + len(v)
             n = v
-        elif tv is float or tv is bool or v is None:
+        elif tv is float or tv is bool or v is None or (
+                tv is int and _INT64[0] <= v <= _INT64[1]):
             left -= len(k)
             n = v
-        else:
+        elif tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
             budget.left = left - len(k)
-            n = _normalize(v, depth + 1, budget, max_depth)
+            n = _map(v, v, depth + 1, budget, max_depth)
             left = budget.left
-            if out is None and n is not v:
-                out = {}
-                for k2, v2 in value.items():
-                    if k2 is k:
+        else:
+            n = _LEAVES
+            if tv is list and depth + 1 < max_depth:
+                # ``_normalize``'s list case when every element is a plain leaf (the list
+                # is kept as is): the same charges in the same order, without a call. Its
+                # size is charged before an element is read, as there.
+                before = left
+                left -= len(k) + NODE_COST * len(v)
+                if left < 0:
+                    budget.left = left
+                    raise _over()
+                for e in v:
+                    te = type(e)
+                    if te is str:
+                        left -= len(e)
+                    elif te is not float and te is not bool and e is not None and not (
+                            te is int and _INT64[0] <= e <= _INT64[1]):
+                        left = before  # not plain: the general walk, from the start
+                        n = None
                         break
-                    out[k2] = v2
+                if n is _LEAVES:
+                    if left < 0:
+                        budget.left = left
+                        raise _over()
+                    n = v
+            if n is not v:
+                budget.left = left - len(k)
+                n = _normalize(v, depth + 1, budget, max_depth)
+                left = budget.left
+        if out is None and n is not v:
+            out = {}
+            for k2, v2 in value.items():
+                if k2 is k:
+                    break
+                out[k2] = v2
         if out is not None:
             out[k] = n
     budget.left = left
     if left < 0:
         raise _over()
     return value if out is None else out
+
+
+_LEAVES = object()
+"""``_map``'s marker of a list it checked whole (its elements are plain leaves)."""
 
 
 def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict[str, Any]]:
