@@ -709,6 +709,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
 
     # 2. repairs
     if candidates.repairs:
+        # ``base`` itself is the repairs' bindings: matching is done, and nothing reads
+        # the raw arguments from it after this (the rules below read ``args`` too).
+        base["args"] = args
+        base["variables"] = {}
         _repair(policies, base, args, None, {}, scrub, errors, repairs)
         if repairs and any(name in candidates.secret_names for r in repairs if not r.audit
                            for name in r.set):
@@ -795,7 +799,7 @@ def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
 
 def _repair(
     matched: Sequence[CompiledPolicy],
-    base: Mapping[str, Any],
+    bindings: dict[str, Any],
     args: dict[str, Any],
     origins: Origins | None,
     traces: Mapping[str, PolicyTrace],
@@ -804,15 +808,19 @@ def _repair(
     repairs: list[AppliedRepair],
 ) -> None:
     """The matched policies' repairs on the raw arguments, in order, each seeing the
-    previous ones' output: ``args`` is updated in place (audit repairs are only recorded)."""
+    previous ones' output: ``args`` is updated in place (audit repairs are only recorded).
+
+    ``bindings`` hold ``args`` (this very dict) and an empty ``variables``; each policy's
+    ``params`` are written into them here. One dict serves every repair: an expression
+    never writes its bindings, and ``args`` is read through them as it is updated."""
     for policy in matched:
         if not policy.repairs:
             continue
         pt = traces.get(policy.name)
         if origins is not None:
             origins.params = policy.params
+        bindings["params"] = policy.params
         for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
-            bindings = dict(base, args=args, params=policy.params, variables={})
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
@@ -826,7 +834,7 @@ def _repair(
                 new_values = {}
                 for name, expr in repair.set:
                     value = new_values[name] = expr.program.evaluate(bindings)
-                    if not _finite(value):
+                    if not (math.isfinite(value) if type(value) is float else _finite(value)):
                         # Same bound as on inputs: ``double("nan")`` must not turn a
                         # string every rule rejects into a number every rule accepts.
                         raise CelError(f"set {name} produced a non-finite number")
@@ -983,7 +991,9 @@ def _evaluate_call(
     traces = {t.policy: t for t in trace} if trace is not None else {}
 
     # 2. repairs, on the raw arguments, in order; each sees the previous ones' output
-    _repair(matched, base, args, origins, traces, scrub, errors, repairs)
+    if candidates_of_tool.repairs:
+        _repair(matched, dict(base, args=args, variables={}), args, origins, traces, scrub,
+                errors, repairs)
     if repairs and any(name in secret_names for r in repairs if not r.audit for name in r.set):
         scrub = candidates_of_tool.scrubber(known_secrets, raw_args, args)
 
