@@ -371,10 +371,11 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
             _normalize(rest, 1, budget, max_depth))
         if result is None:
             result = ""
-        if type(result) is not str:
+        elif type(result) is not str:
             raise InputError("history result must be text")
-        result = result[:max(0, min(limits.max_result_chars, results_left))]
-        results_left -= len(result)
+        elif result:  # cut to what is left (an empty text has nothing to cut)
+            result = result[:max(0, min(limits.max_result_chars, results_left))]
+            results_left -= len(result)
         if type(trusted) is not bool:
             raise InputError("history trusted must be true or false")
         normalised["result"] = result
