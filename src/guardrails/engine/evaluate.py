@@ -275,25 +275,59 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
         if tv is str:  # the common leaves, inline
             left -= len(k) + len(v)
             n = v
-        elif tv is float or tv is bool or v is None:
+        elif tv is float or tv is bool or v is None or (
+                tv is int and _INT64[0] <= v <= _INT64[1]):
             left -= len(k)
             n = v
-        else:
+        elif tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
             budget.left = left - len(k)
-            n = _normalize(v, depth + 1, budget, max_depth)
+            n = _map(v, v, depth + 1, budget, max_depth)
             left = budget.left
-            if out is None and n is not v:
-                out = {}
-                for k2, v2 in value.items():
-                    if k2 is k:
+        else:
+            n = _LEAVES
+            if tv is list and depth + 1 < max_depth:
+                # ``_normalize``'s list case when every element is a plain leaf (the list
+                # is kept as is): the same charges in the same order, without a call. Its
+                # size is charged before an element is read, as there.
+                before = left
+                left -= len(k) + NODE_COST * len(v)
+                if left < 0:
+                    budget.left = left
+                    raise _over()
+                for e in v:
+                    te = type(e)
+                    if te is str:
+                        left -= len(e)
+                    elif te is not float and te is not bool and e is not None and not (
+                            te is int and _INT64[0] <= e <= _INT64[1]):
+                        left = before  # not plain: the general walk, from the start
+                        n = None
                         break
-                    out[k2] = v2
+                if n is _LEAVES:
+                    if left < 0:
+                        budget.left = left
+                        raise _over()
+                    n = v
+            if n is not v:
+                budget.left = left - len(k)
+                n = _normalize(v, depth + 1, budget, max_depth)
+                left = budget.left
+        if out is None and n is not v:
+            out = {}
+            for k2, v2 in value.items():
+                if k2 is k:
+                    break
+                out[k2] = v2
         if out is not None:
             out[k] = n
     budget.left = left
     if left < 0:
         raise _over()
     return value if out is None else out
+
+
+_LEAVES = object()
+"""``_map``'s marker of a list it checked whole (its elements are plain leaves)."""
 
 
 def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict[str, Any]]:
@@ -337,10 +371,11 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
             _normalize(rest, 1, budget, max_depth))
         if result is None:
             result = ""
-        if type(result) is not str:
+        elif type(result) is not str:
             raise InputError("history result must be text")
-        result = result[:max(0, min(limits.max_result_chars, results_left))]
-        results_left -= len(result)
+        elif result:  # cut to what is left (an empty text has nothing to cut)
+            result = result[:max(0, min(limits.max_result_chars, results_left))]
+            results_left -= len(result)
         if type(trusted) is not bool:
             raise InputError("history trusted must be true or false")
         normalised["result"] = result
@@ -675,6 +710,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
 
     # 2. repairs
     if candidates.repairs:
+        # ``base`` itself is the repairs' bindings: matching is done, and nothing reads
+        # the raw arguments from it after this (the rules below read ``args`` too).
+        base["args"] = args
+        base["variables"] = {}
         _repair(policies, base, args, None, {}, scrub, errors, repairs)
         if repairs and any(name in candidates.secret_names for r in repairs if not r.audit
                            for name in r.set):
@@ -761,7 +800,7 @@ def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
 
 def _repair(
     matched: Sequence[CompiledPolicy],
-    base: Mapping[str, Any],
+    bindings: dict[str, Any],
     args: dict[str, Any],
     origins: Origins | None,
     traces: Mapping[str, PolicyTrace],
@@ -770,15 +809,19 @@ def _repair(
     repairs: list[AppliedRepair],
 ) -> None:
     """The matched policies' repairs on the raw arguments, in order, each seeing the
-    previous ones' output: ``args`` is updated in place (audit repairs are only recorded)."""
+    previous ones' output: ``args`` is updated in place (audit repairs are only recorded).
+
+    ``bindings`` hold ``args`` (this very dict) and an empty ``variables``; each policy's
+    ``params`` are written into them here. One dict serves every repair: an expression
+    never writes its bindings, and ``args`` is read through them as it is updated."""
     for policy in matched:
         if not policy.repairs:
             continue
         pt = traces.get(policy.name)
         if origins is not None:
             origins.params = policy.params
+        bindings["params"] = policy.params
         for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
-            bindings = dict(base, args=args, params=policy.params, variables={})
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
@@ -792,7 +835,7 @@ def _repair(
                 new_values = {}
                 for name, expr in repair.set:
                     value = new_values[name] = expr.program.evaluate(bindings)
-                    if not _finite(value):
+                    if not (math.isfinite(value) if type(value) is float else _finite(value)):
                         # Same bound as on inputs: ``double("nan")`` must not turn a
                         # string every rule rejects into a number every rule accepts.
                         raise CelError(f"set {name} produced a non-finite number")
@@ -949,7 +992,9 @@ def _evaluate_call(
     traces = {t.policy: t for t in trace} if trace is not None else {}
 
     # 2. repairs, on the raw arguments, in order; each sees the previous ones' output
-    _repair(matched, base, args, origins, traces, scrub, errors, repairs)
+    if candidates_of_tool.repairs:
+        _repair(matched, dict(base, args=args, variables={}), args, origins, traces, scrub,
+                errors, repairs)
     if repairs and any(name in secret_names for r in repairs if not r.audit for name in r.set):
         scrub = candidates_of_tool.scrubber(known_secrets, raw_args, args)
 
