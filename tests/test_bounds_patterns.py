@@ -195,3 +195,21 @@ def test_a_constant_pattern_is_compiled_at_load_and_never_charged(backend: Any,
         program.evaluate({"args": {"p": "l+"}, METER: meter})
         spent.append(DEFAULT_LIMITS.max_cost - meter.left)
     assert spent[0] < PATTERN_COST <= spent[1] - spent[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_time_globs_are_charged_like_patterns_and_constant_ones_are_not(
+        backend: Any, compiles: list[str]) -> None:
+    """``paths.glob`` compiles the RE2 form of its glob: a glob a call brings is charged for
+    it, a constant glob is compiled at load."""
+    program = compile_expression('args.g.exists(g, paths.glob("/srv/app/x.py", g))',
+                                 declared=("args",), backend=backend)
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": {"g": [f"/srv/d{i}/**/*.py" for i in range(5_000)]},
+                          METER: Meter(DEFAULT_LIMITS.max_cost)})
+    assert 0 < len(compiles) <= MAX_COMPILES
+    constant = compile_expression('paths.glob(args.p, "/srv/**/*.py")', declared=("args",),
+                                  backend=backend)
+    meter = Meter(DEFAULT_LIMITS.max_cost)
+    assert constant.evaluate({"args": {"p": "/srv/app/x.py"}, METER: meter}) is True
+    assert DEFAULT_LIMITS.max_cost - meter.left < PATTERN_COST

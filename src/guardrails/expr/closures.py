@@ -153,6 +153,7 @@ class _Closures:
             return std_call(overload.fn, parts)
         index = pattern_arg(overload.fn)
         charged = index is not None and index < len(operands) and not constant_pattern(
+            overload.fn,
             self.constants.get(id(operands[index])))
         return lib_call(overload.fn, parts, charge_pattern=charged)
 

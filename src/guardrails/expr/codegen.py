@@ -447,6 +447,7 @@ class _Gen:
         operands = [node.target, *node.args] if overload.method else list(node.args)
         index = pattern_arg(overload.fn)
         charged = index is not None and index < len(operands) and not constant_pattern(
+            overload.fn,
             self.folded.get(id(operands[index]), MISSING_PATTERN))
         return self.lib_call(overload.fn, parts, charge_pattern=charged)
 

@@ -78,25 +78,30 @@ def _compile_cached(pattern: str) -> Any:
     return found
 
 
-def constant_pattern(pattern: Any) -> bool:
-    """Whether ``pattern``, a constant of an expression, is a valid pattern: compiled now
-    (at load), so its calls are charged their scan only (an invalid one stays a run-time
-    error, charged like any pattern)."""
+def constant_pattern(fn: Callable[..., Any], pattern: Any) -> bool:
+    """Whether ``pattern``, a constant argument of an expression's call to ``fn``, is a
+    valid pattern: compiled now (at load), so its calls are charged their scan only (an
+    invalid one stays a run-time error, charged like any pattern). ``fn`` may compile a
+    form of it (``paths.glob`` compiles the RE2 pattern of a glob)."""
     if type(pattern) is not str:
         return False
+    prepare = getattr(fn, "cel_pattern_prepare", None)
     try:
-        compile_re2(pattern)
-    except CelError:
+        compile_re2(prepare(pattern) if prepare is not None else pattern)
+    except Exception:  # invalid: a run-time error, charged like any pattern
         return False
     return True
 
 
-def compiles_pattern(index: int) -> Callable[[F], F]:
+def compiles_pattern(index: int,
+                     prepare: Callable[[str], str] | None = None) -> Callable[[F], F]:
     """Mark a library function whose argument ``index`` is a pattern it compiles with
-    ``compile_re2``: the call site charges ``limits.pattern_charge`` of it before the call."""
+    ``compile_re2`` (``prepare(pattern)`` when given): the call site charges
+    ``limits.pattern_charge`` of it before the call."""
 
     def mark(fn: F) -> F:
         fn.cel_pattern = index  # type: ignore[attr-defined]
+        fn.cel_pattern_prepare = prepare  # type: ignore[attr-defined]
         return fn
 
     return mark

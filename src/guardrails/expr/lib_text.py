@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import re2
 
-from guardrails.expr.lib_common import compile_re2, guarded, no_overload
+from guardrails.expr.lib_common import compile_re2, compiles_pattern, guarded, no_overload
 from guardrails.expr.values import CelError
 
 # --------------------------------------------------------------------------- paths
@@ -137,6 +137,7 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
+@compiles_pattern(1, prepare=_glob_regex)
 @guarded("paths.glob")
 def paths_glob(p: Any, pattern: Any) -> bool:
     """Shell-style match of the cleaned path against the pattern (not cleaned).
