@@ -213,3 +213,59 @@ def test_run_time_globs_are_charged_like_patterns_and_constant_ones_are_not(
     meter = Meter(DEFAULT_LIMITS.max_cost)
     assert constant.evaluate({"args": {"p": "/srv/app/x.py"}, METER: meter}) is True
     assert DEFAULT_LIMITS.max_cost - meter.left < PATTERN_COST
+
+
+# --- provenance: one search per value and text, one pattern per value --------------------
+
+
+def _provenance_set(tmp_path: Path) -> Any:
+    return load_text(tmp_path, policy(spec="""
+        match: {tools: [send]}
+        rules:
+          - {name: u, when: 'args.to.exists(r, untrusted(r))', action: deny}
+    """))
+
+
+def _inbox(values: list[str], *, trusted: bool = False) -> list[dict[str, Any]]:
+    text = " ".join(values)
+    return [{"tool": "read_inbox", "args": {}, "effect": "allow", "trusted": trusted,
+             "result": text[i:i + 60_000]} for i in range(0, len(text), 60_000)][:50]
+
+
+def test_thousands_of_values_found_in_results_are_bounded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each value found in a text compiles its pattern (1-2.5 ms with RE2): a call naming
+    thousands of values an untrusted result holds ran for 15 s. Now each search, each
+    value and each pattern's first use in the call is charged."""
+    from guardrails.expr import lib_provenance
+
+    compiled: list[str] = []
+    real = lib_provenance.compile_re2
+    monkeypatch.setattr(lib_provenance, "compile_re2",
+                        lambda p: compiled.append(p) or real(p))
+    ps = _provenance_set(tmp_path)
+    values = [f"w{i}x{i * 7}" for i in range(6_000)]
+    # Found in a trusted result: no value is untrusted, so every one is searched.
+    d = ps.evaluate("send", {"to": values}, history=_inbox(values, trusted=True))
+    assert d.effect is Effect.DENY
+    assert any("cost" in e.message or "budget" in e.message for e in d.errors)
+    limit = lib_provenance.SCAN_BUDGET // lib_provenance.COMPILE_SCAN_COST + 1
+    assert len(set(compiled)) <= limit
+
+
+def test_a_provenance_call_decides_alike_cold_and_warm(tmp_path: Path) -> None:
+    ps = _provenance_set(tmp_path)
+    values = [f"v{i}q{i * 3}" for i in range(40)]
+    history = _inbox(values)
+    first = ps.evaluate("send", {"to": values}, history=history)
+    again = ps.explain("send", {"to": values}, history=history).decision
+    assert first.to_dict() | {"id": ""} == again.to_dict() | {"id": ""}
+
+
+def test_a_few_values_in_results_are_judged_as_before(tmp_path: Path) -> None:
+    ps = _provenance_set(tmp_path)
+    names = [f"person{i}@example.com" for i in range(10)]
+    history = _inbox([*names, "and some ordinary words"])
+    assert ps.evaluate("send", {"to": names}, history=history).effect is Effect.DENY
+    d = ps.evaluate("send", {"to": ["nobody@else.org"]}, history=history)
+    assert d.effect is Effect.ALLOW and not d.errors

@@ -110,18 +110,32 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
            "september", "october", "november", "december")
 
 
+SEARCH_COST: Final = 1_000
+"""Scan units of one search of one text for one value besides its length (about 1-3 µs of
+Python around the scan: a call of many values over many history results is bounded by the
+searches it makes, not only by the characters they read)."""
+COMPILE_SCAN_COST: Final = 1_000_000
+"""Scan units (``SCAN_BUDGET``) of the first use of a value's pattern in a call. RE2 takes
+1-2.5 ms to compile one (its word boundaries are Unicode classes): thousands of distinct
+values found in a call's texts would otherwise cost seconds. Charged per call, whatever the
+process compiled before, so a call is decided alike cold or warm; a value whose literal is
+in no text never needs its pattern, and costs nothing of this."""
+
+
 @dataclass(frozen=True, slots=True)
 class Matcher:
-    """One value's search: a literal every match contains, then the bounded pattern."""
+    """One value's search: a literal every match contains, then the bounded pattern
+    (compiled only when the literal is found: most values appear in no text)."""
 
     kind: str
     literal: str
-    pattern: Any
+    pattern: str
+    """RE2 source of the bounded pattern."""
     dense: str = ""
     """For identifiers and phone numbers: what the text without separators must contain."""
 
     def found(self, low: str, budget: _Scan) -> bool:
-        budget.charge(len(low) // 8)
+        budget.charge(SEARCH_COST + len(low) // 8)
         if self.literal not in low:
             return False
         if self.dense:
@@ -129,7 +143,8 @@ class Matcher:
             if self.dense not in _dense(low):
                 return False
         budget.charge(len(low))
-        return self.pattern.search(low) is not None
+        budget.use(self.pattern)
+        return compile_re2(self.pattern).search(low) is not None
 
 
 def _number_pattern(d: Decimal) -> str:
@@ -242,8 +257,8 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
         return None
     kind, literal, pattern = found
     if kind in ("identifier", "phone"):
-        return Matcher(kind, "", compile_re2(pattern), dense=literal)
-    return Matcher(kind, literal, compile_re2(pattern))
+        return Matcher(kind, "", pattern, dense=literal)
+    return Matcher(kind, literal, pattern)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -272,15 +287,23 @@ def mentioned(value: Any, text: str) -> bool:
 
 
 class _Scan:
-    __slots__ = ("left",)
+    __slots__ = ("left", "used")
 
     def __init__(self, left: int) -> None:
         self.left = left
+        self.used: set[str] = set()
+        """Patterns this call has been charged for (``COMPILE_SCAN_COST``)."""
 
     def charge(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
             raise CelError("provenance: the call's scanning budget is exhausted")
+
+    def use(self, pattern: str) -> None:
+        """Charge a pattern's first use in this call (before it is compiled)."""
+        if pattern not in self.used:
+            self.charge(COMPILE_SCAN_COST)
+            self.used.add(pattern)
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,3 +572,11 @@ def mentions(request: Any, value: Any) -> bool:
     scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
     m = matcher(value)
     return m is not None and bool(request.text) and m.found(_lower(request.text), scan)
+
+
+# What one value's search costs besides the texts it scans (``limits.cost_of``): reading
+# the value's kind and building its pattern, about 15-40 µs a value. Without it a call of
+# thousands of distinct values was bounded only by the characters its searches read.
+_searching: tuple[Any, ...] = (provenance, untrusted, mentions)
+for _fn in _searching:
+    _fn.cel_cost = 5_000
