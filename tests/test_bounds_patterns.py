@@ -269,3 +269,22 @@ def test_a_few_values_in_results_are_judged_as_before(tmp_path: Path) -> None:
     assert ps.evaluate("send", {"to": names}, history=history).effect is Effect.DENY
     d = ps.evaluate("send", {"to": ["nobody@else.org"]}, history=history)
     assert d.effect is Effect.ALLOW and not d.errors
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_edit_distances_of_long_names_are_charged_by_their_table(backend: Any) -> None:
+    """``domains.distance`` fills a table of len(a) x len(b) cells (10 ms for two names of
+    253 characters), charged per character before: 300 of them in one call took 3 s."""
+    from guardrails.expr.lib_ext import DISTANCE_CELL_COST
+
+    a = ".".join(["a" * 62] * 4)
+    b = ".".join(["b" * 62] * 4)
+    program = compile_expression("args.l.exists(x, domains.distance(x, args.b) < 3)",
+                                 declared=("args",), backend=backend)
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": {"l": [a] * 300, "b": b}, METER: Meter(DEFAULT_LIMITS.max_cost)})
+    meter = Meter(DEFAULT_LIMITS.max_cost)
+    assert program.evaluate({"args": {"l": ["example.com"], "b": "exmaple.com"},
+                             METER: meter}) is True
+    spent = DEFAULT_LIMITS.max_cost - meter.left
+    assert DISTANCE_CELL_COST * 11 * 11 <= spent < 10_000

@@ -29,7 +29,14 @@ from guardrails.expr.checker import (
     reads_variables,
 )
 from guardrails.expr.lib_common import constant_pattern
-from guardrails.expr.limits import ITERATION_COST, METER, cost_of, pattern_arg, pattern_charge
+from guardrails.expr.limits import (
+    ITERATION_COST,
+    METER,
+    cost_of,
+    extra_cost,
+    pattern_arg,
+    pattern_charge,
+)
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
 from guardrails.expr.values import CelError, CostLimitExceeded
@@ -438,6 +445,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
 
     base, per = cost_of(fn)
     pattern = pattern_arg(fn) if charge_pattern else None
+    extra = extra_cost(fn)
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -450,6 +458,8 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
             vars_ = a.vars
             meter = vars_.get(METER)
             units += pattern_charge(meter, values[pattern])
+        if extra is not None:
+            units += extra(*values)
         charge(a, units)
         r = fn(*values)
         t = type(r)

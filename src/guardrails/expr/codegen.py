@@ -44,6 +44,7 @@ from guardrails.expr.limits import (
     Limits,
     Meter,
     cost_of,
+    extra_cost,
     pattern_arg,
     pattern_charge,
 )
@@ -521,6 +522,9 @@ class _Gen:
         pattern = pattern_arg(fn)
         if charge_pattern and pattern is not None and pattern < len(parts):
             self.charge(f"_pattern_charge(_m, {parts[pattern]})")
+        extra = extra_cost(fn)
+        if extra is not None:
+            self.charge(f"{self.const(extra)}({', '.join(parts)})")
         t = self.tmp()
         self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")

@@ -253,6 +253,20 @@ def domains_distance(a: Any, b: Any) -> int:
     return _distance(_name("domains.distance", a), _name("domains.distance", b))
 
 
+DISTANCE_CELL_COST: Final = 32
+"""Cost units of one cell of the edit-distance table (about 160 ns): two names of 253
+characters cost 10 ms, which their lengths alone (charged per character) did not show."""
+
+
+def _distance_cost(a: Any, b: Any, *_: Any) -> int:
+    if type(a) is not str or type(b) is not str:
+        return 0  # the function refuses them
+    return DISTANCE_CELL_COST * len(a) * len(b)
+
+
+domains_distance.cel_extra_cost = _distance_cost  # type: ignore[attr-defined]
+
+
 @guarded("domains.lookalike")
 def domains_lookalike(name: Any, known: Any) -> bool:
     """True when ``name`` is not one of the ``known`` names (a string or a list) but looks

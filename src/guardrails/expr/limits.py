@@ -90,6 +90,14 @@ def pattern_arg(fn: Callable[..., Any]) -> int | None:
     return index if type(index) is int and index >= 0 else None
 
 
+def extra_cost(fn: Callable[..., Any]) -> Callable[..., int] | None:
+    """A library function's cost that its arguments' lengths do not add up to (its
+    ``cel_extra_cost``: units from the arguments themselves, such as the product of two
+    lengths for an edit distance), or None."""
+    extra = getattr(fn, "cel_extra_cost", None)
+    return extra if callable(extra) else None
+
+
 def cost_of(fn: Callable[..., Any]) -> tuple[int, int]:
     """What calling library function ``fn`` costs: fixed units, and units per character
     (or element) of its string and list arguments.
