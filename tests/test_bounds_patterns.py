@@ -288,3 +288,20 @@ def test_edit_distances_of_long_names_are_charged_by_their_table(backend: Any) -
                              METER: meter}) is True
     spent = DEFAULT_LIMITS.max_cost - meter.left
     assert DISTANCE_CELL_COST * 11 * 11 <= spent < 10_000
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("function", ["sets.contains", "sets.intersects", "sets.equivalent"])
+def test_sets_of_lists_are_charged_by_the_pairs_they_compare(backend: Any,
+                                                            function: str) -> None:
+    """Lists holding lists or maps cannot be hashed: every pair is compared (two lists of
+    4,000 short lists took 13 s). Lists of scalars still cost their length."""
+    program = compile_expression(f"{function}(args.a, args.b)", declared=("args",),
+                                 backend=backend)
+    lists = {"a": [[i] for i in range(4_000)], "b": [[i + 4_000] for i in range(4_000)]}
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": lists, METER: Meter(DEFAULT_LIMITS.max_cost)})
+    scalars = {"a": list(range(4_000)), "b": list(range(4_000, 8_000))}
+    meter = Meter(DEFAULT_LIMITS.max_cost)
+    program.evaluate({"args": scalars, METER: meter})
+    assert DEFAULT_LIMITS.max_cost - meter.left < 100_000
