@@ -30,6 +30,8 @@ from guardrails.expr.checker import (
 )
 from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
+    IN_COMPARE_COST,
+    IN_SCAN_COST,
     ITERATION_COST,
     METER,
     cost_of,
@@ -266,7 +268,15 @@ class _Closures:
                 return std.in_(v, values)
 
             return in_strings
-        return self.binary(std.in_, args)
+        item, container = self.compile(args[0]), self.compile(args[1])
+
+        def in_list(a: Activation) -> bool:
+            v, c = item(a), container(a)
+            if type(c) is list:  # read element by element: charged (limits.IN_SCAN_COST)
+                charge(a, (IN_SCAN_COST if type(v) is str else IN_COMPARE_COST) * len(c))
+            return std.in_(v, c)
+
+        return in_list
 
     def logical(self, args: tuple[ast.Node, ...], *, absorbing: bool) -> Fn:
         """``&&`` (absorbing False) and ``||`` (absorbing True), commutative over errors."""

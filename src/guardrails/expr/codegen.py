@@ -38,6 +38,8 @@ from guardrails.expr.closures import closure_program
 from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
+    IN_COMPARE_COST,
+    IN_SCAN_COST,
     ITERATION_COST,
     METER,
     SCAN_COST,
@@ -651,6 +653,10 @@ class _Gen:
             )
             return t
         container = self.expr(args[1])
+        self.emit(f"if type({container}) is _list:")
+        with self.indent():
+            self.charge(f"({self.const(IN_SCAN_COST)} if type({item}) is _str else "
+                        f"{self.const(IN_COMPARE_COST)}) * len({container})")
         self.emit(
             f"{t} = {item} in {container} if type({item}) is _str and "
             f"(type({container}) is _list or type({container}) is _dict) "
