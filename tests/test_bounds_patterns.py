@@ -10,6 +10,7 @@ benchmark. Each test counts compiles, never time.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from guardrails.expr import stdlib as std
 from guardrails.expr.compiler import compile_expression
 from guardrails.expr.limits import (
     DEFAULT_LIMITS,
+    IN_COMPARE_COST,
     METER,
     PATTERN_CHAR_COST,
     PATTERN_COST,
@@ -320,3 +322,18 @@ def test_membership_in_a_list_is_charged_by_what_it_reads(backend: Any, items: s
     small = Meter(DEFAULT_LIMITS.max_cost)
     assert program.evaluate({"args": {"a": data[:20]}, METER: small}) is True
     assert DEFAULT_LIMITS.max_cost - small.left < 100_000
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_membership_of_lists_in_a_short_list_is_charged(backend: Any) -> None:
+    """A short list searched for a list compares element by element (CEL equality): many
+    such searches must be charged, even when each list is short."""
+    program = compile_expression("args.a.filter(x, x in args.b).size() > 0",
+                                 declared=("args",), backend=backend)
+    big = [[i, i] for i in range(9_000)]
+    short = [[-i, -i] for i in range(30)]
+    meter = Meter(DEFAULT_LIMITS.max_cost)
+    with contextlib.suppress(CostLimitExceeded):
+        program.evaluate({"args": {"a": big, "b": short}, METER: meter})
+    assert DEFAULT_LIMITS.max_cost - meter.left >= min(DEFAULT_LIMITS.max_cost,
+                                                       9_000 * 30 * IN_COMPARE_COST)
