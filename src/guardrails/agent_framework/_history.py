@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_framework import Content
@@ -61,7 +61,7 @@ class _Left:
 
 
 def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
-             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES,
+             scrub: Scrubber | Callable[[str], str], limit: int = HISTORY_ENTRY_BYTES,
              names: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
     """The arguments as history keeps them, and whether some were left out for size.
 
@@ -102,7 +102,7 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
     return out, left.bytes < 0
 
 
-def _kept(value: Any, scrub: Scrubber, left: _Left) -> Any:
+def _kept(value: Any, scrub: Scrubber | Callable[[str], str], left: _Left) -> Any:
     # The engine's _json_safe (decision.redact_arguments), each resulting string scrubbed.
     left.bytes -= NODE_COST
     if left.bytes < 0:

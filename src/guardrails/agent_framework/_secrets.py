@@ -48,6 +48,7 @@ __all__ = [
     "scrubbed_failure",
     "scrubbed_user_input_request",
     "sensitive_telemetry_enabled",
+    "unchanged",
 ]
 
 
@@ -152,6 +153,15 @@ def sensitive_telemetry_enabled() -> bool:
 
 
 # -- what leaves a guarded call ---------------------------------------------------------
+
+
+def unchanged(text: str) -> str:
+    """What a ``Scrubber`` that knows no value and no pattern makes of a text: the text, as
+    a plain ``str`` (a subclass may print other than its data). For the walks of a call
+    with nothing secret (see ``GuardFunctionMiddleware``), without a scrubber call per text;
+    ``tests/test_af_quiet.py`` compares the two."""
+    return text if type(text) is str else str.__str__(text)
+
 
 MAX_CONTENT_DEPTH = 16
 """Nesting of contents (and of the data inside them) the result scrubber walks; anything
