@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardrails.agent_framework import GuardFunctionMiddleware, ScriptedChatClient, _function, guard
-from guardrails.agent_framework._history import redacted
-from guardrails.agent_framework._secrets import scrub_result, unchanged
+from guardrails.agent_framework._history import plain_entry, redacted
+from guardrails.agent_framework._secrets import plain_result, scrub_result, unchanged
 from guardrails.agent_framework.scripted import call, result_text
 from guardrails.engine.scrub import Scrubber
 from tests.af_support import STREAMING, agent_with, load_text, run
@@ -92,6 +92,30 @@ def test_the_quiet_history_entry_is_the_scrubbed_one(args: dict[str, Any],
     assert _shape(quiet) == _shape(general)
 
 
+scalars = st.one_of(texts, st.integers(), st.integers(min_value=2**63), st.booleans(),
+                    st.none(), st.floats(allow_nan=True, allow_infinity=True))
+flat = st.dictionaries(texts, scalars, max_size=12)
+
+
+@settings(max_examples=400)
+@given(st.one_of(flat, arguments, flat.map(lambda d: {**d, 1: "int key"})),
+       st.integers(min_value=0, max_value=300))
+def test_the_plain_entry_is_the_general_one(args: dict[Any, Any], limit: int) -> None:
+    plain = plain_entry(args, limit)
+    if plain is None:  # not for the one-loop path: the caller takes ``redacted``
+        assert not (all(type(k) is str for k in args) and all(
+            v is None or type(v) in (str, int, bool) or (type(v) is float and v == v)
+            for v in args.values()))
+        return
+    assert _shape(plain) == _shape(redacted(args, frozenset(), INERT, limit, names={}))
+
+
+@given(flat, st.integers(min_value=0, max_value=300))
+def test_the_plain_entry_takes_flat_plain_arguments(args: dict[str, Any], limit: int) -> None:
+    if not any(type(v) is float and v != v for v in args.values()):
+        assert plain_entry(args, limit) is not None
+
+
 def _contents(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(
         texts.map(Content.from_text),
@@ -101,6 +125,15 @@ def _contents(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
                   st.dictionaries(texts, inner, max_size=3)),
         texts.map(lambda t: _SubContent("text", text=t)),
     )
+
+
+@given(st.lists(texts, max_size=3))
+def test_a_tools_text_results_take_the_plain_path(items: list[str]) -> None:
+    from agent_framework import FunctionTool
+    for result in (FunctionTool.parse_result(" ".join(items)),
+                   [Content.from_text(t) for t in items]):
+        plain = plain_result(result)
+        assert plain is not None and _shape(plain) == _shape(scrub_result(result, INERT))
 
 
 class _SubContent(Content):
@@ -120,6 +153,10 @@ def test_the_quiet_result_is_the_scrubbed_one(result: Any) -> None:
     quiet = scrub_result(result, unchanged)
     general = scrub_result(result, INERT)
     assert _shape(quiet) == _shape(general)
+    plain = plain_result(result)
+    if plain is not None:
+        assert _shape(plain) == _shape(general)
+        assert type(plain) is str or plain is not result  # a new list, as scrub_result makes
     # Plain types leave, as ever: a subclass's own printing never reaches the model.
     for item in quiet if isinstance(quiet, list) else [quiet]:
         assert type(item) in (str, Content) or item is None

@@ -57,6 +57,7 @@ from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import (
     HISTORY_LIMIT,
     history_of,
+    plain_entry,
     record,
     redacted,
     set_result,
@@ -68,6 +69,7 @@ from guardrails.agent_framework._secrets import (
     Scrubber,
     SecretProvider,
     SecretUnavailable,
+    plain_result,
     scrub_host_payload,
     scrub_result,
     scrubbed_abort,
@@ -368,7 +370,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
-        over_bounds = any(e.element == "input" for e in decision.errors)
+        over_bounds = bool(decision.errors) and any(e.element == "input"
+                                                    for e in decision.errors)
         if over_bounds and effect not in _BLOCKING:
             # Inputs over the bounds (or not JSON) never run, whatever the policies'
             # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
@@ -700,8 +703,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if failure is not None:
             raise failure
         # The quiet memory changes no text: the result is still rebuilt of plain types.
-        context.result = scrub_result(context.result,
-                                      unchanged if scrub is self._quiet_memory else scrub)
+        if scrub is self._quiet_memory:
+            plain = plain_result(context.result)
+            context.result = plain if plain is not None else scrub_result(context.result,
+                                                                          unchanged)
+        else:
+            context.result = scrub_result(context.result, scrub)
 
     @staticmethod
     def _running(context: FunctionInvocationContext, plan: _Plan,
@@ -798,11 +805,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         else:
             # The quiet memory changes no text: the walk keeps every text as it is (as the
             # scrubber would), without a scrubber call per text.
-            args, truncated = (
-                redacted(plan.arguments, plan.secret_names, unchanged)
-                if scrub is self._quiet_memory and scrub is not None else
-                redacted(plan.arguments, plan.secret_names, scrub,
-                         names=self._scrubbed_names(scrub)))
+            quiet = scrub is self._quiet_memory and not plan.secret_names
+            kept = plain_entry(plan.arguments) if quiet else None
+            if kept is None:
+                kept = redacted(plan.arguments, plan.secret_names, unchanged if quiet else scrub,
+                                names=None if quiet else self._scrubbed_names(scrub))
+            args, truncated = kept
         return record(history, tool, args, effect, self._history_limit, truncated=truncated,
                       trusted=self.trusted(tool, plan.aliases))
 
