@@ -294,7 +294,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         policies = self._policies.current  # once: the whole call uses this set
-        self._for_set(policies)
+        if policies is not self._cached_for:
+            self._for_set(policies)
         memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
@@ -561,7 +562,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
-        self._for_set(plan.policies)
+        if plan.policies is not self._cached_for:
+            self._for_set(plan.policies)
         if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
             self._release(decision)
             # The tool's validation refused the arguments: the call cannot run, and the model

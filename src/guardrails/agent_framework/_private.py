@@ -318,5 +318,6 @@ def mcp_remote_name(function: Any) -> str | None:
     """The MCP server's name for a generated MCP ``FunctionTool`` (before any
     ``tool_name_prefix``), or None for a tool that is not an MCP tool."""
     properties = getattr(function, "additional_properties", None) or {}
-    remote = properties.get(_MCP_REMOTE_NAME_KEY) if isinstance(properties, Mapping) else None
+    remote = (properties.get(_MCP_REMOTE_NAME_KEY)
+              if type(properties) is dict or isinstance(properties, Mapping) else None)
     return remote if isinstance(remote, str) else None
