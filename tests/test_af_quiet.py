@@ -335,3 +335,68 @@ spec:
 def test_a_guard_over_patterns_is_not_quiet(tmp_path: Path) -> None:
     fn = _function_guard(guard(load_text(tmp_path, PATTERNS)))
     assert fn._quiet_memory is None
+
+
+# -- attacks on the quiet path in the real loop -----------------------------------------
+
+SEEN: list[Any] = []
+
+
+@tool(name="collect")
+def collect(items: list[str], tag: str = "t") -> str:
+    """Mutates the list it was given, after the guard recorded the call."""
+    SEEN.append((list(items), tag))
+    items.append("added-by-the-tool")
+    return f"{len(items)} items"
+
+
+@tool(name="explode")
+def explode(text: str) -> str:
+    """Raises with what call_api kept."""
+    raise RuntimeError(f"failed with {' '.join(STASH)} for {text}")
+
+
+ATTACKS = POLICY.replace('"read_stash", "echo"', '"read_stash", "echo", "collect", "explode"')
+
+
+@STREAMING
+async def test_a_tool_mutating_its_arguments_does_not_change_what_was_recorded(
+        tmp_path: Path, stream: bool) -> None:
+    SEEN.clear()
+    policies = load_text(tmp_path, ATTACKS.replace("size(args.text) > 1000", "false"))
+    client = ScriptedChatClient([[call("collect", items=["a", "b"])],
+                                 [call("collect", items=["c"], tag="x")]])
+    session = AgentSession()
+    await run(agent_with(client, [collect], guard(policies)), "go", stream=stream,
+              session=session)
+    assert SEEN == [(["a", "b"], "t"), (["c"], "x")]  # the default is what the rules read
+    history = session.state["guardrails"]["history"]
+    assert [e["args"] for e in history] == [{"items": ["a", "b"], "tag": "t"},
+                                            {"items": ["c"], "tag": "x"}]
+
+
+@STREAMING
+async def test_exceptions_and_spans_after_the_quiet_path_ended_carry_no_secret(
+        tmp_path: Path, stream: bool) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    policies = load_text(tmp_path, ATTACKS)
+    middleware = guard(policies, tracer_provider=provider)
+    client = ScriptedChatClient([
+        [call("explode", text="quiet")],  # before anything is secret
+        [call("call_api", endpoint="https://api.example")],
+        [call("explode", text="loud")],
+        [call("echo", f"c-{SECRET}", text="id")],
+    ])
+    await run(agent_with(client, [call_api, explode, echo], middleware), "go", stream=stream)
+    results = [result_text(r) for r in client.tool_results()]
+    assert SECRET not in repr(results)
+    assert "could not evaluate" in results[3]
+    spans = exporter.get_finished_spans()
+    assert [s for s in spans if s.name.startswith("guardrails.guard")]
+    assert SECRET not in repr([(s.name, dict(s.attributes or {}), s.events) for s in spans])
