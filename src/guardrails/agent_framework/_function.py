@@ -595,8 +595,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._block_on_guard_error(context, tool, exc)
                 return
             scrub = self._scrubber(plan, injected.values())
+            known = len(self._injected)  # the values ``scrub`` knows of this guard's memory
             entry = self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub, plan.run)
+            await self._run_tool(context, call_next, scrub, known, plan.run)
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -652,12 +653,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _run_tool(self, context: FunctionInvocationContext,
                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                        run: RunState | None) -> None:
+                        known: int, run: RunState | None) -> None:
         """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
         halted this run too: the call ends with the halt, whatever the tool made of it
         (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
         try:
-            await self._call_tool(context, call_next, scrub)
+            await self._call_tool(context, call_next, scrub, known)
         except Exception:
             if run is None or not run.halted:
                 raise
@@ -667,7 +668,23 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
 
     async def _call_tool(self, context: FunctionInvocationContext,
-                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
+                         call_next: Callable[[], Awaitable[None]], call_scrub: Scrubber,
+                         known: int) -> None:
+        """Run the tool and scrub what comes out of it: its result, its exception, the host's
+        payload and the framework's log records while it runs. With ``call_scrub`` (what the
+        call knew when it started: ``known`` values of the guard's memory) and every value
+        the guard injected since, in a concurrent call while this tool ran: such a value can
+        reach this tool's output (a shared stash, a cache) as well as any earlier one.
+
+        A call made inside another guarded call's tool (a sub-agent, ``agent.as_tool()``,
+        guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
+        the enclosing guard injected must not reach the sub-agent's model either."""
+        enclosing = CURRENT_SCRUBBER.get()
+
+        def scrub(text: str) -> str:
+            own = self._with_later(call_scrub, known)(text)
+            return own if enclosing is None else enclosing(own)
+
         token = CURRENT_SCRUBBER.set(scrub)
         failure: BaseException | None = None
         try:
@@ -704,13 +721,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
+        result_scrub: Callable[[str], str] = self._with_later(call_scrub, known)
+        if enclosing is not None:
+            result_scrub = scrub
         # The quiet memory changes no text: the result is still rebuilt of plain types.
-        if scrub is self._quiet_memory:
+        if result_scrub is self._quiet_memory:
             plain = plain_result(context.result)
             context.result = plain if plain is not None else scrub_result(context.result,
                                                                           unchanged)
         else:
-            context.result = scrub_result(context.result, scrub)
+            context.result = scrub_result(context.result, result_scrub)
+
+    def _with_later(self, scrub: Scrubber, known: int) -> Scrubber:
+        """``scrub`` (which knows the first ``known`` values this guard injected) with the
+        values injected after them; itself when there are none (the common case: one length
+        read). The memory never forgets a value, so they are the memory's last ones."""
+        if len(self._injected) == known:
+            return scrub
+        return scrub.with_values(list(self._injected)[known:])
 
     @staticmethod
     def _running(context: FunctionInvocationContext, plan: _Plan,

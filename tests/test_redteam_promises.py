@@ -1,0 +1,175 @@
+"""Red team of promises 1-7 and 9 of docs/security-model.md, in the real agent loop.
+
+Each test is an attack that got through before its fix (the finding is named in its
+docstring), or one that held and pins the promise it attacked. Real framework loop
+(``ScriptedChatClient``), real files, real OpenTelemetry SDK where spans matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import Agent, AgentSession, Content, tool
+
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text, text
+from tests.af_support import STREAMING, agent_with, load_text, run
+
+SECRET = "sk-live-RT15B-secret-70417733"
+
+INJECTING = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: api}
+spec:
+  match: {tools: ["call_api"]}
+  secrets:
+    inject:
+      api_key: {env: GR_RT15B_KEY}
+  rules:
+    - {name: never, when: 'false', action: deny}
+"""
+
+PLAIN = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: notes}
+spec:
+  match: {tools: ["read_stash", "read_stash_later", "explode_later"]}
+  rules:
+    - {name: never, when: 'false', action: deny}
+"""
+
+STASH: list[str] = []
+"""Where ``call_api`` keeps the key it was given (a cache, a log, a shared client)."""
+INJECTED: list[asyncio.Event] = []
+"""Set once call_api ran (made per test: an event belongs to one event loop)."""
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("GR_RT15B_KEY", SECRET)
+    STASH.clear()
+    INJECTED[:] = [asyncio.Event()]
+    yield
+    STASH.clear()
+
+
+@tool(name="call_api")
+async def call_api(endpoint: str, api_key: str) -> str:
+    """Calls an API with the injected key, and keeps the key where other tools read it."""
+    STASH.append(api_key)
+    INJECTED[0].set()
+    return f"called {endpoint}"
+
+
+@tool(name="read_stash")
+def read_stash(text: str) -> str:
+    """Returns what call_api kept."""
+    return f"{text}: {' '.join(STASH)}"
+
+
+@tool(name="read_stash_later")
+async def read_stash_later(text: str) -> str:
+    """Waits until call_api ran (in another run), then returns what it kept."""
+    await asyncio.wait_for(INJECTED[0].wait(), 10)
+    return f"{text}: {' '.join(STASH)}"
+
+
+@tool(name="explode_later")
+async def explode_later(text: str) -> str:
+    """Waits until call_api ran (in another run), then raises with what it kept."""
+    await asyncio.wait_for(INJECTED[0].wait(), 10)
+    raise RuntimeError(f"{text} failed with {' '.join(STASH)}")
+
+
+def _both(tmp_path: Path) -> Any:
+    return load_text(tmp_path, INJECTING + "---\n" + PLAIN)
+
+
+# -- promise 5: a value injected while another call's tool runs ---------------------------
+
+
+@STREAMING
+async def test_a_value_injected_while_a_quiet_call_runs_does_not_reach_its_result(
+        tmp_path: Path, stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Finding (promise 5, concurrency): a call's scrubber was fixed when the call was
+    planned. Two runs on one guard: run A's call starts while nothing is secret (a quiet
+    call); run B's call_api is then injected with the key and stashes it; A's tool returns
+    the stash. A's result, its exception and its history carried the key raw to A's model
+    and session. Fixed at the exits after the tool: they scrub every value the guard
+    injected up to then, not only those it knew when the call started."""
+    middleware = guard(_both(tmp_path))
+    client_a = ScriptedChatClient([[call("read_stash_later", text="later"),
+                                    call("explode_later", text="boom")], [text("done")]])
+    client_b = ScriptedChatClient([[call("call_api", endpoint="https://api.example")],
+                                   [text("done")]])
+    session_a = AgentSession()
+    agent_a = agent_with(client_a, [read_stash_later, explode_later], middleware,
+                         include_detailed_errors=True)
+    agent_b = agent_with(client_b, [call_api], middleware)
+
+    async def run_b() -> Any:
+        await asyncio.sleep(0.05)  # A's tools are waiting: A was planned before the injection
+        return await run(agent_b, "call", stream=stream)
+
+    caplog.set_level(logging.DEBUG)
+    response_a, _ = await asyncio.gather(run(agent_a, "read", stream=stream, session=session_a),
+                                         run_b())
+    assert STASH == [SECRET]
+    results = [result_text(r) for r in client_a.tool_results()]
+    assert results[0] == "later: [REDACTED]"
+    assert "boom failed with [REDACTED]" in results[1]
+    assert SECRET not in repr(results)
+    assert SECRET not in repr(session_a.state)
+    assert SECRET not in response_a.text
+    assert SECRET not in caplog.text
+
+
+@STREAMING
+async def test_a_sub_agent_with_its_own_guard_does_not_show_its_model_the_callers_secret(
+        tmp_path: Path, stream: bool) -> None:
+    """Finding (promise 5, a second guard): an agent calls a sub-agent (``as_tool()``)
+    guarded by a guard of its own, with no secret (a quiet call). The outer guard injected
+    the key into call_api, which stashed it; the sub-agent's read_stash returned it and
+    the sub-agent's *model* read it raw (only the outer model's copy was scrubbed, by the
+    outer guard). Fixed in the one place tool output leaves: a call made inside another
+    guarded call's tool is scrubbed with that call's scrubber too."""
+    inner_client = ScriptedChatClient(default=_inner_turn)
+    inner_client.function_invocation_configuration.update(  # type: ignore[typeddict-item]
+        include_detailed_errors=True)
+    inner = Agent(client=inner_client, tools=[read_stash, explode_now],
+                  middleware=guard(load_text(tmp_path, PLAIN.replace(
+                      '"read_stash", ', '"read_stash", "explode_now", '), "inner.yaml")),
+                  name="helper", description="reads notes")
+    outer_client = ScriptedChatClient([[call("call_api", endpoint="https://api.example")],
+                                       [call("helper", task="read the notes")],
+                                       [text("done")]])
+    outer = agent_with(outer_client, [call_api, inner.as_tool()],
+                       guard(load_text(tmp_path, INJECTING, "outer.yaml")))
+    response = await run(outer, "go", stream=stream)
+    assert STASH == [SECRET]
+    seen_inside = [result_text(r) for r in inner_client.tool_results()]
+    assert seen_inside[0] == "notes: [REDACTED]"
+    assert "boom failed with [REDACTED]" in seen_inside[1]
+    assert SECRET not in repr(seen_inside)
+    assert SECRET not in repr([result_text(r) for r in outer_client.tool_results()])
+    assert SECRET not in response.text
+
+
+@tool(name="explode_now")
+def explode_now(text: str) -> str:
+    """Raises with what call_api kept."""
+    raise RuntimeError(f"{text} failed with {' '.join(STASH)}")
+
+
+def _inner_turn(messages: Any) -> list[Content]:
+    done = [c for m in messages for c in m.contents if c.type == "function_result"]
+    if len(done) >= 2:
+        return [Content.from_text("inner read: " + " | ".join(str(c.result) for c in done))]
+    if done:
+        return [call("explode_now", text="boom")]
+    return [call("read_stash", text="notes")]
