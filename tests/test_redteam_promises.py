@@ -173,3 +173,75 @@ def _inner_turn(messages: Any) -> list[Content]:
     if done:
         return [call("explode_now", text="boom")]
     return [call("read_stash", text="notes")]
+
+
+# -- promise 5: one guard shared by threads, each with its own event loop ------------------
+
+
+@tool(name="call_api_sync")
+def call_api_sync(endpoint: str, api_key: str) -> str:
+    """call_api for a thread of its own (no event shared between loops)."""
+    STASH.append(api_key)
+    return f"called {endpoint}"
+
+
+def test_a_reload_in_one_thread_does_not_lose_a_value_injected_in_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding (promise 5, threads): a guard shared by threads (each running its own event
+    loop) rebuilt its memory of injected values for a reloaded set from a copy of the values
+    taken before another thread injected a new one, and then stored it over the memory that
+    held the new value: the value was never scrubbed again (here a later call's result gave
+    it to the model raw). The window is held open where it was (the rebuild of the memory)
+    until the other thread has injected, or for half a second. Fixed: the memory is changed
+    under one lock (the rebuild and an injection never interleave)."""
+    import threading
+
+    from guardrails.agent_framework import _function
+
+    first = load_text(tmp_path, INJECTING + "---\n" + PLAIN.replace(
+        '"read_stash", "read_stash_later", "explode_later"', '"read_stash"').replace(
+        '"call_api"', '"call_api_sync"'), "first.yaml")
+    second = load_text(tmp_path, (INJECTING + "---\n" + PLAIN).replace(
+        '"call_api"', '"call_api_sync"'), "second.yaml")
+
+    class Source:
+        current = first
+
+    middleware = guard(Source())
+    entered, injected = threading.Event(), threading.Event()
+    rebuilding: list[threading.Thread] = []
+    real = _function.Scrubber
+
+    def held_open(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() in rebuilding:
+            entered.set()
+            injected.wait(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_function, "Scrubber", held_open)
+
+    def reload_and_read() -> None:
+        Source.current = second
+        asyncio.run(run(agent_with(ScriptedChatClient([[call("read_stash", text="first")],
+                                                       [text("done")]]),
+                                   [read_stash], middleware), "read"))
+
+    def inject() -> None:
+        entered.wait(5)
+        client = ScriptedChatClient([[call("call_api_sync", endpoint="https://api.example")],
+                                     [text("done")]])
+        asyncio.run(run(agent_with(client, [call_api_sync], middleware), "call"))
+        injected.set()
+
+    reader = threading.Thread(target=reload_and_read)
+    injector = threading.Thread(target=inject)
+    rebuilding.append(reader)
+    reader.start()
+    injector.start()
+    reader.join(10)
+    injector.join(10)
+    assert STASH == [SECRET]
+    client = ScriptedChatClient([[call("read_stash", text="later")], [text("done")]])
+    asyncio.run(run(agent_with(client, [read_stash], middleware), "read"))
+    [later] = [result_text(r) for r in client.tool_results()]
+    assert later == "later: [REDACTED]"

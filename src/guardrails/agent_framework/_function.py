@@ -18,6 +18,7 @@ import fnmatch
 import inspect
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias
@@ -241,6 +242,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # secret where another tool, with no secret policy of its own, returns it later.
         self._injected: dict[str, None] = {}
         self._injected_chars = 0
+        self._memory_lock = threading.Lock()
+        """Held while the memory of injected values changes (threads may share a guard)."""
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         first = policies.current
@@ -528,9 +531,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         patterns (the values themselves are never forgotten)."""
         if policies is not self._cached_for:
             redact = _patterns(policies)
-            self._memory = Scrubber(tuple(self._injected), redact)
-            self._quiet_memory = self._memory if redact is None and not self._injected else None
-            self._cached_for = policies
+            with self._memory_lock:  # (the values as they are, and no injection meanwhile)
+                self._memory = Scrubber(tuple(self._injected), redact)
+                self._quiet_memory = (self._memory if redact is None and not self._injected
+                                      else None)
+                self._cached_for = policies
 
     def _release(self, decision: Decision) -> None:
         """The call does not run: give its counter reservations back."""
@@ -594,8 +599,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
+            # The values of the guard's memory ``scrub`` knows: counted before the memory is
+            # read (an injected value is in the memory before it is counted, see _remember).
+            known = len(self._injected)
             scrub = self._scrubber(plan, injected.values())
-            known = len(self._injected)  # the values ``scrub`` knows of this guard's memory
             entry = self._record(context, plan, "allow", scrub)
             await self._run_tool(context, call_next, scrub, known, plan.run)
             set_result(entry, context.result)  # the scrubbed text the model gets
@@ -780,22 +787,32 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
             values[name] = value
+            if value not in self._injected:
+                self._remember(ref.env, value)
+        return values
+
+    def _remember(self, ref: str, value: str) -> None:
+        """Add an injected value to the memory, before the tool can see it. Under the
+        memory's lock: a guard shared by threads must not rebuild the memory (``_for_set``)
+        from the values as they were before this one and store it over the memory holding
+        it (the value would never be scrubbed again)."""
+        with self._memory_lock:
             if value in self._injected:
-                continue
+                return
             if (len(self._injected) >= INJECTED_MEMORY
                     or self._injected_chars + len(value) > INJECTED_MEMORY_CHARS):
                 raise SecretUnavailable(
-                    f"refusing to inject {ref.env!r}: this guard already remembers "
+                    f"refusing to inject {ref!r}: this guard already remembers "
                     f"{len(self._injected)} injected values (INJECTED_MEMORY), and forgetting "
                     "one could let it leak; build a new guard()")
-            self._injected[value] = None
-            self._injected_chars += len(value)
             self._quiet_memory = None  # (the memory below knows a value now)
             if self._memory.top_layer_size >= _MEMORY_LAYER:
                 self._memory = self._memory.with_values([value])  # a new layer on top
             else:
                 self._memory = self._memory.merged([value])
-        return values
+            # Counted once the memory holds it: a call that counts it reads that memory.
+            self._injected[value] = None
+            self._injected_chars += len(value)
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
         """Every secret this call knows: its secret arguments (as the model sent them and as
