@@ -175,6 +175,40 @@ def _inner_turn(messages: Any) -> list[Content]:
     return [call("read_stash", text="notes")]
 
 
+
+@STREAMING
+async def test_what_a_sub_agents_guard_injects_does_not_reach_the_callers_model(
+        tmp_path: Path, stream: bool) -> None:
+    """Finding (promise 5, a second guard, the other way round): the sub-agent's own guard
+    injected the key into its call_api, which stashed it; a later tool of the *calling*
+    agent returned the stash, and the caller's guard, which never injected the key, gave
+    it to the caller's model raw. Fixed: what a guard injects while it runs inside other
+    guards' tools is remembered by each of them too (before the tool gets it)."""
+    inner_client = ScriptedChatClient(default=_inner_api_turn)
+    inner = Agent(client=inner_client, tools=[call_api],
+                  middleware=guard(load_text(tmp_path, INJECTING, "inner.yaml")),
+                  name="helper", description="calls the API")
+    outer_client = ScriptedChatClient([[call("helper", task="call the API")],
+                                       [call("read_stash", text="notes")],
+                                       [text("done")]])
+    session = AgentSession()
+    outer = agent_with(outer_client, [read_stash, inner.as_tool()],
+                       guard(load_text(tmp_path, PLAIN, "outer.yaml")))
+    response = await run(outer, "go", stream=stream, session=session)
+    assert STASH == [SECRET]
+    seen_outside = [result_text(r) for r in outer_client.tool_results()]
+    assert seen_outside[1] == "notes: [REDACTED]"
+    assert SECRET not in repr(seen_outside)
+    assert SECRET not in repr(session.state)
+    assert SECRET not in response.text
+
+
+def _inner_api_turn(messages: Any) -> list[Content]:
+    if any(c.type == "function_result" for m in messages for c in m.contents):
+        return [Content.from_text("the API was called")]
+    return [call("call_api", endpoint="https://api.example")]
+
+
 # -- promise 5: one guard shared by threads, each with its own event loop ------------------
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import fnmatch
 import inspect
 import json
@@ -141,6 +142,13 @@ engine's tool index)."""
 
 
 _NO_INJECTIONS: tuple[Mapping[str, SecretRef], frozenset[str]] = ({}, frozenset())
+
+_CALLERS: contextvars.ContextVar[tuple[GuardFunctionMiddleware, ...]] = contextvars.ContextVar(
+    "guardrails_calling_guards", default=())
+"""The guards whose tool is running in this context, outermost first: a sub-agent
+(``agent.as_tool()``) with a guard of its own runs inside its caller's tool. What the
+sub-agent's guard injects is remembered by each of them too (before the tool gets it):
+the sub-agent's tool may leave it where a later tool of the caller's returns it."""
 
 
 class _Plan(NamedTuple):
@@ -693,6 +701,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return own if enclosing is None else enclosing(own)
 
         token = CURRENT_SCRUBBER.set(scrub)
+        callers = _CALLERS.set((*_CALLERS.get(), self))
         failure: BaseException | None = None
         try:
             await call_next()
@@ -722,6 +731,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if failure is exc:
                 raise
         finally:
+            _CALLERS.reset(callers)
             CURRENT_SCRUBBER.reset(token)
             # Attached by the framework after the guard returns (an MCP tool's raw result).
             with contextlib.suppress(Exception):
@@ -789,6 +799,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             values[name] = value
             if value not in self._injected:
                 self._remember(ref.env, value)
+            for caller in _CALLERS.get():  # (usually none)
+                if value not in caller._injected:
+                    caller._remember(ref.env, value)
         return values
 
     def _remember(self, ref: str, value: str) -> None:
