@@ -695,10 +695,21 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
         the enclosing guard injected must not reach the sub-agent's model either."""
         enclosing = CURRENT_SCRUBBER.get()
+        current, counted = call_scrub, known
+
+        def own() -> Scrubber:
+            # ``call_scrub`` with the values injected after the first ``known`` (the memory
+            # never forgets one, so they are its last ones), rebuilt only when there are
+            # more: usually one length read.
+            nonlocal current, counted
+            if len(self._injected) != counted:
+                values = list(self._injected)
+                current, counted = call_scrub.with_values(values[known:]), len(values)
+            return current
 
         def scrub(text: str) -> str:
-            own = self._with_later(call_scrub, known)(text)
-            return own if enclosing is None else enclosing(own)
+            text = own()(text)
+            return text if enclosing is None else enclosing(text)
 
         token = CURRENT_SCRUBBER.set(scrub)
         callers = _CALLERS.set((*_CALLERS.get(), self))
@@ -738,9 +749,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
-        result_scrub: Callable[[str], str] = self._with_later(call_scrub, known)
-        if enclosing is not None:
-            result_scrub = scrub
+        result_scrub: Callable[[str], str] = own() if enclosing is None else scrub
         # The quiet memory changes no text: the result is still rebuilt of plain types.
         if result_scrub is self._quiet_memory:
             plain = plain_result(context.result)
@@ -748,14 +757,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                                                                           unchanged)
         else:
             context.result = scrub_result(context.result, result_scrub)
-
-    def _with_later(self, scrub: Scrubber, known: int) -> Scrubber:
-        """``scrub`` (which knows the first ``known`` values this guard injected) with the
-        values injected after them; itself when there are none (the common case: one length
-        read). The memory never forgets a value, so they are the memory's last ones."""
-        if len(self._injected) == known:
-            return scrub
-        return scrub.with_values(list(self._injected)[known:])
 
     @staticmethod
     def _running(context: FunctionInvocationContext, plan: _Plan,
