@@ -279,3 +279,65 @@ def test_a_reload_in_one_thread_does_not_lose_a_value_injected_in_another(
     asyncio.run(run(agent_with(client, [read_stash], middleware), "read"))
     [later] = [result_text(r) for r in client.tool_results()]
     assert later == "later: [REDACTED]"
+
+
+# -- promise 5: what a secret provider returns -------------------------------------------
+
+
+class Masked(str):
+    """A vault client's "masked" secret: prints as a mask, equal to any other mask."""
+
+    def __str__(self) -> str:
+        return "****"
+
+    def __repr__(self) -> str:
+        return "Masked('****')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Masked) or other == "****"
+
+    def __hash__(self) -> int:
+        return hash("****")
+
+
+MASKED_KEYS = {"GR_RT15B_A": "sk-live-first-RT15B-11117777",
+               "GR_RT15B_B": "sk-live-second-RT15B-22228888"}
+
+
+class MaskingProvider:
+    def get(self, ref: str) -> str:
+        return Masked(MASKED_KEYS[ref])
+
+
+@tool(name="call_two")
+def call_two(endpoint: str, api_key: str, other_key: str) -> str:
+    """Calls an API with two injected keys, and keeps them where other tools read them."""
+    STASH.extend([str.__str__(api_key), str.__str__(other_key)])
+    return f"called {endpoint} with {api_key} and {other_key}"
+
+
+@STREAMING
+async def test_secrets_a_provider_returns_as_a_str_subclass_are_remembered_by_their_data(
+        tmp_path: Path, stream: bool) -> None:
+    """Finding (promise 5, secret providers): a provider returned its secrets as a str
+    subclass with its own equality (equal by their mask). The guard remembered the first
+    and took the second for it (``value in memory`` asked the subclass), so a later tool
+    that returned the second key gave it to the model raw. Fixed at the boundary: what a
+    provider returns is taken as the plain ``str`` of its data before it is remembered,
+    injected or scrubbed; and the scrubber reads any ``str`` subclass by its data."""
+    policies = load_text(tmp_path, INJECTING.replace('"call_api"', '"call_two"').replace(
+        "api_key: {env: GR_RT15B_KEY}",
+        "api_key: {env: GR_RT15B_A}\n      other_key: {env: GR_RT15B_B}") + "---\n" + PLAIN)
+    client = ScriptedChatClient([[call("call_two", endpoint="https://api.example")],
+                                 [call("read_stash", text="kept")], [text("done")]])
+    session = AgentSession()
+    response = await run(agent_with(client, [call_two, read_stash],
+                                    guard(policies, secrets=MaskingProvider())),
+                         "go", stream=stream, session=session)
+    assert list(MASKED_KEYS.values()) == STASH
+    first, later = [result_text(r) for r in client.tool_results()]
+    assert first == "called https://api.example with [REDACTED] and [REDACTED]"
+    assert later == "kept: [REDACTED] [REDACTED]"
+    for key in MASKED_KEYS.values():
+        assert key not in repr(session.state)
+        assert key not in response.text

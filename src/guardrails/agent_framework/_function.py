@@ -797,6 +797,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             value = self._secrets.get(ref.env)
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
+            if type(value) is not str:
+                # A str subclass (a vault's "masked" string) has its own equality, hash and
+                # printing: the guard remembers, injects and scrubs the data itself, never
+                # what the subclass says it is (two secrets equal by their mask were one).
+                value = str.__str__(value)
             values[name] = value
             if value not in self._injected:
                 self._remember(ref.env, value)
