@@ -341,3 +341,52 @@ async def test_secrets_a_provider_returns_as_a_str_subclass_are_remembered_by_th
     for key in MASKED_KEYS.values():
         assert key not in repr(session.state)
         assert key not in response.text
+
+
+# -- promises 1 and 3: what held ----------------------------------------------------------
+
+RAN: list[Any] = []
+
+
+@tool(name="echo_any")
+def echo_any(text: Any) -> str:
+    """Runs with whatever it is given."""
+    RAN.append(text)
+    return "ran"
+
+
+ECHO_ANY = PLAIN.replace('"read_stash", "read_stash_later", "explode_later"', '"echo_any"')
+
+
+@pytest.mark.parametrize("depth", [33, 500, 900])
+async def test_deeply_nested_arguments_are_denied_and_never_run(tmp_path: Path,
+                                                                depth: int) -> None:
+    """Held: arguments nested past the bound (32) up to what the framework can parse are an
+    input error, whatever the policy says: the tool never runs, the run goes on."""
+    RAN.clear()
+    nested = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="c1", name="echo_any", arguments=nested)],
+        [text("done")]])
+    response = await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))),
+                         "go")
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert "denied by policy" in result
+    assert not RAN
+    assert response.text == "done"
+
+
+async def test_arguments_too_deep_for_the_frameworks_parser_end_the_run_and_run_nothing(
+        tmp_path: Path) -> None:
+    """Limit (docs/security-model.md, promise 1): the framework parses the model's JSON
+    before any middleware, and its parser raises RecursionError for arguments some 990
+    levels deep, guarded or not: the run ends with that error and nothing runs."""
+    RAN.clear()
+    depth = 5000
+    nested = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="c1", name="echo_any", arguments=nested)],
+        [text("done")]])
+    with pytest.raises(RecursionError):
+        await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))), "go")
+    assert not RAN
