@@ -40,13 +40,13 @@ from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
-    ITERATION_COST,
     METER,
     SCAN_COST,
     Limits,
     Meter,
     cost_of,
     extra_cost,
+    iteration_cost,
     pattern_arg,
     pattern_charge,
 )
@@ -218,6 +218,9 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_iter_pairs": std.iter_pairs,
     "_deepcopy": copy.deepcopy,
     "_EQ_TYPES": std.FAST_EQ_TYPES,
+    "_FLAT_EQ_TYPES": std.FLAT_EQ_TYPES,
+    "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES,
+    "_comparison_cost": std.comparison_cost,
     "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
@@ -657,9 +660,22 @@ class _Gen:
                     break
         if known is not None:
             test = f"type({other}) is {known}"
-        else:
+        elif any(id(node) in self.folded for node in args):
+            # A constant side bounds the work (the policy's own text, list or map).
             kinds = "_EQ_TYPES" if op in ("==", "!=") else "_ORD_TYPES"
             test = f"type({left}) is type({right}) in {kinds}"
+        else:
+            # Two values the call brings: texts, lists and maps are charged by what the
+            # comparison reads (``stdlib.comparison_cost``), short texts excepted.
+            kinds = "_FLAT_EQ_TYPES" if op in ("==", "!=") else "_FLAT_ORD_TYPES"
+            self.emit(f"if type({left}) is type({right}) in {kinds} or type({left}) is "
+                      f"type({right}) is _str and len({left}) < {self.const(std.COMPARE_CHARS)}:")
+            self.emit(f"    {t} = {left} {op} {right}")
+            self.emit("else:")
+            self.emit(f"    _charge_call(b, _comparison_cost({left}, {right}), "
+                      f"{self.const(self.max_cost)})")
+            self.emit(f"    {t} = {helper}({left}, {right})")
+            return t
         self.emit(f"{t} = {left} {op} {right} if {test} else {helper}({left}, {right})")
         return t
 
@@ -777,7 +793,7 @@ class _Gen:
         self.emit(f"{items} = {r} if type({r}) is _list else _iter_range({r}, {macro})")
         self.emit(f"for {it_local} in {items}:")
         self.budget = True
-        self.emit(f"    {self.bud} -= {self.const(ITERATION_COST)}")
+        self.emit(f"    {self.bud} -= {self.const(iteration_cost(macros.body_size(node)))}")
         self.emit(f"    if {self.bud} < 0: _cost_exceeded()")
 
     def comprehension(self, node: ast.Comprehension) -> str:
@@ -800,7 +816,7 @@ class _Gen:
         self.emit(f"for {targets} in {items}:")
         self.budget = True
         with self.indent(1):
-            self.emit(f"{self.bud} -= {self.const(ITERATION_COST)}")
+            self.emit(f"{self.bud} -= {self.const(iteration_cost(macros.body_size(node)))}")
             self.emit(f"if {self.bud} < 0: _cost_exceeded()")
 
             def cond() -> None:
