@@ -124,3 +124,64 @@ def test_comparison_attacks_are_stopped_in_evaluate(tmp_path: Path, backend: str
                               strings, backend))
     lists = {"l": list(range(2_000)), "m": list(range(3_000)), "n": list(range(3_000))}
     assert over_budget(decide(tmp_path, "args.l.all(x, args.m == args.n)", lists, backend))
+
+
+# ---------------------------------------------------------------- standard functions
+
+
+@BACKENDS
+@pytest.mark.parametrize(("body", "args"), [
+    # 45 s, 21 s, 26 s, 4 s before: conversions read their whole text uncharged
+    ("size(string(bytes(args.a))) > 0", {"a": "é" * S}),
+    ("size(bytes(args.a)) > 0", {"a": "é" * S}),
+    ("double(args.a) > 0.0", {"a": "1" * S}),
+    ("int(args.a) > 0 || true", {"a": "1" * 4_000}),
+    ("size(base64.decode(args.a)) > 0", {"a": "QUFB" * (S // 4)}),
+    ("args.a.startsWith(args.a)", {"a": "a" * S}),
+    ("args.a.endsWith(args.a)", {"a": "a" * S}),
+    # 0.12 s and 0.21 s before: a constant-time call of a few microseconds, 40 units
+    ("string(args.d) != ''", {"d": 1e-300}),
+    ("timestamp(args.t) > timestamp(0)", {"t": "2026-12-01T12:00:00.123456789+01:00"}),
+])
+def test_standard_functions_are_charged_by_what_they_read(backend: str, body: str,
+                                                          args: dict[str, Any]) -> None:
+    assert spent(f"args.l.all(x, args.l.all(y, {body}))", {"l": LOOP, **args}, backend) is None
+    once = spent(body, args, backend)
+    assert once is not None and once > 0
+
+
+@BACKENDS
+def test_a_long_duration_and_a_wide_extremum_are_charged(backend: str) -> None:
+    """A duration of 220,000 units took 90 ms in one call; math.greatest of 6,000 numbers
+    in a loop 5.8 s."""
+    assert spent("duration(args.d) > duration('0s')", {"d": "1h" * (S // 2)}, backend) is None
+    units = spent("math.greatest(args.m) > 0", {"m": list(range(6_000))}, backend)
+    assert units is not None and units >= 10 * 6_000
+
+
+@BACKENDS
+def test_time_zones_named_by_the_call_are_charged(backend: str) -> None:
+    """An unknown zone is a file lookup each time: 8,000 of them took 0.3 s."""
+    zones = {"m": [f"Nope/Zone{i}" for i in range(8_000)]}
+    program = compile_expression("args.m.exists(z, now.getHours(z) == 99)",
+                                 declared={"args", "now"}, backend=backend)  # type: ignore[arg-type]
+    generate_pending()
+    import datetime
+    meter = Meter(BUDGET)
+    with pytest.raises(CostLimitExceeded):
+        program.evaluate({"args": zones, "now": datetime.datetime.now(datetime.UTC),
+                          METER: meter})
+
+
+@BACKENDS
+def test_numbers_and_constant_time_functions_stay_free(backend: str) -> None:
+    assert spent("double(args.n) > 1.0 && int(args.f) == 2 && size(args.s) == 3",
+                 {"n": 2, "f": 2.5, "s": "abc"}, backend) == 0
+
+
+def test_every_standard_function_declares_its_cost() -> None:
+    """A standard function added without a cost declaration would run uncharged."""
+    from guardrails.expr import stdlib
+
+    for name, fn in {**stdlib.GLOBALS, **stdlib.METHODS}.items():
+        assert callable(getattr(fn, "cel_extra_cost", None)), name

@@ -439,6 +439,15 @@ def _variable(name: str) -> Fn:
 
 
 def std_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
+    extra = extra_cost(fn)
+    if extra is not None and extra is not std.no_cost:
+        # Its declared cost (``stdlib._COSTS``), charged before it runs.
+        def charged(a: Activation) -> Any:
+            values = [p(a) for p in parts]
+            charge(a, extra(*values))
+            return fn(a, *values)
+
+        return charged
     if len(parts) == 1:
         (p0,) = parts
 

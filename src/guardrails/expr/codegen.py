@@ -517,6 +517,7 @@ class _Gen:
             s, arg = parts
             method = "startswith" if name == "startsWith" else "endswith"
             helper = "_starts_with" if name == "startsWith" else "_ends_with"
+            self.std_charge(fn, parts)
             self.emit(
                 f"{t} = {s}.{method}({arg}) if type({s}) is _str and type({arg}) is _str "
                 f"else {helper}(None, {s}, {arg})"
@@ -525,16 +526,27 @@ class _Gen:
         f = self.const(fn)
         if fn is std.to_double and len(parts) == 1:  # what ``to_double`` does for numbers
             (x,) = parts
-            self.emit(f"{t} = {x} if type({x}) is _float else _float({x}) if type({x}) is _int "
-                      f"else {f}(None, {x})")
+            self.emit(f"if type({x}) is _float: {t} = {x}")
+            self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            self.emit("else:")
+            with self.indent():
+                self.std_charge(fn, parts)
+                self.emit(f"{t} = {f}(None, {x})")
             return t
         if fn is std.type_of and len(parts) == 1:  # what ``type_of`` does for built-in types
             (x,) = parts
             self.emit(f"{t} = _TYPE_OF.get(type({x}))")
             self.emit(f"if {t} is None: {t} = {f}(None, {x})")
             return t
+        self.std_charge(fn, parts)
         self.emit(f"{t} = {f}(None, {', '.join(parts)})")
         return t
+
+    def std_charge(self, fn: Callable[..., Any], parts: list[str]) -> None:
+        """Charge a standard function's declared cost (``stdlib._COSTS``) before it runs."""
+        extra = extra_cost(fn)
+        if extra is not None and extra is not std.no_cost:
+            self.charge(f"{self.const(extra)}({', '.join(parts)})")
 
     def lib_call(self, fn: Callable[..., Any], parts: list[str], *,
                  charge_pattern: bool = True) -> str:
