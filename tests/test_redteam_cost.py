@@ -185,3 +185,73 @@ def test_every_standard_function_declares_its_cost() -> None:
 
     for name, fn in {**stdlib.GLOBALS, **stdlib.METHODS}.items():
         assert callable(getattr(fn, "cel_extra_cost", None)), name
+
+
+# ---------------------------------------------------------------- library functions
+
+
+@BACKENDS
+@pytest.mark.parametrize(("body", "args", "at_least"), [
+    # 0.58 s: two lists of 4,000 numbers, one unit an element
+    ("sets.contains(args.a, args.b)", {"a": list(range(4_000)), "b": list(range(4_000))},
+     8 * 8_000),
+    # 0.22 s: max() of 8,000 numbers
+    ("args.m.max() >= 0", {"m": list(range(8_000))}, 10 * 8_000),
+    ("args.m.sum() >= 0", {"m": list(range(8_000))}, 10 * 8_000),
+    # 0.17 s and 0.5 s: nested values walked, charged one unit a top-level element
+    ("[args.m].flatten(2).size() == 0", {"m": [[] for _ in range(8_000)]}, 10 * 8_000),
+    ("[args.m].distinct().size() == 1", {"m": {f"k{i}": 1 for i in range(4_000)}}, 40 * 8_000),
+    ("'%s'.format([args.m]) != ''", {"m": [[] for _ in range(8_000)]}, 60 * 8_000),
+    # 66 ms in one call: 3,000 long names folded character by character
+    ("domains.lookalike('example.com', args.m)", {"m": ["é" * 240 + ".com"] * 3_000},
+     8 * 3_000 * 244),
+    ("size(strings.quote(args.a)) > 0", {"a": "\ud800" * 10_000}, 10 * 10_000),
+])
+def test_library_functions_are_charged_by_what_they_walk(backend: str, body: str,
+                                                         args: dict[str, Any],
+                                                         at_least: int) -> None:
+    units = spent(body, args, backend)
+    assert units is None or units >= at_least
+
+
+@BACKENDS
+@pytest.mark.parametrize("body", [
+    "args.a.findAll('').size() > 0",
+    "regex.extractAll(args.a, 'a').size() > 0",
+    "size(regex.replace(args.a, 'a', 'b')) > 0",
+])
+def test_regex_matches_are_charged_and_bounded_per_call(backend: str, body: str) -> None:
+    """``findAll('')`` of a 440 kB text: 1.5 s in one call, charged by its length."""
+    from guardrails.expr.values import CelError
+
+    program = compile_expression(body, declared={"args"}, backend=backend)  # type: ignore[arg-type]
+    generate_pending()
+    with pytest.raises(CelError, match="more than 2048 matches|longer than 2048"):
+        program.evaluate({"args": {"a": "a" * S}, METER: Meter(BUDGET)})
+    # Within the per-call bound, every match past a call's first 1,000 costs 400 units.
+    first = spent(body, {"a": "a" * 1_000}, backend)
+    assert first is not None and first >= 40 * 1_000
+    assert spent(f"args.l.all(x, {body})", {"l": LOOP, "a": "a" * 2_000}, backend) is None
+    meter = Meter(BUDGET)
+    program.evaluate({"args": {"a": "a" * 2_000}, METER: meter})
+    assert BUDGET - meter.left >= 40 * 1_000 + 400 * 1_000
+
+
+@BACKENDS
+def test_lookups_of_keys_python_merges_are_charged(backend: str) -> None:
+    """``0 in m`` scanned every key of the map for a non-bool 0: 0.35 s in a loop."""
+    wide = {"m": {f"k{i}": 1 for i in range(4_000)}}
+    for body in ("0 in args.m", "true in args.m", "args.m[?1].hasValue()"):
+        units = spent(f"!({body})", wide, backend)
+        assert units is not None and units >= 4 * 4_000, body
+    assert spent("args.m['k1'] == 1 && 'k2' in args.m", wide, backend) == 0
+
+
+def test_every_library_function_declares_its_cost() -> None:
+    """A library function added without a declared cost would be charged as a cheap one;
+    the import refuses it (``library.COSTS``)."""
+    from guardrails.expr import library
+
+    for name, fn in {**library.FUNCTIONS, **library.METHODS}.items():
+        assert name in library.COSTS, name
+        assert "cel_cost" in vars(fn) and "cel_scan_cost" in vars(fn), name

@@ -36,8 +36,10 @@ from guardrails.expr.limits import (
     cost_of,
     extra_cost,
     iteration_cost,
+    match_units,
     pattern_arg,
     pattern_charge,
+    with_work,
 )
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
@@ -240,6 +242,16 @@ class _Closures:
 
     def binary(self, fn: Callable[[Any, Any], Any], args: tuple[ast.Node, ...]) -> Fn:
         left = self.compile(args[0])
+        if fn is std.index:
+            right = self.compile(args[1])
+
+            def index(a: Activation) -> Any:
+                c, k = left(a), right(a)
+                if type(k) is not str:
+                    charge(a, std.lookup_cost(c, k))
+                return std.index(c, k)
+
+            return index
         if fn in _COMPARISONS and not any(id(n) in self.constants for n in args):
             # Two values the call brings: charged by what the comparison reads.
             right = self.compile(args[1])
@@ -282,6 +294,8 @@ class _Closures:
             v, c = item(a), container(a)
             if type(c) is list:  # read element by element: charged (limits.IN_SCAN_COST)
                 charge(a, (IN_SCAN_COST if type(v) is str else IN_COMPARE_COST) * len(c))
+            elif type(v) is not str:
+                charge(a, std.lookup_cost(c, v))
             return std.in_(v, c)
 
         return in_list
@@ -478,6 +492,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
     base, per = cost_of(fn)
     pattern = pattern_arg(fn) if charge_pattern else None
     extra = extra_cost(fn)
+    reports = with_work(fn)
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -493,7 +508,11 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
         if extra is not None:
             units += extra(*values)
         charge(a, units)
-        r = fn(*values)
+        if reports is not None:
+            r, work = reports(*values)
+            charge(a, match_units(a.vars.get(METER), work))
+        else:
+            r = fn(*values)
         t = type(r)
         if t is str or t is bytes or t is list:
             charge(a, len(r))

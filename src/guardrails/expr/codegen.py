@@ -47,8 +47,10 @@ from guardrails.expr.limits import (
     cost_of,
     extra_cost,
     iteration_cost,
+    match_units,
     pattern_arg,
     pattern_charge,
+    with_work,
 )
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
@@ -212,6 +214,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_ends_with": std.ends_with,
     "_matches": std.matches,
     "_pattern_charge": pattern_charge,
+    "_match_units": match_units,
     "_pattern_tester": std.pattern_tester,
     "_make_map": std.make_map,
     "_iter_range": std.iter_range,
@@ -221,6 +224,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_FLAT_EQ_TYPES": std.FLAT_EQ_TYPES,
     "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES,
     "_comparison_cost": std.comparison_cost,
+    "_lookup_cost": std.lookup_cost,
     "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
@@ -565,7 +569,13 @@ class _Gen:
         if extra is not None:
             self.charge(f"{self.const(extra)}({', '.join(parts)})")
         t = self.tmp()
-        self.emit(f"{t} = {f}({', '.join(parts)})")
+        reports = with_work(fn)
+        if reports is not None:
+            work = self.tmp()
+            self.emit(f"{t}, {work} = {self.const(reports)}({', '.join(parts)})")
+            self.charge(f"_match_units(b.get(_METER), {work})")
+        else:
+            self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")
         with self.indent():
             self.charge(f"len({t})")
@@ -651,10 +661,13 @@ class _Gen:
         if name == "_[_]":
             left, right = self.expr(args[0]), self.expr(args[1])
             t = self.tmp()
-            self.emit(
-                f"{t} = {left}[{right}] if type({left}) is _list and type({right}) is _int "
-                f"and 0 <= {right} < len({left}) else _index({left}, {right})"
-            )
+            self.emit(f"if type({left}) is _list and type({right}) is _int and "
+                      f"0 <= {right} < len({left}):")
+            self.emit(f"    {t} = {left}[{right}]")
+            self.emit("else:")
+            self.emit(f"    if type({right}) is not _str: "
+                      f"_charge_call(b, _lookup_cost({left}, {right}), {self.const(self.max_cost)})")
+            self.emit(f"    {t} = _index({left}, {right})")
             return t
         return None
 
@@ -712,6 +725,9 @@ class _Gen:
         # sees the charge when it returns, so it may run on past the bound by at most
         # what it charges itself, once.
         self.emit(f"    _charge_call(b, {units}, {self.const(self.max_cost)})")
+        self.emit(f"elif type({item}) is not _str:")
+        self.emit(f"    _charge_call(b, _lookup_cost({container}, {item}), "
+                  f"{self.const(self.max_cost)})")
         self.emit(
             f"{t} = {item} in {container} if type({item}) is _str and "
             f"(type({container}) is _list or type({container}) is _dict) "

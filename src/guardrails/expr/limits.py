@@ -118,6 +118,36 @@ def extra_cost(fn: Callable[..., Any]) -> Callable[..., int] | None:
     return extra if callable(extra) else None
 
 
+FREE_MATCHES = 1_000
+"""Regex matches of one call charged ``FIRST_MATCH_COST`` each; the rest ``MATCH_COST``."""
+FIRST_MATCH_COST = 40
+MATCH_COST = 400
+"""Cost units of a regex match ``findAll``, ``regex.extractAll`` or ``regex.replace`` went
+through (3-6 µs of Python each, which their input's length does not show: ``findAll('')``
+of a 440 kB text took 1.5 s in one call). A call's first ``FREE_MATCHES`` matches cost
+``FIRST_MATCH_COST``, so the few matches policies look for stay cheap: at most 3-6 ms of a
+call's work is charged at the lower rate."""
+
+
+def match_units(meter: Meter | None, matches: int) -> int:
+    """What ``matches`` more regex matches cost the call of ``meter`` (``FREE_MATCHES``)."""
+    if meter is None:
+        first = min(matches, FREE_MATCHES)
+    else:
+        first = max(0, min(matches, FREE_MATCHES - meter.matches))
+        meter.matches += matches
+    return first * FIRST_MATCH_COST + (matches - first) * MATCH_COST
+
+
+def with_work(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The variant of library function ``fn`` that returns ``(value, matches)`` (its
+    ``cel_with_work``): work it cannot know before it runs (the matches a regex goes
+    through), charged by the call site right after it (``match_units``), within a bound
+    the function keeps per call; None for the others."""
+    variant = getattr(fn, "cel_with_work", None)
+    return variant if callable(variant) else None
+
+
 def cost_of(fn: Callable[..., Any]) -> tuple[int, int]:
     """What calling library function ``fn`` costs: fixed units, and units per character
     (or element) of its string and list arguments.
@@ -144,7 +174,7 @@ class Meter:
     returns (or raises), so the bound holds for the call as a whole: many cheap rules over
     a large input cannot add up to more than one budget."""
 
-    __slots__ = ("free", "left", "seen")
+    __slots__ = ("free", "left", "matches", "seen")
 
     def __init__(self, left: int, free: frozenset[str] = frozenset()) -> None:
         self.left = left
@@ -152,3 +182,5 @@ class Meter:
         """Run-time patterns that cost nothing: its policies' ``params`` strings."""
         self.seen: set[str] | None = None
         """Run-time patterns this call has been charged for (``pattern_charge``)."""
+        self.matches = 0
+        """Regex matches this call has been charged for (``match_units``)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn
 
 from guardrails.expr import safe_re
-from guardrails.expr.limits import IN_COMPARE_COST, METER, SCAN_COST, pattern_charge
+from guardrails.expr.limits import IN_COMPARE_COST, IN_SCAN_COST, METER, SCAN_COST, pattern_charge
 from guardrails.expr.values import (
     BOOL,
     BYTES,
@@ -261,6 +261,8 @@ def map_get(m: Mapping[Any, Any], key: Any) -> Any:
         return m.get(key, MISSING)
     if tk is int or tk is UInt or tk is float:
         if key == 0 or key == 1:
+            if m.get(key, MISSING) is MISSING:
+                return MISSING  # no key equals it, bool or not: no scan (``lookup_cost``)
             # Python would let True/False stand for 1/0: look for a non-bool key.
             for k in m:
                 if type(k) is not bool and type(k) in _NUM and k == key:
@@ -268,11 +270,25 @@ def map_get(m: Mapping[Any, Any], key: Any) -> Any:
             return MISSING
         return m.get(key, MISSING)
     if tk is bool:
+        if m.get(key, MISSING) is MISSING:
+            return MISSING
         for k in m:
             if type(k) is bool and k == key:
                 return m[k]
         return MISSING
     raise CelError(f"unsupported key type '{type_name(key)}'")
+
+
+def lookup_cost(container: Any, key: Any) -> int:
+    """Cost units of looking ``key`` up in ``container`` when ``map_get`` may scan its
+    keys (a key 0, 1, true or false: Python merges them with each other), ``IN_SCAN_COST``
+    a key; 0 otherwise. Before, such lookups were free: ``0 in m`` of a map of 4,000 keys
+    in a loop took 0.35 s."""
+    tk = type(key)
+    scans = tk is bool or ((tk is int or tk is UInt or tk is float) and (key == 0 or key == 1))
+    if scans and (type(container) is dict or isinstance(container, Mapping)):
+        return IN_SCAN_COST * len(container)
+    return 0
 
 
 def index(container: Any, key: Any) -> Any:
