@@ -226,7 +226,7 @@ def test_regex_matches_are_charged_and_bounded_per_call(backend: str, body: str)
 
     program = compile_expression(body, declared={"args"}, backend=backend)  # type: ignore[arg-type]
     generate_pending()
-    with pytest.raises(CelError, match="more than 2048 matches|longer than 2048"):
+    with pytest.raises(CelError, match=r"more than 2048 matches|longer than 2048"):
         program.evaluate({"args": {"a": "a" * S}, METER: Meter(BUDGET)})
     # Within the per-call bound, every match past a call's first 1,000 costs 400 units.
     first = spent(body, {"a": "a" * 1_000}, backend)
