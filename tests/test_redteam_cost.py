@@ -255,3 +255,29 @@ def test_every_library_function_declares_its_cost() -> None:
     for name, fn in {**library.FUNCTIONS, **library.METHODS}.items():
         assert name in library.COSTS, name
         assert "cel_cost" in vars(fn) and "cel_scan_cost" in vars(fn), name
+
+
+@BACKENDS
+def test_a_call_over_its_bound_of_matches_is_charged_the_bound(backend: str) -> None:
+    """An error a rule absorbs (``|| true``) must not make the bounded work free: each
+    call over the bound is charged ``MAX_MATCHES`` matches."""
+    near = "password=aaaaaaaa " * 3_000
+    for body in ("credentials.found(args.a) || true", "args.a.findAll('') == [] || true"):
+        once = spent(body, {"a": near}, backend)
+        assert once is not None and once >= 40 * 1_000 + 400 * 1_048, body
+        assert spent(f"args.l.all(x, {body})", {"l": LOOP, "a": near}, backend) is None
+
+
+@BACKENDS
+def test_credentials_found_charges_the_candidates_it_checks(backend: str) -> None:
+    """24,000 near-miss assignments in a 440 kB argument: 0.3 s in one call."""
+    from guardrails.expr.values import CelError
+
+    program = compile_expression("credentials.found(args.a)", declared={"args"},
+                                 backend=backend)  # type: ignore[arg-type]
+    generate_pending()
+    with pytest.raises(CelError, match="more than 2048 candidates"):
+        program.evaluate({"args": {"a": "password=aaaaaaaa " * 24_000}, METER: Meter(BUDGET)})
+    few = spent("credentials.found(args.a)", {"a": "password=aaaaaaaa " * 10}, backend)
+    assert few is not None and few >= 1_000 + 180 + 40 * 10
+    assert spent("credentials.found(args.a)", {"a": "AKIA" + "A" * 16}, backend) == 1_020

@@ -32,6 +32,7 @@ from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
+    MAX_MATCHES,
     METER,
     cost_of,
     extra_cost,
@@ -43,7 +44,7 @@ from guardrails.expr.limits import (
 )
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
-from guardrails.expr.values import CelError, CostLimitExceeded
+from guardrails.expr.values import CelError, CostLimitExceeded, MatchBoundExceeded
 
 
 class _Closures:
@@ -509,7 +510,12 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
             units += extra(*values)
         charge(a, units)
         if reports is not None:
-            r, work = reports(*values)
+            try:
+                r, work = reports(*values)
+            except MatchBoundExceeded:
+                # Over its bound of matches: charged the bound.
+                charge(a, match_units(a.vars.get(METER), MAX_MATCHES))
+                raise
             charge(a, match_units(a.vars.get(METER), work))
         else:
             r = fn(*values)

@@ -40,6 +40,7 @@ from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
+    MAX_MATCHES,
     METER,
     SCAN_COST,
     Limits,
@@ -59,6 +60,7 @@ from guardrails.expr.values import (
     CelError,
     CelType,
     CostLimitExceeded,
+    MatchBoundExceeded,
     UInt,
     Variables,
 )
@@ -177,6 +179,7 @@ def _failed(e: Exception) -> NoReturn:
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
+    "_MatchBound": MatchBoundExceeded,
     "_Cost": CostLimitExceeded,
     "_ErrorValue": std.ErrorValue,
     "_cost_exceeded": _cost_exceeded,
@@ -572,7 +575,13 @@ class _Gen:
         reports = with_work(fn)
         if reports is not None:
             work = self.tmp()
-            self.emit(f"{t}, {work} = {self.const(reports)}({', '.join(parts)})")
+            self.emit("try:")
+            self.emit(f"    {t}, {work} = {self.const(reports)}({', '.join(parts)})")
+            self.emit("except _MatchBound:")
+            with self.indent():
+                # Over its bound of matches: charged the bound.
+                self.charge(f"_match_units(b.get(_METER), {self.const(MAX_MATCHES)})")
+                self.emit("raise")
             self.charge(f"_match_units(b.get(_METER), {work})")
         else:
             self.emit(f"{t} = {f}({', '.join(parts)})")

@@ -21,12 +21,14 @@ from guardrails.expr.lib_common import (
     no_overload,
     values_in,
 )
+from guardrails.expr.limits import MAX_MATCHES
 from guardrails.expr.values import (
     INT64_MAX,
     INT64_MIN,
     NONE,
     CelError,
     CelType,
+    MatchBoundExceeded,
     Optional,
     UInt,
     type_names,
@@ -50,10 +52,6 @@ MAX_RESULT_CHARS: Final = 4_000_000
 their inputs (``s.replace('', big)``), so it is bounded before any memory is used."""
 
 
-MAX_MATCHES: Final = 2_048
-"""Most matches ``findAll``, ``regex.extractAll`` and ``regex.replace`` go through in one
-call (more is an error), so one call is bounded before it is charged for them
-(``limits.match_units``)."""
 
 
 MAX_EXPANDED: Final = 16_384
@@ -63,10 +61,11 @@ EXPAND_CHARS: Final = 8
 """Replacement characters expanded per match that weigh as one more match."""
 
 
-def _too_many_matches(name: str) -> CelError:
+def _too_many_matches(name: str) -> MatchBoundExceeded:
     if name == "regex.replace":
-        return CelError(f"regex.replace: result longer than {MAX_MATCHES} replacements")
-    return CelError(f"{name}: more than {MAX_MATCHES} matches")
+        return MatchBoundExceeded(f"regex.replace: result longer than {MAX_MATCHES} "
+                                  "replacements")
+    return MatchBoundExceeded(f"{name}: more than {MAX_MATCHES} matches")
 
 
 def _check_size(name: str, size: int) -> None:
@@ -544,8 +543,8 @@ def _regex_replace_work(s: Any, pattern: Any, replacement: Any, *rest: Any) -> t
             break
         done += 1
         if done * (1 + len(replacement)) > MAX_EXPANDED:
-            raise CelError(f"regex.replace: result longer than {MAX_EXPANDED} characters "
-                           "of replacement expanded")
+            raise MatchBoundExceeded(f"regex.replace: result longer than {MAX_EXPANDED} "
+                                     "characters of replacement expanded")
         start, end = m.span()
         piece = _expand(replacement, m, regex.groups)
         size += start - last + len(piece)

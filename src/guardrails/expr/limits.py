@@ -118,6 +118,10 @@ def extra_cost(fn: Callable[..., Any]) -> Callable[..., int] | None:
     return extra if callable(extra) else None
 
 
+MAX_MATCHES = 2_048
+"""Most regex matches one call of ``findAll``, ``regex.extractAll``, ``regex.replace`` or
+``credentials.found`` goes through (more is an error): one function call is bounded
+before it is charged for them (``match_units``)."""
 FREE_MATCHES = 1_000
 """Regex matches of one call charged ``FIRST_MATCH_COST`` each; the rest ``MATCH_COST``."""
 FIRST_MATCH_COST = 40
