@@ -125,7 +125,7 @@ before it is charged for them (``match_units``)."""
 FREE_MATCHES = 1_000
 """Regex matches of one call charged ``FIRST_MATCH_COST`` each; the rest ``MATCH_COST``."""
 FIRST_MATCH_COST = 40
-MATCH_COST = 400
+MATCH_COST = 500
 """Cost units of a regex match ``findAll``, ``regex.extractAll`` or ``regex.replace`` went
 through (3-6 µs of Python each, which their input's length does not show: ``findAll('')``
 of a 440 kB text took 1.5 s in one call). A call's first ``FREE_MATCHES`` matches cost
