@@ -281,3 +281,67 @@ def test_credentials_found_charges_the_candidates_it_checks(backend: str) -> Non
     few = spent("credentials.found(args.a)", {"a": "password=aaaaaaaa " * 10}, backend)
     assert few is not None and few >= 1_000 + 180 + 40 * 10
     assert spent("credentials.found(args.a)", {"a": "AKIA" + "A" * 16}, backend) == 1_020
+
+
+# ---------------------------------------------------------------- the real agent loop
+
+LOOP_RULES = {
+    "body": ("args.items.all(x, args.items.all(y, ["
+             + ", ".join(f"y + {i}" for i in range(1, 400)) + "].size() > 0))"),
+    "compare": "args.items.all(x, args.items.all(y, args.other == args.more))",
+    "conversion": "args.items.all(x, args.items.all(y, size(bytes(args.other)) > 0))",
+    "greatest": "args.items.all(x, math.greatest(args.items) > -1)",
+    "matches": "args.items.all(x, args.other.findAll('a').size() >= 0)",
+    "credentials": "args.items.all(x, credentials.found(args.other) || true)",
+}
+
+
+def _loop_inputs(kind: str) -> dict[str, Any]:
+    items = list(range(270)) if kind in ("body", "compare", "conversion") else list(range(2_000))
+    other = {"compare": "a" * 400_000, "conversion": "é" * 200_000,
+             "matches": "a" * 2_000, "credentials": "password=aaaaaaaa " * 2_000}
+    more = "a" * 400_000 if kind == "compare" else ""
+    return {"items": items, "other": other.get(kind, ""), "more": more}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streaming"])
+@pytest.mark.parametrize("kind", sorted(LOOP_RULES))
+async def test_the_sweeps_attacks_are_stopped_in_the_real_loop(tmp_path: Path, kind: str,
+                                                               stream: bool) -> None:
+    """Each took 0.4-45 s in one guarded call before its charge. In the real loop the call
+    is denied at the budget: the tool never runs and the secret argument is never quoted."""
+    from agent_framework import AgentSession, tool
+
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, result_text
+    from tests.af_support import agent_with, run
+
+    ran: list[Any] = []
+    secret = "tok-Zq81-very-secret-value"
+
+    @tool
+    def submit(items: Any = None, other: Any = None, more: Any = None,
+               token: Any = None) -> str:
+        """Submit items."""
+        ran.append(items)
+        return "submitted"
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  match: {tools: [submit]}\n  secrets: {arguments: [token]}\n  rules:\n"
+        f"    - name: r\n      when: {json.dumps(LOOP_RULES[kind])}\n      action: warn\n",
+        encoding="utf-8")
+    policies = guardrails.load(path)
+    session = AgentSession()
+    client = ScriptedChatClient([[call("submit", token=secret, **_loop_inputs(kind))]])
+    response = await run(agent_with(client, [submit], guard(policies)), "submit them",
+                         stream=stream, session=session)
+    result = result_text(client.tool_results()[-1])
+    assert ran == []
+    assert "denied" in result
+    assert secret not in result and secret not in str(response)
+    entry = session.state["guardrails"]["history"][-1]
+    assert entry["effect"] == "deny"
+    decision = policies.evaluate("submit", {"token": secret, **_loop_inputs(kind)})
+    assert over_budget(decision)
