@@ -10,7 +10,6 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agent_framework import tool
