@@ -607,12 +607,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
-            # The values of the guard's memory ``scrub`` knows: counted before the memory is
-            # read (an injected value is in the memory before it is counted, see _remember).
-            known = len(self._injected)
+            memory = self._memory  # (read before ``scrub`` is made of it: see _call_tool)
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub, known, plan.run)
+            await self._run_tool(context, call_next, scrub, plan.run,
+                                 lambda: self._scrubber(plan, injected.values()), memory)
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -668,12 +667,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _run_tool(self, context: FunctionInvocationContext,
                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                        known: int, run: RunState | None) -> None:
+                        run: RunState | None, fresh: Callable[[], Scrubber],
+                        memory: Scrubber) -> None:
         """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
         halted this run too: the call ends with the halt, whatever the tool made of it
         (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
         try:
-            await self._call_tool(context, call_next, scrub, known)
+            await self._call_tool(context, call_next, scrub, fresh, memory)
         except Exception:
             if run is None or not run.halted:
                 raise
@@ -684,27 +684,27 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _call_tool(self, context: FunctionInvocationContext,
                          call_next: Callable[[], Awaitable[None]], call_scrub: Scrubber,
-                         known: int) -> None:
+                         fresh: Callable[[], Scrubber], memory: Scrubber) -> None:
         """Run the tool and scrub what comes out of it: its result, its exception, the host's
-        payload and the framework's log records while it runs. With ``call_scrub`` (what the
-        call knew when it started: ``known`` values of the guard's memory) and every value
-        the guard injected since, in a concurrent call while this tool ran: such a value can
-        reach this tool's output (a shared stash, a cache) as well as any earlier one.
+        payload and the framework's log records while it runs. With ``call_scrub`` (made
+        of ``memory``, the guard's memory of injected values, before the tool ran) while the
+        memory stays as it was, and with ``fresh()`` (the call's scrubber over the memory as
+        it is now) once a
+        concurrent call (a sibling of the batch, another run) has injected a value while
+        this tool ran: the tool may return it (a shared stash, a cache).
 
         A call made inside another guarded call's tool (a sub-agent, ``agent.as_tool()``,
         guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
         the enclosing guard injected must not reach the sub-agent's model either."""
         enclosing = CURRENT_SCRUBBER.get()
-        current, counted = call_scrub, known
+        current = call_scrub
 
         def own() -> Scrubber:
-            # ``call_scrub`` with the values injected after the first ``known`` (the memory
-            # never forgets one, so they are its last ones), rebuilt only when there are
-            # more: usually one length read.
-            nonlocal current, counted
-            if len(self._injected) != counted:
-                values = list(self._injected)
-                current, counted = call_scrub.with_values(values[known:]), len(values)
+            # Rebuilt only when the memory changed: usually one identity check.
+            nonlocal current, memory
+            if self._memory is not memory:
+                memory = self._memory
+                current = fresh()
             return current
 
         def scrub(text: str) -> str:
