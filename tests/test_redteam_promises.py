@@ -390,3 +390,155 @@ async def test_arguments_too_deep_for_the_frameworks_parser_end_the_run_and_run_
     with pytest.raises(RecursionError):
         await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))), "go")
     assert not RAN
+
+
+# -- promise 5: generated interleavings of concurrent runs, sub-agents and injections -----
+
+ROTATED = [f"sk-live-rotated-RT15B-{n:04d}-secret" for n in range(3)]
+"""The values the provider hands out in turn (a rotating secret)."""
+
+
+class RotatingProvider:
+    def __init__(self) -> None:
+        self.handed = 0
+
+    def get(self, ref: str) -> str:
+        value = ROTATED[self.handed % len(ROTATED)]
+        self.handed += 1
+        return value
+
+
+@tool(name="call_api_yield")
+async def call_api_yield(endpoint: str, api_key: str, pause: int = 0) -> str:
+    """call_api that yields to the event loop first (other runs go on meanwhile)."""
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    STASH.append(api_key)
+    return f"called {endpoint}"
+
+
+@tool(name="read_yield")
+async def read_yield(text: str, pause: int = 0) -> str:
+    """Yields to the event loop ``pause`` times, then returns the stash."""
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    return f"{text}: {' '.join(STASH)}"
+
+
+@tool(name="explode_yield")
+async def explode_yield(text: str, pause: int = 0) -> str:
+    """Yields, then raises with the stash."""
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    raise RuntimeError(f"{text}: {' '.join(STASH)}")
+
+
+MIXED = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: api}
+spec:
+  match: {tools: ["call_api_yield"]}
+  secrets:
+    inject:
+      api_key: {env: GR_RT15B_ROTATING}
+  rules:
+    - {name: never, when: 'false', action: deny}
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: notes}
+spec:
+  match: {tools: ["read_yield", "explode_yield"]}
+  rules:
+    - {name: never, when: 'false', action: deny}
+"""
+
+
+def _mixed_turns(steps: list[tuple[str, int]]) -> list[list[Content]]:
+    turns: list[list[Content]] = []
+    for n, (kind, pause) in enumerate(steps):
+        if kind == "inject":
+            turns.append([call("call_api_yield", f"c{n}", endpoint="https://api.example",
+                               pause=pause)])
+        elif kind == "read":
+            turns.append([call("read_yield", f"c{n}", text="r", pause=pause)])
+        elif kind == "explode":
+            turns.append([call("explode_yield", f"c{n}", text="e", pause=pause)])
+        else:  # a batch: a sibling injection and a read
+            turns.append([call("call_api_yield", f"c{n}a", endpoint="https://b.example",
+                               pause=pause),
+                          call("read_yield", f"c{n}b", text="b", pause=3 - pause)])
+    return [*turns, [text("done")]]
+
+
+
+
+def _strategies() -> Any:
+    from hypothesis import strategies as st
+
+    step = st.tuples(st.sampled_from(["inject", "read", "explode", "batch"]),
+                     st.integers(min_value=0, max_value=3))
+    return st.lists(st.lists(step, min_size=1, max_size=4), min_size=2, max_size=3)
+
+
+def test_generated_interleavings_never_show_a_model_an_injected_value(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Property (promise 5): concurrent runs on one guard, each a generated script of
+    injections, reads and raising reads of a shared stash, with sibling batches and tool
+    pauses that interleave the runs differently, half of them inside a sub-agent guarded
+    by a guard of its own: no model, response or session ever holds an injected value."""
+    from hypothesis import HealthCheck, given, settings
+
+    policies = load_text(tmp_path_factory.mktemp("mixed"), MIXED)
+    inner_policies = load_text(tmp_path_factory.mktemp("inner"),
+                               MIXED.split("---\n")[1])
+
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(_strategies())
+    def check(scripts: list[list[tuple[str, int]]]) -> None:
+        STASH.clear()
+        middleware = guard(policies, secrets=RotatingProvider())
+        clients: list[ScriptedChatClient] = []
+        sessions: list[AgentSession] = []
+
+        async def one(n: int, steps: list[tuple[str, int]]) -> str:
+            client = ScriptedChatClient(_mixed_turns(steps))
+            client.function_invocation_configuration.update(  # type: ignore[typeddict-item]
+                include_detailed_errors=True)
+            clients.append(client)
+            session = AgentSession()
+            sessions.append(session)
+            tools: list[Any] = [call_api_yield, read_yield, explode_yield]
+            if n % 2:  # reads inside a sub-agent with a guard of its own
+                inner_client = ScriptedChatClient(default=_inner_read_turn)
+                clients.append(inner_client)
+                helper = Agent(client=inner_client, tools=[read_yield],
+                               middleware=guard(inner_policies), name="helper",
+                               description="reads")
+                tools.append(helper.as_tool())
+                client = ScriptedChatClient([[call("helper", "h0", task="read")],
+                                             *_mixed_turns(steps)])
+                client.function_invocation_configuration.update(  # type: ignore[typeddict-item]
+                    include_detailed_errors=True)
+                clients[-2] = client
+            response = await run(agent_with(client, tools, middleware), "go", session=session)
+            return str(response.text)
+
+        async def all_runs() -> list[str]:
+            return list(await asyncio.gather(*(one(n, s) for n, s in enumerate(scripts))))
+
+        texts = asyncio.run(all_runs())
+        seen = repr([[r.to_dict() for r in c.tool_results()] for c in clients])
+        seen += repr([s.state for s in sessions]) + repr(texts)
+        for value in ROTATED:
+            assert value not in seen
+
+    check()
+
+
+def _inner_read_turn(messages: Any) -> list[Content]:
+    done = [c for m in messages for c in m.contents if c.type == "function_result"]
+    if done:
+        return [Content.from_text("inner read: " + str(done[-1].result))]
+    return [call("read_yield", text="inner", pause=2)]
