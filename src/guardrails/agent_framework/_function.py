@@ -689,9 +689,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         payload and the framework's log records while it runs. With ``call_scrub`` (made
         of ``memory``, the guard's memory of injected values, before the tool ran) while the
         memory stays as it was, and with ``fresh()`` (the call's scrubber over the memory as
-        it is now) once a
-        concurrent call (a sibling of the batch, another run) has injected a value while
-        this tool ran: the tool may return it (a shared stash, a cache).
+        it is now) once a concurrent call (a sibling of the batch, another run) injected a
+        value while this tool ran: the tool may return it (a shared stash, a cache).
 
         A call made inside another guarded call's tool (a sub-agent, ``agent.as_tool()``,
         guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
