@@ -376,18 +376,21 @@ async def test_deeply_nested_arguments_are_denied_and_never_run(tmp_path: Path,
     assert response.text == "done"
 
 
-async def test_arguments_too_deep_for_the_frameworks_parser_end_the_run_and_run_nothing(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize(("arguments", "error"), [
+    ('{"text": ' + "[" * 5000 + '"x"' + "]" * 5000 + "}", RecursionError),
+    ('{"text": ' + "9" * 5000 + "}", ValueError),
+], ids=["deep", "long-integer"])
+async def test_arguments_the_frameworks_parser_cannot_read_end_the_run_and_run_nothing(
+        tmp_path: Path, arguments: str, error: type[Exception]) -> None:
     """Limit (docs/security-model.md, promise 1): the framework parses the model's JSON
-    before any middleware, and its parser raises RecursionError for arguments some 990
-    levels deep, guarded or not: the run ends with that error and nothing runs."""
+    before any middleware, and its parser raises for arguments some 990 levels deep or
+    holding an integer of more than 4,300 digits, guarded or not: the run ends with that
+    error and nothing runs."""
     RAN.clear()
-    depth = 5000
-    nested = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
     client = ScriptedChatClient([
-        [Content.from_function_call(call_id="c1", name="echo_any", arguments=nested)],
+        [Content.from_function_call(call_id="c1", name="echo_any", arguments=arguments)],
         [text("done")]])
-    with pytest.raises(RecursionError):
+    with pytest.raises(error):
         await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))), "go")
     assert not RAN
 
