@@ -545,3 +545,57 @@ def _inner_read_turn(messages: Any) -> list[Content]:
     if done:
         return [Content.from_text("inner read: " + str(done[-1].result))]
     return [call("read_yield", text="inner", pause=2)]
+
+
+# -- promise 7: a call finishes on the set it started with, its redaction included ------
+
+CARD = "4111 1111 1111 1111"
+
+REDACTING = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: notes}
+spec:
+  match: {tools: ["read_yield", "read_card_later"]}
+  rules:
+    - {name: never, when: 'false', action: deny}
+  redact:
+    - {name: card, regex: '\\b(?:\\d[ -]?){13,16}\\b', replacement: '[REDACTED:card]'}
+"""
+
+
+@tool(name="read_card_later")
+async def read_card_later(text: str) -> str:
+    """Waits until call_api ran (in another run), then returns a card number."""
+    await asyncio.wait_for(INJECTED[0].wait(), 10)
+    return f"{text}: card {CARD}"
+
+
+@STREAMING
+async def test_a_reload_dropping_a_pattern_while_a_call_runs_does_not_unredact_its_result(
+        tmp_path: Path, stream: bool) -> None:
+    """Finding (promise 7, with promise 5): a call decided on a set with a redact pattern
+    was scrubbed, once the memory changed while its tool ran (a reload, here with an
+    injection of another run), by the memory as it then was: the new set's, without the
+    pattern, so the card number went out. A call finishes on the set it started with: its
+    own scrubber stays, the values injected meanwhile are added to it."""
+    first = load_text(tmp_path, REDACTING, "first.yaml")
+    second = load_text(tmp_path, INJECTING + "---\n" + REDACTING.split("  redact:")[0],
+                       "second.yaml")
+
+    class Source:
+        current = first
+
+    middleware = guard(Source())
+    reader = ScriptedChatClient([[call("read_card_later", text="later")], [text("done")]])
+    caller = ScriptedChatClient([[call("call_api", endpoint="https://api.example")],
+                                 [text("done")]])
+
+    async def reload_and_inject() -> Any:
+        await asyncio.sleep(0.05)  # the reader's tool is waiting: it was decided on ``first``
+        Source.current = second
+        return await run(agent_with(caller, [call_api], middleware), "call", stream=stream)
+
+    await asyncio.gather(run(agent_with(reader, [read_card_later], middleware), "read",
+                             stream=stream), reload_and_inject())
+    [result] = [result_text(r) for r in reader.tool_results()]
+    assert result == "later: card [REDACTED:card]"

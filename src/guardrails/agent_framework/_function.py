@@ -688,22 +688,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         """Run the tool and scrub what comes out of it: its result, its exception, the host's
         payload and the framework's log records while it runs. With ``call_scrub`` (made
         of ``memory``, the guard's memory of injected values, before the tool ran) while the
-        memory stays as it was, and with ``fresh()`` (the call's scrubber over the memory as
-        it is now) once a concurrent call (a sibling of the batch, another run) injected a
-        value while this tool ran: the tool may return it (a shared stash, a cache).
+        memory stays as it was, and once it changed while this tool ran (a concurrent call,
+        a sibling of the batch or another run, injected a value the tool may return from a
+        shared stash or a cache; a reload) with ``fresh()`` (the call's scrubber over the
+        memory as it is now) as well: never instead, since the call finishes on the set it
+        started with, whose redact patterns a reload may have dropped.
 
         A call made inside another guarded call's tool (a sub-agent, ``agent.as_tool()``,
         guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
         the enclosing guard injected must not reach the sub-agent's model either."""
         enclosing = CURRENT_SCRUBBER.get()
-        current = call_scrub
+        current: Callable[[str], str] = call_scrub
 
-        def own() -> Scrubber:
+        def own() -> Callable[[str], str]:
             # Rebuilt only when the memory changed: usually one identity check.
             nonlocal current, memory
             if self._memory is not memory:
                 memory = self._memory
-                current = fresh()
+                current = _both(fresh(), call_scrub)
             return current
 
         def scrub(text: str) -> str:
@@ -930,6 +932,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _both(first: Callable[[str], str], then: Callable[[str], str]) -> Callable[[str], str]:
+    """A scrub by ``first``, then by ``then``: what either removes is removed."""
+
+    def scrub(text: str) -> str:
+        return then(first(text))
+
+    return scrub
 
 
 def _patterns(policies: PolicySet) -> Callable[[str], str] | None:
