@@ -41,6 +41,7 @@ from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
+from guardrails.expr.typechecker import suggest
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
@@ -194,6 +195,15 @@ def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backen
         selector=selector,
         binding=binding.name,
     )
+
+
+def variable_hint(message: str, variables: Sequence[Any]) -> str:
+    """For ``undeclared reference to 'x'`` where ``x`` is a variable of the policy:
+    variables are read as ``variables.x``."""
+    found = re.match(r"undeclared reference to '([^']+)'", message)
+    if found is None or found[1] not in {v.name for v in variables}:
+        return ""
+    return f" (a variable is read as variables.{found[1]})"
 
 
 def _compile(expression: Expression, names: frozenset[str], limits: Limits, backend: Backend,
@@ -356,7 +366,8 @@ class _Compiler:
                 message += (" (in a CEL string a backslash starts an escape: write \\\\d "
                             "for a regex's \\d, or use a raw string, r\"\\d+\")")
             self.problems.append(Problem(pos.file, pos.line, pos.column,
-                                         message + self.library_hint(message)))
+                                         message + self.library_hint(message)
+                                         + variable_hint(message, self.src.variables)))
             return None
         counter_names = frozenset(c.name for c in self.src.counters)
         key = _names_key(program, names, variables, counter_names, condition)
@@ -393,7 +404,7 @@ class _Compiler:
                 known = ", ".join(sorted(variables)) or "none"
                 hint = ("variables can only use variables defined before them"
                         if "variables" in names and name in {v.name for v in self.src.variables}
-                        else f"defined variables: {known}")
+                        else f"defined variables: {known}{suggest(name, sorted(variables))}")
                 self.problems.append(Problem(pos.file, pos.line, pos.column,
                                              f"unknown variable '{name}' ({hint})"))
                 ok = False

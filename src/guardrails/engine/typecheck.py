@@ -58,23 +58,25 @@ __all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "typecheck"]
 ARGS_UNKNOWN = map_of(STRING, DYN)
 
 _TOOL = map_of(STRING, STRING, {"name": Field(STRING, True),
-                                "description": Field(STRING, True)})
+                                "description": Field(STRING, True)}, "error")
 _REQUEST = map_of(STRING, DYN, {
     "text": Field(STRING, True),
     **{k: Field(list_of(STRING), True)
        for k in ("emails", "urls", "hosts", "ibans", "phones", "dates", "quoted")},
     "numbers": Field(list_of(DOUBLE), True),
-})
+}, "error")
 """The structured request (expr.lib_provenance.Request); ``request.mentions(v)`` too."""
 _COUNTER = map_of(STRING, DYN, {"count": Field(INT, True), "limit": Field(INT, True),
-                                "exceeded": Field(BOOL, True), "remaining": Field(INT, True)})
+                                "exceeded": Field(BOOL, True), "remaining": Field(INT, True)},
+                  "error")
 """``counters.<name>``: what the engine binds for each of a policy's counters."""
 _HISTORY = list_of(map_of(STRING, DYN, {"tool": Field(STRING, True),
                                         "args": Field(ARGS_UNKNOWN, True),
                                         "effect": Field(STRING, True),
                                         "result": Field(STRING, True),
                                         "trusted": Field(BOOL, True),
-                                        "at": Field(TIMESTAMP, False)}))
+                                        "at": Field(TIMESTAMP, False)}, "warning"))
+"""An entry as the guard records it; a host calling ``evaluate`` may add keys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +113,18 @@ def args_type(schemas: Sequence[Mapping[str, Any]]) -> Type:
     return map_of(STRING, DYN, fields)
 
 
-def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFinding]:
-    """Every type problem in ``policy``'s expressions, in evaluation order."""
+def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
+              closed_params: bool = False) -> list[TypeFinding]:
+    """Every type problem in ``policy``'s expressions, in evaluation order.
+
+    ``closed_params``: ``policy.params`` are all it will ever have (an instance of the
+    loaded set: bindings and libraries merged in), so reading another key is an error.
+    At load, before bindings are applied, a binding may still add keys.
+    """
     env: dict[str, Type] = {
         "tool": _TOOL, "args": args, "principal": map_of(STRING, DYN), "history": _HISTORY,
-        "request": _REQUEST, "params": of_value(policy.params), "now": TIMESTAMP,
+        "request": _REQUEST, "params": of_value(policy.params, closed=closed_params),
+        "now": TIMESTAMP,
     }
     out: list[TypeFinding] = []
     # Guards matter where a field may be absent, or where the model may send another type
@@ -166,7 +175,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             run(f"counters.{c.name}.cost", c.cost, INT)
     if policy.counters:
         env["counters"] = map_of(STRING, _COUNTER, {c.name: Field(_COUNTER, True)
-                                                     for c in policy.counters})
+                                                     for c in policy.counters}, "error")
         env_token.clear()
     variables: dict[str, Field] = {}
     for v in policy.variables:
