@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails import PolicyError
     from guardrails.engine.compile import load_with_warnings
-    from guardrails.engine.lint import Finding, lint
+    from guardrails.engine.lint import Finding, lint, lint_policies
 
     tools = _read_tools(args.tools) if args.tools else None
     try:
@@ -170,8 +170,12 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
         return PROBLEMS
 
     findings = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
+    findings.extend(lint_policies(policies))
     if tools is not None:
         findings.extend(lint(policies, tools))
+    # The schema checks type the expressions again: a finding both make is shown once.
+    findings = list({(f.severity, f.file, f.line, f.column, f.message): f
+                     for f in findings}.values())
     findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
     failing = ("error", "warning") if args.strict else ("error",)
     errors = [f for f in findings if f.severity in failing]

@@ -301,6 +301,7 @@ class _Compiler:
             results=p.results,
             agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
             counters=counters,
+            tool_positions=p.match.tool_positions,
         )
         # Type errors knowable without tool schemas (literals, params, the engine's own
         # names) stop the load; warnings need schemas and are `guardrails check`'s job.

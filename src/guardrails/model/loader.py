@@ -764,7 +764,9 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
     match = Match(tuple(spec.match.tools) if spec.match.tools is not None else None,
                   tree.optional_expression((*match_loc, "when")),
                   tree.pos(match_loc if match_loc in tree.values else at),
-                  tuple(spec.match.agents) if spec.match.agents is not None else None)
+                  tuple(spec.match.agents) if spec.match.agents is not None else None,
+                  tuple(tree.pos((*match_loc, "tools", i))
+                        for i in range(len(spec.match.tools or ()))))
     counters = tuple(
         Counter(c.name, tree.expression((*at, "counters", i, "key")), c.window, c.limit,
                 tree.optional_expression((*at, "counters", i, "when")),
