@@ -197,6 +197,16 @@ def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backen
     )
 
 
+def _plain_text(source: str) -> bool:
+    """A messageExpression written as text (``Blocked mail to args.to``): it does not
+    parse, or it is one bare word."""
+    try:
+        parse(source)
+    except CelSyntaxError:
+        return True
+    return re.fullmatch(r"\s*[A-Za-z_]\w*\s*", source) is not None
+
+
 def variable_hint(message: str, variables: Sequence[Any]) -> str:
     """For ``undeclared reference to 'x'`` where ``x`` is a variable of the policy:
     variables are read as ``variables.x``."""
@@ -268,7 +278,8 @@ class _Compiler:
         rules = []
         for rule in p.rules:
             rwhen = self.expr(rule.when, names, variables=all_vars, condition=True)
-            mexpr = (self.expr(rule.message_expression, names, variables=all_vars)
+            mexpr = (self.expr(rule.message_expression, names, variables=all_vars,
+                               text=True)
                      if rule.message_expression else None)
             if rwhen is not None:
                 rules.append(CompiledRule(rule.name, rwhen, Action(rule.action),
@@ -351,6 +362,7 @@ class _Compiler:
         *,
         variables: frozenset[str] = frozenset(),
         condition: bool = False,
+        text: bool = False,
     ) -> CompiledExpression | None:
         try:
             if any(ns in expression.source for ns in self.namespaces):
@@ -363,6 +375,9 @@ class _Compiler:
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
             message = e.message
+            if text and _plain_text(expression.source):
+                message += (" (messageExpression is a CEL expression: for fixed text write "
+                            "message: instead, or build a string: '\"Blocked: \" + args.to')")
             if message.startswith("invalid escape sequence"):
                 message += (" (in a CEL string a backslash starts an escape: write \\\\d "
                             "for a regex's \\d, or use a raw string, r\"\\d+\")")

@@ -395,6 +395,12 @@ def _syntax_hint(problem: str) -> str:
     if "mapping values are not allowed" in problem or "but got ':'" in problem:
         return (" (hint: an unquoted ': ' inside a value starts a mapping; quote the "
                 "expression or text, e.g. when: 'a ? b : c')")
+    if "expected <block end>, but found '?'" in problem:
+        return (" (hint: indentation: a key at the column of a list's '-' ends that item; "
+                "indent it to line up with the item's other keys)")
+    if "expected <block end>, but found '<block mapping start>'" in problem:
+        return (" (hint: indentation: this line is indented differently from the keys "
+                "above it; the keys of one mapping must line up exactly, with spaces)")
     if "expected <block end>, but found" in problem or "expected ',' or ']'" in problem:
         return (" (hint: a quote inside a quoted value ends it; wrap the expression in "
                 "single quotes and write its strings in double quotes, or write a single "

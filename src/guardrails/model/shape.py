@@ -270,6 +270,11 @@ def _window(value: object) -> int:
         m = _DURATION.fullmatch(value.strip())
         if m:
             seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if seconds is None and isinstance(value, str) and value.strip():
+        raise PydanticCustomError(
+            "window_format", "expected a duration such as 60s, 10m, 24h, 7d or 1w, not "
+            "'{value}': one whole number and a unit, with no space (or a number of seconds)",
+            {"value": value})
     if seconds is None:
         raise _expected("a duration such as 60s, 10m, 24h, 7d or 1w")
     if seconds > MAX_COUNTER_WINDOW:
@@ -282,6 +287,9 @@ Window = Annotated[int, PlainValidator(_window), WithJsonSchema(
 
 
 def _limit(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise PydanticCustomError("negative", "expected a count (an integer >= 0), got "
+                                  "{value}: a limit of 0 admits no call", {"value": value})
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         raise _expected("a count (an integer >= 0)")
     return value
