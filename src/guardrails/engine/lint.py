@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 from guardrails.engine.policy import CompiledPolicy
 from guardrails.engine.typecheck import args_type, typecheck
 from guardrails.expr import ast
-from guardrails.expr.typechecker import call_name, pattern_argument
+from guardrails.expr.typechecker import call_name, pattern_argument, suggest
 from guardrails.model.source import Expression, Position
 
 Severity = Literal["error", "warning", "info"]
@@ -251,8 +251,7 @@ def _no_param(missing: Sequence[str], name: str) -> str:
 
 
 def _hint(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return suggest(name, sorted(known))
 
 
 def _at(pos: Position, severity: Severity, message: str) -> Finding:
@@ -594,6 +593,9 @@ def regex_pitfall(pattern: str) -> str | None:
                     f"{found.replace('.', chr(92) + '.', 1)!r} (in a CEL string write "
                     f"\\\\. or use a raw string r\"...\")")
         i += 1
+    if "/*" in pattern.replace("\\/", ""):
+        return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
+                "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
             and re.search(r"\\\.[A-Za-z]{2,}\)?$", pattern)):
         return ("anchored at the start only: matches() finds the pattern anywhere, so "

@@ -420,11 +420,23 @@ def _record_hint(node: ast.Node, t: Type) -> str:
             f"e.g. {dotted}.{names[0]}")
 
 
+def _params_hint(x: ast.Node, y: ast.Node, a: Type, b: Type) -> str:
+    """A number written in quotes in params (``max: "5"``) compared with a number."""
+    for node, t, other in ((x, a, b), (y, b, a)):
+        path = _path(node)
+        if path and path[0] == "params" and len(path) > 1 and t.name == "string" \
+                and other.name in NUMERIC:
+            return (f"; {'.'.join(path)} is a string in params: write the number there "
+                    f"without quotes ({path[-1]}: 5, not \"5\")")
+    return ""
+
+
 def _literal_hint(other: ast.Node, want: Type) -> str:
     if isinstance(other, ast.Literal) and isinstance(other.value, str):
         text = other.value.strip()
         if want.name in NUMERIC and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
             return f"; write the number without quotes: {text}"
+
     if want.name == "string":
         return "; convert it with string(...)"
     return ""
@@ -679,7 +691,11 @@ class _Checker:
             got = ", ".join(str(t) for t in types)
             where = f"{receiver_t}." if receiver_t is not None else ""
             wanted = "; ".join(o.text for o in overloads)
-            self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}")
+            hint = ""
+            if name == "contains" and receiver_t is not None and receiver_t.name in (
+                    "list", "map"):
+                hint = " (for a list or a map write x in list)"
+            self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}{hint}")
         return DYN
 
 
@@ -775,7 +791,7 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             bad = y if isinstance(y, ast.Literal) else x
             want = a if bad is y else b
             c.error(bad, f"cannot compare {a} {symbol} {b}: CEL does not convert between "
-                         f"types{_literal_hint(bad, want)}"
+                         f"types{_params_hint(x, y, a, b) or _literal_hint(bad, want)}"
                          f"{_record_hint(x if bad is y else y, want)}")
         return BOOL
     return rule
@@ -785,8 +801,9 @@ def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
     if t.values is not None and isinstance(other, ast.Literal) \
             and other.value not in t.values and type(other.value) is not bool:
         allowed = ", ".join(repr(v) for v in t.values)
+        close = suggest(str(other.value), [str(v) for v in t.values])
         c.warning(other, f"{other.value!r} is not one of the values the tool schema "
-                         f"allows ({allowed})")
+                         f"allows ({allowed}){close}")
 
 
 _OPERATORS: Mapping[str, Callable[[_Checker, ast.Call, list[Type]], Type]] = {
@@ -867,6 +884,9 @@ def regex_problem(pattern: str) -> str | None:
                    "and combine them with && and !)"
         elif "\\1" in pattern or "\\2" in pattern:
             hint = " (RE2 has no backreferences)"
+        elif pattern[:1] in ("*", "?", "+") or "(*" in pattern or "|*" in pattern:
+            hint = " (a regular expression, not a glob: '.*' is any text, and " \
+                   "matches() searches, so a pattern needs no '*' at its ends)"
         return f"invalid regular expression '{pattern}': {detail}{hint}"
     return None
 

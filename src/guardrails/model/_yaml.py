@@ -226,9 +226,19 @@ def pairs(src: SourceFile, node: MappingNode) -> list[tuple[str, ScalarNode, Nod
 
 def _check_tag(src: SourceFile, node: Node, expected: str) -> bool:
     if node.tag != expected:
-        src.error(node, f"unsupported YAML tag '{node.tag}'")
+        src.error(node, tag_problem(node))
         return False
     return True
+
+
+def tag_problem(node: Node) -> str:
+    """A tag we do not read; an expression written unquoted with a leading ``!``
+    (``when: !has(args.x)``) is one, which YAML takes for a tag."""
+    text = f"unsupported YAML tag '{node.tag}'"
+    if node.tag.startswith("!") and not node.tag.startswith("!!"):
+        text += (" (a plain value starting with '!' is a YAML tag: quote the expression, "
+                 f"e.g. '{node.tag}{' ' + str(node.value) if isinstance(node, ScalarNode) and node.value else ''}')")
+    return text
 
 
 def to_value(src: SourceFile, node: Node) -> Any:
@@ -254,7 +264,7 @@ def to_value(src: SourceFile, node: Node) -> Any:
     }
     build = constructors.get(node.tag)
     if build is None:
-        src.error(node, f"unsupported YAML tag '{node.tag}'")
+        src.error(node, tag_problem(node))
         return None
     try:
         value = build(node)

@@ -579,7 +579,7 @@ class _Tree:
             return out
         if isinstance(node, SequenceNode):
             if node.tag != _yaml.SEQ:
-                self.src.error(node, f"unsupported YAML tag '{node.tag}'")
+                self.src.error(node, _yaml.tag_problem(node))
             return [self._build(item, (*loc, i)) for i, item in enumerate(node.value)]
         assert isinstance(node, ScalarNode)
         n = len(self.src.problems)

@@ -107,8 +107,11 @@ def _name_check(pattern: str, what: str, rule: str,
 
     def validate(value: str) -> str:
         if not compiled.fullmatch(value):
+            fixed = re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:63].strip("-")
+            rule_hint = f"{rule}, e.g. '{fixed}'" if fixed and compiled.fullmatch(fixed) \
+                else rule
             raise PydanticCustomError("invalid_name", "invalid {what} '{value}': {rule}",
-                                      {"what": what, "value": value, "rule": rule})
+                                      {"what": what, "value": value, "rule": rule_hint})
         problem = check(value) if check else None
         if problem:
             raise PydanticCustomError("invalid_name", problem)
