@@ -554,7 +554,7 @@ def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
         problem = regex_pitfall(pattern.value)
         if problem:
             out.append(_at(expression.position_of(pattern.offset), "warning",
-                           f"policy {policy.name}: {element}: regex {pattern.value!r}: "
+                           f"policy {policy.name}: {element}: regex '{pattern.value}': "
                            f"{problem}"))
     return out
 
@@ -588,10 +588,11 @@ def regex_pitfall(pattern: str) -> str | None:
             assert word is not None
             start = i - len(re.search(r"[A-Za-z0-9]*$", pattern[:i])[0])  # type: ignore[index]
             found = pattern[start:i + 1 + word.end()]
-            return (f"the unescaped '.' in {found!r} matches any character, not just a "
-                    f"dot ({found.replace('.', 'X', 1)!r} matches too); escape it: "
-                    f"{found.replace('.', chr(92) + '.', 1)!r} (in a CEL string write "
-                    f"\\\\. or use a raw string r\"...\")")
+            escaped = found.replace(".", "\\.", 1)
+            return (f"the unescaped '.' in '{found}' matches any character, not just a "
+                    f"dot ('{found.replace('.', 'X', 1)}' matches too); escape it: "
+                    f"'{escaped}' (in a CEL string \"{escaped.replace(chr(92), chr(92) * 2)}\", "
+                    f"or a raw string r\"{escaped}\")")
         i += 1
     if "/*" in pattern.replace("\\/", ""):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "

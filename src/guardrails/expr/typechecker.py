@@ -503,7 +503,8 @@ class _Checker:
             return DYN
         f = operand.field(name)
         if f is None:
-            if operand.closed and not test_only:
+            if operand.closed and not test_only and not (
+                    path is not None and facts.has((*path, name))):
                 self.unknown_field(operand, name, node, path)
             return operand.value
         if (not f.required and not test_only and path is not None
