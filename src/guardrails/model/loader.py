@@ -793,8 +793,14 @@ class _DocumentReader:
                 continue
             path = os.path.normpath(os.path.join(base, rel))
             if report and not os.path.exists(path):
+                folder = os.path.dirname(path) or "."
+                try:
+                    near = sorted(f for f in os.listdir(folder) if f.endswith((".yaml", ".yml")))
+                except OSError:
+                    near = []
                 self.error(tree.pos(("spec", "policies", i)),
-                           f"spec.policies[{i}]: '{rel}' does not exist (looked for {path})")
+                           f"spec.policies[{i}]: '{rel}' does not exist (looked for {path})"
+                           f"{_suggest(os.path.basename(path), near)}")
             out.append(path)
         return out
 
