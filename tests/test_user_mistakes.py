@@ -545,3 +545,44 @@ def test_a_missing_key_points_at_the_case_spelling(suite_run: tuple[str, int]) -
     block = _case(out, "principal key misspelt in the case")
     assert any("no such key: roles" in b and "'roles' is missing, and the case's principal "
                "has 'role': a misspelt key?" in b for b in block), block
+
+
+# -- the agent developer: guard(strict=True) against the agent's own tools ---------------
+
+
+def test_strict_guard_rejects_a_glob_that_leaves_an_agent_tool_unguarded(
+        tmp_path: Path) -> None:
+    """``tools: [sendEmail]`` for the agent's ``send_email``: without strict the tool runs
+    unguarded (the documented default); strict refuses the run before any tool runs."""
+    import asyncio
+
+    from agent_framework import Agent, tool
+
+    import guardrails
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, text
+
+    ran: list[str] = []
+
+    @tool
+    def send_email(to: str, subject: str, body: str) -> str:
+        """Send an e-mail."""
+        ran.append(to)
+        return "sent"
+
+    def attempt(glob: str) -> None:
+        path = write(tmp_path / glob, {"mail": policy("p", rule(
+            "args.to.endsWith(\"@evil.example\")")).replace("[send_email]", f"[{glob}]")})
+        client = ScriptedChatClient([
+            [call("send_email", to="x@evil.example", subject="s", body="b")], [text("done")]])
+        agent = Agent(client=client, tools=[send_email],
+                      middleware=guard(guardrails.load(path), strict=True))
+        asyncio.run(agent.run("hi"))
+
+    for typo in ("sendEmail", "Send_Email", "send_emial"):
+        with pytest.raises(guardrails.PolicyError) as e:
+            attempt(typo)
+        assert f"'{typo}' matches no tool; did you mean 'send_email'?" in str(e.value)
+        assert "runs unguarded" in str(e.value) and ran == []
+    attempt("send_email")  # the right name: the rule denies, the tool never runs
+    assert ran == []

@@ -71,8 +71,14 @@ class _HasPolicies(Protocol):
 
 
 def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
-         tools: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
-    """Check compiled policies against ``tools`` (tool name -> parameters JSON Schema)."""
+         tools: Mapping[str, Mapping[str, Any]], *,
+         unguarded_typo: Severity = "warning") -> list[Finding]:
+    """Check compiled policies against ``tools`` (tool name -> parameters JSON Schema).
+
+    ``unguarded_typo``: the severity of a glob that matches no tool but is close to one
+    no policy matches (``send_emial``). ``guard(strict=True)``, which checks against one
+    agent's own tools, makes it an error: that tool would run unguarded.
+    """
     compiled: Sequence[CompiledPolicy] = (
         tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
     )
@@ -80,7 +86,7 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     findings: list[Finding] = []
     unguarded = [t for t in sorted(tools) if not any(p.matches_tool(t) for p in compiled)]
     for policy in compiled:
-        findings.extend(_lint_policy(policy, params, tools, unguarded))
+        findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo))
     for tool in sorted(tools):
         if not any(p.matches_tool(tool) for p in compiled):
             findings.append(Finding("info", "", 0, 0,
@@ -139,7 +145,7 @@ class _Access:
 
 
 def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
-                     unguarded: Sequence[str]) -> list[Finding]:
+                     unguarded: Sequence[str], severity: Severity) -> list[Finding]:
     """A glob that matches no known tool. Globs written for other agents' tools are
     normal (the library's email policy names five); one close to a tool that no policy
     matches (``send_emial`` for ``send_email``) is a typo that leaves that tool unguarded.
@@ -155,7 +161,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         close = _close(glob, unguarded)
         if close:
             at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
-            out.append(_at(at, "warning",
+            out.append(_at(at, severity,
                            f"policy {policy.name}: match.tools [{', '.join(globs)}] "
                            f"matches none of the known tools: {glob!r} matches no tool; "
                            f"did you mean {close!r}? (no policy matches {close!r}, so it "
@@ -181,11 +187,12 @@ def _close(name: str, known: Sequence[str]) -> str | None:
 
 def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | None],
                  params_schemas: Mapping[str, Mapping[str, Any]],
-                 unguarded: Sequence[str] = ()) -> list[Finding]:
+                 unguarded: Sequence[str] = (),
+                 unguarded_typo: Severity = "warning") -> list[Finding]:
     matched = [t for t in params if policy.matches_tool(t)]
     findings: list[Finding] = []
     if policy.tools is not None and params:
-        findings.extend(_unmatched_globs(policy, params, unguarded))
+        findings.extend(_unmatched_globs(policy, params, unguarded, unguarded_typo))
     declared: dict[str, frozenset[str]] = {}
     for t in matched:
         ps = params[t]
