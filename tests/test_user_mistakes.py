@@ -228,6 +228,12 @@ LOAD: dict[str, tuple[str, str]] = {
                        "timestamp-date.yaml:8:30: rules.r.when: invalid timestamp literal "
                        "'2026-01-01': cannot parse timestamp '2026-01-01' (write RFC 3339, "
                        "with a time and a zone: 2026-01-31T09:00:00Z"),
+    "param-text-vs-size": (policy("p", "params:\n  max_size: 1,000\n"
+                                       + rule("size(args.body) > params.max_size")),
+                           "param-text-vs-size.yaml:10:14: rules.r.when: cannot compare int > "
+                           "string: CEL does not convert between types; params.max_size is a "
+                           "string in params: write a number there (max_size: 1000, not "
+                           "\"1000\" or 1,000)"),
     "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
                    "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
                    "'*secret*': no argument for repetition operator: * (a regular "
@@ -291,6 +297,20 @@ FINDINGS: dict[str, tuple[str, str]] = {
                              "param-nested-missing.yaml:9:44: error: policy p: rules.r.when: "
                              "'params.limits.dayly' does not exist (params.limits has daily); "
                              "did you mean 'daily'?"),
+    "deny-by-default-only": (policy("p", rule("args.to.endsWith(\"@evil.example\")"),
+                                    head="  defaultAction: deny\n"),
+                             "deny-by-default-only.yaml:1:1: warning: policy p: defaultAction is "
+                             "deny and no rule allows: every call it matches is denied"),
+    "param-number-as-text": (policy("p", "params:\n  max_size: 1,000\n"
+                                         + rule("args.attachments > params.max_size")),
+                             "param-number-as-text.yaml:10:40: warning: policy p: rules.r.when: "
+                             "params.max_size is the text '1,000', not a number: compared with "
+                             "a number it is an evaluation error on every call; write 1000"),
+    "param-flow-comma": (policy("p", "params: {max_size: 1,000}\n"
+                                     + rule("args.attachments > params.max_size")),
+                         "param-flow-comma.yaml:6:24: warning: spec.params: YAML reads '1,000' "
+                         "in a flow mapping as 1 and a key '000': the comma separates entries; "
+                         "write 1000"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -331,7 +351,7 @@ TYPED: dict[str, tuple[str, str]] = {
         "has(args.attachments) && args.attachments > params.max")),
         "quoted-param-number.yaml:9:44: error: policy p: rules.r.when: cannot compare int > "
         "string: CEL does not convert between types; params.max is a string in params: "
-        "write the number there without quotes (max: 5, not \"5\")"),
+        "write a number there (max: 1000, not \"1000\" or 1,000)"),
     "list-eq-string": (policy("p", rule("has(args.cc) && args.cc == \"bob@example.com\"")),
                        "list-eq-string.yaml:8:41: error: policy p: rules.r.when: list(string) "
                        "== string is never true: CEL does not convert between types"),
@@ -348,6 +368,25 @@ TYPED: dict[str, tuple[str, str]] = {
     "optional-unguarded": (policy("p", rule("args.attachments > 3", "warn")),
                            "optional-unguarded.yaml:8:19: warning: policy p: rules.r.when: "
                            "'args.attachments' may be absent"),
+    "repair-leaves-text": (policy("p", "repairs:\n  - name: count\n    when: "
+                                       "'type(args.attachments) == string'\n    set: "
+                                       "{attachments: 'args.attachments.trim()'}\n"),
+                           "repair-leaves-text.yaml:9:27: warning: policy p: "
+                           "repairs.count.set.attachments: gives a string, but the tool's "
+                           "'attachments' is an int: the repaired value may fail the tool's "
+                           "validation, or reach the tool as the wrong type; convert it "
+                           "(int(...))"),
+    "repair-unsets-required": (policy("p", "repairs:\n  - name: drop\n    when: "
+                                           "'args.to == \"\"'\n    unset: [to]\n"),
+                               "repair-unsets-required.yaml:8:14: warning: policy p: "
+                               "repairs.drop.unset: removes 'to', which the tool requires"),
+    "ignore-fails-open": (policy("p", rule("args.attachments > 3"),
+                                 head="  failurePolicy: Ignore\n"),
+                          "ignore-fails-open.yaml:9:19: warning: policy p: rules.r.when: "
+                          "'args.attachments' may be absent (it is not a required parameter): "
+                          "reading it when a call leaves it out is an evaluation error (under "
+                          "failurePolicy: Ignore the rule is then skipped, and the call goes "
+                          "through); test has(args.attachments) first"),
     # read_inbox: a tool no policy here matches, so a glob close to it is a typo
     "glob-typo": (policy("p", rule("true")).replace("[send_email]", "[read_inbx]"),
                   "glob-typo.yaml:5:19: warning: policy p: match.tools [read_inbx] matches "

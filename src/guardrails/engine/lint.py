@@ -382,6 +382,14 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
         out.append(_at(policy.when.expression.position, "warning",
                        f"policy {name}: match.when is always false: the policy never "
                        f"applies"))
+    if policy.default_action.value == "deny" and policy.rules and not any(
+            r.action.value == "allow" for r in policy.rules):
+        out.append(_at(policy.position, "warning",
+                       f"policy {name}: defaultAction is deny and no rule allows: every "
+                       f"call it matches is denied (defaultAction is the result when no rule "
+                       f"fires; add allow rules for an allowlist, or leave it allow)"))
+    for element, expression, program in policy.expressions():
+        out.extend(_numeric_text_params(policy, element, expression, program.ast))
     first: dict[str, str] = {}
     for rule in policy.rules:
         node = rule.when.program.ast
@@ -417,6 +425,38 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"policy {name}: rules.{rule.name}.when is the same condition "
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
+    return out
+
+
+_NUMERIC_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
+_ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"})
+
+
+def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expression,
+                         node: ast.Node) -> list[Finding]:
+    """A param YAML read as text that looks like a number (``limit: 1,000`` or
+    ``limit: "5"``) used in a comparison or arithmetic: against a number it is an
+    evaluation error on every call (the checker only sees it when the other side's type
+    is known, as with tool schemas)."""
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.target is None and n.function in _ORDER_OPS
+                and len(n.args) == 2):
+            continue
+        for operand in n.args:
+            path = _dotted(operand)
+            if path is None or not path.startswith("params."):
+                continue
+            value: Any = policy.params
+            for part in path.split(".")[1:]:
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip()):
+                number = value.strip().replace(",", "")
+                out.append(_at(expression.position_of(operand.offset), "warning",
+                               f"policy {policy.name}: {element}: {path} is the text "
+                               f"{value!r}, not a number: compared with a number it is an "
+                               f"evaluation error on every call; write {number} in params "
+                               f"(no quotes, no thousands separator)"))
     return out
 
 

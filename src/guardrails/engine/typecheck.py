@@ -24,6 +24,7 @@ from typing import Any
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy
 from guardrails.expr import ast
 from guardrails.expr.typechecker import (
+    FAILS_CLOSED,
     NONE,
     Diagnostic,
     Facts,
@@ -127,6 +128,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
         "now": TIMESTAMP,
     }
     out: list[TypeFinding] = []
+    ignore = policy.failure_policy == "Ignore"
     # Guards matter where a field may be absent, or where the model may send another type
     # than the schema says (typed args: `type(args.x) == string && ...` narrows). Without
     # either (at load time) they change nothing, and working them out is skipped.
@@ -147,7 +149,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
         t = _RESULTS.get(key) if key is not None else None
         if t is None:
             t, diagnostics = check(node, env, expect=expect, facts=facts, guards=guards)
-            out.extend(_finding(element, compiled, d) for d in diagnostics)
+            out.extend(_finding(element, compiled, d, ignore) for d in diagnostics)
             if key is not None and not diagnostics:
                 if len(_RESULTS) >= _RESULTS_MAX:
                     _RESULTS.clear()
@@ -166,7 +168,25 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
             run(f"repairs.{repair.name}.when", repair.when, BOOL)
             facts = facts_of(repair.when.program.ast)
         for arg, compiled in repair.set:
-            run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+            t = run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+            wanted = args.field(arg)
+            if wanted is not None and not _fits(wanted.type, t):
+                out.append(TypeFinding(
+                    "warning", f"repairs.{repair.name}.set.{arg}",
+                    compiled.expression.position,
+                    f"gives {_article(t)}, but the tool's '{arg}' is {_article(wanted.type)}: "
+                    f"the repaired value may fail the tool's validation, or reach the tool "
+                    f"as the wrong type; convert it "
+                    f"({_CONVERT.get(wanted.type.name, 'to that type')})"))
+        for arg in repair.unset:
+            wanted = args.field(arg)
+            if wanted is not None and wanted.required:
+                at = repair.when.expression.position if repair.when is not None else \
+                    policy.position
+                out.append(TypeFinding(
+                    "warning", f"repairs.{repair.name}.unset", at,
+                    f"removes '{arg}', which the tool requires: the repaired call fails the "
+                    f"tool's validation"))
     for c in policy.counters:  # on the repaired arguments, before variables and rules
         run(f"counters.{c.name}.key", c.key)
         if c.when is not None:
@@ -190,6 +210,27 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
             run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
                 facts_of(rule.when.program.ast))
     return out
+
+
+def _fits(want: Type, got: Type) -> bool:
+    """Whether a value of ``got`` can pass a parameter of ``want`` (``dyn``: unknown)."""
+    if DYN in (want, got) or want.name == "dyn" or got.name == "dyn":
+        return True
+    numeric = {"int", "uint", "double", "num"}
+    if want.name == "num" or got.name == "num":
+        return want.name in numeric and got.name in numeric
+    if want.name == "double" and got.name == "int":
+        return True  # JSON: 5 is a valid number for a float parameter
+    return want.name == got.name
+
+
+def _article(t: Type) -> str:
+    s = str(t)
+    return ("an " if s[0] in "aeiou" else "a ") + s
+
+
+_CONVERT = {"num": "double(...)", "double": "double(...)", "int": "int(...)",
+            "string": "string(...)", "bool": "== \"true\""}
 
 
 _RESULTS: dict[tuple[Any, ...], Type] = {}
@@ -240,7 +281,12 @@ def _param_regexes(element: str, compiled: CompiledExpression,
     return out
 
 
-def _finding(element: str, compiled: CompiledExpression, d: Diagnostic) -> TypeFinding:
+def _finding(element: str, compiled: CompiledExpression, d: Diagnostic,
+             ignore: bool = False) -> TypeFinding:
+    message = d.message
+    if ignore:  # under Ignore an erroring rule is skipped: the call goes through
+        message = message.replace(FAILS_CLOSED, "(under failurePolicy: Ignore the rule is "
+                                                "then skipped, and the call goes through)")
     return TypeFinding(d.severity, element, compiled.expression.position_of(d.offset),
-                       d.message)
+                       message)
 

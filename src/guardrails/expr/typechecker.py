@@ -55,7 +55,7 @@ from guardrails.expr.values import UInt
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
+__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
            "has_enums", "may_be_absent", "pattern_argument", "regex_problem", "shape",
            "suggest"]
 
@@ -99,6 +99,9 @@ class Facts:
 
 
 NONE = Facts()
+
+FAILS_CLOSED = "(the rule then fails closed)"
+"""What an evaluation error does to a rule under ``failurePolicy: Fail``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,8 +429,8 @@ def _params_hint(x: ast.Node, y: ast.Node, a: Type, b: Type) -> str:
         path = _path(node)
         if path and path[0] == "params" and len(path) > 1 and t.name == "string" \
                 and other.name in NUMERIC:
-            return (f"; {'.'.join(path)} is a string in params: write the number there "
-                    f"without quotes ({path[-1]}: 5, not \"5\")")
+            return (f"; {'.'.join(path)} is a string in params: write a number there "
+                    f"({path[-1]}: 1000, not \"1000\" or 1,000)")
     return ""
 
 
@@ -512,7 +515,7 @@ class _Checker:
             dotted = ".".join((*path, name))
             self.warning(node, f"'{dotted}' may be absent (it is not a required parameter): "
                                f"reading it when a call leaves it out is an evaluation error "
-                               f"(the rule then fails closed); test has({dotted}) first")
+                               f"{FAILS_CLOSED}; test has({dotted}) first")
         return f.type
 
     def unknown_field(self, operand: Type, name: str, node: ast.Node,

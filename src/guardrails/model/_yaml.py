@@ -10,6 +10,7 @@ makes a value appear where it is not written, and expanding alias graphs is the 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -468,6 +469,8 @@ def yaml11_warnings(src: SourceFile, node: Node, where: str) -> None:
         else:
             continue
         stack.extend(values)
+        if isinstance(n, MappingNode) and n.flow_style:
+            _split_number_warning(src, n, where)
         if not any(isinstance(v, ScalarNode) and v.tag == STR for v in values):
             continue
         for v in values:
@@ -477,3 +480,17 @@ def yaml11_warnings(src: SourceFile, node: Node, where: str) -> None:
                 text = repr(v.value) if v.value else "an empty value"
                 src.warn(v, f"{where}: YAML reads the plain {text} among strings as {read} "
                             f"(YAML 1.1); quote it (\"{v.value}\") if you mean the text")
+
+
+def _split_number_warning(src: SourceFile, node: MappingNode, where: str) -> None:
+    """``{limit: 1,000}``: in a flow mapping the comma separates entries, so YAML reads
+    ``limit: 1`` and a key ``000`` with no value."""
+    pairs_ = node.value
+    for (_, before), (key, value) in itertools.pairwise(pairs_):
+        if (isinstance(before, ScalarNode) and before.tag == INT and not before.style
+                and isinstance(key, ScalarNode) and not key.style
+                and re.fullmatch(r"\d{3}(\.\d+)?", key.value)
+                and isinstance(value, ScalarNode) and value.tag == NULL and not value.value):
+            src.warn(key, f"{where}: YAML reads '{before.value},{key.value}' in a flow "
+                          f"mapping as {before.value} and a key '{key.value}': the comma "
+                          f"separates entries; write {before.value}{key.value}")
