@@ -569,7 +569,19 @@ def test_a_case_for_a_misspelt_tool_fails(suite_run: tuple[str, int], name: str,
     assert code == 1
     block = _case(out, name)
     assert block and block[0] == f"FAIL mail.tests.yaml:{line}:7: mail-tests: {name}", out
-    assert "so the case tests nothing; did you mean 'send_email'?" in block[1], block
+    assert ("so the case tests nothing; a policy names 'send_email': a typo in the case's "
+            "tool or in match.tools?") in block[1], block
+
+
+def test_a_suite_whose_policy_glob_is_misspelt_fails(tmp_path: Path) -> None:
+    """The typo on the policy's side: `tools: [send_emial]`, the cases call send_email."""
+    root = write(tmp_path, {
+        "mail": SUITE_POLICY.replace("[send_email]", "[send_emial]"),
+        "mail.tests": SUITE})
+    out = output(run("test", root), root)
+    block = _case(out, "admin writes inside")
+    assert block and "no policy under test matches tool 'send_email'" in block[1], out
+    assert "a policy names 'send_emial'" in block[1]
 
 
 def test_a_case_for_an_unrelated_tool_still_passes(suite_run: tuple[str, int]) -> None:

@@ -392,7 +392,8 @@ def unmatched_tool(tool: str, decision: Decision, policy_set: PolicySet) -> list
         return []
     return [Mismatch("tool", close, tool,
                      f"no policy under test matches tool {tool!r}, so the case tests "
-                     f"nothing; did you mean {close!r}? (tool names are case-sensitive)")]
+                     f"nothing; a policy names {close!r}: a typo in the case's tool or in "
+                     f"match.tools? (tool names are case-sensitive)")]
 
 
 def _close_name(name: str, known: Sequence[str]) -> str | None:
