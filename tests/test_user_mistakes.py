@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_cli_commands import run
 
@@ -637,3 +640,47 @@ def test_strict_guard_rejects_a_glob_that_leaves_an_agent_tool_unguarded(
         assert "runs unguarded" in str(e.value) and ran == []
     attempt("send_email")  # the right name: the rule denies, the tool never runs
     assert ran == []
+
+
+# -- the checks themselves never fail on odd input -----------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab.\\[]^$*+?{}()|/-comexpdf", max_size=40))
+def test_regex_pitfalls_never_raise_and_name_a_real_unescaped_dot(pattern: str) -> None:
+    from guardrails.engine.lint import regex_pitfall
+
+    found = regex_pitfall(pattern)
+    if found and "unescaped '.'" in found:
+        word = found.split("'")[1]
+        assert word in pattern and "." in word
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text("abc", min_size=1, max_size=3), inner,
+                                      max_size=3), max_leaves=10),
+       st.sampled_from(["params.a", "params.a.b", "params[\"a\"]", "params.a.size() > 1",
+                        "has(params.a) && params.a == 1", "params.a > 3",
+                        "\"a\" in params && params.a.exists(x, x == 1)"]))
+def test_lint_policies_on_any_params_never_raises(params: object, when: str) -> None:
+    """Every shape of params (what a user can write in YAML) against reads of them: the
+    check reports or stays quiet, it never fails itself."""
+    import guardrails
+    from guardrails.engine.compile import compile_documents
+    from guardrails.engine.lint import lint_policies
+    from guardrails.model.loader import read_documents
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.yaml"
+        path.write_text(policy("p", f"params: {json.dumps({'a': params})}\n"
+                                    + rule(when.replace("'", "''"))))
+        documents, problems = read_documents([str(path)])
+        if problems:
+            return
+        try:
+            policies = compile_documents(documents)
+        except guardrails.PolicyError:
+            return  # a type error knowable at load: reported there
+        for f in lint_policies(policies):
+            assert f.file == str(path) and f.line >= 1 and f.severity in ("error", "warning")

@@ -606,12 +606,24 @@ def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
     return out
 
 
+_SUFFIX = re.compile(r"[A-Za-z]+(?![A-Za-z0-9*+?{])")
+_SUFFIXES = frozenset({
+    "com", "org", "net", "io", "co", "uk", "de", "fr", "eu", "gov", "edu", "mil", "int",
+    "info", "biz", "dev", "app", "ai", "cloud", "example", "test", "local", "internal",
+    "corp", "lan", "exe", "dll", "pdf", "txt", "csv", "json", "yaml", "yml", "xml", "html",
+    "htm", "js", "py", "sh", "bat", "ps1", "zip", "tar", "gz", "doc", "docx", "xls", "xlsx",
+    "pem", "env", "conf", "cfg", "ini", "log", "sql", "db",
+})
+"""Top-level domains and file extensions: after an unescaped dot they show that a dot
+was meant (``example.com``, ``report.pdf``), where ``pass.word`` may mean any separator."""
+
+
 def regex_pitfall(pattern: str) -> str | None:
     """What a valid regex likely does that its author did not mean, or None.
 
-    - a ``.`` between letters or digits, unescaped (``example.com``): it matches any
-      character, so ``exampleXcom`` passes an allowlist and a blocklist misses nothing
-      but lets ``example-com`` through as well;
+    - a ``.`` between a word and a top-level domain or file extension, unescaped
+      (``example.com``, ``report.pdf``): it matches any character, so ``exampleXcom``
+      passes an allowlist written with it;
     - anchored at the start but not the end, ending in a domain or extension
       (``^[a-z]+@example\\.com``, ``^.*\\.pdf``): ``matches()`` is a search, so
       ``a@example.com.evil.io`` and ``x.pdf.exe`` match too.
@@ -629,12 +641,15 @@ def regex_pitfall(pattern: str) -> str | None:
             if pattern[i + 1:i + 2] == "]":
                 i += 1
         elif (c == "." and i > 0 and pattern[i - 1].isalnum()
-              and (i < 2 or pattern[i - 2] != "\\")
-              and re.match(r"[A-Za-z]{2,}(?![A-Za-z0-9]*[*+?{])", pattern[i + 1:])):
-            word = re.match(r"[A-Za-z0-9]*", pattern[i + 1:])
-            assert word is not None
-            start = i - len(re.search(r"[A-Za-z0-9]*$", pattern[:i])[0])  # type: ignore[index]
-            found = pattern[start:i + 1 + word.end()]
+              and (i < 2 or pattern[i - 2] != "\\")):
+            word = _SUFFIX.match(pattern, i + 1)
+            if word is None or word[0].lower() not in _SUFFIXES:
+                i += 1
+                continue
+            start = i
+            while start > 0 and pattern[start - 1].isalnum():
+                start -= 1
+            found = pattern[start:word.end()]
             escaped = found.replace(".", "\\.", 1)
             return (f"the unescaped '.' in '{found}' matches any character, not just a "
                     f"dot ('{found.replace('.', 'X', 1)}' matches too); escape it: "
