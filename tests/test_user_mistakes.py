@@ -300,6 +300,13 @@ FINDINGS: dict[str, tuple[str, str]] = {
                              "param-nested-missing.yaml:9:44: error: policy p: rules.r.when: "
                              "'params.limits.dayly' does not exist (params.limits has daily); "
                              "did you mean 'daily'?"),
+    "shadowed-rule": (policy("p", "rules:\n  - {name: big, when: 'args.attachments > 10', "
+                                  "action: deny}\n  - {name: huge, when: 'args.attachments > "
+                                  "100', action: require_approval}\n"),
+                      "shadowed-rule.yaml:8:27: warning: policy p: rules.huge "
+                      "(require_approval) never changes the result: whenever it fires, "
+                      "rules.big (deny) fires too and is more severe (every rule is evaluated "
+                      "and the most severe wins; there is no first match)"),
     "deny-by-default-only": (policy("p", rule("args.to.endsWith(\"@evil.example\")"),
                                     head="  defaultAction: deny\n"),
                              "deny-by-default-only.yaml:1:1: warning: policy p: defaultAction is "
@@ -483,6 +490,10 @@ CLEAN = {
     "different-values": policy("p", rule("args.to == \"a@x.io\" || args.to == \"b@x.io\"")),
     "range": policy("p", rule("has(args.attachments) && args.attachments > 3 && "
                               "args.attachments < 10")),
+    "tiers": policy("p", "rules:\n  - {name: big, when: 'size(args.to) > 100', action: "
+                         "require_approval}\n  - {name: huge, when: 'size(args.to) > 1000', "
+                         "action: deny}\n  - {name: note, when: 'size(args.to) > 50', "
+                         "action: warn}\n"),
     "typed": policy("p", rule("has(args.priority) && args.priority == \"high\" && "
                               "has(args.cc) && \"bob@x.io\" in args.cc")),
 }

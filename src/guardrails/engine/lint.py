@@ -419,6 +419,14 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"fired rule wins: it never overrides a deny); for an allowlist "
                            f"set defaultAction: deny, for an exception narrow the deny "
                            f"rule's when"))
+        shadow = _shadowed(rule, policy.rules)
+        if shadow is not None and value is None:
+            out.append(_at(where, "warning",
+                           f"policy {name}: rules.{rule.name} ({rule.action.value}) never "
+                           f"changes the result: whenever it fires, rules.{shadow.name} "
+                           f"({shadow.action.value}) fires too and is more severe (every "
+                           f"rule is evaluated and the most severe wins; there is no first "
+                           f"match); narrow rules.{shadow.name}.when"))
         text = " ".join(rule.when.expression.source.split())
         if text in first and value is None:
             out.append(_at(where, "warning",
@@ -426,6 +434,51 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
     return out
+
+
+_SEVERITY = {"allow": 0, "require_approval": 1, "deny": 2, "halt": 3}
+
+
+def _shadowed(rule: Any, rules: Sequence[Any]) -> Any:
+    """A more severe rule that fires whenever ``rule`` does (both one comparison of the
+    same path with a number: ``amount > 10000`` under ``amount > 1000``), or None. A
+    ``warn`` rule is recorded whatever else fires, so it is never shadowed."""
+    mine = _bound(rule.when.program.ast)
+    if mine is None or rule.action.value not in _SEVERITY:
+        return None
+    for other in rules:
+        if other is rule or _SEVERITY.get(other.action.value, -1) <= _SEVERITY[rule.action.value]:
+            continue
+        theirs = _bound(other.when.program.ast)
+        if theirs is not None and _implies(mine, theirs):
+            return other
+    return None
+
+
+def _bound(node: ast.Node) -> tuple[str, str, float] | None:
+    """``("args.amount", ">", 1000.0)`` for a condition that is one such comparison."""
+    if not (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2
+            and node.function in ("_<_", "_<=_", "_>_", "_>=_")):
+        return None
+    a, b = node.args
+    op = node.function
+    if isinstance(a, ast.Literal):
+        a, b, op = b, a, _FLIP[op]
+    path = _dotted(a)
+    if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bool) \
+            or not isinstance(b.value, int | float):
+        return None
+    return path, _SYMBOL[op], float(b.value)
+
+
+def _implies(x: tuple[str, str, float], y: tuple[str, str, float]) -> bool:
+    """Whether ``x`` holding makes ``y`` hold (one path, bounds in one direction)."""
+    (px, ox, vx), (py, oy, vy) = x, y
+    if px != py or ox[0] != oy[0]:
+        return False
+    if ox[0] == ">":
+        return vx > vy or (vx == vy and (oy == ">=" or ox == ">"))
+    return vx < vy or (vx == vy and (oy == "<=" or ox == "<"))
 
 
 _NUMERIC_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
