@@ -156,6 +156,10 @@ LOAD: dict[str, tuple[str, str]] = {
                     "'Email_Guard': must be a lowercase DNS label (a-z, 0-9 and '-', at most "
                     "63 characters, starting and ending with a letter or digit), e.g. "
                     "'email-guard'"),
+    "tools-string": (policy("p", rule("args.to == \"x\"")).replace("[send_email]",
+                                                                    "send_email"),
+                     "tools-string.yaml:5:18: spec.match.tools: expected a list, got a string "
+                     "(a list of one: [send_email])"),
     "duplicate-rule": (policy("p", "rules:\n  - {name: r, when: 'args.to == \"a\"', action: "
                                    "deny}\n  - {name: r, when: 'args.to == \"b\"', action: "
                                    "deny}\n"),

@@ -703,8 +703,11 @@ class _DocumentReader:
                                            f"allowed: {', '.join(allowed)}")
             elif kind in ("literal_error", *_EXPECTED):
                 what = _EXPECTED.get(kind, "a string")
-                self.error(tree.node(loc), f"{path}: expected {what}, got "
-                                           f"{describe(tree.node(loc))}")
+                node = tree.node(loc)
+                hint = ""
+                if what == "a list" and isinstance(node, ScalarNode) and node.tag == _yaml.STR:
+                    hint = f" (a list of one: [{node.value}])"
+                self.error(node, f"{path}: expected {what}, got {describe(node)}{hint}")
             elif kind in ("model_type", "model_attributes_type"):
                 owner = _shape_at(model, loc)
                 what = owner.expected if owner else "a mapping"
