@@ -699,3 +699,19 @@ def test_lint_policies_on_any_params_never_raises(params: object, when: str) -> 
             return  # a type error knowable at load: reported there
         for f in lint_policies(policies):
             assert f.file == str(path) and f.line >= 1 and f.severity in ("error", "warning")
+
+
+def test_findings_of_the_files_that_load_come_with_the_load_errors(tmp_path: Path) -> None:
+    """All at once: a broken file does not hide the other files' findings, so fixing the
+    load errors does not uncover a second round."""
+    root = write(tmp_path, {"broken": LOAD["rego-input"][0],
+                            "loads": FINDINGS["regex-dot"][0]})
+    proc = run("check", root)
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 1
+    assert out[0].startswith("broken.yaml:8:14: undeclared reference to 'input'")
+    assert out[1].startswith("loads.yaml:8:30: warning: policy loads: rules.r.when: regex")
+    assert out[-1] == "1 problem; and 1 finding in the files that load without them"
+    data = json.loads(run("check", root, "--format", "json").stdout)
+    assert [p["file"] for p in data["problems"]] == [str(root / "broken.yaml")]
+    assert [f["file"] for f in data["findings"]] == [str(root / "loads.yaml")]

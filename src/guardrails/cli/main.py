@@ -156,27 +156,41 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails.engine.lint import Finding, lint, lint_policies
 
     tools = _read_tools(args.tools) if args.tools else None
+
+    def findings_of(policies: Any, warnings: Sequence[Any]) -> list[Finding]:
+        found = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
+        found.extend(lint_policies(policies))
+        if tools is not None:
+            found.extend(lint(policies, tools))
+        # The schema checks type the expressions again: a finding both make is shown once.
+        found = list({(f.severity, f.file, f.line, f.column, f.message): f
+                      for f in found}.values())
+        found.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
+        return found
+
     try:
         policies, warnings = load_with_warnings(args.paths)
     except PolicyError as e:
+        # Every problem at once: the files that load without the broken ones are checked
+        # too, so fixing the load errors does not uncover a second round of findings.
+        rest = _loadable_rest(args.paths, {p.file for p in e.errors})
+        found = findings_of(*rest) if rest is not None else []
         if args.format == "json":
             _dump({"ok": False, "problems": [p.to_dict() for p in e.errors],
-                   "findings": [], "policies": [], "revision": None}, out)
+                   "findings": [f.to_dict() for f in found], "policies": [],
+                   "revision": None}, out)
         else:
             for p in e.errors:
                 print(p, file=out)
+            for f in found:
+                print(f, file=out)
             n = len(e.errors)
-            print(f"{n} problem{'s' if n != 1 else ''}", file=out)
+            more = (f"; and {len(found)} finding{'s' if len(found) != 1 else ''} in the "
+                    f"files that load without them") if found else ""
+            print(f"{n} problem{'s' if n != 1 else ''}{more}", file=out)
         return PROBLEMS
 
-    findings = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
-    findings.extend(lint_policies(policies))
-    if tools is not None:
-        findings.extend(lint(policies, tools))
-    # The schema checks type the expressions again: a finding both make is shown once.
-    findings = list({(f.severity, f.file, f.line, f.column, f.message): f
-                     for f in findings}.values())
-    findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
+    findings = findings_of(policies, warnings)
     failing = ("error", "warning") if args.strict else ("error",)
     errors = [f for f in findings if f.severity in failing]
     names = [p.name for p in policies.policies]
@@ -195,6 +209,30 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
             print(f"ok: {n} polic{'ies' if n != 1 else 'y'}, revision {policies.revision[:12]}",
                   file=out)
     return PROBLEMS if errors else OK
+
+
+def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | None:
+    """The policy set of every YAML file under ``paths`` but the ``broken`` ones, when it
+    loads on its own (it may not: a file can need a Library the broken one defines)."""
+    from guardrails import PolicyError
+    from guardrails.engine.compile import load_with_warnings
+
+    files: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                files.extend(os.path.normpath(os.path.join(root, f)) for f in sorted(names)
+                             if f.endswith((".yaml", ".yml")))
+        else:
+            files.append(os.path.normpath(path))
+    rest = [f for f in files if f not in broken and os.path.normpath(f) not in broken]
+    if not rest or len(rest) == len(files):
+        return None
+    try:
+        return load_with_warnings(rest)
+    except PolicyError:
+        return None
 
 
 def _read_tools(path: str) -> dict[str, Any]:
