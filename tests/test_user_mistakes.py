@@ -156,6 +156,17 @@ LOAD: dict[str, tuple[str, str]] = {
                     "'Email_Guard': must be a lowercase DNS label (a-z, 0-9 and '-', at most "
                     "63 characters, starting and ending with a letter or digit), e.g. "
                     "'email-guard'"),
+    "not-precedence": (policy("p", "params: {known: [a@example.com]}\n"
+                                   + rule("!args.to in params.known")),
+                       "not-precedence.yaml:9:14: rules.r.when: a bool is never in "
+                       "list(string) (!x in list reads as (!x) in list: write !(x in list))"),
+    "python-not": (policy("p", "params: {known: [a@example.com]}\n"
+                               + rule("args.to not in params.known")),
+                   "python-not.yaml:9:22: unexpected token 'not' (CEL writes 'not' as !: "
+                   "!(x in list), !has(args.x))"),
+    "python-and": (policy("p", rule("args.to == \"a\" and args.subject == \"b\"")),
+                   "python-and.yaml:8:29: unexpected token 'and' (CEL writes 'and' as && "
+                   "and 'or' as ||)"),
     "tools-string": (policy("p", rule("args.to == \"x\"")).replace("[send_email]",
                                                                     "send_email"),
                      "tools-string.yaml:5:18: spec.match.tools: expected a list, got a string "

@@ -664,7 +664,11 @@ class _Checker:
         ct = self.infer(container, facts)
         if ct.name == "list":
             if not _comparable(it, ct.elem):
-                self.error(item, f"{_article(it)} is never in {ct}")
+                negated = isinstance(item, ast.Call) and item.function == "!_" \
+                    and item.target is None
+                self.error(item, f"{_article(it)} is never in {ct}" + (
+                    " (!x in list reads as (!x) in list: write !(x in list))"
+                    if negated else ""))
         elif ct.name == "map":
             if not _comparable(it, ct.key):
                 self.error(item, f"{_article(it)} is never a key of {ct}")
