@@ -596,7 +596,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub, plan.run)
+            await self._run_tool(context, call_next, scrub, plan.run,
+                                 lambda: self._scrubber(plan, injected.values()))
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -652,12 +653,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _run_tool(self, context: FunctionInvocationContext,
                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                        run: RunState | None) -> None:
+                        run: RunState | None, fresh: Callable[[], Scrubber]) -> None:
         """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
         halted this run too: the call ends with the halt, whatever the tool made of it
         (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
         try:
-            await self._call_tool(context, call_next, scrub)
+            await self._call_tool(context, call_next, scrub, fresh)
         except Exception:
             if run is None or not run.halted:
                 raise
@@ -667,11 +668,20 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
 
     async def _call_tool(self, context: FunctionInvocationContext,
-                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
+                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
+                         fresh: Callable[[], Scrubber]) -> None:
         token = CURRENT_SCRUBBER.set(scrub)
+        memory = self._memory
         failure: BaseException | None = None
         try:
-            await call_next()
+            try:
+                await call_next()
+            finally:
+                if self._memory is not memory:
+                    # A sibling call of the batch injected a value while this tool ran, and
+                    # the tool may return it: its result is scrubbed by the memory as it is
+                    # now (the scrubber made before the tool ran did not know the value).
+                    scrub = fresh()
         except MiddlewareFailure as exc:
             # Fatal and never converted by the framework: it reaches the host's logs as is.
             # Our own halt carries names only and must keep its identity for the boundary.
