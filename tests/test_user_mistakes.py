@@ -726,3 +726,40 @@ def test_findings_of_the_files_that_load_come_with_the_load_errors(tmp_path: Pat
     data = json.loads(run("check", root, "--format", "json").stdout)
     assert [p["file"] for p in data["problems"]] == [str(root / "broken.yaml")]
     assert [f["file"] for f in data["findings"]] == [str(root / "loads.yaml")]
+
+
+# -- principal keys, when the host says what it sends (--principal) ------------------------
+
+
+@pytest.mark.parametrize("principal, severity", [
+    ({"user": "ann", "roles": ["admin"], "tenant": "acme"}, "warning"),
+    ({"type": "object", "additionalProperties": False, "required": ["user", "roles"],
+      "properties": {"user": {"type": "string"}, "roles": {"type": "array",
+                                                            "items": {"type": "string"}}}},
+     "error"),
+])
+def test_a_misspelt_principal_key_is_found_against_the_principal(
+        tmp_path: Path, principal: dict[str, object], severity: str) -> None:
+    """`principal.role` for `roles`: the principal is the host's, so only the host can say
+    which keys it has: an example principal (a warning), or its JSON Schema (an error when
+    it allows no other keys)."""
+    root = write(tmp_path / "policies", {
+        "role": policy("p", rule("!(\"admin\" in principal.role)")),
+        "roles": policy("p", rule("!(\"admin\" in principal.roles)"))})
+    given = tmp_path / "principal.json"
+    given.write_text(json.dumps(principal))
+    proc = run("check", root, "--principal", given)
+    out = output(proc, root).splitlines()
+    assert out[0].startswith(f"role.yaml:8:37: {severity}: policy role: rules.r.when: "
+                             "'principal.role' does not exist (principal has user, roles")
+    assert out[0].endswith("did you mean 'roles'?") and not any("roles.yaml" in o for o in out)
+    assert proc.returncode == (1 if severity == "error" else 0)
+    assert run("check", root).returncode == 0  # without it, principal is anyone's
+
+
+def test_a_principal_file_that_is_not_an_object_is_bad_usage(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", {"p": policy("p", rule("true"))})
+    given = tmp_path / "principal.json"
+    given.write_text("[1, 2]")
+    proc = run("check", root, "--principal", given)
+    assert proc.returncode == 2 and "a principal is an object" in proc.stderr

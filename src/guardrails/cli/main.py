@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON/YAML tool schemas (name -> parameters schema, or a list of "
                    "function definitions): also check argument names and types against "
                    "them")
+    p.add_argument("--principal", metavar="FILE",
+                   help="JSON/YAML: an example principal, or its JSON Schema: also check "
+                   "the principal.* keys policies read against it")
     p.add_argument("--strict", action="store_true",
                    help="treat warnings as errors (exit 1 when there is any)")
     _format_option(p)
@@ -156,12 +159,13 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails.engine.lint import Finding, lint, lint_policies
 
     tools = _read_tools(args.tools) if args.tools else None
+    principal = _read_principal(args.principal) if args.principal else None
 
     def findings_of(policies: Any, warnings: Sequence[Any]) -> list[Finding]:
         found = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
-        found.extend(lint_policies(policies))
+        found.extend(lint_policies(policies, principal=principal))
         if tools is not None:
-            found.extend(lint(policies, tools))
+            found.extend(lint(policies, tools, principal=principal))
         # The schema checks type the expressions again: a finding both make is shown once.
         found = list({(f.severity, f.file, f.line, f.column, f.message): f
                       for f in found}.values())
@@ -235,25 +239,40 @@ def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | 
         return None
 
 
-def _read_tools(path: str) -> dict[str, Any]:
+def _read_check_file(path: str, what: str) -> Any:
     import yaml
 
-    from guardrails.engine.lint import parse_tools
     from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     try:
-        # A FIFO or a device given as the tools file is refused, not read (it would hang).
+        # A FIFO or a device given as the file is refused, not read (it would hang).
         text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")
-        data = yaml.safe_load(text)  # YAML is a superset of JSON
+        return yaml.safe_load(text)  # YAML is a superset of JSON
     except OSError as e:
-        raise UsageError(f"cannot read tools file {path}: {e.strerror}") from None
+        raise UsageError(f"cannot read {what} file {path}: {e.strerror}") from None
     except (UnreadableFile, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read tools file {path}: {e}") from None
+        raise UsageError(f"cannot read {what} file {path}: {e}") from None
     except yaml.YAMLError as e:
-        raise UsageError(f"tools file {path} is not valid JSON/YAML: "
+        raise UsageError(f"{what} file {path} is not valid JSON/YAML: "
                          f"{_one_line(str(e))}") from None
     except RecursionError:  # PyYAML's parser recurses once per nesting level
-        raise UsageError(f"tools file {path} is nested too deeply to read") from None
+        raise UsageError(f"{what} file {path} is nested too deeply to read") from None
+
+
+def _read_principal(path: str) -> Any:
+    from guardrails.engine.typecheck import principal_type
+
+    data = _read_check_file(path, "principal")
+    try:
+        return principal_type(data)
+    except (ValueError, RecursionError) as e:
+        raise UsageError(f"principal file {path}: {e}") from None
+
+
+def _read_tools(path: str) -> dict[str, Any]:
+    from guardrails.engine.lint import parse_tools
+
+    data = _read_check_file(path, "tools")
     try:
         return parse_tools(data)
     except ValueError as e:

@@ -39,6 +39,7 @@ from guardrails.engine.policy import CompiledPolicy
 from guardrails.engine.typecheck import args_type, typecheck
 from guardrails.expr import ast
 from guardrails.expr.typechecker import call_name, pattern_argument, suggest
+from guardrails.expr.types import Type
 from guardrails.model.source import Expression, Position
 
 Severity = Literal["error", "warning", "info"]
@@ -72,7 +73,8 @@ class _HasPolicies(Protocol):
 
 def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
          tools: Mapping[str, Mapping[str, Any]], *,
-         unguarded_typo: Severity = "warning") -> list[Finding]:
+         unguarded_typo: Severity = "warning", principal: Type | None = None
+         ) -> list[Finding]:
     """Check compiled policies against ``tools`` (tool name -> parameters JSON Schema).
 
     ``unguarded_typo``: the severity of a glob that matches no tool but is close to one
@@ -86,7 +88,8 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     findings: list[Finding] = []
     unguarded = [t for t in sorted(tools) if not any(p.matches_tool(t) for p in compiled)]
     for policy in compiled:
-        findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo))
+        findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo,
+                                     principal))
     for tool in sorted(tools):
         if not any(p.matches_tool(tool) for p in compiled):
             findings.append(Finding("info", "", 0, 0,
@@ -188,7 +191,8 @@ def _close(name: str, known: Sequence[str]) -> str | None:
 def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | None],
                  params_schemas: Mapping[str, Mapping[str, Any]],
                  unguarded: Sequence[str] = (),
-                 unguarded_typo: Severity = "warning") -> list[Finding]:
+                 unguarded_typo: Severity = "warning",
+                 principal: Type | None = None) -> list[Finding]:
     matched = [t for t in params if policy.matches_tool(t)]
     findings: list[Finding] = []
     if policy.tools is not None and params:
@@ -228,7 +232,7 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
-    for f in typecheck(policy, typed, closed_params=True):
+    for f in typecheck(policy, typed, closed_params=True, principal=principal):
         findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
                             f"policy {policy.name}: {f.element}: {f.message}"))
 
@@ -339,7 +343,8 @@ def _children(n: ast.Node) -> list[ast.Node]:
 # -- checks that need no tool schemas ---------------------------------------------------
 
 
-def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy]) -> list[Finding]:
+def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
+                  principal: Type | None = None) -> list[Finding]:
     """Likely mistakes in a loaded policy set that no schema is needed to see.
 
     - ``error``: a ``params`` key that the policy does not have (``params.maxx``): params
@@ -354,6 +359,9 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy]) -> list[Fin
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
       start only and ends in a domain or file extension (``^.*\\.pdf`` matches
       ``x.pdf.exe``).
+
+    ``principal``: its type (``typecheck.principal_type``), when the host said what it
+    sends (``guardrails check --principal``): a key outside it is reported.
     """
     compiled: Sequence[CompiledPolicy] = (
         tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
@@ -361,7 +369,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy]) -> list[Fin
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
     for policy in compiled:
-        for f in typecheck(policy, closed_params=True):
+        for f in typecheck(policy, closed_params=True, principal=principal):
             findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
                                 f"policy {policy.name}: {f.element}: {f.message}"))
         key = (policy.position.file, policy.position.line)

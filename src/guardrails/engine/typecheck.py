@@ -16,6 +16,7 @@ Where guards hold: a repair's ``set`` runs only when its ``when`` held, and a ru
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ from guardrails.expr.types import (
 )
 from guardrails.model.source import Position
 
-__all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "typecheck"]
+__all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "principal_type", "typecheck"]
 
 ARGS_UNKNOWN = map_of(STRING, DYN)
 
@@ -114,8 +115,25 @@ def args_type(schemas: Sequence[Mapping[str, Any]]) -> Type:
     return map_of(STRING, DYN, fields)
 
 
+def principal_type(data: Any) -> Type:
+    """The type of ``principal`` from what a host says it sends: a JSON Schema (an object
+    with ``properties``) or an example principal. Keys outside it are likely typos
+    (``principal.role`` for ``roles``): a warning, or an error when the schema says
+    ``additionalProperties: false``."""
+    if isinstance(data, Mapping) and isinstance(data.get("properties"), Mapping):
+        t = of_json_schema(data)
+        strict = data.get("additionalProperties") is False
+    else:
+        t = of_value(data)
+        strict = False
+    if t.name != "map":
+        raise ValueError("a principal is an object (an example, or a JSON Schema)")
+    return dataclasses.replace(t, closed="error" if strict else "warning")
+
+
 def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
-              closed_params: bool = False) -> list[TypeFinding]:
+              closed_params: bool = False, principal: Type | None = None
+              ) -> list[TypeFinding]:
     """Every type problem in ``policy``'s expressions, in evaluation order.
 
     ``closed_params``: ``policy.params`` are all it will ever have (an instance of the
@@ -123,7 +141,8 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
     At load, before bindings are applied, a binding may still add keys.
     """
     env: dict[str, Type] = {
-        "tool": _TOOL, "args": args, "principal": map_of(STRING, DYN), "history": _HISTORY,
+        "tool": _TOOL, "args": args, "principal": principal or map_of(STRING, DYN),
+        "history": _HISTORY,
         "request": _REQUEST, "params": of_value(policy.params, closed=closed_params),
         "now": TIMESTAMP,
     }
