@@ -115,6 +115,18 @@ LOAD: dict[str, tuple[str, str]] = {
                                   "    action: deny\n"),
                       "condition-key.yaml:8:7: unknown field 'condition' in spec.rules[0] (a "
                       "rule's condition is when)"),
+    # PolicyTest keys from other test runners
+    "test-keys": ("apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t}\nspec:\n"
+                  "  cases:\n    - name: a\n      input: {tool: send_email, args: {to: x}}\n"
+                  "      expected: {effect: allow}\n",
+                  "test-keys.yaml:7:7: unknown field 'input' in spec.cases[0] (what a case "
+                  "decides is call: {tool, args, principal, ...})"),
+    "test-decision": ("apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t2}\n"
+                      "spec:\n  cases:\n    - name: a\n      call: {tool: send_email, "
+                      "arguments: {to: x}}\n      expect: {decision: allow}\n",
+                      "test-decision.yaml:8:16: unknown field 'decision' in "
+                      "spec.cases[0].expect (the expected outcome is effect: allow | deny | "
+                      "halt | require_approval)"),
     # YAML indentation
     "indent-dedented-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                         "  action: deny\n"),

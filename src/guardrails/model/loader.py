@@ -472,6 +472,19 @@ _FOREIGN_FIELDS: Mapping[str, str] = {
     "failureAction": "what an expression error does is failurePolicy: Fail | Ignore",
     "onError": "what an expression error does is failurePolicy: Fail | Ignore",
     "default": "the result when no rule fires is defaultAction: allow | deny",
+    "PolicyTestSpec.tests": "a PolicyTest's cases are spec.cases",
+    "TestCaseShape.input": "what a case decides is call: {tool, args, principal, ...}",
+    "TestCaseShape.request": "the call is call: {tool, args, ...}, and the user's words "
+                             "are call.request",
+    "TestCaseShape.expected": "what a case expects is expect: {effect, rules, ...}",
+    "TestCaseShape.want": "what a case expects is expect: {effect, rules, ...}",
+    "TestCallShape.arguments": "a call's arguments are args",
+    "TestCallShape.input": "a call's arguments are args",
+    "TestExpectShape.decision": "the expected outcome is effect: allow | deny | halt | "
+                                "require_approval",
+    "TestExpectShape.result": "the expected outcome is effect: allow | deny | halt | "
+                              "require_approval",
+    "TestExpectShape.allow": "the expected outcome is effect: allow",
 }
 """Fields people bring from Kubernetes admission policies, Rego and other engines."""
 
@@ -481,8 +494,10 @@ def _field_hint(key: str, owner: type[Shape] | None, above: type[Shape] | None,
     """For an unknown field: "did you mean", then what another engine's field is called
     here, then whether it is a field one level in or out (YAML indentation moved it)."""
     known = field_names(owner) if owner else ()
-    if key in _FOREIGN_FIELDS and key not in known:
-        return f" ({_FOREIGN_FIELDS[key]})"
+    foreign = _FOREIGN_FIELDS.get(f"{owner.__name__}.{key}" if owner else key) \
+        or _FOREIGN_FIELDS.get(key)
+    if foreign and key not in known:
+        return f" ({foreign})"
     if owner is None:
         return _suggest(key, known)
     for name, f in owner.model_fields.items():
