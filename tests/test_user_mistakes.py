@@ -775,3 +775,22 @@ def test_a_principal_file_that_is_not_an_object_is_bad_usage(tmp_path: Path) -> 
     given.write_text("[1, 2]")
     proc = run("check", root, "--principal", given)
     assert proc.returncode == 2 and "a principal is an object" in proc.stderr
+
+
+def test_a_library_param_the_calling_policy_lacks(tmp_path: Path) -> None:
+    """A Library function reads params.internal_domains; a policy in another file calls it
+    without `uses: [corp]`, so its params lack the key and every call fails."""
+    library = ("apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: corp}\nspec:\n"
+               "  params: {internal_domains: [example.com]}\n  functions:\n"
+               "    - name: internal\n      params: [{name: a, type: string}]\n"
+               "      expression: 'params.internal_domains.exists(d, a.endsWith(\"@\" + d))'\n")
+    root = write(tmp_path, {"corp": library,
+                            "uses": policy("p", "uses: [corp]\n" + rule("!corp.internal(args.to)")),
+                            "forgets": policy("p", rule("!corp.internal(args.to)"))})
+    proc = run("check", root)
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 1
+    assert len(out) == 2 and out[0].startswith("forgets.yaml:8:")
+    assert ("error: policy forgets: rules.r.when: 'params.internal_domains' does not exist "
+            "(params is empty); it is read inside a library function this expression calls"
+            ) in out[0]

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from guardrails.engine.policy import CompiledPolicy
-from guardrails.engine.typecheck import args_type, typecheck
+from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
 from guardrails.expr.typechecker import call_name, pattern_argument, suggest
 from guardrails.expr.types import Type
@@ -233,8 +233,7 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
     for f in typecheck(policy, typed, closed_params=True, principal=principal):
-        findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
-                            f"policy {policy.name}: {f.element}: {f.message}"))
+        findings.append(_type_finding(policy, f))
 
     def undeclared(names: Iterable[str], what: str, at: Position) -> None:
         for name in names:
@@ -253,6 +252,19 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
                policy.position)
     undeclared(sorted(policy.inject), "secrets.inject sets argument", policy.position)
     return findings
+
+
+def _type_finding(policy: CompiledPolicy, f: TypeFinding) -> Finding:
+    message = f.message
+    found = re.match(r"'(params(?:\.\w+)+)' does not exist", message)
+    if found:
+        sources = {element: e.source for element, e, _ in policy.expressions()}
+        if found[1] not in sources.get(f.element, found[1]):
+            message += ("; it is read inside a library function this expression calls: a "
+                        "Library's params reach the policies that name it in spec.uses (or "
+                        "share its file)")
+    return _at(f.position, "error" if f.severity == "error" else "warning",
+               f"policy {policy.name}: {f.element}: {message}")
 
 
 def _no_param(missing: Sequence[str], name: str) -> str:
@@ -370,8 +382,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
     seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
     for policy in compiled:
         for f in typecheck(policy, closed_params=True, principal=principal):
-            findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
-                                f"policy {policy.name}: {f.element}: {f.message}"))
+            findings.append(_type_finding(policy, f))
         key = (policy.position.file, policy.position.line)
         if key in seen:
             continue
