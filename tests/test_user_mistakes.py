@@ -794,3 +794,12 @@ def test_a_library_param_the_calling_policy_lacks(tmp_path: Path) -> None:
     assert ("error: policy forgets: rules.r.when: 'params.internal_domains' does not exist "
             "(params is empty); it is read inside a library function this expression calls"
             ) in out[0]
+
+
+def test_guardrails_expr_points_a_missing_key_at_the_close_one() -> None:
+    proc = run("expr", "args.Amount > 5", "--args", '{"amount": 3}')
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("guardrails expr: evaluation error: no such key: Amount "
+                                   "(--args has 'amount': did you mean it?)")
+    proc = run("expr", "principal.role == \"admin\"", "--principal", '{"roles": ["admin"]}')
+    assert proc.returncode == 1 and "(--principal has 'roles': did you mean it?)" in proc.stderr

@@ -471,6 +471,26 @@ def _read_data_file(flag: str, path: str) -> Any:
 # --- expr ----------------------------------------------------------------------------
 
 
+def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
+    """`` (--args has 'amount')`` for ``no such key: Amount``."""
+    import difflib
+    import re
+
+    found = re.search(r"no such key: (\S+)", error)
+    if found is None:
+        return ""
+    key = found[1]
+    for flag, value in data.items():
+        if isinstance(value, Mapping):
+            keys = [str(k) for k in value]
+            lowered = {k.lower(): k for k in keys}
+            close = [lowered[key.lower()]] if key.lower() in lowered else \
+                difflib.get_close_matches(key, keys, n=1)
+            if close and close[0] != key:
+                return f" (--{flag} has '{close[0]}': did you mean it?)"
+    return ""
+
+
 def _expr(args: argparse.Namespace, out: TextIO) -> int:
     """One expression, evaluated by the production engine as a policy variable.
 
@@ -515,6 +535,9 @@ def _expr(args: argparse.Namespace, out: TextIO) -> int:
         if step["element"] == "variables.value":
             if "error" in step:
                 error = str(step["error"]).removeprefix("variable value: ")
+                error += _missing_key_hint(error, {"args": call.get("args"),
+                                                   "principal": call.get("principal"),
+                                                   "params": params})
                 print(f"guardrails expr: evaluation error: {error}", file=sys.stderr)
                 return PROBLEMS
             _dump(step["value"], out)
