@@ -112,6 +112,8 @@ class CompiledPolicy:
     binding: str | None = None
     """The ``PolicyBinding`` this instance comes from; None for a policy applied as written."""
     counters: tuple[CompiledCounter, ...] = ()
+    tool_positions: tuple[Position, ...] = ()
+    """Of each glob in ``tools`` (for lint findings)."""
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_programs: Mapping[str, Program] = field(init=False, repr=False, compare=False)
     """Each variable's program by name: what a call's ``Variables`` evaluates."""
