@@ -599,3 +599,37 @@ async def test_a_reload_dropping_a_pattern_while_a_call_runs_does_not_unredact_i
                              stream=stream), reload_and_inject())
     [result] = [result_text(r) for r in reader.tool_results()]
     assert result == "later: card [REDACTED:card]"
+
+
+# -- promise 5: two agents, each with its own guard, one session -------------------------
+
+
+@STREAMING
+async def test_agents_with_guards_of_their_own_sharing_a_session_scrub_each_others_values(
+        tmp_path: Path, stream: bool) -> None:
+    """Finding (promise 5, a second guard sharing state): two agents, each with a guard of
+    its own, run one after the other on one session. The first agent's guard injected the
+    key, which its tool stashed; the second agent's tool returned the stash, and its guard,
+    which never injected the key, gave it to the second agent's model, the response and
+    the session raw. Fixed: the guards that injected a value into a session's calls are
+    known to the session (in this process), and every guard scrubs what they injected
+    from the output of that session's calls."""
+    session = AgentSession()
+    first = ScriptedChatClient([[call("call_api", endpoint="https://api.example")],
+                                [text("done")]])
+    await run(agent_with(first, [call_api], guard(load_text(tmp_path, INJECTING, "a.yaml"))),
+              "call", stream=stream, session=session)
+    second = ScriptedChatClient([[call("read_stash", text="kept")],
+                                 [call("explode_now", text="boom")], [text("done")]])
+    second.function_invocation_configuration.update(  # type: ignore[typeddict-item]
+        include_detailed_errors=True)
+    response = await run(agent_with(second, [read_stash, explode_now], guard(load_text(
+        tmp_path, PLAIN.replace('"read_stash", ', '"read_stash", "explode_now", '),
+        "b.yaml"))), "read", stream=stream, session=session)
+    assert STASH == [SECRET]
+    results = [result_text(r) for r in second.tool_results()]
+    assert results[-2] == "kept: [REDACTED]"  # (the first agent's result is in the session)
+    assert "boom failed with [REDACTED]" in results[-1]
+    assert SECRET not in repr(results)
+    assert SECRET not in repr(session.state)
+    assert SECRET not in response.text

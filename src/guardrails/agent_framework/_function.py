@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
@@ -149,6 +150,33 @@ _CALLERS: contextvars.ContextVar[tuple[GuardFunctionMiddleware, ...]] = contextv
 (``agent.as_tool()``) with a guard of its own runs inside its caller's tool. What the
 sub-agent's guard injects is remembered by each of them too (before the tool gets it):
 the sub-agent's tool may leave it where a later tool of the caller's returns it."""
+
+_SESSION_GUARDS: weakref.WeakKeyDictionary[AgentSession, weakref.WeakSet[GuardFunctionMiddleware]] = (
+    weakref.WeakKeyDictionary())
+"""Per session (the object, in this process), the guards that injected a value into one of
+its calls: two agents with guards of their own may share a session, and a tool of one may
+leave a key where a tool of the other returns it. Every guard scrubs the output of a
+session's calls with these guards' memories too (a session restored from its saved state
+is another object: it starts with none)."""
+_SESSION_LOCK = threading.Lock()
+
+
+def _injected_in(session: AgentSession, guard: GuardFunctionMiddleware) -> None:
+    with _SESSION_LOCK:
+        guards = _SESSION_GUARDS.get(session)
+        if guards is None:
+            guards = _SESSION_GUARDS[session] = weakref.WeakSet()
+        guards.add(guard)
+
+
+def _others_in(session: AgentSession | None,
+               guard: GuardFunctionMiddleware) -> tuple[GuardFunctionMiddleware, ...]:
+    """The other guards that injected a value into ``session``'s calls (usually none)."""
+    if session is None or not _SESSION_GUARDS:
+        return ()
+    with _SESSION_LOCK:
+        guards = _SESSION_GUARDS.get(session)
+        return () if guards is None else tuple(g for g in guards if g is not guard)
 
 
 class _Plan(NamedTuple):
@@ -590,6 +618,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             injected: dict[str, str] = {}
             try:
                 injected = self._injections(plan.policies, decision)
+                if injected and context.session is not None:
+                    _injected_in(context.session, self)
                 running = self._running(context, plan, injected)
                 context.arguments = running
                 _private.record_argument_snapshot(
@@ -706,6 +736,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if self._memory is not memory:
                 memory = self._memory
                 current = _both(fresh(), call_scrub)
+            others = _others_in(context.session, self)
+            if others:  # another agent's guard injected into this session's calls
+                return _both(current, _memories_of(others))
             return current
 
         def scrub(text: str) -> str:
@@ -932,6 +965,17 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _memories_of(guards: Sequence[GuardFunctionMiddleware]) -> Callable[[str], str]:
+    """A scrub by each guard's memory of injected values as it is now."""
+
+    def scrub(text: str) -> str:
+        for guard in guards:
+            text = guard._memory(text)
+        return text
+
+    return scrub
 
 
 def _both(first: Callable[[str], str], then: Callable[[str], str]) -> Callable[[str], str]:
