@@ -32,7 +32,6 @@ from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
-    MAX_MATCHES,
     METER,
     cost_of,
     extra_cost,
@@ -513,8 +512,10 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
             try:
                 r, work = reports(*values)
             except MatchBoundExceeded:
-                # Over its bound of matches: charged the bound.
-                charge(a, match_units(a.vars.get(METER), MAX_MATCHES))
+                # Over its bound of matches: the call is over its cost bound (an input
+                # error of the whole call, whatever the policies' failurePolicy), as if
+                # it had run out of the budget; the error keeps its own text.
+                a.budget = -1
                 raise
             charge(a, match_units(a.vars.get(METER), work))
         else:

@@ -40,7 +40,6 @@ from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
-    MAX_MATCHES,
     METER,
     SCAN_COST,
     Limits,
@@ -579,8 +578,11 @@ class _Gen:
             self.emit(f"    {t}, {work} = {self.const(reports)}({', '.join(parts)})")
             self.emit("except _MatchBound:")
             with self.indent():
-                # Over its bound of matches: charged the bound.
-                self.charge(f"_match_units(b.get(_METER), {self.const(MAX_MATCHES)})")
+                # Over its bound of matches: the call is over its cost bound (an input
+                # error of the whole call, whatever the policies' failurePolicy),
+                # as if it had run out of the budget; the error keeps its own text.
+                self.budget = True
+                self.emit(f"{self.bud} = -1")
                 self.emit("raise")
             self.charge(f"_match_units(b.get(_METER), {work})")
         else:
