@@ -381,3 +381,32 @@ async def test_the_sweeps_attacks_are_stopped_in_the_real_loop(tmp_path: Path, k
     assert entry["effect"] == "deny"
     decision = policies.evaluate("submit", {"token": secret, **_loop_inputs(kind)})
     assert over_budget(decision)
+
+
+DIFFERENTIAL = [
+    "args.a == args.b", "args.a < args.b", "args.m == args.n", "args.m != args.n",
+    "optional.of(args.m) == optional.of(args.n)", "[args.m] == [args.n]",
+    "args.l.all(x, x == args.l[0])", "args.l.exists(x, [x, x + 1, x * 2].size() == 9)",
+    "string(bytes(args.a)) == args.a", "double(args.d) > 0.0", "int(args.i) > 0",
+    "duration(args.dur) > duration('0s')", "math.greatest(args.l) > 0",
+    "args.a.startsWith(args.b)", "args.a.endsWith('x')", "0 in args.map", "true in args.map",
+    "args.map[?1].hasValue()", "args.l.max() > 0", "sets.contains(args.l, args.l)",
+    "[args.m].flatten(2).size() >= 0", "args.m.distinct().size() > 0",
+    "'%s %s'.format([args.m, args.a]) != ''", "args.a.findAll('a').size() >= 0",
+    "regex.replace(args.a, 'a', '\\\\0-') != ''", "credentials.found(args.a)",
+    "domains.lookalike('example.com', args.names)", "strings.quote(args.u) != ''",
+]
+
+
+@pytest.mark.parametrize("size", [1, 40, 700])
+@pytest.mark.parametrize("source", DIFFERENTIAL)
+def test_both_backends_charge_every_function_alike(source: str, size: int) -> None:
+    """What a call is charged is the policies' and the call's, never the backend's."""
+    args = {
+        "a": "a" * size, "b": "a" * size, "u": "é\ud800" * size, "d": "1" * min(size, 300),
+        "i": "7" * min(size, 18), "dur": "1h" * min(size, 50),
+        "m": [[i, str(i)] for i in range(size)], "n": [[i, str(i)] for i in range(size)],
+        "l": list(range(1, size + 1)), "map": {f"k{i}": i for i in range(size)},
+        "names": ["exámple.com"] * size,
+    }
+    assert spent(source, args, "closures") == spent(source, args, "compiled")
