@@ -243,6 +243,22 @@ def test_regex_matches_are_charged_and_bounded_per_call(backend: str, body: str)
 
 
 @BACKENDS
+def test_a_list_looked_for_in_lists_is_charged_by_what_each_comparison_reads(
+        backend: str) -> None:
+    """``x in l`` for a list ``x`` of 3,000 numbers and ``l`` holding one such list, in a
+    loop: 0.39 s, charged 40 units a look; ``sets.contains([m], [x])`` alike."""
+    args = {"x": [*range(2_999), -1], "m": [list(range(3_000))]}
+    units = spent("args.x in args.m", args, backend)
+    assert units is not None and units >= 40 * 3_000
+    units = spent("sets.contains(args.m, [args.x])", args, backend)
+    assert units is not None and units >= 40 * 3_000
+    assert spent("args.l.all(x, !(args.x in args.m))", {"l": list(range(2_000)), **args},
+                 backend) is None
+    # Elements of another size are unequal without reading them.
+    assert spent("args.x in args.m", {"x": [1], "m": [list(range(3_000))]}, backend) == 40
+
+
+@BACKENDS
 def test_lookups_of_keys_python_merges_are_charged(backend: str) -> None:
     """``0 in m`` scanned every key of the map for a non-bool 0: 0.35 s in a loop."""
     wide = {"m": {f"k{i}": 1 for i in range(4_000)}}
@@ -395,6 +411,7 @@ DIFFERENTIAL = [
     "'%s %s'.format([args.m, args.a]) != ''", "args.a.findAll('a').size() >= 0",
     "regex.replace(args.a, 'a', '\\\\0-') != ''", "credentials.found(args.a)",
     "domains.lookalike('example.com', args.names)", "strings.quote(args.u) != ''",
+    "args.m[0] in args.n", "[args.a] in [args.m, [args.b]]", "sets.intersects(args.m, args.n)",
 ]
 
 

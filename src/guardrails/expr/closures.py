@@ -30,8 +30,6 @@ from guardrails.expr.checker import (
 )
 from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
-    IN_COMPARE_COST,
-    IN_SCAN_COST,
     METER,
     cost_of,
     extra_cost,
@@ -293,7 +291,7 @@ class _Closures:
         def in_list(a: Activation) -> bool:
             v, c = item(a), container(a)
             if type(c) is list:  # read element by element: charged (limits.IN_SCAN_COST)
-                charge(a, (IN_SCAN_COST if type(v) is str else IN_COMPARE_COST) * len(c))
+                charge(a, std.membership_cost(v, c))
             elif type(v) is not str:
                 charge(a, std.lookup_cost(c, v))
             return std.in_(v, c)
