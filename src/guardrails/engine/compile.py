@@ -36,6 +36,7 @@ from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
 from guardrails.expr import ExpressionError, Program, compile_expression, generate_pending
 from guardrails.expr import ast as cel
+from guardrails.expr.codegen import fused_rules
 from guardrails.expr.compiler import compile_ast
 from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
@@ -291,6 +292,8 @@ class _Compiler:
             results=p.results,
             agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
             counters=counters,
+            fused=fused_rules([r.when.program for r in rules],
+                              [r.message_expression is not None for r in rules]),
         )
         # Type errors knowable without tool schemas (literals, params, the engine's own
         # names) stop the load; warnings need schemas and are `guardrails check`'s job.

@@ -46,6 +46,7 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError, generate_pending
+from guardrails.expr.codegen import FusedRun, Hit
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
 from guardrails.expr.values import Variables, error_message
@@ -481,11 +482,12 @@ Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
 Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
-                   dict[int, FiredRule]], ...]
+                   dict[int, FiredRule], FusedRun | None], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
-function and its rules' functions, looked up once per tool instead of once per call, and
-the records of its rules with a static message that fired when there was nothing to
-scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
+function and its rules' functions, looked up once per tool instead of once per call, the
+records of its rules with a static message that fired when there was nothing to scrub,
+by ``id(rule)`` (a record is immutable: every later such call shares it), and all its
+rules as one function (``CompiledPolicy.fused``) when it has one."""
 
 
 @dataclass(frozen=True)
@@ -543,7 +545,8 @@ class Candidates:
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r) for r in p.rules), {})
+                          tuple((r.when.program.evaluate, r) for r in p.rules), {},
+                          None if p.fused is None else p.fused.run)
                          for p in ps)
         object.__setattr__(self, "plan", plan)
 
@@ -701,7 +704,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when, _, _ = entry
+            policy, when, _, _, _ = entry
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
@@ -724,7 +727,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # path's per-policy copies hold the same entries).
     bindings = base
     bindings["args"] = args
-    for policy, _, rules, statics in matched:
+    for policy, _, rules, statics, fused in matched:
         bindings["params"] = policy.params
         if policy.variables:
             variables = Variables(policy.variable_programs)
@@ -733,25 +736,20 @@ def decide(call: Call, candidates: Candidates, revision: str,
         else:
             bindings["variables"] = _NO_VARIABLES
         acted: list[Action] = []
-        for run, rule in rules:
-            try:
-                value = run(bindings)
-                if value is False:
-                    continue
-                if value is not True:
-                    raise CelError(f"when returned {_cel_type_name(value)}, not bool")
-            except Exception as exc:
-                hit = _failed_rule(policy, rule, exc, scrub, errors, None)
-                if hit is None:
-                    continue
-            else:
-                hit = statics.get(id(rule)) if clean else None
-                if hit is None:
-                    hit = _fired_rule(policy, rule, bindings, scrub, errors)
-                    if clean and rule.message_expression is None:
-                        statics[id(rule)] = hit
-            fired.append(hit)
-            acted.append(hit.action)
+        if fused is not None:
+            # All the rules in one call; the common result, nothing fired, is None.
+            hits = fused(bindings, meter, 0)
+            while hits is not None:
+                _take_hits(policy, rules, hits, statics, clean, bindings, scrub, errors, fired,
+                           acted)
+                i, value, exc = hits[-1]
+                # Stopped after a rule with a messageExpression (evaluated just now, on the
+                # meter, before the next rule runs): the rest from the next rule on.
+                hits = fused(bindings, meter, i + 1) if (
+                    value is True and exc is None and i + 1 < len(rules)
+                    and rules[i][1].message_expression is not None) else None
+        else:
+            _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action) if acted else (
                 policy.default_action)
@@ -766,6 +764,65 @@ def decide(call: Call, candidates: Candidates, revision: str,
                      candidates.policy_names if len(policies) == len(plan)
                      else tuple([p.name for p in policies]), revision,
                      candidates.secret_names, scrub, ())
+
+
+def _take_hits(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ...],
+               hits: list[Hit], statics: dict[int, FiredRule], clean: bool,
+               bindings: Mapping[str, Any], scrub: Scrubber, errors: list[EvaluationError],
+               fired: list[FiredRule], acted: list[Action]) -> None:
+    """The rules a fused function found not false, in order, as ``_each_rule`` takes
+    each rule's result: fired (a message evaluated), failed, or not a bool (failed)."""
+    for i, value, exc in hits:
+        rule = rules[i][1]
+        if exc is None and value is True:
+            hit = statics.get(id(rule)) if clean else None
+            if hit is None:
+                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                if clean and rule.message_expression is None:
+                    statics[id(rule)] = hit
+        else:
+            if exc is None:
+                exc = _not_bool(value)
+            failed = _failed_rule(policy, rule, exc, scrub, errors, None)
+            if failed is None:
+                continue
+            hit = failed
+        fired.append(hit)
+        acted.append(hit.action)
+
+
+def _not_bool(value: Any) -> Exception:
+    """The error of a rule whose ``when`` produced ``value``, not a bool."""
+    try:
+        raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+    except Exception as exc:  # as the rule-by-rule loop catches it
+        return exc
+
+
+def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ...],
+               statics: dict[int, FiredRule], clean: bool, bindings: Mapping[str, Any],
+               scrub: Scrubber, errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
+    """A policy's rules one by one, for a policy without a fused function."""
+    for run, rule in rules:
+        try:
+            value = run(bindings)
+            if value is False:
+                continue
+            if value is not True:
+                raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+        except Exception as exc:
+            hit = _failed_rule(policy, rule, exc, scrub, errors, None)
+            if hit is None:
+                continue
+        else:
+            hit = statics.get(id(rule)) if clean else None
+            if hit is None:
+                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                if clean and rule.message_expression is None:
+                    statics[id(rule)] = hit
+        fired.append(hit)
+        acted.append(hit.action)
 
 
 def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from guardrails.engine.decision import Action, AppliedRepair, Effect
 from guardrails.expr import Program
+from guardrails.expr.codegen import FusedRules
 from guardrails.model.source import Expression, Position
 
 Mode = Literal["enforce", "audit"]
@@ -112,6 +113,9 @@ class CompiledPolicy:
     binding: str | None = None
     """The ``PolicyBinding`` this instance comes from; None for a policy applied as written."""
     counters: tuple[CompiledCounter, ...] = ()
+    fused: FusedRules | None = field(default=None, repr=False, compare=False)
+    """All its rule conditions as one generated function (``codegen.fused_rules``), for
+    the engine's short path; None when they are not generated code."""
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_programs: Mapping[str, Program] = field(init=False, repr=False, compare=False)
     """Each variable's program by name: what a call's ``Variables`` evaluates."""
