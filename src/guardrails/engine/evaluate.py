@@ -410,6 +410,8 @@ def timestamp(value: Any, what: str) -> datetime.datetime:
 
 
 _NO_VARIABLES = Variables({})
+_ALLOW = Effect.ALLOW
+_new = object.__new__
 
 
 def _cel_error(e: Exception) -> CelError:
@@ -482,12 +484,15 @@ Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
 Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
-                   dict[int, FiredRule], FusedRun | None], ...]
+                   dict[int, FiredRule], FusedRun | None, Mapping[str, Any],
+                   Mapping[str, Any] | None, bool, Effect], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
 function and its rules' functions, looked up once per tool instead of once per call, the
 records of its rules with a static message that fired when there was nothing to scrub,
-by ``id(rule)`` (a record is immutable: every later such call shares it), and all its
-rules as one function (``CompiledPolicy.fused``) when it has one."""
+by ``id(rule)`` (a record is immutable: every later such call shares it), all its
+rules as one function (``CompiledPolicy.fused``) when it has one, and what the rules
+step reads of the policy: its params, its variables' programs (None without variables),
+whether it enforces (not audit) and its default action."""
 
 
 @dataclass(frozen=True)
@@ -546,7 +551,9 @@ class Candidates:
             generate_pending()  # the functions looked up below are the generated ones
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
                           tuple((r.when.program.evaluate, r) for r in p.rules), {},
-                          None if p.fused is None else p.fused.run)
+                          None if p.fused is None else p.fused.run, p.params,
+                          p.variable_programs if p.variables else None, not p.audit,
+                          p.default_action)
                          for p in ps)
         object.__setattr__(self, "plan", plan)
 
@@ -671,7 +678,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
     """
     plan = candidates.plan
     assert plan is not None
-    meter = Meter(max_cost, candidates.free_patterns)
+    meter = _new(Meter)  # ``Meter(max_cost, candidates.free_patterns)`` without the call
+    meter.left = max_cost
+    meter.free = candidates.free_patterns
+    meter.seen = None
     raw_args = call.args
     args: dict[str, Any] = dict(raw_args)
     names = candidates.names
@@ -688,7 +698,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     fired: list[FiredRule] = []
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
-    effect = Effect.ALLOW
+    effect = _ALLOW
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
@@ -704,7 +714,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when, _, _, _ = entry
+            policy, when = entry[0], entry[1]
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
@@ -727,10 +737,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # path's per-policy copies hold the same entries).
     bindings = base
     bindings["args"] = args
-    for policy, _, rules, statics, fused in matched:
-        bindings["params"] = policy.params
-        if policy.variables:
-            variables = Variables(policy.variable_programs)
+    for policy, _, rules, statics, fused, params, programs, enforce, default in matched:
+        bindings["params"] = params
+        if programs is not None:
+            variables = Variables(programs)
             variables.bindings = bindings
             bindings["variables"] = variables
         else:
@@ -750,10 +760,9 @@ def decide(call: Call, candidates: Candidates, revision: str,
                     and rules[i][1].message_expression is not None) else None
         else:
             _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
-        if not policy.audit:
-            result = _policy_effect(acted, policy.default_action) if acted else (
-                policy.default_action)
-            if _SEVERITY[result] > _SEVERITY[effect]:
+        if enforce:
+            result = _policy_effect(acted, default) if acted else default
+            if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
     if meter.left < 0:
