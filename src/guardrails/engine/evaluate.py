@@ -728,8 +728,9 @@ def decide(call: Call, candidates: Candidates, revision: str,
         base["args"] = args
         base["variables"] = {}
         _repair(policies, base, args, None, {}, scrub, errors, repairs)
-        if repairs and any(name in candidates.secret_names for r in repairs if not r.audit
-                           for name in r.set):
+        if repairs and candidates.secret_names and any(
+                name in candidates.secret_names for r in repairs if not r.audit
+                for name in r.set):
             scrub = candidates.scrubber(known_secrets, raw_args, args)
 
     # 3. rules. Matching and repairs are done: ``base`` itself becomes each policy's
