@@ -280,7 +280,10 @@ def decision_record(
 
 
 def _has_audit(decision: Decision) -> bool:
-    return any(r.audit for r in decision.rules) or any(r.audit for r in decision.repairs)
+    # (Most decisions fire no rule and apply no repair: no generator for an empty tuple.)
+    rules, repairs = decision.rules, decision.repairs
+    return bool((rules and any(r.audit for r in rules))
+                or (repairs and any(r.audit for r in repairs)))
 
 
 def _rule_names(decision: Decision) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -25,7 +26,7 @@ def as_mapping(arguments: Any) -> dict[str, Any] | None:
     """A fresh dict of the call's arguments, or None when they are not a mapping at all."""
     if arguments is None:
         return {}
-    if isinstance(arguments, Mapping):
+    if type(arguments) is dict or isinstance(arguments, Mapping):
         return dict(arguments)
     dump = getattr(arguments, "model_dump", None)
     if callable(dump):
@@ -152,7 +153,9 @@ def same_json(left: Any, right: Any) -> bool:
     if kind is str:
         return type(right) is str and left == right
     if kind is dict or (kind is not list and isinstance(left, Mapping)):
-        if not (type(right) is dict or isinstance(right, Mapping)) or len(left) != len(right):
+        other_kind = type(right)  # a decision's arguments: a read-only view
+        if not (other_kind is dict or other_kind is MappingProxyType
+                or isinstance(right, Mapping)) or len(left) != len(right):
             return False
         for k, v in left.items():
             if k not in right:

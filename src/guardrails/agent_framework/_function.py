@@ -57,6 +57,7 @@ from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import (
     HISTORY_LIMIT,
     history_of,
+    plain_entry,
     record,
     redacted,
     set_result,
@@ -68,6 +69,7 @@ from guardrails.agent_framework._secrets import (
     Scrubber,
     SecretProvider,
     SecretUnavailable,
+    plain_result,
     scrub_host_payload,
     scrub_result,
     scrubbed_abort,
@@ -75,6 +77,7 @@ from guardrails.agent_framework._secrets import (
     scrubbed_failure,
     scrubbed_user_input_request,
     sensitive_telemetry_enabled,
+    unchanged,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
@@ -169,6 +172,10 @@ class _Plan(NamedTuple):
     later pass (validation, the snapshot, history) reads them."""
     aliases: tuple[str, ...] = ()
     """The other names the tool answers to (``tool_aliases``), looked up once per call."""
+    quiet: bool = False
+    """Nothing this call knows is secret: no secret argument, no value the guard injected,
+    no redact pattern in the set. Every scrub of it leaves a text as it is (as a plain
+    ``str``), so the guard skips scrubbing where the result would be the same."""
 
 
 class _Settled(NamedTuple):
@@ -237,7 +244,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         first = policies.current
-        self._memory = Scrubber((), first.redact)
+        self._memory = Scrubber((), _patterns(first))
+        self._quiet_memory: Scrubber | None = self._memory if _patterns(first) is None else None
+        """The memory scrubber when it knows no value and the set no redact pattern: it
+        changes no text, so a call with no secret of its own scrubs nothing (``_Plan.quiet``)."""
         # Per revision and set of matched policies, what they inject.
         self._injects: dict[tuple[str, tuple[str, ...]],
                             tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
@@ -264,7 +274,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             try:
                 plan = await self._plan(context)
                 if call_id is not None:
-                    if plan.decision.scrub(call_id) != call_id:
+                    # (A quiet call knows no secret: its decision leaves every text as it is.)
+                    if not plan.quiet and plan.decision.scrub(call_id) != call_id:
                         # The model chose a call id holding a secret: the framework's own
                         # execute_tool span and logs would carry it, so the call does not run.
                         self._release(plan.decision)
@@ -283,7 +294,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         policies = self._policies.current  # once: the whole call uses this set
-        self._for_set(policies)
+        if policies is not self._cached_for:
+            self._for_set(policies)
         memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
@@ -359,16 +371,18 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         effect = decision.effect
         if effect is Effect.REQUIRE_APPROVAL and replay:
             effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
-        over_bounds = any(e.element == "input" for e in decision.errors)
+        over_bounds = bool(decision.errors) and any(e.element == "input"
+                                                    for e in decision.errors)
         if over_bounds and effect not in _BLOCKING:
             # Inputs over the bounds (or not JSON) never run, whatever the policies'
             # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
             # to read (``Ignore`` only skips the policy's own rules).
             effect = Effect.DENY
         # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
+        quiet = memory is self._quiet_memory and not secret_names
         return _Plan(policies, decision, effect, entry, arguments, secret_names,
                      approval_id, replay, run, validated, invalid, deferred, over_bounds,
-                     aliases)
+                     aliases, quiet)
 
     async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
@@ -458,9 +472,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                   decision: Decision, policies: PolicySet) -> dict[str, Any] | None:
         injected = self._injected_names(policies, decision)
         validated = _private.prepare_arguments(
-            context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)})
-        return None if validated is None else self._without_injected(policies, validated,
-                                                                     decision)
+            context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)} if injected
+            else candidate)
+        if validated is None or not injected:
+            return validated
+        return {k: v for k, v in validated.items() if k not in injected}
 
     def _without_injected(self, policies: PolicySet, arguments: dict[str, Any],
                           decision: Decision) -> dict[str, Any]:
@@ -511,7 +527,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         """A reload swapped the set: the memory of injected values takes its redact
         patterns (the values themselves are never forgotten)."""
         if policies is not self._cached_for:
-            self._memory = Scrubber(tuple(self._injected), policies.redact)
+            redact = _patterns(policies)
+            self._memory = Scrubber(tuple(self._injected), redact)
+            self._quiet_memory = self._memory if redact is None and not self._injected else None
             self._cached_for = policies
 
     def _release(self, decision: Decision) -> None:
@@ -544,7 +562,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
-        self._for_set(plan.policies)
+        if plan.policies is not self._cached_for:
+            self._for_set(plan.policies)
         if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
             self._release(decision)
             # The tool's validation refused the arguments: the call cannot run, and the model
@@ -577,7 +596,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
-            await self._run_tool(context, call_next, scrub, plan.run)
+            await self._run_tool(context, call_next, scrub, plan.run,
+                                 lambda: self._scrubber(plan, injected.values()))
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -633,12 +653,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _run_tool(self, context: FunctionInvocationContext,
                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                        run: RunState | None) -> None:
+                        run: RunState | None, fresh: Callable[[], Scrubber]) -> None:
         """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
         halted this run too: the call ends with the halt, whatever the tool made of it
         (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
         try:
-            await self._call_tool(context, call_next, scrub)
+            await self._call_tool(context, call_next, scrub, fresh)
         except Exception:
             if run is None or not run.halted:
                 raise
@@ -648,11 +668,20 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
 
     async def _call_tool(self, context: FunctionInvocationContext,
-                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber) -> None:
+                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
+                         fresh: Callable[[], Scrubber]) -> None:
         token = CURRENT_SCRUBBER.set(scrub)
+        memory = self._memory
         failure: BaseException | None = None
         try:
-            await call_next()
+            try:
+                await call_next()
+            finally:
+                if self._memory is not memory:
+                    # A sibling call of the batch injected a value while this tool ran, and
+                    # the tool may return it: its result is scrubbed by the memory as it is
+                    # now (the scrubber made before the tool ran did not know the value).
+                    scrub = fresh()
         except MiddlewareFailure as exc:
             # Fatal and never converted by the framework: it reaches the host's logs as is.
             # Our own halt carries names only and must keep its identity for the boundary.
@@ -685,7 +714,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
-        context.result = scrub_result(context.result, scrub)
+        # The quiet memory changes no text: the result is still rebuilt of plain types.
+        if scrub is self._quiet_memory:
+            plain = plain_result(context.result)
+            context.result = plain if plain is not None else scrub_result(context.result,
+                                                                          unchanged)
+        else:
+            context.result = scrub_result(context.result, scrub)
 
     @staticmethod
     def _running(context: FunctionInvocationContext, plan: _Plan,
@@ -737,6 +772,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     "one could let it leak; build a new guard()")
             self._injected[value] = None
             self._injected_chars += len(value)
+            self._quiet_memory = None  # (the memory below knows a value now)
             if self._memory.top_layer_size >= _MEMORY_LAYER:
                 self._memory = self._memory.with_values([value])  # a new layer on top
             else:
@@ -779,8 +815,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.over_bounds:  # nothing of arguments over the bounds is read again
             args, truncated = {}, True
         else:
-            args, truncated = redacted(plan.arguments, plan.secret_names, scrub,
-                                       names=self._scrubbed_names(scrub))
+            # The quiet memory changes no text: the walk keeps every text as it is (as the
+            # scrubber would), without a scrubber call per text.
+            quiet = scrub is self._quiet_memory and not plan.secret_names
+            kept = plain_entry(plan.arguments) if quiet else None
+            if kept is None:
+                kept = redacted(plan.arguments, plan.secret_names, unchanged if quiet else scrub,
+                                names=None if quiet else self._scrubbed_names(scrub))
+            args, truncated = kept
         return record(history, tool, args, effect, self._history_limit, truncated=truncated,
                       trusted=self.trusted(tool, plan.aliases))
 
@@ -835,6 +877,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _patterns(policies: PolicySet) -> Callable[[str], str] | None:
+    """The set's redact patterns, as the guard's memory of injected values applies them;
+    None when the set has none (the memory then makes no call for them)."""
+    return policies.redact if any(p.redact for p in policies.policies) else None
 
 
 def _trust_labels(labels: TrustLabels) -> tuple[tuple[str, bool], ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_framework import Content
@@ -25,8 +25,8 @@ from guardrails.agent_framework._state import RunState
 from guardrails.engine.decision import REDACTED
 from guardrails.engine.evaluate import NODE_COST
 
-__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "history_of", "record",
-           "redacted", "result_text", "set_result"]
+__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "history_of", "plain_entry",
+           "record", "redacted", "result_text", "set_result"]
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
@@ -61,7 +61,7 @@ class _Left:
 
 
 def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
-             scrub: Scrubber, limit: int = HISTORY_ENTRY_BYTES,
+             scrub: Scrubber | Callable[[str], str], limit: int = HISTORY_ENTRY_BYTES,
              names: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
     """The arguments as history keeps them, and whether some were left out for size.
 
@@ -102,7 +102,38 @@ def redacted(arguments: Mapping[str, Any], secret_names: frozenset[str],
     return out, left.bytes < 0
 
 
-def _kept(value: Any, scrub: Scrubber, left: _Left) -> Any:
+def plain_entry(arguments: Mapping[str, Any],
+                limit: int = HISTORY_ENTRY_BYTES) -> tuple[dict[str, Any], bool] | None:
+    """``redacted(arguments, frozenset(), unchanged, limit)`` for the common call of a
+    call with nothing secret (``_secrets.unchanged``): an exact ``dict`` of ``str`` names
+    and scalar values (``str``, ``int``, ``bool``, ``None``, a float that is not NaN), the
+    same entry and the same size accounting in one loop without a call per value. None for
+    anything else: the caller takes ``redacted``. (tests/test_af_quiet.py compares them.)"""
+    if type(arguments) is not dict:
+        return None
+    left = limit
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        if type(k) is not str:
+            return None
+        left -= NODE_COST + len(k)
+        if left < 0:
+            break
+        kind = type(v)
+        if kind is str:
+            left -= NODE_COST
+            if left >= 0:
+                left -= len(v)
+            out[k] = v if left >= 0 else None
+        elif kind is int or kind is bool or v is None or (kind is float and v == v):
+            left -= NODE_COST
+            out[k] = v if left >= 0 else None
+        else:
+            return None
+    return out, left < 0
+
+
+def _kept(value: Any, scrub: Scrubber | Callable[[str], str], left: _Left) -> Any:
     # The engine's _json_safe (decision.redact_arguments), each resulting string scrubbed.
     left.bytes -= NODE_COST
     if left.bytes < 0:

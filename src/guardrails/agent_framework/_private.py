@@ -232,9 +232,10 @@ def prepared_arguments(context: FunctionInvocationContext,
     """
     prepared = context.metadata.get(PREPARED_KEY)
     if not (isinstance(prepared, _PreparedArgumentsState)
-            and argument_token(dict(arguments)) == prepared.token):
+            and argument_token(arguments if type(arguments) is dict else dict(arguments))
+            == prepared.token):
         return None
-    return _with_defaults(context.function, dict(prepared.arguments))
+    return _with_defaults(context.function, dict(prepared.arguments), copied=True)
 
 
 def prepare_arguments(context: FunctionInvocationContext,
@@ -251,10 +252,11 @@ def prepare_arguments(context: FunctionInvocationContext,
     result = prepare(dict(arguments))
     if not isinstance(result, dict):
         raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
-    return _with_defaults(function, result)
+    return _with_defaults(function, result, copied=True)  # a dict of its own
 
 
-def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+def _with_defaults(function: Any, arguments: dict[str, Any], *,
+                   copied: bool = False) -> dict[str, Any]:
     """``arguments`` with the input model's top-level defaults filled in.
 
     The framework drops unset fields so that the function's own defaults apply; a rule
@@ -262,6 +264,7 @@ def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     guard passes the default explicitly instead (the input model of a function tool is
     made from its signature, so the value is the one the function would have used).
     Nested models need nothing: the tool receives them as the dicts validation produced.
+    ``copied``: ``arguments`` is the caller's own copy, filled in place.
     """
     model = getattr(function, "input_model", None)
     if (getattr(function, "_schema_supplied", False) or not isinstance(model, type)
@@ -275,7 +278,7 @@ def _with_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
         _OPTIONAL_FIELDS[model] = optional
     if not optional:
         return arguments
-    filled = dict(arguments)
+    filled = arguments if copied else dict(arguments)
     for name, info in optional:
         if name not in filled:  # a factory runs each time: every call gets its own value
             filled[name] = info.get_default(call_default_factory=True, validated_data=filled)
@@ -315,5 +318,6 @@ def mcp_remote_name(function: Any) -> str | None:
     """The MCP server's name for a generated MCP ``FunctionTool`` (before any
     ``tool_name_prefix``), or None for a tool that is not an MCP tool."""
     properties = getattr(function, "additional_properties", None) or {}
-    remote = properties.get(_MCP_REMOTE_NAME_KEY) if isinstance(properties, Mapping) else None
+    remote = (properties.get(_MCP_REMOTE_NAME_KEY)
+              if type(properties) is dict or isinstance(properties, Mapping) else None)
     return remote if isinstance(remote, str) else None

@@ -38,6 +38,7 @@ __all__ = [
     "SecretUnavailable",
     "install_log_filter",
     "is_clean",
+    "plain_result",
     "scrub_content",
     "scrub_host_payload",
     "scrub_json",
@@ -48,6 +49,7 @@ __all__ = [
     "scrubbed_failure",
     "scrubbed_user_input_request",
     "sensitive_telemetry_enabled",
+    "unchanged",
 ]
 
 
@@ -152,6 +154,15 @@ def sensitive_telemetry_enabled() -> bool:
 
 
 # -- what leaves a guarded call ---------------------------------------------------------
+
+
+def unchanged(text: str) -> str:
+    """What a ``Scrubber`` that knows no value and no pattern makes of a text: the text, as
+    a plain ``str`` (a subclass may print other than its data). For the walks of a call
+    with nothing secret (see ``GuardFunctionMiddleware``), without a scrubber call per text;
+    ``tests/test_af_quiet.py`` compares the two."""
+    return text if type(text) is str else str.__str__(text)
+
 
 MAX_CONTENT_DEPTH = 16
 """Nesting of contents (and of the data inside them) the result scrubber walks; anything
@@ -264,6 +275,33 @@ def scrub_result(result: Any, scrub: Scrubber | Callable[[str], str]) -> Any:
         except Exception:
             return scrub(_safe_text(result))
     return [scrub_content(item, scrub) for item in items]
+
+
+_PLAIN_FIELDS = (str, bool, int)
+"""Exact types of a ``Content`` field that ``unchanged`` leaves as they are."""
+
+
+def plain_result(result: Any) -> Any:
+    """``scrub_result(result, unchanged)`` for a tool's usual result, found in one loop
+    without a call per field: a ``str``, or a list of exact ``Content`` objects whose
+    fields are all None, exact ``str``/``bool``/``int`` values or an empty ``dict``, with no
+    ``raw_representation`` (what the framework makes of a text a tool returns). None for
+    anything else: the caller takes ``scrub_result``. (tests/test_af_quiet.py compares
+    them.)"""
+    if type(result) is str:
+        return result
+    if type(result) is not list:
+        return None
+    for item in result:
+        if type(item) is not Content or item.raw_representation is not None:
+            return None  # (scrubbing drops a raw representation, whatever it is)
+        for value in vars(item).values():
+            if value is None or type(value) in _PLAIN_FIELDS:
+                continue
+            if type(value) is dict and not value:
+                continue
+            return None
+    return list(result)
 
 
 def scrub_host_payload(context: Any, scrub: Scrubber | Callable[[str], str]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
@@ -32,16 +32,19 @@ from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
-    ITERATION_COST,
+    MAX_MATCHES,
     METER,
     cost_of,
     extra_cost,
+    iteration_cost,
+    match_units,
     pattern_arg,
     pattern_charge,
+    with_work,
 )
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
-from guardrails.expr.values import CelError, CostLimitExceeded
+from guardrails.expr.values import CelError, CostLimitExceeded, MatchBoundExceeded
 
 
 class _Closures:
@@ -240,6 +243,24 @@ class _Closures:
 
     def binary(self, fn: Callable[[Any, Any], Any], args: tuple[ast.Node, ...]) -> Fn:
         left = self.compile(args[0])
+        if fn is std.index:
+            right = self.compile(args[1])
+
+            def index(a: Activation) -> Any:
+                c, k = left(a), right(a)
+                if type(k) is not str:
+                    charge(a, std.lookup_cost(c, k))
+                return std.index(c, k)
+
+            return index
+        if fn in _COMPARISONS and not any(id(n) in self.constants for n in args):
+            # Two values the call brings: charged by what the comparison reads.
+            right = self.compile(args[1])
+
+            def compare(a: Activation) -> Any:
+                return std.charged_compare(a, fn, left(a), right(a))
+
+            return compare
         if id(args[1]) in self.constants:
             k = self.constants[id(args[1])]
 
@@ -274,6 +295,8 @@ class _Closures:
             v, c = item(a), container(a)
             if type(c) is list:  # read element by element: charged (limits.IN_SCAN_COST)
                 charge(a, (IN_SCAN_COST if type(v) is str else IN_COMPARE_COST) * len(c))
+            elif type(v) is not str:
+                charge(a, std.lookup_cost(c, v))
             return std.in_(v, c)
 
         return in_list
@@ -356,6 +379,7 @@ class _Closures:
         finally:
             del self.scopes[-len(iter_vars) - 1:]
         macro = node.macro or "comprehension"
+        cost = iteration_cost(macros.body_size(node))
 
         def comprehension(a: Activation) -> Any:
             items: Any
@@ -371,7 +395,7 @@ class _Closures:
             except CelError as e:
                 slots[accu_slot] = ErrorValue(e)
             for x in items:
-                a.budget -= ITERATION_COST
+                a.budget -= cost
                 if a.budget < 0:
                     charge(a, 0)
                 if two:
@@ -401,14 +425,15 @@ class _Closures:
         shape = macros.classify(node)
         if shape is None:
             return None
+        cost = iteration_cost(macros.body_size(node))
         if isinstance(shape, macros.MapFilter):
             pred = None if shape.predicate is None else self.compile(shape.predicate)
             value = None if shape.transform is None else self.compile(shape.transform)
-            return _map_filter(iter_range, pred, value, slot, shape.kind)
+            return _map_filter(iter_range, pred, value, slot, shape.kind, cost)
         pred = self.compile(shape.predicate)
         if shape.kind == "exists_one":
-            return _exists_one(iter_range, pred, slot)
-        return _quantifier(iter_range, pred, slot, stop=shape.kind == "exists")
+            return _exists_one(iter_range, pred, slot, cost)
+        return _quantifier(iter_range, pred, slot, cost, stop=shape.kind == "exists")
 
 
 def _const(value: Any) -> Fn:
@@ -429,6 +454,15 @@ def _variable(name: str) -> Fn:
 
 
 def std_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
+    extra = extra_cost(fn)
+    if extra is not None and extra is not std.no_cost:
+        # Its declared cost (``stdlib._COSTS``), charged before it runs.
+        def charged(a: Activation) -> Any:
+            values = [p(a) for p in parts]
+            charge(a, extra(*values))
+            return fn(a, *values)
+
+        return charged
     if len(parts) == 1:
         (p0,) = parts
 
@@ -450,12 +484,16 @@ def std_call(fn: Callable[..., Any], parts: list[Fn]) -> Fn:
     return calln
 
 
+_COMPARISONS: Final = frozenset({std.eq, std.ne, std.lt, std.le, std.gt, std.ge})
+
+
 def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = True) -> Fn:
     """Library functions know nothing of cost: charge what they scan and what they build."""
 
     base, per = cost_of(fn)
     pattern = pattern_arg(fn) if charge_pattern else None
     extra = extra_cost(fn)
+    reports = with_work(fn)
 
     def call(a: Activation) -> Any:
         values = [p(a) for p in parts]
@@ -471,7 +509,16 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
         if extra is not None:
             units += extra(*values)
         charge(a, units)
-        r = fn(*values)
+        if reports is not None:
+            try:
+                r, work = reports(*values)
+            except MatchBoundExceeded:
+                # Over its bound of matches: charged the bound.
+                charge(a, match_units(a.vars.get(METER), MAX_MATCHES))
+                raise
+            charge(a, match_units(a.vars.get(METER), work))
+        else:
+            r = fn(*values)
         t = type(r)
         if t is str or t is bytes or t is list:
             charge(a, len(r))
@@ -480,7 +527,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
     return call
 
 
-def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
+def _quantifier(iter_range: Fn, pred: Fn, slot: int, cost: int, *, stop: bool) -> Fn:
     """``all`` (stop on False) and ``exists`` (stop on True); errors absorbed like && / ||."""
     macro = "exists" if stop else "all"
     decided: bool = stop
@@ -490,7 +537,7 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
         slots = a.slots
         err: CelError | None = None
         for x in items:
-            a.budget -= ITERATION_COST
+            a.budget -= cost
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -513,13 +560,13 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, *, stop: bool) -> Fn:
     return quantifier
 
 
-def _exists_one(iter_range: Fn, pred: Fn, slot: int) -> Fn:
+def _exists_one(iter_range: Fn, pred: Fn, slot: int, cost: int) -> Fn:
     def exists_one(a: Activation) -> bool:
         items = std.iter_range(iter_range(a), "exists_one")
         slots = a.slots
         count = 0
         for x in items:
-            a.budget -= ITERATION_COST
+            a.budget -= cost
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x
@@ -533,13 +580,14 @@ def _exists_one(iter_range: Fn, pred: Fn, slot: int) -> Fn:
     return exists_one
 
 
-def _map_filter(iter_range: Fn, pred: Fn | None, value: Fn | None, slot: int, macro: str) -> Fn:
+def _map_filter(iter_range: Fn, pred: Fn | None, value: Fn | None, slot: int, macro: str,
+                cost: int) -> Fn:
     def map_filter(a: Activation) -> list[Any]:
         items = std.iter_range(iter_range(a), macro)
         slots = a.slots
         out: list[Any] = []
         for x in items:
-            a.budget -= ITERATION_COST
+            a.budget -= cost
             if a.budget < 0:
                 charge(a, 0)
             slots[slot] = x

@@ -41,15 +41,18 @@ from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_COMPARE_COST,
     IN_SCAN_COST,
-    ITERATION_COST,
+    MAX_MATCHES,
     METER,
     SCAN_COST,
     Limits,
     Meter,
     cost_of,
     extra_cost,
+    iteration_cost,
+    match_units,
     pattern_arg,
     pattern_charge,
+    with_work,
 )
 from guardrails.expr.program import Program
 from guardrails.expr.values import (
@@ -58,6 +61,7 @@ from guardrails.expr.values import (
     CelError,
     CelType,
     CostLimitExceeded,
+    MatchBoundExceeded,
     UInt,
     Variables,
 )
@@ -180,6 +184,7 @@ def _failed(e: Exception) -> NoReturn:
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
+    "_MatchBound": MatchBoundExceeded,
     "_Cost": CostLimitExceeded,
     "_ErrorValue": std.ErrorValue,
     "_cost_exceeded": _cost_exceeded,
@@ -217,12 +222,17 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_ends_with": std.ends_with,
     "_matches": std.matches,
     "_pattern_charge": pattern_charge,
+    "_match_units": match_units,
     "_pattern_tester": std.pattern_tester,
     "_make_map": std.make_map,
     "_iter_range": std.iter_range,
     "_iter_pairs": std.iter_pairs,
     "_deepcopy": copy.deepcopy,
     "_EQ_TYPES": std.FAST_EQ_TYPES,
+    "_FLAT_EQ_TYPES": std.FLAT_EQ_TYPES,
+    "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES,
+    "_comparison_cost": std.comparison_cost,
+    "_lookup_cost": std.lookup_cost,
     "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
@@ -519,6 +529,7 @@ class _Gen:
             s, arg = parts
             method = "startswith" if name == "startsWith" else "endswith"
             helper = "_starts_with" if name == "startsWith" else "_ends_with"
+            self.std_charge(fn, parts)
             self.emit(
                 f"{t} = {s}.{method}({arg}) if type({s}) is _str and type({arg}) is _str "
                 f"else {helper}(None, {s}, {arg})"
@@ -527,16 +538,27 @@ class _Gen:
         f = self.const(fn)
         if fn is std.to_double and len(parts) == 1:  # what ``to_double`` does for numbers
             (x,) = parts
-            self.emit(f"{t} = {x} if type({x}) is _float else _float({x}) if type({x}) is _int "
-                      f"else {f}(None, {x})")
+            self.emit(f"if type({x}) is _float: {t} = {x}")
+            self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            self.emit("else:")
+            with self.indent():
+                self.std_charge(fn, parts)
+                self.emit(f"{t} = {f}(None, {x})")
             return t
         if fn is std.type_of and len(parts) == 1:  # what ``type_of`` does for built-in types
             (x,) = parts
             self.emit(f"{t} = _TYPE_OF.get(type({x}))")
             self.emit(f"if {t} is None: {t} = {f}(None, {x})")
             return t
+        self.std_charge(fn, parts)
         self.emit(f"{t} = {f}(None, {', '.join(parts)})")
         return t
+
+    def std_charge(self, fn: Callable[..., Any], parts: list[str]) -> None:
+        """Charge a standard function's declared cost (``stdlib._COSTS``) before it runs."""
+        extra = extra_cost(fn)
+        if extra is not None and extra is not std.no_cost:
+            self.charge(f"{self.const(extra)}({', '.join(parts)})")
 
     def lib_call(self, fn: Callable[..., Any], parts: list[str], *,
                  charge_pattern: bool = True) -> str:
@@ -555,7 +577,19 @@ class _Gen:
         if extra is not None:
             self.charge(f"{self.const(extra)}({', '.join(parts)})")
         t = self.tmp()
-        self.emit(f"{t} = {f}({', '.join(parts)})")
+        reports = with_work(fn)
+        if reports is not None:
+            work = self.tmp()
+            self.emit("try:")
+            self.emit(f"    {t}, {work} = {self.const(reports)}({', '.join(parts)})")
+            self.emit("except _MatchBound:")
+            with self.indent():
+                # Over its bound of matches: charged the bound.
+                self.charge(f"_match_units(b.get(_METER), {self.const(MAX_MATCHES)})")
+                self.emit("raise")
+            self.charge(f"_match_units(b.get(_METER), {work})")
+        else:
+            self.emit(f"{t} = {f}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")
         with self.indent():
             self.charge(f"len({t})")
@@ -641,10 +675,13 @@ class _Gen:
         if name == "_[_]":
             left, right = self.expr(args[0]), self.expr(args[1])
             t = self.tmp()
-            self.emit(
-                f"{t} = {left}[{right}] if type({left}) is _list and type({right}) is _int "
-                f"and 0 <= {right} < len({left}) else _index({left}, {right})"
-            )
+            self.emit(f"if type({left}) is _list and type({right}) is _int and "
+                      f"0 <= {right} < len({left}):")
+            self.emit(f"    {t} = {left}[{right}]")
+            self.emit("else:")
+            self.emit(f"    if type({right}) is not _str: "
+                      f"_charge_call(b, _lookup_cost({left}, {right}), {self.const(self.max_cost)})")
+            self.emit(f"    {t} = _index({left}, {right})")
             return t
         return None
 
@@ -662,9 +699,22 @@ class _Gen:
                     break
         if known is not None:
             test = f"type({other}) is {known}"
-        else:
+        elif any(id(node) in self.folded for node in args):
+            # A constant side bounds the work (the policy's own text, list or map).
             kinds = "_EQ_TYPES" if op in ("==", "!=") else "_ORD_TYPES"
             test = f"type({left}) is type({right}) in {kinds}"
+        else:
+            # Two values the call brings: texts, lists and maps are charged by what the
+            # comparison reads (``stdlib.comparison_cost``), short texts excepted.
+            kinds = "_FLAT_EQ_TYPES" if op in ("==", "!=") else "_FLAT_ORD_TYPES"
+            self.emit(f"if type({left}) is type({right}) in {kinds} or type({left}) is "
+                      f"type({right}) is _str and len({left}) < {self.const(std.COMPARE_CHARS)}:")
+            self.emit(f"    {t} = {left} {op} {right}")
+            self.emit("else:")
+            self.emit(f"    _charge_call(b, _comparison_cost({left}, {right}), "
+                      f"{self.const(self.max_cost)})")
+            self.emit(f"    {t} = {helper}({left}, {right})")
+            return t
         self.emit(f"{t} = {left} {op} {right} if {test} else {helper}({left}, {right})")
         return t
 
@@ -689,6 +739,9 @@ class _Gen:
         # sees the charge when it returns, so it may run on past the bound by at most
         # what it charges itself, once.
         self.emit(f"    _charge_call(b, {units}, {self.const(self.max_cost)})")
+        self.emit(f"elif type({item}) is not _str:")
+        self.emit(f"    _charge_call(b, _lookup_cost({container}, {item}), "
+                  f"{self.const(self.max_cost)})")
         self.emit(
             f"{t} = {item} in {container} if type({item}) is _str and "
             f"(type({container}) is _list or type({container}) is _dict) "
@@ -782,7 +835,7 @@ class _Gen:
         self.emit(f"{items} = {r} if type({r}) is _list else _iter_range({r}, {macro})")
         self.emit(f"for {it_local} in {items}:")
         self.budget = True
-        self.emit(f"    {self.bud} -= {self.const(ITERATION_COST)}")
+        self.emit(f"    {self.bud} -= {self.const(iteration_cost(macros.body_size(node)))}")
         self.emit(f"    if {self.bud} < 0: _cost_exceeded()")
 
     def comprehension(self, node: ast.Comprehension) -> str:
@@ -805,7 +858,7 @@ class _Gen:
         self.emit(f"for {targets} in {items}:")
         self.budget = True
         with self.indent(1):
-            self.emit(f"{self.bud} -= {self.const(ITERATION_COST)}")
+            self.emit(f"{self.bud} -= {self.const(iteration_cost(macros.body_size(node)))}")
             self.emit(f"if {self.bud} < 0: _cost_exceeded()")
 
             def cond() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from guardrails.expr import stdlib as std
-from guardrails.expr.lib_common import guarded, is_list, no_overload
+from guardrails.expr.lib_common import guarded, is_list, no_overload, values_in
 from guardrails.expr.stdlib import lt
 from guardrails.expr.values import (
     INT64_MAX,
@@ -318,3 +318,35 @@ def merge_maps(entries: Any) -> dict[Any, Any]:
         return std.make_map(merged)
     except CelError as e:
         raise CelError(f"transformMapEntry: insert failed: {e}") from None
+
+
+# --------------------------------------------------------------------------- costs
+# Work their arguments' lengths do not show (``limits.extra_cost``): nested values walked,
+# characters of each name in a list. Before, ``distinct`` of one map of 4,000 keys and
+# ``flatten(2)`` of 8,000 empty lists were charged one element each (a loop of them took
+# 0.2-0.5 s), and ``domains.lookalike`` of 3,000 long names 66 ms in one call.
+NESTED_VALUE_COST: Final = 40
+"""Cost units of each value ``distinct`` hashes (a map's entries become a frozenset of
+tuples: up to a microsecond an entry)."""
+FLATTEN_VALUE_COST: Final = 10
+NAME_CHAR_COST: Final = 8
+"""Cost units of each character ``domains.lookalike`` folds (NFKD, confusables: 100 ns)."""
+
+
+def _distinct_cost(items: Any, *_: Any) -> int:
+    return NESTED_VALUE_COST * values_in(items) if is_list(items) else 0
+
+
+def _flatten_cost(items: Any, *_: Any) -> int:
+    return FLATTEN_VALUE_COST * values_in(items) if is_list(items) else 0
+
+
+def _lookalike_cost(name: Any, known: Any = None, *_: Any) -> int:
+    names = [known] if type(known) is str else known if is_list(known) else []
+    chars = sum(len(k) for k in names if type(k) is str)
+    return NAME_CHAR_COST * (chars + (len(name) if type(name) is str else 0))
+
+
+distinct.cel_extra_cost = _distinct_cost  # type: ignore[attr-defined]
+flatten.cel_extra_cost = _flatten_cost  # type: ignore[attr-defined]
+domains_lookalike.cel_extra_cost = _lookalike_cost  # type: ignore[attr-defined]

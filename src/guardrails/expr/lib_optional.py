@@ -141,3 +141,12 @@ def make_map(mask: Any, *flat: Any) -> dict[Any, Any]:
     return std.make_map(entries)
 
 
+
+
+def _index_cost(container: Any, key: Any = None, *_: Any) -> int:
+    """``m[?k]`` looks ``k`` up like ``m[k]`` (``stdlib.lookup_cost``)."""
+    inner = container.value if type(container) is Optional and container.has_value else container
+    return std.lookup_cost(inner, key)
+
+
+index.cel_extra_cost = _index_cost  # type: ignore[attr-defined]

@@ -19,13 +19,16 @@ from guardrails.expr.lib_common import (
     is_int,
     is_list,
     no_overload,
+    values_in,
 )
+from guardrails.expr.limits import MAX_MATCHES
 from guardrails.expr.values import (
     INT64_MAX,
     INT64_MIN,
     NONE,
     CelError,
     CelType,
+    MatchBoundExceeded,
     Optional,
     UInt,
     type_names,
@@ -47,6 +50,22 @@ _ASCII_UPPER: Final = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLM
 MAX_RESULT_CHARS: Final = 4_000_000
 """Longest string ``replace`` and ``join`` may build: their output can be quadratic in
 their inputs (``s.replace('', big)``), so it is bounded before any memory is used."""
+
+
+
+
+MAX_EXPANDED: Final = 16_384
+"""Most replacement characters ``regex.replace`` expands in one call (matches times the
+replacement's length): a replacement of 5,000 group references would take seconds."""
+EXPAND_CHARS: Final = 8
+"""Replacement characters expanded per match that weigh as one more match."""
+
+
+def _too_many_matches(name: str) -> MatchBoundExceeded:
+    if name == "regex.replace":
+        return MatchBoundExceeded(f"regex.replace: result longer than {MAX_MATCHES} "
+                                  "replacements")
+    return MatchBoundExceeded(f"{name}: more than {MAX_MATCHES} matches")
 
 
 def _check_size(name: str, size: int) -> None:
@@ -266,20 +285,46 @@ def _key(x: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _keys(xs: Any) -> set[tuple[Any, ...]] | None:
-    keys = set()
+_RAW: Final = frozenset({str, int, UInt, bytes, type(None)})
+
+
+def _keys(xs: Any) -> set[Any] | None:
+    """The elements as a hash set with CEL equality, or None when one cannot be hashed so.
+    Python's equality is CEL's for these types except ``true == 1`` (and ``false == 0``):
+    bools are tagged, everything else is its own key."""
+    keys: set[Any] = set()
     for x in xs:
-        k = _key(x)
-        if k is None:
+        t = type(x)
+        if t in _RAW or (t is float and x == x):
+            keys.add(x)
+        elif t is bool:
+            keys.add(("b", x))
+        else:
             return None
-        keys.add(k)
     return keys
 
 
+_NUMBERS: Final = frozenset({int, float, UInt})
+
+
+def _key_sets(a: Any, b: Any) -> tuple[set[Any], set[Any]] | None:
+    """Hash sets of two lists with CEL equality, or None when some element cannot be
+    hashed so (a list, a map, NaN). Lists of strings only, or of numbers only (the common
+    cases), are their own sets: Python's equality is CEL's there, at C speed."""
+    kinds = {type(x) for x in a} | {type(x) for x in b}
+    if kinds <= {str} or (kinds <= _NUMBERS and (
+            float not in kinds or not any(x != x for x in (*a, *b)))):
+        return set(a), set(b)
+    a_keys, b_keys = _keys(a), _keys(b)
+    if a_keys is None or b_keys is None:
+        return None
+    return a_keys, b_keys
+
+
 def _contains_all(big: Any, small: Any) -> bool:
-    big_keys, small_keys = _keys(big), _keys(small)
-    if big_keys is not None and small_keys is not None:
-        return small_keys <= big_keys
+    sets = _key_sets(big, small)
+    if sets is not None:
+        return sets[1] <= sets[0]
     return all(any(cel_equal(y, x) for y in big) for x in small)
 
 
@@ -293,9 +338,9 @@ def sets_contains(a: Any, b: Any) -> bool:
 @guarded("sets.intersects")
 def sets_intersects(a: Any, b: Any) -> bool:
     _check_lists("sets.intersects", a, b)
-    a_keys, b_keys = _keys(a), _keys(b)
-    if a_keys is not None and b_keys is not None:
-        return not a_keys.isdisjoint(b_keys)
+    sets = _key_sets(a, b)
+    if sets is not None:
+        return not sets[0].isdisjoint(sets[1])
     return any(any(cel_equal(x, y) for y in b) for x in a)
 
 
@@ -315,9 +360,21 @@ lists took 13 s, which their lengths alone did not show."""
 def _pairs_cost(a: Any, b: Any) -> int:
     if not is_list(a) or not is_list(b):
         return 0  # the function refuses them
-    if _keys(a) is not None and _keys(b) is not None:
+    if _hashable(a) and _hashable(b):
         return 0
     return PAIR_COST * len(a) * len(b)
+
+
+_HASHABLE: Final = frozenset({str, bool, int, UInt, bytes, type(None)})
+
+
+def _hashable(xs: Any) -> bool:
+    """Whether ``_keys`` can hash every element (a cheap check of their types)."""
+    for x in xs:
+        t = type(x)
+        if t not in _HASHABLE and (t is not float or math.isnan(x)):
+            return False
+    return True
 
 
 def _pairs_cost_both_ways(a: Any, b: Any) -> int:
@@ -342,9 +399,8 @@ def find(s: Any, pattern: Any) -> str:
     return "" if m is None else str(m.group(0))
 
 
-@compiles_pattern(1)
 @guarded("findAll")
-def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
+def _find_all_work(s: Any, pattern: Any, *rest: Any) -> tuple[list[str], int]:
     """Kubernetes ``findAll`` (Go's FindAllString): at most ``n`` matches when n >= 0;
     an empty match right after the previous match is dropped, as Go does."""
     if (
@@ -357,10 +413,14 @@ def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
     n: int = rest[0] if rest else -1
     regex = compile_re2(pattern)
     if n == 0:
-        return []
+        return [], 0
     out: list[str] = []
     prev_end = -1
+    seen = 0
     for m in regex.finditer(s):
+        seen += 1
+        if seen > MAX_MATCHES:
+            raise _too_many_matches("findAll")
         start, end = m.span()
         accept = not (start == end and start == prev_end)
         prev_end = end
@@ -368,7 +428,7 @@ def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
             out.append(str(m.group(0)))
             if n > 0 and len(out) >= n:
                 break
-    return out
+    return out, seen
 
 
 def _one_group(name: str, regex: Any) -> int:
@@ -381,11 +441,13 @@ def _one_group(name: str, regex: Any) -> int:
     return groups
 
 
-def _go_matches(regex: Any, s: str) -> Any:
+def _go_matches(regex: Any, s: str, name: str) -> Any:
     """Go's FindAll*: non-overlapping matches, skipping an empty match directly after
-    the previous match."""
+    the previous match; at most ``MAX_MATCHES`` looked at."""
     prev_end = -1
-    for m in regex.finditer(s):
+    for seen, m in enumerate(regex.finditer(s)):
+        if seen >= MAX_MATCHES:
+            raise _too_many_matches(name)
         start, end = m.span()
         if not (start == end and start == prev_end):
             yield m
@@ -408,9 +470,8 @@ def regex_extract(s: Any, pattern: Any) -> Optional:
     return NONE if not text and groups else Optional(str(text or ""))
 
 
-@compiles_pattern(1)
 @guarded("regex.extractAll")
-def regex_extract_all(s: Any, pattern: Any) -> list[str]:
+def _regex_extract_all_work(s: Any, pattern: Any) -> tuple[list[str], int]:
     """cel-go ``regex.extractAll``: the capture group (or whole match) of every
     non-overlapping match; matches whose group is empty are left out."""
     if type(s) is not str or type(pattern) is not str:
@@ -418,11 +479,13 @@ def regex_extract_all(s: Any, pattern: Any) -> list[str]:
     regex = compile_re2(pattern)
     groups = _one_group("regex.extractAll", regex)
     out: list[str] = []
-    for m in _go_matches(regex, s):
+    seen = 0
+    for m in _go_matches(regex, s, "regex.extractAll"):
+        seen += 1
         text = m.group(groups)
         if text or not groups:
             out.append(str(text or ""))
-    return out
+    return out, seen
 
 
 def _expand(replacement: str, m: Any, groups: int) -> str:
@@ -455,9 +518,8 @@ def _expand(replacement: str, m: Any, groups: int) -> str:
     return "".join(out)
 
 
-@compiles_pattern(1)
 @guarded("regex.replace")
-def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
+def _regex_replace_work(s: Any, pattern: Any, replacement: Any, *rest: Any) -> tuple[str, int]:
     """cel-go ``regex.replace``: replace every match (the first ``count`` when
     ``count >= 0``) with ``replacement``, where ``\\1`` is capture group 1."""
     if (
@@ -471,13 +533,18 @@ def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
     count: int = rest[0] if rest else -1
     regex = compile_re2(pattern)
     if count == 0:
-        return s
+        return s, 0
     out: list[str] = []
     size = 0
     last = 0
-    for done, m in enumerate(_go_matches(regex, s)):
+    done = 0
+    for m in _go_matches(regex, s, "regex.replace"):
         if 0 < count <= done:
             break
+        done += 1
+        if done * (1 + len(replacement)) > MAX_EXPANDED:
+            raise MatchBoundExceeded(f"regex.replace: result longer than {MAX_EXPANDED} "
+                                     "characters of replacement expanded")
         start, end = m.span()
         piece = _expand(replacement, m, regex.groups)
         size += start - last + len(piece)
@@ -486,7 +553,36 @@ def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
         out.append(piece)
         last = end
     out.append(s[last:])
-    return "".join(out)
+    # Each match expands the replacement character by character (a group reference costs
+    # about a microsecond): a long replacement weighs as several matches.
+    return "".join(out), done * (1 + len(replacement) // EXPAND_CHARS)
+
+
+@compiles_pattern(1)
+@guarded("findAll")
+def find_all(s: Any, pattern: Any, *rest: Any) -> list[str]:
+    """Kubernetes ``findAll`` (``_find_all_work``)."""
+    return _find_all_work(s, pattern, *rest)[0]
+
+
+@compiles_pattern(1)
+@guarded("regex.extractAll")
+def regex_extract_all(s: Any, pattern: Any) -> list[str]:
+    """cel-go ``regex.extractAll`` (``_regex_extract_all_work``)."""
+    return _regex_extract_all_work(s, pattern)[0]
+
+
+@compiles_pattern(1)
+@guarded("regex.replace")
+def regex_replace(s: Any, pattern: Any, replacement: Any, *rest: Any) -> str:
+    """cel-go ``regex.replace`` (``_regex_replace_work``)."""
+    return _regex_replace_work(s, pattern, replacement, *rest)[0]
+
+
+# The call sites run the variant that reports its matches' work (``limits.with_work``).
+find_all.cel_with_work = _find_all_work  # type: ignore[attr-defined]
+regex_extract_all.cel_with_work = _regex_extract_all_work  # type: ignore[attr-defined]
+regex_replace.cel_with_work = _regex_replace_work  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- JSON
@@ -749,3 +845,23 @@ def format_string(s: Any, args: Any) -> str:
     result = "".join(out)
     _check_size("format", len(result))
     return result
+
+
+# --------------------------------------------------------------------------- costs
+FORMAT_VALUE_COST: Final = 60
+"""Cost units of each value ``format`` writes out (``%s`` of a nested list or map: up to
+a microsecond a value; before, charged one unit a top-level element: 0.5 s in a loop)."""
+QUOTE_CHAR_COST: Final = 10
+"""Cost units of each character of a non-ASCII text ``strings.quote`` checks one by one."""
+
+
+def _format_cost(s: Any, args: Any = None, *_: Any) -> int:
+    return FORMAT_VALUE_COST * values_in(args) if is_list(args) else 0
+
+
+def _quote_cost(s: Any, *_: Any) -> int:
+    return QUOTE_CHAR_COST * len(s) if type(s) is str and not s.isascii() else 0
+
+
+format_string.cel_extra_cost = _format_cost  # type: ignore[attr-defined]
+quote.cel_extra_cost = _quote_cost  # type: ignore[attr-defined]

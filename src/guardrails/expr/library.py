@@ -22,6 +22,7 @@ from guardrails.expr import lib_strings as _str
 from guardrails.expr import lib_text as _text
 from guardrails.expr.lib_common import cel_equal
 from guardrails.expr.lib_net import CIDR, IP, URL
+from guardrails.expr.limits import CALL_COST
 from guardrails.expr.values import CelType
 
 __all__ = ["CIDR", "FUNCTIONS", "IP", "METHODS", "SIGNATURES", "TYPES", "URL", "cel_equal"]
@@ -145,18 +146,66 @@ TYPES: Final[Mapping[str, CelType]] = MappingProxyType(
 network_ext conformance); the compiler may declare these names as type identifiers."""
 
 
-def _weigh() -> None:
-    """Fixed costs of the dearer functions (``limits.cost_of``), measured on short inputs:
-    the URL, IP and CIDR parsers and checks about 3-5 µs, paths and e-mails 1-3 µs,
-    ``credentials.found`` (several RE2 searches) about 4 µs even on an empty string."""
-    weights = {"url": 1000, "isURL": 1000, "ip": 1000, "isIP": 1000, "ip.isCanonical": 1000,
-               "cidr": 1000, "isCIDR": 1000, "paths.clean": 500, "paths.within": 500,
-               "paths.glob": 500, "emails.domain": 500, "emails.valid": 500,
-               "credentials.found": 1000, "parseJSON": 200}
-    for name, cost in weights.items():
-        FUNCTIONS[name].cel_cost = cost  # type: ignore[attr-defined]
+COSTS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType({
+    # name: (fixed units, units per character or element of each string/list argument)
+    # The URL, IP and CIDR parsers and checks take about 3-5 µs on short inputs, paths and
+    # e-mails 1-3 µs, credentials.found (several RE2 searches) 4 µs even on an empty text.
+    **dict.fromkeys(("ip", "isIP", "ip.isCanonical", "cidr", "isCIDR",
+                     "credentials.found"), (1000, 1)),
+    # percent-decoding and checking a URL: up to 200 ns a character (a 300 kB URL of
+    # escapes took 60 ms in one call)
+    **dict.fromkeys(("url", "isURL"), (1000, 16)),
+    # paths split into segments and rejoined, e-mails matched by a long RE2 pattern: up to
+    # 30 ns a character on the longest inputs
+    **dict.fromkeys(("paths.clean", "paths.within", "paths.glob"), (500, 2)),
+    **dict.fromkeys(("emails.domain", "emails.valid"), (500, 4)),
     # parseJSON builds a value for every few characters it reads
-    FUNCTIONS["parseJSON"].cel_scan_cost = 16  # type: ignore[attr-defined]
+    "parseJSON": (200, 16),
+    # Python loops over the elements (CEL comparisons, hashing: 50-300 ns each); before,
+    # one unit an element: sets.contains of two lists of 4,000 numbers in a loop took
+    # 0.58 s, max() of 8,000 numbers 0.22 s.
+    **dict.fromkeys(("sets.contains", "sets.intersects", "sets.equivalent"), (CALL_COST, 8)),
+    **dict.fromkeys(("sum", "min", "max"), (CALL_COST, 10)),
+    "join": (CALL_COST, 4),
+    # a clause of a format string: 0.3-0.7 µs (its nested values: ``cel_extra_cost``)
+    "format": (CALL_COST, 16),
+    # non-ASCII text goes through a translation table: 30 ns a character; a split into
+    # code points builds a string object for each (20-50 ns)
+    **dict.fromkeys(("lowerAscii", "upperAscii", "split"), (CALL_COST, 2)),
+    # the provenance functions declare their own weight (lib_provenance)
+    **{name: (_prov.provenance.cel_cost, 1)  # type: ignore[attr-defined]
+       for name in ("provenance", "untrusted", "mentions")},
+    **dict.fromkeys(
+        ("strings.quote", "regex.extract", "regex.extractAll", "regex.replace", "iban.valid",
+         "domains.distance", "domains.lookalike", "optional.of", "optional.none",
+         "optional.ofNonZeroValue", "optional.@select", "optional.@index", "optional.@items",
+         "optional.@flat", "optional.@list", "optional.@map", "cel.@pairsToMap",
+         "cel.@mergeMaps", "charAt", "indexOf", "lastIndexOf", "replace",
+         "substring", "trim", "reverse", "hasValue", "value", "orValue", "or", "flatten",
+         "distinct", "find", "findAll", "getScheme", "getHost", "getHostname", "getPort",
+         "getEscapedPath", "getQuery", "family", "isUnspecified", "isLoopback",
+         "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "isPrivate",
+         "containsIP", "containsCIDR", "masked", "prefixLength", "isMask"),
+        (CALL_COST, 1)),
+})
+"""What every library function costs (``limits.cost_of``), declared here for each one:
+a function without an entry is refused at import, so none can be added uncharged. Work
+that the arguments' lengths do not add up to is the function's ``cel_extra_cost`` (edit
+distances, pairs of sets, nested values) or reported by the function itself
+(``cel_reports_work``: the matches of the regex functions)."""
+
+
+def _weigh() -> None:
+    names = set(FUNCTIONS) | set(METHODS)
+    if names != set(COSTS):
+        raise AssertionError(f"library functions without a declared cost: "
+                             f"{sorted(names - set(COSTS))}; costs of no function: "
+                             f"{sorted(set(COSTS) - names)}")
+    for table in (FUNCTIONS, METHODS):
+        for name, fn in table.items():
+            fixed, per = COSTS[name]
+            fn.cel_cost = fixed  # type: ignore[attr-defined]
+            fn.cel_scan_cost = per  # type: ignore[attr-defined]
 
 
 _weigh()

@@ -37,6 +37,12 @@ class MapFilter:
 MacroShape = Quantifier | MapFilter
 
 
+def body_size(node: ast.Comprehension) -> int:
+    """Nodes one iteration of ``node`` evaluates at most (its condition and step): what
+    both backends charge an iteration by (``limits.iteration_cost``), so they agree."""
+    return len(ast.walk(node.loop_condition)) + len(ast.walk(node.loop_step))
+
+
 def classify(node: ast.Comprehension) -> MacroShape | None:
     """The macro ``node`` expands, when it has cel-go's expansion shape; else None."""
     if node.iter_var2:

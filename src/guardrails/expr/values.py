@@ -34,6 +34,11 @@ class CostLimitExceeded(CelError):
     """The per-evaluation cost budget ran out (a run-time bound, see ``Limits``)."""
 
 
+class MatchBoundExceeded(CelError):
+    """A regex function went through more matches than one call may
+    (``limits.MAX_MATCHES``): the call site charges it the whole bound."""
+
+
 class UInt(int):
     """CEL ``uint``: an int tagged so arithmetic and ``type()`` can tell it apart."""
 
