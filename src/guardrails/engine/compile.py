@@ -36,8 +36,7 @@ from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
 from guardrails.expr import ExpressionError, Program, compile_expression, generate_pending
 from guardrails.expr import ast as cel
-from guardrails.expr.codegen import fused_rules
-from guardrails.expr.compiler import compile_ast
+from guardrails.expr.compiler import compile_ast, fused_rules
 from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits

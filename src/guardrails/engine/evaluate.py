@@ -45,8 +45,7 @@ from guardrails.engine.policy import (
     CompiledRule,
 )
 from guardrails.engine.scrub import Scrubber
-from guardrails.expr import CelError, generate_pending
-from guardrails.expr.codegen import FusedRun, Hit
+from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
 from guardrails.expr.values import Variables, error_message
@@ -411,7 +410,6 @@ def timestamp(value: Any, what: str) -> datetime.datetime:
 
 _NO_VARIABLES = Variables({})
 _ALLOW = Effect.ALLOW
-_new = object.__new__
 
 
 def _cel_error(e: Exception) -> CelError:
@@ -678,10 +676,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     """
     plan = candidates.plan
     assert plan is not None
-    meter = _new(Meter)  # ``Meter(max_cost, candidates.free_patterns)`` without the call
-    meter.left = max_cost
-    meter.free = candidates.free_patterns
-    meter.seen = None
+    meter = Meter(max_cost, candidates.free_patterns)
     raw_args = call.args
     args: dict[str, Any] = dict(raw_args)
     names = candidates.names

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from guardrails.engine.decision import Action, AppliedRepair, Effect
-from guardrails.expr import Program
-from guardrails.expr.codegen import FusedRules
+from guardrails.expr import FusedRules, Program
 from guardrails.model.source import Expression, Position
 
 Mode = Literal["enforce", "audit"]

@@ -32,7 +32,6 @@ from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
-_new = object.__new__
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -254,8 +253,7 @@ class PolicySet:
         an exception out of ``evaluate``.
         """
         limits = self._limits
-        budget = _new(Budget)  # ``Budget(limits.max_input_bytes)`` without the call
-        budget.left = limits.max_input_bytes
+        budget = Budget(limits.max_input_bytes)
         try:
             if "now" not in names:
                 now = _EPOCH  # no candidate reads the clock: skip reading it

@@ -54,7 +54,7 @@ from guardrails.expr.limits import (
     pattern_charge,
     with_work,
 )
-from guardrails.expr.program import Program
+from guardrails.expr.program import FusedRun, Program
 from guardrails.expr.values import (
     INT64_MAX,
     INT64_MIN,
@@ -1236,12 +1236,6 @@ def program_from_source(source: str, tree: ast.Node, limits: Limits, code: str,
 
 # ---------------------------------------------------------------------------- fused rules
 
-Hit = tuple[int, Any, Exception | None]
-"""One rule that did not evaluate to ``false``: its index, its value, or what it raised."""
-FusedRun = Callable[[Mapping[str, Any], Meter, int], list[Hit] | None]
-"""``FusedRules.run``: bindings, the call's meter, the index of the first rule to run."""
-
-
 class FusedRules:
     """All the rule conditions of one policy as one generated function.
 
@@ -1532,6 +1526,6 @@ def _compile_batch(sources: list[str]) -> dict[str, Callable[..., Run]]:
     return {source: namespace[f"_make{i}"] for i, source in enumerate(sources)}
 
 
-__all__ = ["FusedRules", "FusedRun", "Generated", "GeneratedProgram", "Hit", "Shape",
+__all__ = ["FusedRules", "Generated", "GeneratedProgram", "Shape",
            "fused_rules", "generate_pending", "generate_source", "generated_program", "generated_with_source", "program_from_source",
            "shared"]
