@@ -272,3 +272,22 @@ def test_what_cannot_be_fused_runs_one_by_one() -> None:
     refused = codegen.FusedRules("def _make(:\n", ())
     refused._install(None)
     assert refused.run is None
+
+
+def test_a_field_read_by_many_rules_is_read_once_and_a_failing_one_fails_each_rule() -> None:
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  failurePolicy: Ignore\n"
+            "  variables:\n    - {name: v, expression: '1 / args.zero'}\n  rules:\n"
+            "    - {name: a, when: 'args.missing == 1', action: deny}\n"
+            "    - {name: b, when: 'args.missing == 2 || args.x == 1', action: deny}\n"
+            "    - {name: c, when: 'variables.v > 1', action: deny}\n"
+            "    - {name: d, when: 'variables.v < 1', action: deny}\n"
+            "    - {name: e, when: 'args.x == 1', action: warn}\n")
+    ps = _load(text, "compiled", Limits())
+    fused = ps.policies[0].fused
+    assert fused is not None and "_MISS" in fused.python_source()
+    decision = ps.evaluate("t", {"x": 1, "zero": 0})
+    general = ps._decide("t", {"x": 1, "zero": 0}, None, None, None, "", None, None)
+    assert record(decision) == record(general)
+    assert [e.element for e in decision.errors] == ["rules.a", "rules.c", "rules.d"]
+    assert [r.rule for r in decision.rules] == ["b", "e"]  # b: the error absorbed by ||

@@ -181,6 +181,9 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+_MISS: Final = object()
+"""A fused function's field not read yet (``MEMO_ROOTS``)."""
+
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
@@ -199,6 +202,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_failed": _failed,
     "_no_overload": std.no_overload,
     "_select": std.select,
+    "_MISS": _MISS,
     "_has": std.has_field,
     "_eq": std.eq,
     "_ne": std.ne,
@@ -1285,6 +1289,16 @@ fused function reads each once, for all its rules, instead of once per rule."""
 _READ = re.compile(r"^( *)try:\n\1    (_t\d+) = b\[(_k\d+)\]\n\1except KeyError:\n"
                    r"\1    _unbound\(\3\)$", re.M)
 """A name read from the bindings (``_Gen.variable``), as generated."""
+_SELECT = re.compile(
+    r"^( *)(_t\d+) = (_t\d+)\[(_k\d+)\] if \(type\(\3\) is _dict or type\(\3\) is _proxy\) "
+    r"and \4 in \3 else \3\._done\[\4\] if type\(\3\) is _vars and \4 in \3\._done "
+    r"else \3\[\4\] if type\(\3\) in _LAZY and \4 in \3\._defs else _select\(\3, \4\)$", re.M)
+"""A field selected from a value (``_Gen.select``), as generated."""
+MEMO_ROOTS: Final = frozenset({"args", "principal", "params", "variables"})
+"""Names whose fields a fused function reads once for all its rules: during a policy's
+rules they are never written (the arguments are repaired before), so a field read again
+is the same value (a variable is computed once and kept by ``Variables``), and a field
+that fails fails again (it is read again then, never remembered)."""
 _CONST = re.compile(r"\b_k(\d+)\b")
 _TEMP = re.compile(r"\b_t(\d+)\b")
 
@@ -1308,6 +1322,9 @@ class _Parts:
     """The body, indented from column 0, ending with ``_v = <result>``."""
     reads: tuple[tuple[str, int], ...]
     """``(temporary, constant index)`` of every name the body reads from the bindings."""
+    selects: tuple[tuple[str, int], ...]
+    """``(temporary read, field constant index)`` of every field selected from such a
+    name (``args.x``, ``variables.y``): what a fused function reads once."""
 
 
 _PARTS: dict[str, _Parts | None] = {}
@@ -1352,7 +1369,10 @@ def _take_apart(source: str) -> _Parts | None:
     body[-1] = "            _v = " + last[len("            return "):]
     text = "\n".join(line[12:] for line in body)
     reads = tuple((m.group(2), int(m.group(3)[2:])) for m in _READ.finditer(text))
-    return _Parts(budget, text, reads)
+    read_temps = {temp for temp, _ in reads}
+    selects = tuple((m.group(3), int(m.group(4)[2:])) for m in _SELECT.finditer(text)
+                    if m.group(3) in read_temps)
+    return _Parts(budget, text, reads, selects)
 
 
 _FUSED: dict[tuple[Any, ...], tuple[str, tuple[int, ...]]] = {}
@@ -1387,7 +1407,8 @@ def fused_rules(programs: Sequence[Program], stops: Sequence[bool]) -> FusedRule
                         for _, k in parts.reads) for parts, consts in pieces)
     key = (tuple(sources), tuple(stops), tuple(
         consts[k] if h else None for (parts, consts), hs in zip(pieces, hoist, strict=True)
-        for (_, k), h in zip(parts.reads, hs, strict=True)))
+        for (_, k), h in zip(parts.reads, hs, strict=True)), tuple(
+        consts[k] for parts, consts in pieces for _, k in parts.selects))
     made = _FUSED.get(key)
     if made is None:
         made = _fused_source(pieces, stops, hoist)
@@ -1406,6 +1427,20 @@ def fused_rules(programs: Sequence[Program], stops: Sequence[bool]) -> FusedRule
     return fused
 
 
+def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
+          memos: dict[tuple[str, Any], str]) -> str:
+    """A select line that reads a remembered field: read only the first time, and only
+    remembered once read without an error."""
+    ind, temp, operand, k = found.group(1, 2, 3, 4)
+    name = root.get(operand)
+    memo = None if name is None else memos.get((name, consts[int(k[2:])]))
+    if memo is None:
+        return found.group(0)
+    line = found.group(0)[len(ind):]
+    return "\n".join([f"{ind}if {memo} is _MISS:", f"{ind}    {line}",
+                      f"{ind}    {memo} = {temp}", f"{ind}else:", f"{ind}    {temp} = {memo}"])
+
+
 def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
                   hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
     params = [f"_k{i}_{n}" for i, (_, consts) in enumerate(pieces) for n in range(len(consts))]
@@ -1415,15 +1450,33 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
             if h:
                 names[ALWAYS_BOUND.index(consts[k])] = None
     hoisted = sorted(names)
+    # Fields of those names selected by more than one rule (or twice by one): read once.
+    roots: list[dict[str, str]] = []
+    seen: dict[tuple[str, Any], int] = {}
+    for (parts, consts), hs in zip(pieces, hoist, strict=True):
+        root = {temp: consts[k] for (temp, k), h in zip(parts.reads, hs, strict=True)
+                if h and consts[k] in MEMO_ROOTS}
+        roots.append(root)
+        for temp, k in parts.selects:
+            if temp in root:
+                field_key = (root[temp], consts[k])
+                seen[field_key] = seen.get(field_key, 0) + 1
+    memos = {field_key: f"_c{n}" for n, field_key in enumerate(
+        [fk for fk, count in seen.items() if count > 1])}
     lines = ["def _make(" + ", ".join([*params, *(f"_n{j}" for j in hoisted)]) + "):",
              "    def _p(b, _m, _s):",
              "        _hits = None"]
     lines += [f"        _r{j} = b[_n{j}]" for j in hoisted]
+    if memos:
+        lines.append("        " + " = ".join(memos.values()) + " = _MISS")
     # A function that may stop (a rule with a messageExpression, not the last) may be
     # resumed after any such rule: then every rule before the start is skipped.
     guarded = any(stops[:-1])
     for i, ((parts, consts), hs) in enumerate(zip(pieces, hoist, strict=True)):
         body = parts.body
+        if memos:
+            body = _SELECT.sub(functools.partial(_memo, root=roots[i], consts=consts,
+                                                 memos=memos), body)
         for (temp, k), h in zip(parts.reads, hs, strict=True):
             if h:  # the name's read, by the value read once (the pattern is unique per temp)
                 j = ALWAYS_BOUND.index(consts[k])
