@@ -13,28 +13,44 @@ repeat an uncharged operation as often as the budget allows). Two figures, one r
   may cost for the bound to hold when the whole budget is spent on it.
 - ``call``: one whole ``PolicySet.evaluate`` of a policy whose rule is the expression (input
   bounds, the budget, the decision record), as a ratio to the 50 ms bound.
+- ``guard``: the same call in Agent Framework's real loop (``ScriptedChatClient``), CPU time
+  inside the guard's function middleware minus ``call_next``, as a ratio to the bound, run
+  plainly and streaming (the larger is shown; ``--no-guard`` skips it).
 
-A row whose ``call`` ratio is over 1 is a finding: a guarded call on that input costs more
-than the promise allows. Ratios are of one run on a shared machine; repeat for noise.
+A row whose ``call`` or ``guard`` ratio is over 1 is a finding: a guarded call on that
+input costs more than the promise allows. Ratios are of one run on a shared machine;
+repeat for noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import datetime
 import gc
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
+from agent_framework import (  # noqa: E402
+    Agent,
+    AgentSession,
+    FunctionInvocationContext,
+    FunctionMiddleware,
+    FunctionTool,
+)
+
 import guardrails  # noqa: E402
+from guardrails.agent_framework import GuardFunctionMiddleware, ScriptedChatClient, guard  # noqa: E402
+from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.expr import compile_expression, generate_pending  # noqa: E402
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Meter  # noqa: E402
 from guardrails.expr.values import CelError  # noqa: E402
@@ -96,6 +112,9 @@ CASES: dict[str, Case] = {
                        lambda: {"l": LOOP[:60], "m": {f"k{i}": 1 for i in range(4_000)}}),
     "in list (strings)": (_once("!('zz' in args.m)"),
                           lambda: {"l": _loop(2_000), "m": [f"s{i}" for i in range(6_000)]}),
+    "in list (of lists)": (_once("!(args.x in args.m)"),
+                           lambda: {"l": _loop(2_000), "x": [*range(2_999), -1],
+                                    "m": [list(range(3_000))]}),
     "+ strings": (_once("size(args.a + args.b) > 0"),
                   lambda: {"l": _loop(2_000), "a": "a" * (S // 2), "b": "b" * (S // 2)}),
     "+ lists": (_once("size(args.m + args.m) > 0"),
@@ -179,6 +198,9 @@ CASES: dict[str, Case] = {
     "sets.contains (hashable)": (_once("sets.contains(args.a, args.b)"),
                                  lambda: {"l": _loop(500), "a": _loop(4_000),
                                           "b": _loop(4_000)}),
+    "sets.contains (one long list each)": (_once("!sets.contains(args.m, [args.x])"),
+                                           lambda: {"l": _loop(2_000), "x": [*range(2_999), -1],
+                                                    "m": [list(range(3_000))]}),
     "sets.equivalent (lists)": ("sets.equivalent(args.a, args.b)",
                                 lambda: {"a": [[i] for i in range(60)],
                                          "b": [[i] for i in range(60)]}),
@@ -254,15 +276,19 @@ def _expression_cost(source: str, args: dict[str, Any], backend: str) -> tuple[f
     return seconds, min(BUDGET, BUDGET - meter.left), outcome
 
 
-def _call_cost(source: str, args: dict[str, Any], backend: str) -> tuple[float, str]:
-    """CPU seconds of one ``PolicySet.evaluate`` with the expression as its rule."""
+def _policies(source: str, backend: str) -> guardrails.PolicySet:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "sweep.yaml"
         path.write_text(
             "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: sweep}\nspec:\n"
             "  match: {tools: [t]}\n  rules:\n    - name: r\n"
             f"      when: {json.dumps(source)}\n      action: deny\n", encoding="utf-8")
-        policies = guardrails.load(path, backend=backend)  # type: ignore[arg-type]
+        return guardrails.load(path, backend=backend)  # type: ignore[arg-type]
+
+
+def _call_cost(source: str, args: dict[str, Any], backend: str) -> tuple[float, str]:
+    """CPU seconds of one ``PolicySet.evaluate`` with the expression as its rule."""
+    policies = _policies(source, backend)
     gc.collect()
     start = time.thread_time()
     decision = policies.evaluate("t", args, now=NOW)
@@ -273,15 +299,77 @@ def _call_cost(source: str, args: dict[str, Any], backend: str) -> tuple[float, 
     return seconds, note
 
 
+async def _accept(**arguments: Any) -> str:
+    return "ok"
+
+
+# A schema that accepts any argument (as an MCP tool's may): the rules see every one.
+_SWEEP_TOOL = FunctionTool(func=_accept, name="t", description="Accepts any JSON.",
+                           input_model={"type": "object", "properties": {},
+                                        "additionalProperties": True})
+
+
+class _Timed(FunctionMiddleware):
+    """The guard's function middleware, timed from its entry, minus ``call_next``."""
+
+    def __init__(self, inner: GuardFunctionMiddleware) -> None:
+        self.inner = inner
+        self.samples: list[float] = []
+
+    async def process(self, context: FunctionInvocationContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        inside = 0.0
+
+        async def timed_next() -> None:
+            nonlocal inside
+            t0 = time.thread_time()
+            try:
+                await call_next()
+            finally:
+                inside += time.thread_time() - t0
+
+        t0 = time.thread_time()
+        try:
+            await self.inner.process(context, timed_next)
+        finally:
+            self.samples.append(time.thread_time() - t0 - inside)
+
+
+def _guard_cost(policies: guardrails.PolicySet, args: dict[str, Any]) -> float:
+    """CPU seconds inside the guard for the call in the real loop, plain and streaming: the
+    larger."""
+    worst = 0.0
+    for stream in (False, True):
+        run_mw, fn_mw = guard(policies)
+        assert isinstance(fn_mw, GuardFunctionMiddleware)
+        timed = _Timed(fn_mw)
+        client = ScriptedChatClient([[call("t", **args)], [text("done")]])
+        agent = Agent(client=client, tools=[_SWEEP_TOOL], middleware=[run_mw, timed])
+
+        async def go(agent: Agent = agent, stream: bool = stream) -> None:
+            with contextlib.suppress(guardrails.PolicyViolation):
+                if stream:
+                    async for _ in agent.run("go", stream=True, session=AgentSession()):
+                        pass
+                else:
+                    await agent.run("go", session=AgentSession())
+
+        gc.collect()
+        asyncio.run(go())
+        worst = max(worst, sum(timed.samples))
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="compiled", choices=("compiled", "closures"))
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument("--no-guard", action="store_true", help="skip the real-loop figure")
     options = parser.parse_args()
     print(f"backend {options.backend}; budget {BUDGET:,} units for {BOUND_S * 1000:.0f} ms: "
           f"{UNIT_NS:.1f} ns a unit at most")
     print(f"{'case':34} {'units':>10} {'ns/unit':>9} {'x bound':>8}   {'call':>9} "
-          f"{'x 50 ms':>8}  outcome")
+          f"{'x 50 ms':>8} {'guard':>8}  outcome")
     worst: tuple[float, str] = (0.0, "")
     worst_rate: tuple[float, str] = (0.0, "")
     for name, (source, make) in CASES.items():
@@ -291,12 +379,14 @@ def main() -> None:
         seconds, units, outcome = _expression_cost(source, args, options.backend)
         rate = seconds * 1e9 / max(units, 1)
         call_s, note = _call_cost(source, args, options.backend)
-        worst = max(worst, (call_s, name))
+        guard_s = 0.0 if options.no_guard else _guard_cost(_policies(source, options.backend),
+                                                            args)
+        worst = max(worst, (max(call_s, guard_s), name))
         worst_rate = max(worst_rate, (rate / UNIT_NS, name))
-        flag = "  <-- over the bound" if call_s > BOUND_S else ""
+        flag = "  <-- over the bound" if max(call_s, guard_s) > BOUND_S else ""
         print(f"{name:34} {units:>10,} {rate:>9.1f} {rate / UNIT_NS:>8.2f}   "
-              f"{call_s * 1000:>7.1f}ms {call_s / BOUND_S:>8.2f}  {outcome}/{note}{flag}",
-              flush=True)
+              f"{call_s * 1000:>7.1f}ms {call_s / BOUND_S:>8.2f} {guard_s / BOUND_S:>8.2f}  "
+              f"{outcome}/{note}{flag}", flush=True)
     print(f"worst ns/unit: {worst_rate[1]} at {worst_rate[0]:.2f}x the bound's rate; "
           f"worst call: {worst[1]} at {worst[0] / BOUND_S:.2f}x the 50 ms bound")
 

@@ -162,11 +162,16 @@ def test_cli_examples_run(where: str, command: str, capsys: pytest.CaptureFixtur
         tools.write_text('{"send_money": {"type": "object", "properties": '
                          '{"recipient": {"type": "string"}, "amount": {"type": "number"}}}}')
         argv[argv.index("--tools") + 1] = str(tools)
+    if "--principal" in argv:
+        # The docs' principal.json, as the example writes it.
+        principal = tmp_path / "principal.json"
+        principal.write_text('{"user": "ann", "roles": ["payments"], "tenant": "acme"}')
+        argv[argv.index("--principal") + 1] = str(principal)
     code, out = _run(argv, capsys)
     assert code in (0, 1), (where, command)
     if argv[0] == "eval":
         assert '"effect": "require_approval"' in out
-    elif argv[0] == "check" and "--tools" not in argv:
+    elif argv[0] == "check" and "--tools" not in argv and "--principal" not in argv:
         assert code == 0 and out.startswith("ok: 7 policies")
 
 

@@ -18,7 +18,7 @@ import pytest
 import guardrails
 from guardrails.expr import compile_expression, generate_pending
 from guardrails.expr.limits import DEFAULT_LIMITS, ITERATION_COST, METER, Meter
-from guardrails.expr.values import CostLimitExceeded
+from guardrails.expr.values import CelError, CostLimitExceeded
 
 BACKENDS = pytest.mark.parametrize("backend", ["compiled", "closures"])
 BUDGET = DEFAULT_LIMITS.max_cost
@@ -27,7 +27,8 @@ LOOP = list(range(270))
 
 
 def spent(source: str, args: dict[str, Any], backend: str, budget: int = BUDGET) -> int | None:
-    """Units ``source`` charges to a fresh meter on ``args``; None when it runs out."""
+    """Units ``source`` charges to a fresh meter on ``args``; None when the call is over
+    its cost bound (it ran out, or a function went over its own bound of work)."""
     program = compile_expression(source, declared={"args", "now"}, backend=backend)  # type: ignore[arg-type]
     generate_pending()
     meter = Meter(budget)
@@ -35,7 +36,11 @@ def spent(source: str, args: dict[str, Any], backend: str, budget: int = BUDGET)
         program.evaluate({"args": args, METER: meter})
     except CostLimitExceeded:
         return None
-    return budget - meter.left
+    except CelError:
+        if meter.left < 0:
+            return None
+        raise
+    return None if meter.left < 0 else budget - meter.left
 
 
 def decide(tmp_path: Path, rule: str, args: dict[str, Any], backend: str) -> guardrails.Decision:
@@ -199,8 +204,8 @@ def test_every_standard_function_declares_its_cost() -> None:
     ("args.m.max() >= 0", {"m": list(range(8_000))}, 10 * 8_000),
     ("args.m.sum() >= 0", {"m": list(range(8_000))}, 10 * 8_000),
     # 0.17 s and 0.5 s: nested values walked, charged one unit a top-level element
-    ("[args.m].flatten(2).size() == 0", {"m": [[] for _ in range(8_000)]}, 10 * 8_000),
-    ("[args.m].distinct().size() == 1", {"m": {f"k{i}": 1 for i in range(4_000)}}, 40 * 8_000),
+    ("[args.m].flatten(2).size() == 0", {"m": [[] for _ in range(8_000)]}, 16 * 8_000),
+    ("[args.m].distinct().size() == 1", {"m": {f"k{i}": 1 for i in range(4_000)}}, 64 * 8_000),
     ("'%s'.format([args.m]) != ''", {"m": [[] for _ in range(8_000)]}, 60 * 8_000),
     # 66 ms in one call: 3,000 long names folded character by character
     ("domains.lookalike('example.com', args.m)", {"m": ["é" * 240 + ".com"] * 3_000},
@@ -222,12 +227,12 @@ def test_library_functions_are_charged_by_what_they_walk(backend: str, body: str
 ])
 def test_regex_matches_are_charged_and_bounded_per_call(backend: str, body: str) -> None:
     """``findAll('')`` of a 440 kB text: 1.5 s in one call, charged by its length."""
-    from guardrails.expr.values import CelError
-
     program = compile_expression(body, declared={"args"}, backend=backend)  # type: ignore[arg-type]
     generate_pending()
+    meter = Meter(BUDGET)
     with pytest.raises(CelError, match=r"more than 2048 matches|longer than 2048"):
-        program.evaluate({"args": {"a": "a" * S}, METER: Meter(BUDGET)})
+        program.evaluate({"args": {"a": "a" * S}, METER: meter})
+    assert meter.left < 0  # over the call's bound, as if it ran out of the budget
     # Within the per-call bound, every match past a call's first 1,000 costs 500 units.
     first = spent(body, {"a": "a" * 1_000}, backend)
     assert first is not None and first >= 40 * 1_000
@@ -235,6 +240,22 @@ def test_regex_matches_are_charged_and_bounded_per_call(backend: str, body: str)
     meter = Meter(BUDGET)
     program.evaluate({"args": {"a": "a" * 2_000}, METER: meter})
     assert BUDGET - meter.left >= 40 * 1_000 + 500 * 1_000
+
+
+@BACKENDS
+def test_a_list_looked_for_in_lists_is_charged_by_what_each_comparison_reads(
+        backend: str) -> None:
+    """``x in l`` for a list ``x`` of 3,000 numbers and ``l`` holding one such list, in a
+    loop: 0.39 s, charged 40 units a look; ``sets.contains([m], [x])`` alike."""
+    args = {"x": [*range(2_999), -1], "m": [list(range(3_000))]}
+    units = spent("args.x in args.m", args, backend)
+    assert units is not None and units >= 40 * 3_000
+    units = spent("sets.contains(args.m, [args.x])", args, backend)
+    assert units is not None and units >= 40 * 3_000
+    assert spent("args.l.all(x, !(args.x in args.m))", {"l": list(range(2_000)), **args},
+                 backend) is None
+    # Elements of another size are unequal without reading them.
+    assert spent("args.x in args.m", {"x": [1], "m": [list(range(3_000))]}, backend) == 40
 
 
 @BACKENDS
@@ -258,26 +279,57 @@ def test_every_library_function_declares_its_cost() -> None:
 
 
 @BACKENDS
-def test_a_call_over_its_bound_of_matches_is_charged_the_bound(backend: str) -> None:
-    """An error a rule absorbs (``|| true``) must not make the bounded work free: each
-    call over the bound is charged ``MAX_MATCHES`` matches."""
+def test_a_call_over_its_bound_of_matches_is_over_its_cost_bound(backend: str) -> None:
+    """An error a rule could absorb (``|| true``) must not make the bounded work free, and a
+    policy under ``failurePolicy: Ignore`` must not be skipped by flooding its matches: a
+    function call over its bound of matches puts the call over its cost bound."""
     near = "password=aaaaaaaa " * 3_000
     for body in ("credentials.found(args.a) || true", "args.a.findAll('') == [] || true"):
-        once = spent(body, {"a": near}, backend)
-        assert once is not None and once >= 40 * 1_000 + 500 * 1_048, body
-        assert spent(f"args.l.all(x, {body})", {"l": LOOP, "a": near}, backend) is None
+        assert spent(body, {"a": near}, backend) is None, body
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streaming"])
+async def test_a_flood_of_matches_is_denied_under_ignore(tmp_path: Path, stream: bool) -> None:
+    """3,000 allowed links hide the one that is not: the policy's findAll goes over its
+    bound. Under ``Ignore`` an ordinary error would skip the policy (allow); a call over its
+    bounds never runs, whatever the failurePolicy."""
+    from agent_framework import AgentSession, tool
+
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call
+    from tests.af_support import agent_with, run
+
+    ran: list[str] = []
+
+    @tool
+    def post(body: str) -> str:
+        """Posts a text."""
+        ran.append(body)
+        return "posted"
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  match: {tools: [post]}\n  failurePolicy: Ignore\n  rules:\n    - name: r\n"
+        "      when: \"args.body.findAll('https?://[^ ]+').exists(u, !u.startsWith("
+        "'https://ok.example/'))\"\n      action: deny\n", encoding="utf-8")
+    policies = guardrails.load(path)
+    flood = " ".join(["https://ok.example/x"] * 3_000 + ["https://evil.example/"])
+    assert policies.evaluate("post", {"body": "see https://evil.example/"}).effect.value == "deny"
+    decision = policies.evaluate("post", {"body": flood})
+    # Over the call's bound (an input error), not only an error of the rule.
+    assert any(e.element == "input" and "cost bound" in e.message for e in decision.errors)
+    client = ScriptedChatClient([[call("post", body=flood)]])
+    await run(agent_with(client, [post], guard(policies)), "post it", stream=stream,
+              session=AgentSession())
+    assert ran == []
 
 
 @BACKENDS
 def test_credentials_found_charges_the_candidates_it_checks(backend: str) -> None:
     """24,000 near-miss assignments in a 440 kB argument: 0.3 s in one call."""
-    from guardrails.expr.values import CelError
-
-    program = compile_expression("credentials.found(args.a)", declared={"args"},
-                                 backend=backend)  # type: ignore[arg-type]
-    generate_pending()
-    with pytest.raises(CelError, match="more than 2048 candidates"):
-        program.evaluate({"args": {"a": "password=aaaaaaaa " * 24_000}, METER: Meter(BUDGET)})
+    assert spent("credentials.found(args.a)", {"a": "password=aaaaaaaa " * 24_000},
+                 backend) is None
     few = spent("credentials.found(args.a)", {"a": "password=aaaaaaaa " * 10}, backend)
     assert few is not None and few >= 1_000 + 180 + 40 * 10
     assert spent("credentials.found(args.a)", {"a": "AKIA" + "A" * 16}, backend) == 1_020
@@ -345,3 +397,33 @@ async def test_the_sweeps_attacks_are_stopped_in_the_real_loop(tmp_path: Path, k
     assert entry["effect"] == "deny"
     decision = policies.evaluate("submit", {"token": secret, **_loop_inputs(kind)})
     assert over_budget(decision)
+
+
+DIFFERENTIAL = [
+    "args.a == args.b", "args.a < args.b", "args.m == args.n", "args.m != args.n",
+    "optional.of(args.m) == optional.of(args.n)", "[args.m] == [args.n]",
+    "args.l.all(x, x == args.l[0])", "args.l.exists(x, [x, x + 1, x * 2].size() == 9)",
+    "string(bytes(args.a)) == args.a", "double(args.d) > 0.0", "int(args.i) > 0",
+    "duration(args.dur) > duration('0s')", "math.greatest(args.l) > 0",
+    "args.a.startsWith(args.b)", "args.a.endsWith('x')", "0 in args.map", "true in args.map",
+    "args.map[?1].hasValue()", "args.l.max() > 0", "sets.contains(args.l, args.l)",
+    "[args.m].flatten(2).size() >= 0", "args.m.distinct().size() > 0",
+    "'%s %s'.format([args.m, args.a]) != ''", "args.a.findAll('a').size() >= 0",
+    "regex.replace(args.a, 'a', '\\\\0-') != ''", "credentials.found(args.a)",
+    "domains.lookalike('example.com', args.names)", "strings.quote(args.u) != ''",
+    "args.m[0] in args.n", "[args.a] in [args.m, [args.b]]", "sets.intersects(args.m, args.n)",
+]
+
+
+@pytest.mark.parametrize("size", [1, 40, 700])
+@pytest.mark.parametrize("source", DIFFERENTIAL)
+def test_both_backends_charge_every_function_alike(source: str, size: int) -> None:
+    """What a call is charged is the policies' and the call's, never the backend's."""
+    args = {
+        "a": "a" * size, "b": "a" * size, "u": "é\ud800" * size, "d": "1" * min(size, 300),
+        "i": "7" * min(size, 18), "dur": "1h" * min(size, 50),
+        "m": [[i, str(i)] for i in range(size)], "n": [[i, str(i)] for i in range(size)],
+        "l": list(range(1, size + 1)), "map": {f"k{i}": i for i in range(size)},
+        "names": ["exámple.com"] * size,
+    }
+    assert spent(source, args, "closures") == spent(source, args, "compiled")

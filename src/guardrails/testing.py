@@ -22,6 +22,7 @@ callers building expectations in Python).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import json
@@ -239,8 +240,9 @@ class Runner:
                 counters=PresetCounts(case.counters) if case.counters is not None else None,
             )
             used.setdefault(key, []).append(decision)
-            mismatches = [*check(case.expect, decision), *unknown_rules(case.expect,
-                                                                        policy_set)]
+            mismatches = [*_with_key_hints(check(case.expect, decision), case),
+                          *unknown_rules(case.expect, policy_set),
+                          *unmatched_tool(case.tool, decision, policy_set)]
             results.append(CaseResult(
                 case.suite, case.name, case.file, case.line, case.column,
                 tuple(mismatches), decision.to_dict(),
@@ -373,6 +375,53 @@ def unknown_rules(expect: Mapping[str, Any], policy_set: PolicySet) -> list[Mism
             hint = f"; did you mean {close[0]}?" if close else ""
             out.append(Mismatch("rules", str(name), None,
                                 f"no such rule in the policies under test{hint}"))
+    return out
+
+
+def unmatched_tool(tool: str, decision: Decision, policy_set: PolicySet) -> list[Mismatch]:
+    """A case whose tool no policy under test names, while one names a tool close to it
+    (``send_mail`` for ``send_email``): it passes only because nothing applied, and
+    tests nothing. A case for a tool far from every name (``other tools are not
+    matched``) is a deliberate one and passes."""
+    if any(p.tools is not None and p.matches_tool(tool) for p in policy_set.policies):
+        return []
+    names = sorted({g for p in policy_set.policies for g in p.tools or ()
+                    if not any(c in g for c in "*?[")})
+    close = _close_name(tool, names)
+    if close is None:
+        return []
+    return [Mismatch("tool", close, tool,
+                     f"no policy under test matches tool {tool!r}, so the case tests "
+                     f"nothing; a policy names {close!r}: a typo in the case's tool or in "
+                     f"match.tools? (tool names are case-sensitive)")]
+
+
+def _close_name(name: str, known: Sequence[str]) -> str | None:
+    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
+    found = folded.get(name.lower().replace("_", "").replace("-", ""))
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch]:
+    """An error "no such key: role" while the case's principal has ``roles``: say so (a
+    misspelt key in the policy, or in the case)."""
+    out: list[Mismatch] = []
+    for m in mismatches:
+        if m.field == "errors" and "no such key: " in m.note:
+            hints = []
+            for key in dict.fromkeys(re.findall(r"no such key: ([^\s;,)]+)", m.note)):
+                for what, data in (("args", case.args), ("principal", case.principal)):
+                    keys = [str(k) for k in data or {}]
+                    close = _close_name(key, keys)
+                    if close is not None and close != key:
+                        hints.append(f"'{key}' is missing, and the case's {what} has "
+                                     f"'{close}': a misspelt key?")
+            if hints:
+                m = dataclasses.replace(m, note=m.note + " (" + "; ".join(hints) + ")")
+        out.append(m)
     return out
 
 

@@ -198,7 +198,7 @@ class GuardRunMiddleware(AgentMiddleware):
                                             for name, schema in schemas.items()))
         if key in self._checked:
             return
-        findings = lint_module.lint(policies, schemas)
+        findings = lint_module.lint(policies, schemas, unguarded_typo="error")
         errors = [f for f in findings if f.severity == "error"]
         if errors:
             raise PolicyError(Problem(f.file, f.line, f.column, f.message) for f in errors)

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON/YAML tool schemas (name -> parameters schema, or a list of "
                    "function definitions): also check argument names and types against "
                    "them")
+    p.add_argument("--principal", metavar="FILE",
+                   help="JSON/YAML: an example principal, or its JSON Schema: also check "
+                   "the principal.* keys policies read against it")
     p.add_argument("--strict", action="store_true",
                    help="treat warnings as errors (exit 1 when there is any)")
     _format_option(p)
@@ -153,26 +156,45 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails import PolicyError
     from guardrails.engine.compile import load_with_warnings
-    from guardrails.engine.lint import Finding, lint
+    from guardrails.engine.lint import Finding, lint, lint_policies
 
     tools = _read_tools(args.tools) if args.tools else None
+    principal = _read_principal(args.principal) if args.principal else None
+
+    def findings_of(policies: Any, warnings: Sequence[Any]) -> list[Finding]:
+        found = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
+        found.extend(lint_policies(policies, principal=principal))
+        if tools is not None:
+            found.extend(lint(policies, tools, principal=principal))
+        # The schema checks type the expressions again: a finding both make is shown once.
+        found = list({(f.severity, f.file, f.line, f.column, f.message): f
+                      for f in found}.values())
+        found.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
+        return found
+
     try:
         policies, warnings = load_with_warnings(args.paths)
     except PolicyError as e:
+        # Every problem at once: the files that load without the broken ones are checked
+        # too, so fixing the load errors does not uncover a second round of findings.
+        rest = _loadable_rest(args.paths, {p.file for p in e.errors})
+        found = findings_of(*rest) if rest is not None else []
         if args.format == "json":
             _dump({"ok": False, "problems": [p.to_dict() for p in e.errors],
-                   "findings": [], "policies": [], "revision": None}, out)
+                   "findings": [f.to_dict() for f in found], "policies": [],
+                   "revision": None}, out)
         else:
             for p in e.errors:
                 print(p, file=out)
+            for f in found:
+                print(f, file=out)
             n = len(e.errors)
-            print(f"{n} problem{'s' if n != 1 else ''}", file=out)
+            more = (f"; and {len(found)} finding{'s' if len(found) != 1 else ''} in the "
+                    f"files that load without them") if found else ""
+            print(f"{n} problem{'s' if n != 1 else ''}{more}", file=out)
         return PROBLEMS
 
-    findings = [Finding("warning", w.file, w.line, w.column, w.message) for w in warnings]
-    if tools is not None:
-        findings.extend(lint(policies, tools))
-    findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column))
+    findings = findings_of(policies, warnings)
     failing = ("error", "warning") if args.strict else ("error",)
     errors = [f for f in findings if f.severity in failing]
     names = [p.name for p in policies.policies]
@@ -193,25 +215,64 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     return PROBLEMS if errors else OK
 
 
-def _read_tools(path: str) -> dict[str, Any]:
+def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | None:
+    """The policy set of every YAML file under ``paths`` but the ``broken`` ones, when it
+    loads on its own (it may not: a file can need a Library the broken one defines)."""
+    from guardrails import PolicyError
+    from guardrails.engine.compile import load_with_warnings
+
+    files: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                files.extend(os.path.normpath(os.path.join(root, f)) for f in sorted(names)
+                             if f.endswith((".yaml", ".yml")))
+        else:
+            files.append(os.path.normpath(path))
+    rest = [f for f in files if f not in broken and os.path.normpath(f) not in broken]
+    if not rest or len(rest) == len(files):
+        return None
+    try:
+        return load_with_warnings(rest)
+    except PolicyError:
+        return None
+
+
+def _read_check_file(path: str, what: str) -> Any:
     import yaml
 
-    from guardrails.engine.lint import parse_tools
     from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     try:
-        # A FIFO or a device given as the tools file is refused, not read (it would hang).
+        # A FIFO or a device given as the file is refused, not read (it would hang).
         text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")
-        data = yaml.safe_load(text)  # YAML is a superset of JSON
+        return yaml.safe_load(text)  # YAML is a superset of JSON
     except OSError as e:
-        raise UsageError(f"cannot read tools file {path}: {e.strerror}") from None
+        raise UsageError(f"cannot read {what} file {path}: {e.strerror}") from None
     except (UnreadableFile, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read tools file {path}: {e}") from None
+        raise UsageError(f"cannot read {what} file {path}: {e}") from None
     except yaml.YAMLError as e:
-        raise UsageError(f"tools file {path} is not valid JSON/YAML: "
+        raise UsageError(f"{what} file {path} is not valid JSON/YAML: "
                          f"{_one_line(str(e))}") from None
     except RecursionError:  # PyYAML's parser recurses once per nesting level
-        raise UsageError(f"tools file {path} is nested too deeply to read") from None
+        raise UsageError(f"{what} file {path} is nested too deeply to read") from None
+
+
+def _read_principal(path: str) -> Any:
+    from guardrails.engine.typecheck import principal_type
+
+    data = _read_check_file(path, "principal")
+    try:
+        return principal_type(data)
+    except (ValueError, RecursionError) as e:
+        raise UsageError(f"principal file {path}: {e}") from None
+
+
+def _read_tools(path: str) -> dict[str, Any]:
+    from guardrails.engine.lint import parse_tools
+
+    data = _read_check_file(path, "tools")
     try:
         return parse_tools(data)
     except ValueError as e:
@@ -410,6 +471,26 @@ def _read_data_file(flag: str, path: str) -> Any:
 # --- expr ----------------------------------------------------------------------------
 
 
+def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
+    """`` (--args has 'amount')`` for ``no such key: Amount``."""
+    import difflib
+    import re
+
+    found = re.search(r"no such key: (\S+)", error)
+    if found is None:
+        return ""
+    key = found[1]
+    for flag, value in data.items():
+        if isinstance(value, Mapping):
+            keys = [str(k) for k in value]
+            lowered = {k.lower(): k for k in keys}
+            close = [lowered[key.lower()]] if key.lower() in lowered else \
+                difflib.get_close_matches(key, keys, n=1)
+            if close and close[0] != key:
+                return f" (--{flag} has '{close[0]}': did you mean it?)"
+    return ""
+
+
 def _expr(args: argparse.Namespace, out: TextIO) -> int:
     """One expression, evaluated by the production engine as a policy variable.
 
@@ -454,6 +535,9 @@ def _expr(args: argparse.Namespace, out: TextIO) -> int:
         if step["element"] == "variables.value":
             if "error" in step:
                 error = str(step["error"]).removeprefix("variable value: ")
+                error += _missing_key_hint(error, {"args": call.get("args"),
+                                                   "principal": call.get("principal"),
+                                                   "params": params})
                 print(f"guardrails expr: evaluation error: {error}", file=sys.stderr)
                 return PROBLEMS
             _dump(step["value"], out)

@@ -41,6 +41,7 @@ from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
+from guardrails.expr.typechecker import suggest
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
@@ -196,6 +197,25 @@ def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backen
     )
 
 
+def _plain_text(source: str) -> bool:
+    """A messageExpression written as text (``Blocked mail to args.to``): it does not
+    parse, or it is one bare word."""
+    try:
+        parse(source)
+    except CelSyntaxError:
+        return True
+    return re.fullmatch(r"\s*[A-Za-z_]\w*\s*", source) is not None
+
+
+def variable_hint(message: str, variables: Sequence[Any]) -> str:
+    """For ``undeclared reference to 'x'`` where ``x`` is a variable of the policy:
+    variables are read as ``variables.x``."""
+    found = re.match(r"undeclared reference to '([^']+)'", message)
+    if found is None or found[1] not in {v.name for v in variables}:
+        return ""
+    return f" (a variable is read as variables.{found[1]})"
+
+
 def _compile(expression: Expression, names: frozenset[str], limits: Limits, backend: Backend,
              problems: list[Problem], *, condition: bool = False) -> CompiledExpression | None:
     try:
@@ -258,7 +278,8 @@ class _Compiler:
         rules = []
         for rule in p.rules:
             rwhen = self.expr(rule.when, names, variables=all_vars, condition=True)
-            mexpr = (self.expr(rule.message_expression, names, variables=all_vars)
+            mexpr = (self.expr(rule.message_expression, names, variables=all_vars,
+                               text=True)
                      if rule.message_expression else None)
             if rwhen is not None:
                 rules.append(CompiledRule(rule.name, rwhen, Action(rule.action),
@@ -291,6 +312,7 @@ class _Compiler:
             results=p.results,
             agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
             counters=counters,
+            tool_positions=p.match.tool_positions,
             fused=fused_rules([r.when.program for r in rules],
                               [r.message_expression is not None for r in rules]),
         )
@@ -342,6 +364,7 @@ class _Compiler:
         *,
         variables: frozenset[str] = frozenset(),
         condition: bool = False,
+        text: bool = False,
     ) -> CompiledExpression | None:
         try:
             if any(ns in expression.source for ns in self.namespaces):
@@ -354,11 +377,15 @@ class _Compiler:
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
             message = e.message
+            if text and _plain_text(expression.source):
+                message += (" (messageExpression is a CEL expression: for fixed text write "
+                            "message: instead, or build a string: '\"Blocked: \" + args.to')")
             if message.startswith("invalid escape sequence"):
                 message += (" (in a CEL string a backslash starts an escape: write \\\\d "
                             "for a regex's \\d, or use a raw string, r\"\\d+\")")
             self.problems.append(Problem(pos.file, pos.line, pos.column,
-                                         message + self.library_hint(message)))
+                                         message + self.library_hint(message)
+                                         + variable_hint(message, self.src.variables)))
             return None
         counter_names = frozenset(c.name for c in self.src.counters)
         key = _names_key(program, names, variables, counter_names, condition)
@@ -395,7 +422,7 @@ class _Compiler:
                 known = ", ".join(sorted(variables)) or "none"
                 hint = ("variables can only use variables defined before them"
                         if "variables" in names and name in {v.name for v in self.src.variables}
-                        else f"defined variables: {known}")
+                        else f"defined variables: {known}{suggest(name, sorted(variables))}")
                 self.problems.append(Problem(pos.file, pos.line, pos.column,
                                              f"unknown variable '{name}' ({hint})"))
                 ok = False

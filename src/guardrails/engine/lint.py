@@ -29,19 +29,22 @@ checked. Only the first level of ``args`` is checked (nested objects are free-fo
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from guardrails.engine.policy import CompiledPolicy
-from guardrails.engine.typecheck import args_type, typecheck
+from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
+from guardrails.expr.typechecker import call_name, pattern_argument, suggest
+from guardrails.expr.types import Type
 from guardrails.model.source import Expression, Position
 
 Severity = Literal["error", "warning", "info"]
 
-__all__ = ["Finding", "Severity", "lint", "parse_tools", "tool_parameters"]
+__all__ = ["Finding", "Severity", "lint", "lint_policies", "parse_tools", "tool_parameters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +72,24 @@ class _HasPolicies(Protocol):
 
 
 def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
-         tools: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
-    """Check compiled policies against ``tools`` (tool name -> parameters JSON Schema)."""
+         tools: Mapping[str, Mapping[str, Any]], *,
+         unguarded_typo: Severity = "warning", principal: Type | None = None
+         ) -> list[Finding]:
+    """Check compiled policies against ``tools`` (tool name -> parameters JSON Schema).
+
+    ``unguarded_typo``: the severity of a glob that matches no tool but is close to one
+    no policy matches (``send_emial``). ``guard(strict=True)``, which checks against one
+    agent's own tools, makes it an error: that tool would run unguarded.
+    """
     compiled: Sequence[CompiledPolicy] = (
         tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
     )
     params = {name: tool_parameters(schema) for name, schema in tools.items()}
     findings: list[Finding] = []
+    unguarded = [t for t in sorted(tools) if not any(p.matches_tool(t) for p in compiled)]
     for policy in compiled:
-        findings.extend(_lint_policy(policy, params, tools))
+        findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo,
+                                     principal))
     for tool in sorted(tools):
         if not any(p.matches_tool(tool) for p in compiled):
             findings.append(Finding("info", "", 0, 0,
@@ -135,15 +147,56 @@ class _Access:
     """``args.x`` (the node offset may sit before the name) rather than a string literal."""
 
 
+def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
+                     unguarded: Sequence[str], severity: Severity) -> list[Finding]:
+    """A glob that matches no known tool. Globs written for other agents' tools are
+    normal (the library's email policy names five); one close to a tool that no policy
+    matches (``send_emial`` for ``send_email``) is a typo that leaves that tool unguarded.
+    """
+    names = sorted(tools)
+    globs = policy.tools or ()
+    out: list[Finding] = []
+    matched_any = False
+    for i, glob in enumerate(globs):
+        if any(fnmatch.fnmatchcase(t, glob) for t in names):
+            matched_any = True
+            continue
+        close = _close(glob, unguarded)
+        if close:
+            at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
+            out.append(_at(at, severity,
+                           f"policy {policy.name}: match.tools [{', '.join(globs)}] "
+                           f"matches none of the known tools: {glob!r} matches no tool; "
+                           f"did you mean {close!r}? (no policy matches {close!r}, so it "
+                           f"runs unguarded; globs are case-sensitive)"))
+    if matched_any:
+        return [replace(f, message=f.message.replace(
+            f"[{', '.join(globs)}] matches none of the known tools: ", "")) for f in out]
+    if not out:
+        at = policy.tool_positions[0] if policy.tool_positions else policy.position
+        out.append(_at(at, "warning", f"policy {policy.name}: match.tools "
+                                      f"[{', '.join(globs)}] matches none of the known tools"))
+    return out[:1]
+
+
+def _close(name: str, known: Sequence[str]) -> str | None:
+    lowered = {k.lower().replace("_", "").replace("-", ""): k for k in known}
+    key = name.lower().replace("_", "").replace("-", "")
+    if key in lowered:
+        return lowered[key]
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | None],
-                 params_schemas: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+                 params_schemas: Mapping[str, Mapping[str, Any]],
+                 unguarded: Sequence[str] = (),
+                 unguarded_typo: Severity = "warning",
+                 principal: Type | None = None) -> list[Finding]:
     matched = [t for t in params if policy.matches_tool(t)]
     findings: list[Finding] = []
-    if policy.tools is not None and params and not matched:
-        globs = ", ".join(policy.tools)
-        findings.append(_at(policy.position, "warning",
-                            f"policy {policy.name}: match.tools [{globs}] matches none "
-                            f"of the known tools"))
+    if policy.tools is not None and params:
+        findings.extend(_unmatched_globs(policy, params, unguarded, unguarded_typo))
     declared: dict[str, frozenset[str]] = {}
     for t in matched:
         ps = params[t]
@@ -179,9 +232,8 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
-    for f in typecheck(policy, typed):
-        findings.append(_at(f.position, "error" if f.severity == "error" else "warning",
-                            f"policy {policy.name}: {f.element}: {f.message}"))
+    for f in typecheck(policy, typed, closed_params=True, principal=principal):
+        findings.append(_type_finding(policy, f))
 
     def undeclared(names: Iterable[str], what: str, at: Position) -> None:
         for name in names:
@@ -202,6 +254,19 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     return findings
 
 
+def _type_finding(policy: CompiledPolicy, f: TypeFinding) -> Finding:
+    message = f.message
+    found = re.match(r"'(params(?:\.\w+)+)' does not exist", message)
+    if found:
+        sources = {element: e.source for element, e, _ in policy.expressions()}
+        if found[1] not in sources.get(f.element, found[1]):
+            message += ("; it is read inside a library function this expression calls: a "
+                        "Library's params reach the policies that name it in spec.uses (or "
+                        "share its file)")
+    return _at(f.position, "error" if f.severity == "error" else "warning",
+               f"policy {policy.name}: {f.element}: {message}")
+
+
 def _no_param(missing: Sequence[str], name: str) -> str:
     if len(missing) == 1:
         return f"tool {missing[0]!r} has no parameter {name!r}"
@@ -209,8 +274,7 @@ def _no_param(missing: Sequence[str], name: str) -> str:
 
 
 def _hint(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return suggest(name, sorted(known))
 
 
 def _at(pos: Position, severity: Severity, message: str) -> Finding:
@@ -286,3 +350,390 @@ def _children(n: ast.Node) -> list[ast.Node]:
     if isinstance(n, ast.StructLit):
         return [v for _, v in n.fields]
     return []
+
+
+# -- checks that need no tool schemas ---------------------------------------------------
+
+
+def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
+                  principal: Type | None = None) -> list[Finding]:
+    """Likely mistakes in a loaded policy set that no schema is needed to see.
+
+    - ``error``: a ``params`` key that the policy does not have (``params.maxx``): params
+      are static, so every evaluation fails (checked on the loaded instances, bindings
+      and libraries merged in; at load a binding may still add keys).
+    - ``warning``: a rule that can never fire (``when: 'false'``, ``a == 1 && a == 2``) or
+      fires whatever the call (``x || true``; a literal ``true`` is taken as meant); a
+      ``match.when`` that is constant false; an ``allow`` rule in a policy whose
+      ``defaultAction`` is allow (it changes nothing: the most severe fired rule wins);
+      two rules with the same condition; a history entry field the guard never records
+      (``h.tol``); a regex literal whose ``.`` between words is not escaped
+      (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
+      start only and ends in a domain or file extension (``^.*\\.pdf`` matches
+      ``x.pdf.exe``).
+
+    ``principal``: its type (``typecheck.principal_type``), when the host said what it
+    sends (``guardrails check --principal``): a key outside it is reported.
+    """
+    compiled: Sequence[CompiledPolicy] = (
+        tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
+    )
+    findings: list[Finding] = []
+    seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
+    for policy in compiled:
+        for f in typecheck(policy, closed_params=True, principal=principal):
+            findings.append(_type_finding(policy, f))
+        key = (policy.position.file, policy.position.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        findings.extend(_lint_logic(policy))
+        for element, expression, program in policy.expressions():
+            findings.extend(_lint_regexes(policy, element, expression, program.ast))
+    unique = {(f.file, f.line, f.column, f.message): f for f in findings}
+    return sorted(unique.values(), key=lambda f: (f.file, f.line, f.column))
+
+
+def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
+    out: list[Finding] = []
+    name = policy.name
+    if policy.when is not None and _constant(policy.when.program.ast) is False:
+        out.append(_at(policy.when.expression.position, "warning",
+                       f"policy {name}: match.when is always false: the policy never "
+                       f"applies"))
+    if policy.default_action.value == "deny" and policy.rules and not any(
+            r.action.value == "allow" for r in policy.rules):
+        out.append(_at(policy.position, "warning",
+                       f"policy {name}: defaultAction is deny and no rule allows: every "
+                       f"call it matches is denied (defaultAction is the result when no rule "
+                       f"fires; add allow rules for an allowlist, or leave it allow)"))
+    for element, expression, program in policy.expressions():
+        out.extend(_numeric_text_params(policy, element, expression, program.ast))
+    first: dict[str, str] = {}
+    for rule in policy.rules:
+        node = rule.when.program.ast
+        where = rule.when.expression.position
+        value = _constant(node)
+        # `when: 'false'`, `false && ...`: a rule switched off (or on) on purpose.
+        meant = value is not None and _literal_decides(node)
+        if value is not None and not meant:
+            quoted = _quoted_path(node)
+            hint = (f" ({quoted!r} is a string literal, not the value it names: write "
+                    f"it without quotes)" if quoted else
+                    " (it compares constants: nothing in it depends on the call)")
+            out.append(_at(where, "warning",
+                           f"policy {name}: rules.{rule.name}.when is always "
+                           f"{'true' if value else 'false'}: the rule "
+                           f"{'fires on every call' if value else 'never fires'}{hint}"))
+        elif value is None:
+            clash = _contradiction(node)
+            if clash:
+                out.append(_at(where, "warning",
+                               f"policy {name}: rules.{rule.name}.when can never be true: "
+                               f"{clash}; did you mean || ?"))
+        if rule.action.value == "allow" and policy.default_action.value == "allow":
+            out.append(_at(rule.position, "warning",
+                           f"policy {name}: rules.{rule.name}: an allow rule does nothing "
+                           f"in a policy whose defaultAction is allow (the most severe "
+                           f"fired rule wins: it never overrides a deny); for an allowlist "
+                           f"set defaultAction: deny, for an exception narrow the deny "
+                           f"rule's when"))
+        shadow = _shadowed(rule, policy.rules)
+        if shadow is not None and value is None:
+            out.append(_at(where, "warning",
+                           f"policy {name}: rules.{rule.name} ({rule.action.value}) never "
+                           f"changes the result: whenever it fires, rules.{shadow.name} "
+                           f"({shadow.action.value}) fires too and is more severe (every "
+                           f"rule is evaluated and the most severe wins; there is no first "
+                           f"match); narrow rules.{shadow.name}.when"))
+        text = " ".join(rule.when.expression.source.split())
+        if text in first and value is None:
+            out.append(_at(where, "warning",
+                           f"policy {name}: rules.{rule.name}.when is the same condition "
+                           f"as rules.{first[text]}: merge them or change one"))
+        first.setdefault(text, rule.name)
+    return out
+
+
+_SEVERITY = {"allow": 0, "require_approval": 1, "deny": 2, "halt": 3}
+
+
+def _shadowed(rule: Any, rules: Sequence[Any]) -> Any:
+    """A more severe rule that fires whenever ``rule`` does (both one comparison of the
+    same path with a number: ``amount > 10000`` under ``amount > 1000``), or None. A
+    ``warn`` rule is recorded whatever else fires, so it is never shadowed."""
+    mine = _bound(rule.when.program.ast)
+    if mine is None or rule.action.value not in _SEVERITY:
+        return None
+    for other in rules:
+        if other is rule or _SEVERITY.get(other.action.value, -1) <= _SEVERITY[rule.action.value]:
+            continue
+        theirs = _bound(other.when.program.ast)
+        if theirs is not None and _implies(mine, theirs):
+            return other
+    return None
+
+
+def _bound(node: ast.Node) -> tuple[str, str, float] | None:
+    """``("args.amount", ">", 1000.0)`` for a condition that is one such comparison."""
+    if not (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2
+            and node.function in ("_<_", "_<=_", "_>_", "_>=_")):
+        return None
+    a, b = node.args
+    op = node.function
+    if isinstance(a, ast.Literal):
+        a, b, op = b, a, _FLIP[op]
+    path = _dotted(a)
+    if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bool) \
+            or not isinstance(b.value, int | float):
+        return None
+    return path, _SYMBOL[op], float(b.value)
+
+
+def _implies(x: tuple[str, str, float], y: tuple[str, str, float]) -> bool:
+    """Whether ``x`` holding makes ``y`` hold (one path, bounds in one direction)."""
+    (px, ox, vx), (py, oy, vy) = x, y
+    if px != py or ox[0] != oy[0]:
+        return False
+    if ox[0] == ">":
+        return vx > vy or (vx == vy and (oy == ">=" or ox == ">"))
+    return vx < vy or (vx == vy and (oy == "<=" or ox == "<"))
+
+
+_NUMERIC_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
+_ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"})
+
+
+def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expression,
+                         node: ast.Node) -> list[Finding]:
+    """A param YAML read as text that looks like a number (``limit: 1,000`` or
+    ``limit: "5"``) used in a comparison or arithmetic: against a number it is an
+    evaluation error on every call (the checker only sees it when the other side's type
+    is known, as with tool schemas)."""
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.target is None and n.function in _ORDER_OPS
+                and len(n.args) == 2):
+            continue
+        for operand in n.args:
+            path = _dotted(operand)
+            if path is None or not path.startswith("params."):
+                continue
+            value: Any = policy.params
+            for part in path.split(".")[1:]:
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip()):
+                number = value.strip().replace(",", "")
+                out.append(_at(expression.position_of(operand.offset), "warning",
+                               f"policy {policy.name}: {element}: {path} is the text "
+                               f"{value!r}, not a number: compared with a number it is an "
+                               f"evaluation error on every call; write {number} in params "
+                               f"(no quotes, no thousands separator)"))
+    return out
+
+
+def _constant(node: ast.Node) -> bool | None:
+    """The value of a condition that does not depend on the call (``"a" == "b"``,
+    ``x || true``), else None. CEL's ``&&``/``||`` absorb errors, so one constant
+    operand can decide."""
+    if isinstance(node, ast.Literal):
+        return node.value if type(node.value) is bool else None
+    if not (isinstance(node, ast.Call) and node.target is None):
+        return None
+    f, args = node.function, node.args
+    if f == "!_" and len(args) == 1:
+        v = _constant(args[0])
+        return None if v is None else not v
+    if f in ("_&&_", "_||_") and len(args) == 2:
+        a, b = _constant(args[0]), _constant(args[1])
+        decides = f == "_||_"
+        if decides in (a, b):
+            return decides
+        if a is not None and b is not None:
+            return a and b if f == "_&&_" else a or b
+        return None
+    if len(args) == 2 and all(isinstance(a, ast.Literal) for a in args):
+        x, y = (a.value for a in args if isinstance(a, ast.Literal))
+        if f in ("_==_", "_!=_") and type(x) is not bytes and type(y) is not bytes:
+            return _same(x, y) == (f == "_==_")
+    if f == "@in" and len(args) == 2 and isinstance(args[0], ast.Literal) \
+            and isinstance(args[1], ast.ListLit) \
+            and all(isinstance(e, ast.Literal) for e in args[1].elements):
+        item = args[0].value
+        return any(_same(item, e.value) for e in args[1].elements
+                   if isinstance(e, ast.Literal))
+    return None
+
+
+def _literal_decides(node: ast.Node) -> bool:
+    """Whether a bool literal among the operands of the top-level ``&&``/``||``/``!``
+    makes the condition constant: written so on purpose (``false && ...``)."""
+    if isinstance(node, ast.Literal):
+        return type(node.value) is bool
+    if isinstance(node, ast.Call) and node.target is None and node.function in (
+            "_&&_", "_||_", "!_"):
+        return any(_literal_decides(a) for a in node.args)
+    return False
+
+
+def _quoted_path(node: ast.Node) -> str | None:
+    """A string literal that reads like a path (``"args.to" == "x"``)."""
+    for n in ast.walk(node):
+        if (isinstance(n, ast.Literal) and isinstance(n.value, str) and re.fullmatch(
+                r"(args|principal|params|tool|request|variables|history)(\.\w+)+", n.value)):
+            return n.value
+    return None
+
+
+def _conjuncts(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.Call) and node.target is None and node.function == "_&&_":
+        return [*_conjuncts(node.args[0]), *_conjuncts(node.args[1])]
+    return [node]
+
+
+def _contradiction(node: ast.Node) -> str | None:
+    """``x == "a" && x == "b"``, ``x == 1 && x != 1``, ``x > 5 && x < 3``: the same path
+    held to two things it cannot be at once (literals only, compared as CEL does)."""
+    equal: dict[str, tuple[Any, str]] = {}
+    lower: dict[str, float] = {}
+    upper: dict[str, float] = {}
+    tests: list[tuple[str, str, Any, str]] = []
+    for c in _conjuncts(node):
+        if not (isinstance(c, ast.Call) and c.target is None and len(c.args) == 2
+                and c.function in _FLIP):
+            continue
+        a, b = c.args
+        op = c.function
+        if isinstance(a, ast.Literal) and not isinstance(b, ast.Literal):
+            a, b, op = b, a, _FLIP[op]
+        path = _dotted(a)
+        if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bytes):
+            continue
+        tests.append((path, op, b.value, f"{path} {_SYMBOL[op]} {b.value!r}"))
+    for path, op, value, text in tests:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if op == "_==_":
+            prior = equal.get(path)
+            if prior is not None and not _same(prior[0], value):
+                return f"{prior[1]} and {text}"
+            equal.setdefault(path, (value, text))
+        elif number and op in ("_>_", "_>=_"):
+            lower[path] = max(lower.get(path, float("-inf")), float(value))
+        elif number and op in ("_<_", "_<=_"):
+            upper[path] = min(upper.get(path, float("inf")), float(value))
+    for path, op, value, text in tests:
+        if op == "_!=_" and path in equal and _same(equal[path][0], value):
+            return f"{equal[path][1]} and {text}"
+    for path, lo in lower.items():
+        hi = upper.get(path)
+        if hi is not None and lo > hi:
+            return f"{path} is above {_num(lo)} and below {_num(hi)}"
+        if path in equal and isinstance(equal[path][0], int | float) \
+                and not isinstance(equal[path][0], bool) and float(equal[path][0]) < lo:
+            return f"{equal[path][1]} and {path} above {_num(lo)}"
+    return None
+
+
+_FLIP = {"_==_": "_==_", "_!=_": "_!=_", "_<_": "_>_", "_>_": "_<_", "_<=_": "_>=_",
+         "_>=_": "_<=_"}
+_SYMBOL = {"_==_": "==", "_!=_": "!=", "_<_": "<", "_>_": ">", "_<=_": "<=", "_>=_": ">="}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
+def _dotted(node: ast.Node) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Select) and not node.test_only:
+        parts.append(node.field)
+        node = node.operand
+    if not isinstance(node, ast.Ident):
+        return None
+    return ".".join([node.name, *reversed(parts)])
+
+
+def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
+                  node: ast.Node) -> list[Finding]:
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        pattern = pattern_argument(call_name(n), n)
+        if not (isinstance(pattern, ast.Literal) and isinstance(pattern.value, str)):
+            continue
+        problem = regex_pitfall(pattern.value)
+        if problem:
+            out.append(_at(expression.position_of(pattern.offset), "warning",
+                           f"policy {policy.name}: {element}: regex '{pattern.value}': "
+                           f"{problem}"))
+    return out
+
+
+_SUFFIX = re.compile(r"[A-Za-z]+(?![A-Za-z0-9*+?{])")
+_SUFFIXES = frozenset({
+    "com", "org", "net", "io", "co", "uk", "de", "fr", "eu", "gov", "edu", "mil", "int",
+    "info", "biz", "dev", "app", "ai", "cloud", "example", "test", "local", "internal",
+    "corp", "lan", "exe", "dll", "pdf", "txt", "csv", "json", "yaml", "yml", "xml", "html",
+    "htm", "js", "py", "sh", "bat", "ps1", "zip", "tar", "gz", "doc", "docx", "xls", "xlsx",
+    "pem", "env", "conf", "cfg", "ini", "log", "sql", "db",
+})
+"""Top-level domains and file extensions: after an unescaped dot they show that a dot
+was meant (``example.com``, ``report.pdf``), where ``pass.word`` may mean any separator."""
+
+
+def regex_pitfall(pattern: str) -> str | None:
+    """What a valid regex likely does that its author did not mean, or None.
+
+    - a ``.`` between a word and a top-level domain or file extension, unescaped
+      (``example.com``, ``report.pdf``): it matches any character, so ``exampleXcom``
+      passes an allowlist written with it;
+    - anchored at the start but not the end, ending in a domain or extension
+      (``^[a-z]+@example\\.com``, ``^.*\\.pdf``): ``matches()`` is a search, so
+      ``a@example.com.evil.io`` and ``x.pdf.exe`` match too.
+    """
+    i, in_class, n = 0, False, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "]":
+                i += 1
+        elif (c == "." and i > 0 and pattern[i - 1].isalnum()
+              and (i < 2 or pattern[i - 2] != "\\")):
+            word = _SUFFIX.match(pattern, i + 1)
+            if word is None or word[0].lower() not in _SUFFIXES:
+                i += 1
+                continue
+            start = i
+            while start > 0 and pattern[start - 1].isalnum():
+                start -= 1
+            found = pattern[start:word.end()]
+            escaped = found.replace(".", "\\.", 1)
+            return (f"the unescaped '.' in '{found}' matches any character, not just a "
+                    f"dot ('{found.replace('.', 'X', 1)}' matches too); escape it: "
+                    f"'{escaped}' (in a CEL string \"{escaped.replace(chr(92), chr(92) * 2)}\", "
+                    f"or a raw string r\"{escaped}\")")
+        i += 1
+    if "/*" in pattern.replace("\\/", ""):
+        return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
+                "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
+    if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
+            and re.search(r"\\\.[A-Za-z]{2,}\)?$", pattern)):
+        return ("anchored at the start only: matches() finds the pattern anywhere, so "
+                "text that goes on after it matches too (a@example.com.evil.io, x.pdf.exe); "
+                "end it with $")
+    return None

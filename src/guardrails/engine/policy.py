@@ -112,6 +112,8 @@ class CompiledPolicy:
     binding: str | None = None
     """The ``PolicyBinding`` this instance comes from; None for a policy applied as written."""
     counters: tuple[CompiledCounter, ...] = ()
+    tool_positions: tuple[Position, ...] = ()
+    """Of each glob in ``tools`` (for lint findings)."""
     fused: FusedRules | None = field(default=None, repr=False, compare=False)
     """All its rule conditions as one generated function (``codegen.fused_rules``), for
     the engine's short path; None when they are not generated code."""

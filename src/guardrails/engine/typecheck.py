@@ -16,6 +16,7 @@ Where guards hold: a repair's ``set`` runs only when its ``when`` held, and a ru
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 from guardrails.engine.policy import CompiledExpression, CompiledPolicy
 from guardrails.expr import ast
 from guardrails.expr.typechecker import (
+    FAILS_CLOSED,
     NONE,
     Diagnostic,
     Facts,
@@ -53,28 +55,30 @@ from guardrails.expr.types import (
 )
 from guardrails.model.source import Position
 
-__all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "typecheck"]
+__all__ = ["ARGS_UNKNOWN", "TypeFinding", "args_type", "principal_type", "typecheck"]
 
 ARGS_UNKNOWN = map_of(STRING, DYN)
 
 _TOOL = map_of(STRING, STRING, {"name": Field(STRING, True),
-                                "description": Field(STRING, True)})
+                                "description": Field(STRING, True)}, "error")
 _REQUEST = map_of(STRING, DYN, {
     "text": Field(STRING, True),
     **{k: Field(list_of(STRING), True)
        for k in ("emails", "urls", "hosts", "ibans", "phones", "dates", "quoted")},
     "numbers": Field(list_of(DOUBLE), True),
-})
+}, "error")
 """The structured request (expr.lib_provenance.Request); ``request.mentions(v)`` too."""
 _COUNTER = map_of(STRING, DYN, {"count": Field(INT, True), "limit": Field(INT, True),
-                                "exceeded": Field(BOOL, True), "remaining": Field(INT, True)})
+                                "exceeded": Field(BOOL, True), "remaining": Field(INT, True)},
+                  "error")
 """``counters.<name>``: what the engine binds for each of a policy's counters."""
 _HISTORY = list_of(map_of(STRING, DYN, {"tool": Field(STRING, True),
                                         "args": Field(ARGS_UNKNOWN, True),
                                         "effect": Field(STRING, True),
                                         "result": Field(STRING, True),
                                         "trusted": Field(BOOL, True),
-                                        "at": Field(TIMESTAMP, False)}))
+                                        "at": Field(TIMESTAMP, False)}, "warning"))
+"""An entry as the guard records it; a host calling ``evaluate`` may add keys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +115,39 @@ def args_type(schemas: Sequence[Mapping[str, Any]]) -> Type:
     return map_of(STRING, DYN, fields)
 
 
-def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFinding]:
-    """Every type problem in ``policy``'s expressions, in evaluation order."""
+def principal_type(data: Any) -> Type:
+    """The type of ``principal`` from what a host says it sends: a JSON Schema (an object
+    with ``properties``) or an example principal. Keys outside it are likely typos
+    (``principal.role`` for ``roles``): a warning, or an error when the schema says
+    ``additionalProperties: false``."""
+    if isinstance(data, Mapping) and isinstance(data.get("properties"), Mapping):
+        t = of_json_schema(data)
+        strict = data.get("additionalProperties") is False
+    else:
+        t = of_value(data)
+        strict = False
+    if t.name != "map":
+        raise ValueError("a principal is an object (an example, or a JSON Schema)")
+    return dataclasses.replace(t, closed="error" if strict else "warning")
+
+
+def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
+              closed_params: bool = False, principal: Type | None = None
+              ) -> list[TypeFinding]:
+    """Every type problem in ``policy``'s expressions, in evaluation order.
+
+    ``closed_params``: ``policy.params`` are all it will ever have (an instance of the
+    loaded set: bindings and libraries merged in), so reading another key is an error.
+    At load, before bindings are applied, a binding may still add keys.
+    """
     env: dict[str, Type] = {
-        "tool": _TOOL, "args": args, "principal": map_of(STRING, DYN), "history": _HISTORY,
-        "request": _REQUEST, "params": of_value(policy.params), "now": TIMESTAMP,
+        "tool": _TOOL, "args": args, "principal": principal or map_of(STRING, DYN),
+        "history": _HISTORY,
+        "request": _REQUEST, "params": of_value(policy.params, closed=closed_params),
+        "now": TIMESTAMP,
     }
     out: list[TypeFinding] = []
+    ignore = policy.failure_policy == "Ignore"
     # Guards matter where a field may be absent, or where the model may send another type
     # than the schema says (typed args: `type(args.x) == string && ...` narrows). Without
     # either (at load time) they change nothing, and working them out is skipped.
@@ -138,7 +168,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
         t = _RESULTS.get(key) if key is not None else None
         if t is None:
             t, diagnostics = check(node, env, expect=expect, facts=facts, guards=guards)
-            out.extend(_finding(element, compiled, d) for d in diagnostics)
+            out.extend(_finding(element, compiled, d, ignore) for d in diagnostics)
             if key is not None and not diagnostics:
                 if len(_RESULTS) >= _RESULTS_MAX:
                     _RESULTS.clear()
@@ -157,7 +187,25 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             run(f"repairs.{repair.name}.when", repair.when, BOOL)
             facts = facts_of(repair.when.program.ast)
         for arg, compiled in repair.set:
-            run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+            t = run(f"repairs.{repair.name}.set.{arg}", compiled, facts=facts)
+            wanted = args.field(arg)
+            if wanted is not None and not _fits(wanted.type, t):
+                out.append(TypeFinding(
+                    "warning", f"repairs.{repair.name}.set.{arg}",
+                    compiled.expression.position,
+                    f"gives {_article(t)}, but the tool's '{arg}' is {_article(wanted.type)}: "
+                    f"the repaired value may fail the tool's validation, or reach the tool "
+                    f"as the wrong type; convert it "
+                    f"({_CONVERT.get(wanted.type.name, 'to that type')})"))
+        for arg in repair.unset:
+            wanted = args.field(arg)
+            if wanted is not None and wanted.required:
+                at = repair.when.expression.position if repair.when is not None else \
+                    policy.position
+                out.append(TypeFinding(
+                    "warning", f"repairs.{repair.name}.unset", at,
+                    f"removes '{arg}', which the tool requires: the repaired call fails the "
+                    f"tool's validation"))
     for c in policy.counters:  # on the repaired arguments, before variables and rules
         run(f"counters.{c.name}.key", c.key)
         if c.when is not None:
@@ -166,7 +214,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             run(f"counters.{c.name}.cost", c.cost, INT)
     if policy.counters:
         env["counters"] = map_of(STRING, _COUNTER, {c.name: Field(_COUNTER, True)
-                                                     for c in policy.counters})
+                                                     for c in policy.counters}, "error")
         env_token.clear()
     variables: dict[str, Field] = {}
     for v in policy.variables:
@@ -181,6 +229,27 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN) -> list[TypeFin
             run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
                 facts_of(rule.when.program.ast))
     return out
+
+
+def _fits(want: Type, got: Type) -> bool:
+    """Whether a value of ``got`` can pass a parameter of ``want`` (``dyn``: unknown)."""
+    if DYN in (want, got) or want.name == "dyn" or got.name == "dyn":
+        return True
+    numeric = {"int", "uint", "double", "num"}
+    if want.name == "num" or got.name == "num":
+        return want.name in numeric and got.name in numeric
+    if want.name == "double" and got.name == "int":
+        return True  # JSON: 5 is a valid number for a float parameter
+    return want.name == got.name
+
+
+def _article(t: Type) -> str:
+    s = str(t)
+    return ("an " if s[0] in "aeiou" else "a ") + s
+
+
+_CONVERT = {"num": "double(...)", "double": "double(...)", "int": "int(...)",
+            "string": "string(...)", "bool": "== \"true\""}
 
 
 _RESULTS: dict[tuple[Any, ...], Type] = {}
@@ -231,7 +300,12 @@ def _param_regexes(element: str, compiled: CompiledExpression,
     return out
 
 
-def _finding(element: str, compiled: CompiledExpression, d: Diagnostic) -> TypeFinding:
+def _finding(element: str, compiled: CompiledExpression, d: Diagnostic,
+             ignore: bool = False) -> TypeFinding:
+    message = d.message
+    if ignore:  # under Ignore an erroring rule is skipped: the call goes through
+        message = message.replace(FAILS_CLOSED, "(under failurePolicy: Ignore the rule is "
+                                                "then skipped, and the call goes through)")
     return TypeFinding(d.severity, element, compiled.expression.position_of(d.offset),
-                       d.message)
+                       message)
 

@@ -23,6 +23,7 @@ in, or raises ``ExpressionError``. The list is empty until a typed checker regis
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -183,6 +184,72 @@ def predicate_error(macro: str, value: Any) -> CelError:
 
 _MISSING: Final = object()
 
+_FOREIGN_NAMES: Final[Mapping[str, str]] = {
+    "input": "Rego's input: the tool's arguments are args (input.args.x is args.x), its "
+             "name tool.name, the caller principal",
+    "object": "Kubernetes' object: the tool's arguments are args (object.spec.x is args.x)",
+    "oldObject": "Kubernetes' oldObject: there is no previous version; earlier calls are "
+                 "in history",
+    "self": "CEL's self in Kubernetes validation rules: the tool's arguments are args",
+    "data": "Rego's data: static data is params",
+    "context": "the call's names are args, tool, principal, history, request, params, now",
+    "arguments": "the tool's arguments are args",
+    "arg": "the tool's arguments are args",
+    "param": "static data is params",
+    "parameters": "static data is params",
+    "vars": "a variable is read as variables.<name>",
+    "var": "a variable is read as variables.<name>",
+}
+"""Names people bring from other policy languages, and what they are here."""
+
+_FOREIGN_FUNCTIONS: Final[Mapping[str, str]] = {
+    "count": "size(x) or x.size()", "len": "size(x) or x.size()", "length": "x.size()",
+    "lower": "x.lowerAscii()", "upper": "x.upperAscii()", "toLower": "x.lowerAscii()",
+    "toUpper": "x.upperAscii()", "startswith": "x.startsWith(prefix)",
+    "endswith": "x.endsWith(suffix)", "any": "list.exists(x, condition)",
+    "every": "list.all(x, condition)", "regex.match": "x.matches(pattern)",
+    "re_match": "x.matches(pattern)", "match": "x.matches(pattern)",
+    "sprintf": "string concatenation: \"a \" + string(x)", "concat": "a + b",
+    "to_number": "int(x) or double(x)", "is_null": "x == null",
+    "in": "x in list", "includes": "x in list, or s.contains(t) for text",
+    "strip": "x.trim()", "replace_all": "x.replace(a, b)",
+}
+"""Functions from Rego, Python or JavaScript, and the CEL way to write them."""
+
+
+def _head(node: ast.Node) -> ast.Ident:
+    """The identifier a select chain starts from (``qualified_name`` found one)."""
+    while isinstance(node, ast.Select):
+        node = node.operand
+    assert isinstance(node, ast.Ident)
+    return node
+
+
+def name_hint(name: str, declared: Collection[str], *, foreign: bool = True) -> str:
+    """`` (did you mean 'args'?)`` for an undeclared name, or what a name brought from
+    Rego or Kubernetes is called here."""
+    known = sorted(d for d in declared if "." not in d)
+    lowered = {k.lower(): k for k in known}
+    close = [lowered[name.lower()]] if name.lower() in lowered else \
+        difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f" (did you mean '{close[0]}'?)"
+    found = _FOREIGN_NAMES.get(name) if foreign else None
+    return f" ({found})" if found else ""
+
+
+def function_hint(name: str, *, method: bool = False) -> str:
+    """`` (did you mean 'startsWith'?)`` for an unknown function, or its CEL spelling."""
+    foreign = _FOREIGN_FUNCTIONS.get(name)
+    if foreign:
+        return f" (in CEL: {foreign})"
+    known = sorted({*std.METHODS, *LIB_METHODS} if method else
+                   {*std.GLOBALS, *LIB_FUNCTIONS, *std.METHODS, *LIB_METHODS})
+    lowered = {k.lower(): k for k in known}
+    close = [lowered[name.lower()]] if name.lower() in lowered else \
+        difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
 
 class _Checker:
     def __init__(self, declared: frozenset[str], limits: Limits, container: str) -> None:
@@ -293,7 +360,8 @@ class _Checker:
             return
         found = type_constant(node.name)
         if found is None:
-            raise ExpressionError(f"undeclared reference to '{node.name}'", node.offset)
+            raise ExpressionError(f"undeclared reference to '{node.name}'"
+                                  f"{name_hint(node.name, self.declared)}", node.offset)
         self.constants[id(node)] = found
 
     def select(self, node: ast.Select) -> None:
@@ -350,7 +418,17 @@ class _Checker:
                 if qualified in std.GLOBALS or qualified in LIB_FUNCTIONS:
                     self.global_call(node, qualified)
                     return
-                raise ExpressionError(f"unknown function '{qualified}'", node.offset)
+                head = _head(node.target)
+                if "." in namespace:
+                    # A library function is `<library>.<function>`: `arg.to.endsWith()`
+                    # reads a field of a name that is not declared.
+                    raise ExpressionError(f"undeclared reference to '{head.name}'"
+                                          f"{name_hint(head.name, self.declared)}",
+                                          head.offset)
+                raise ExpressionError(f"unknown function '{qualified}'"
+                                      f"{function_hint(qualified)}"
+                                      f"{name_hint(head.name, self.declared, foreign=False)}",
+                                      node.offset)
             self.method_call(node)
             return
         self.global_call(node, name)
@@ -393,7 +471,7 @@ class _Checker:
                 raise ExpressionError(f"wrong number of arguments to '{name}': {n}", node.offset)
             self.overloads[id(node)] = Overload("lib", name, lib_fn)
             return
-        raise ExpressionError(f"unknown function '{name}'", node.offset)
+        raise ExpressionError(f"unknown function '{name}'{function_hint(name)}", node.offset)
 
     def method_call(self, node: ast.Call) -> None:
         assert node.target is not None
@@ -419,7 +497,8 @@ class _Checker:
             raise ExpressionError(
                 f"wrong number of arguments to method '{name}': {n - 1}", node.offset
             )
-        raise ExpressionError(f"unknown method '{name}'", node.offset)
+        raise ExpressionError(f"unknown method '{name}'{function_hint(name, method=True)}",
+                              node.offset)
 
     def fold_std(
         self, node: ast.Call, fn: Callable[..., Any], operands: Sequence[ast.Node]

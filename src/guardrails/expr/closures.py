@@ -30,9 +30,6 @@ from guardrails.expr.checker import (
 )
 from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.limits import (
-    IN_COMPARE_COST,
-    IN_SCAN_COST,
-    MAX_MATCHES,
     METER,
     cost_of,
     extra_cost,
@@ -294,7 +291,7 @@ class _Closures:
         def in_list(a: Activation) -> bool:
             v, c = item(a), container(a)
             if type(c) is list:  # read element by element: charged (limits.IN_SCAN_COST)
-                charge(a, (IN_SCAN_COST if type(v) is str else IN_COMPARE_COST) * len(c))
+                charge(a, std.membership_cost(v, c))
             elif type(v) is not str:
                 charge(a, std.lookup_cost(c, v))
             return std.in_(v, c)
@@ -513,8 +510,10 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
             try:
                 r, work = reports(*values)
             except MatchBoundExceeded:
-                # Over its bound of matches: charged the bound.
-                charge(a, match_units(a.vars.get(METER), MAX_MATCHES))
+                # Over its bound of matches: the call is over its cost bound (an input
+                # error of the whole call, whatever the policies' failurePolicy), as if
+                # it had run out of the budget; the error keeps its own text.
+                a.budget = -1
                 raise
             charge(a, match_units(a.vars.get(METER), work))
         else:

@@ -39,9 +39,7 @@ from guardrails.expr.closures import closure_program
 from guardrails.expr.lib_common import constant_pattern
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
-    IN_COMPARE_COST,
     IN_SCAN_COST,
-    MAX_MATCHES,
     METER,
     SCAN_COST,
     Limits,
@@ -237,6 +235,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES,
     "_comparison_cost": std.comparison_cost,
     "_lookup_cost": std.lookup_cost,
+    "_membership_cost": std.membership_cost,
     "_TYPE_OF": std.TYPE_OF,
     "_ORD_TYPES": std.ORDERED_TYPES,
     "_SIZED": frozenset({str, bytes, list, tuple, dict}),
@@ -588,8 +587,11 @@ class _Gen:
             self.emit(f"    {t}, {work} = {self.const(reports)}({', '.join(parts)})")
             self.emit("except _MatchBound:")
             with self.indent():
-                # Over its bound of matches: charged the bound.
-                self.charge(f"_match_units(b.get(_METER), {self.const(MAX_MATCHES)})")
+                # Over its bound of matches: the call is over its cost bound (an input
+                # error of the whole call, whatever the policies' failurePolicy),
+                # as if it had run out of the budget; the error keeps its own text.
+                self.budget = True
+                self.emit(f"{self.bud} = -1")
                 self.emit("raise")
             self.charge(f"_match_units(b.get(_METER), {work})")
         else:
@@ -736,8 +738,8 @@ class _Gen:
         container = self.expr(args[1])
         self.emit(f"if type({container}) is _list and (len({container}) > {self.const(IN_FREE)} "
                   f"or type({item}) is not _str):")
-        units = (f"({self.const(IN_SCAN_COST)} if type({item}) is _str else "
-                 f"{self.const(IN_COMPARE_COST)}) * len({container})")
+        units = (f"{self.const(IN_SCAN_COST)} * len({container}) if type({item}) is _str "
+                 f"else _membership_cost({item}, {container})")
         # Charged to the call's meter directly: short lists (the common case) add no
         # budget bookkeeping to the expression. An expression with a budget of its own
         # sees the charge when it returns, so it may run on past the bound by at most

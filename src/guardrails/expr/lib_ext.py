@@ -325,10 +325,12 @@ def merge_maps(entries: Any) -> dict[Any, Any]:
 # characters of each name in a list. Before, ``distinct`` of one map of 4,000 keys and
 # ``flatten(2)`` of 8,000 empty lists were charged one element each (a loop of them took
 # 0.2-0.5 s), and ``domains.lookalike`` of 3,000 long names 66 ms in one call.
-NESTED_VALUE_COST: Final = 40
+NESTED_VALUE_COST: Final = 64
 """Cost units of each value ``distinct`` hashes (a map's entries become a frozenset of
-tuples: up to a microsecond an entry)."""
-FLATTEN_VALUE_COST: Final = 10
+tuples: up to a microsecond an entry; in the real loop, with the collector walking the
+guard's objects, 8,000 short lists cost 50 ms at 40 units a value)."""
+FLATTEN_VALUE_COST: Final = 16
+"""Cost units of each value ``flatten`` walks (100-170 ns)."""
 NAME_CHAR_COST: Final = 8
 """Cost units of each character ``domains.lookalike`` folds (NFKD, confusables: 100 ns)."""
 

@@ -120,8 +120,9 @@ def extra_cost(fn: Callable[..., Any]) -> Callable[..., int] | None:
 
 MAX_MATCHES = 2_048
 """Most regex matches one call of ``findAll``, ``regex.extractAll``, ``regex.replace`` or
-``credentials.found`` goes through (more is an error): one function call is bounded
-before it is charged for them (``match_units``)."""
+``credentials.found`` goes through: one function call is bounded before it is charged for
+them (``match_units``). More puts the whole call over its cost bound (an input error,
+denied whatever the policies' ``failurePolicy``), as running out of the budget does."""
 FREE_MATCHES = 1_000
 """Regex matches of one call charged ``FIRST_MATCH_COST`` each; the rest ``MATCH_COST``."""
 FIRST_MATCH_COST = 40

@@ -385,7 +385,19 @@ class _Parser:
         kind = self.kinds[pos]
         if kind == "eof":
             self.fail.at("unexpected end of expression", self.offsets[pos])
-        self.fail.at(f"unexpected token {_describe(kind, self.values[pos])}", self.offsets[pos])
+        self.fail.at(f"unexpected token {_describe(kind, self.values[pos])}"
+                     f"{self.word_hint(pos)}", self.offsets[pos])
+
+    def word_hint(self, pos: int) -> str:
+        """Words from Python, SQL or Rego where CEL has operators: ``and``, ``or``,
+        ``not``, ``x not in y``."""
+        value = self.values[pos]
+        before = self.values[pos - 1] if pos > 0 and self.kinds[pos - 1] == "word" else None
+        if self.kinds[pos] == "word" and value in ("and", "or"):
+            return " (CEL writes 'and' as && and 'or' as ||)"
+        if (self.kinds[pos] == "word" and value == "not") or before == "not":
+            return " (CEL writes 'not' as !: !(x in list), !has(args.x))"
+        return ""
 
     def expect(self, kind: str, what: str) -> None:
         pos = self.pos

@@ -190,6 +190,27 @@ def _weight(value: Any) -> int:
     return units
 
 
+def membership_cost(item: Any, items: Any) -> int:
+    """Cost units of ``item in items`` for a list ``items``: each element read
+    (``IN_SCAN_COST`` for a string's search, ``IN_COMPARE_COST`` for CEL equality), and
+    for a list or map ``item`` every value of it again for each element of its size (what
+    the comparison then reads: a list of 3,000 numbers looked for in a list holding one
+    such list, in a loop, took 0.39 s at 40 units a look)."""
+    if type(item) is str:
+        return IN_SCAN_COST * len(items)
+    units = IN_COMPARE_COST * len(items)
+    t = type(item)
+    if t in _SEQ or t is dict or isinstance(item, Mapping):
+        n = len(item)
+        alike = sum(1 for e in items if (type(e) in _SEQ or type(e) is dict
+                                         or isinstance(e, Mapping)) and len(e) == n)
+        if alike:
+            units += alike * _weight(item)
+    elif t is bytes:
+        units += sum(len(item) for e in items if type(e) is bytes) // COMPARE_CHARS
+    return units
+
+
 def charged_compare(act: Activation, fn: Callable[[Any, Any], bool], x: Any, y: Any) -> bool:
     """``fn(x, y)`` (a comparison) charged by ``comparison_cost`` first."""
     units = comparison_cost(x, y)

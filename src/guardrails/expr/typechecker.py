@@ -24,8 +24,9 @@ Function types come from ``SIGNATURES`` next to the functions (``stdlib``, ``lib
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,13 +50,14 @@ from guardrails.expr.types import (
     of_value,
     parse_signature,
 )
-from guardrails.expr.values import CelError, UInt
+from guardrails.expr.values import UInt
 
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
-           "has_enums", "may_be_absent", "pattern_argument", "regex_problem", "shape"]
+__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
+           "has_enums", "may_be_absent", "pattern_argument", "regex_problem", "shape",
+           "suggest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,9 @@ class Facts:
 
 
 NONE = Facts()
+
+FAILS_CLOSED = "(the rule then fails closed)"
+"""What an evaluation error does to a rule under ``failurePolicy: Fail``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +351,15 @@ def _path(node: ast.Node) -> Path | None:
             return None
 
 
+def suggest(name: str, known: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for the known name closest to ``name`` (case ignored
+    first: ``args.Amount`` for ``amount``), or ``""``."""
+    lowered = {k.lower(): k for k in known}
+    close = [lowered[name.lower()]] if name.lower() in lowered else \
+        difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
 def _is_str(n: ast.Node) -> bool:
     return isinstance(n, ast.Literal) and isinstance(n.value, str)
 
@@ -398,11 +412,34 @@ def _comparable(a: Type, b: Type) -> bool:
 _ORDERED = frozenset({"string", "bytes", "bool", "timestamp", "duration"})
 
 
+def _record_hint(node: ast.Node, t: Type) -> str:
+    """For a record compared whole (``tool == "x"``, ``counters.sent > 3``): its fields."""
+    path = _path(node)
+    if t.name != "map" or not t.fields or path is None:
+        return ""
+    dotted = ".".join(path)
+    names = [k for k, _ in t.fields]
+    return (f"; {dotted} is a map with fields {', '.join(names)}: compare one of them, "
+            f"e.g. {dotted}.{names[0]}")
+
+
+def _params_hint(x: ast.Node, y: ast.Node, a: Type, b: Type) -> str:
+    """A number written in quotes in params (``max: "5"``) compared with a number."""
+    for node, t, other in ((x, a, b), (y, b, a)):
+        path = _path(node)
+        if path and path[0] == "params" and len(path) > 1 and t.name == "string" \
+                and other.name in NUMERIC:
+            return (f"; {'.'.join(path)} is a string in params: write a number there "
+                    f"({path[-1]}: 1000, not \"1000\" or 1,000)")
+    return ""
+
+
 def _literal_hint(other: ast.Node, want: Type) -> str:
     if isinstance(other, ast.Literal) and isinstance(other.value, str):
         text = other.value.strip()
         if want.name in NUMERIC and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
             return f"; write the number without quotes: {text}"
+
     if want.name == "string":
         return "; convert it with string(...)"
     return ""
@@ -464,18 +501,35 @@ class _Checker:
         if operand.name == "dyn":
             return DYN
         if operand.name != "map":
-            self.error(node, f"{_article(operand)} has no fields (reading '.{name}')")
+            where = f"; '{'.'.join(path)}' is {_article(operand)}" if path else ""
+            self.error(node, f"{_article(operand)} has no fields (reading '.{name}'){where}")
             return DYN
         f = operand.field(name)
         if f is None:
+            if operand.closed and not test_only and not (
+                    path is not None and facts.has((*path, name))):
+                self.unknown_field(operand, name, node, path)
             return operand.value
         if (not f.required and not test_only and path is not None
                 and not facts.has((*path, name)) and not self.is_local(path[0])):
             dotted = ".".join((*path, name))
             self.warning(node, f"'{dotted}' may be absent (it is not a required parameter): "
                                f"reading it when a call leaves it out is an evaluation error "
-                               f"(the rule then fails closed); test has({dotted}) first")
+                               f"{FAILS_CLOSED}; test has({dotted}) first")
         return f.type
+
+    def unknown_field(self, operand: Type, name: str, node: ast.Node,
+                      path: Path | None) -> None:
+        """A key a closed map (``tool``, ``request``, a counter, params) never holds."""
+        keys = [k for k, _ in operand.fields or ()]
+        where = ".".join(path) if path else "this map"
+        dotted = f"{where}.{name}" if path else f"'{name}'"
+        has = f"{where} has {', '.join(keys)}" if keys else f"{where} is empty"
+        report = self.error if operand.closed == "error" else self.warning
+        hint = suggest(name, keys)
+        if path == ("request",) and not hint:
+            hint = "; request is the user's request, the tool's arguments are args"
+        report(node, f"'{dotted}' does not exist ({has}){hint}")
 
     # -- inference -----------------------------------------------------------------------
 
@@ -592,7 +646,8 @@ class _Checker:
                 self.error(key, f"a list index must be an int, not {_article(kt)}")
             return ct.elem
         if ct.name == "map":
-            if isinstance(key, ast.Literal) and isinstance(key.value, str) and ct.fields:
+            if (isinstance(key, ast.Literal) and isinstance(key.value, str)
+                    and (ct.fields or (ct.closed and ct.fields is not None))):
                 return self.field(ct, key.value, key, _path(container), facts,
                                   test_only=False)
             if not _comparable(ct.key, kt):
@@ -609,7 +664,11 @@ class _Checker:
         ct = self.infer(container, facts)
         if ct.name == "list":
             if not _comparable(it, ct.elem):
-                self.error(item, f"{_article(it)} is never in {ct}")
+                negated = isinstance(item, ast.Call) and item.function == "!_" \
+                    and item.target is None
+                self.error(item, f"{_article(it)} is never in {ct}" + (
+                    " (!x in list reads as (!x) in list: write !(x in list))"
+                    if negated else ""))
         elif ct.name == "map":
             if not _comparable(it, ct.key):
                 self.error(item, f"{_article(it)} is never a key of {ct}")
@@ -640,7 +699,11 @@ class _Checker:
             got = ", ".join(str(t) for t in types)
             where = f"{receiver_t}." if receiver_t is not None else ""
             wanted = "; ".join(o.text for o in overloads)
-            self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}")
+            hint = ""
+            if name == "contains" and receiver_t is not None and receiver_t.name in (
+                    "list", "map"):
+                hint = " (for a list or a map write x in list)"
+            self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}{hint}")
         return DYN
 
 
@@ -723,7 +786,8 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
                 bad = y if isinstance(y, ast.Literal) else x
                 want = a if bad is y else b
                 c.error(bad, f"{a} {symbol} {b} is {'never true' if symbol == '==' else 'always true'}"
-                             f": CEL does not convert between types{_literal_hint(bad, want)}")
+                             f": CEL does not convert between types{_literal_hint(bad, want)}"
+                             f"{_record_hint(x if bad is y else y, want)}")
             else:
                 _enum_check(c, a, y)
                 _enum_check(c, b, x)
@@ -735,7 +799,8 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             bad = y if isinstance(y, ast.Literal) else x
             want = a if bad is y else b
             c.error(bad, f"cannot compare {a} {symbol} {b}: CEL does not convert between "
-                         f"types{_literal_hint(bad, want)}")
+                         f"types{_params_hint(x, y, a, b) or _literal_hint(bad, want)}"
+                         f"{_record_hint(x if bad is y else y, want)}")
         return BOOL
     return rule
 
@@ -744,8 +809,9 @@ def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
     if t.values is not None and isinstance(other, ast.Literal) \
             and other.value not in t.values and type(other.value) is not bool:
         allowed = ", ".join(repr(v) for v in t.values)
+        close = suggest(str(other.value), [str(v) for v in t.values])
         c.warning(other, f"{other.value!r} is not one of the values the tool schema "
-                         f"allows ({allowed})")
+                         f"allows ({allowed}){close}")
 
 
 _OPERATORS: Mapping[str, Callable[[_Checker, ast.Call, list[Type]], Type]] = {
@@ -826,6 +892,9 @@ def regex_problem(pattern: str) -> str | None:
                    "and combine them with && and !)"
         elif "\\1" in pattern or "\\2" in pattern:
             hint = " (RE2 has no backreferences)"
+        elif pattern[:1] in ("*", "?", "+") or "(*" in pattern or "|*" in pattern:
+            hint = " (a regular expression, not a glob: '.*' is any text, and " \
+                   "matches() searches, so a pattern needs no '*' at its ends)"
         return f"invalid regular expression '{pattern}': {detail}{hint}"
     return None
 
@@ -839,8 +908,15 @@ def _parse_problem(name: str, text: str) -> str | None:
     }[name]
     try:
         parse(text)
-    except CelError as e:
-        return f"invalid {name} literal '{text}': {e}"
     except Exception as e:
-        return f"invalid {name} literal '{text}': {e}"
+        return f"invalid {name} literal '{text}': {e}{_LITERAL_FORMS.get(name, '')}"
     return None
+
+
+_LITERAL_FORMS: Mapping[str, str] = {
+    "duration": " (write a number and a unit, without spaces: 90s, 30m, 24h, 1h30m; units "
+                "are h, m, s, ms, us, ns: a day is 24h, a week 168h)",
+    "timestamp": " (write RFC 3339, with a time and a zone: 2026-01-31T09:00:00Z or "
+                 "2026-01-31T10:00:00+01:00)",
+}
+"""The form a literal takes, for the message when it has another."""

@@ -6,14 +6,17 @@ and the signatures declared next to the library functions. ``NUM`` is JSON's "nu
 the model may send ``5`` (a CEL int) or ``5.5`` (a double) for it, so it mixes with both.
 
 A map may carry ``fields``: the keys known to be there (``required``) or possibly there
-(a JSON Schema property that is not required). ``open`` maps may hold other keys too.
+(a JSON Schema property that is not required). A map may hold other keys too unless it
+is ``closed``: the engine's own records (``tool``, ``request``, a counter) and a policy's
+params hold exactly their fields, so reading another key is a mistake the checker reports
+(``"error"``, or ``"warning"`` where a host may add keys, as in ``history`` entries).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from guardrails.expr.values import UInt
 
@@ -35,6 +38,8 @@ class Type:
     """Known keys of a map (a JSON Schema object, a params mapping)."""
     values: tuple[Any, ...] | None = None
     """The allowed values (JSON Schema ``enum``)."""
+    closed: Literal["", "error", "warning"] = ""
+    """A map holding no key but its ``fields``: how sure that is (see the module doc)."""
 
     def __str__(self) -> str:
         if self.name == "list":
@@ -74,8 +79,10 @@ def list_of(elem: Type) -> Type:
     return Type("list", (elem,))
 
 
-def map_of(key: Type, value: Type, fields: Mapping[str, Field] | None = None) -> Type:
-    return Type("map", (key, value), tuple(fields.items()) if fields is not None else None)
+def map_of(key: Type, value: Type, fields: Mapping[str, Field] | None = None,
+           closed: Literal["", "error", "warning"] = "") -> Type:
+    return Type("map", (key, value), tuple(fields.items()) if fields is not None else None,
+                closed=closed)
 
 
 ANY_LIST, ANY_MAP = list_of(DYN), map_of(DYN, DYN)
@@ -105,8 +112,11 @@ def join(a: Type, b: Type) -> Type:
     return DYN  # [1, 2.0] is a list(dyn), as cel-go types it
 
 
-def of_value(value: Any, depth: int = 0) -> Type:
-    """The type of plain data (params): exact, since the data is there to look at."""
+def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
+    """The type of plain data (params): exact, since the data is there to look at.
+
+    ``closed``: its maps hold exactly these keys (a policy's params once every binding
+    and library is merged in), so reading another is an error."""
     if isinstance(value, bool):
         return BOOL
     if isinstance(value, UInt):
@@ -124,15 +134,16 @@ def of_value(value: Any, depth: int = 0) -> Type:
     if depth > 32:
         return DYN
     if isinstance(value, Mapping):
-        fields = {str(k): Field(of_value(v, depth + 1), True) for k, v in value.items()}
+        fields = {str(k): Field(of_value(v, depth + 1, closed=closed), True)
+                  for k, v in value.items()}
         vt = DYN
         for i, f in enumerate(fields.values()):
             vt = f.type if i == 0 else join(vt, f.type)
-        return map_of(STRING, vt if fields else DYN, fields)
+        return map_of(STRING, vt if fields else DYN, fields, "error" if closed else "")
     if isinstance(value, Sequence):
         et = DYN
         for i, item in enumerate(value):
-            t = of_value(item, depth + 1)
+            t = of_value(item, depth + 1, closed=closed)
             et = t if i == 0 else join(et, t)
         return list_of(et)
     return DYN

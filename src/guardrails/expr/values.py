@@ -36,7 +36,7 @@ class CostLimitExceeded(CelError):
 
 class MatchBoundExceeded(CelError):
     """A regex function went through more matches than one call may
-    (``limits.MAX_MATCHES``): the call site charges it the whole bound."""
+    (``limits.MAX_MATCHES``): the call site makes the call over its cost bound."""
 
 
 class UInt(int):

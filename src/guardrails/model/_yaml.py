@@ -10,6 +10,7 @@ makes a value appear where it is not written, and expanding alias graphs is the 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -226,9 +227,19 @@ def pairs(src: SourceFile, node: MappingNode) -> list[tuple[str, ScalarNode, Nod
 
 def _check_tag(src: SourceFile, node: Node, expected: str) -> bool:
     if node.tag != expected:
-        src.error(node, f"unsupported YAML tag '{node.tag}'")
+        src.error(node, tag_problem(node))
         return False
     return True
+
+
+def tag_problem(node: Node) -> str:
+    """A tag we do not read; an expression written unquoted with a leading ``!``
+    (``when: !has(args.x)``) is one, which YAML takes for a tag."""
+    text = f"unsupported YAML tag '{node.tag}'"
+    if node.tag.startswith("!") and not node.tag.startswith("!!"):
+        text += (" (a plain value starting with '!' is a YAML tag: quote the expression, "
+                 f"e.g. '{node.tag}{' ' + str(node.value) if isinstance(node, ScalarNode) and node.value else ''}')")
+    return text
 
 
 def to_value(src: SourceFile, node: Node) -> Any:
@@ -254,7 +265,7 @@ def to_value(src: SourceFile, node: Node) -> Any:
     }
     build = constructors.get(node.tag)
     if build is None:
-        src.error(node, f"unsupported YAML tag '{node.tag}'")
+        src.error(node, tag_problem(node))
         return None
     try:
         value = build(node)
@@ -395,6 +406,12 @@ def _syntax_hint(problem: str) -> str:
     if "mapping values are not allowed" in problem or "but got ':'" in problem:
         return (" (hint: an unquoted ': ' inside a value starts a mapping; quote the "
                 "expression or text, e.g. when: 'a ? b : c')")
+    if "expected <block end>, but found '?'" in problem:
+        return (" (hint: indentation: a key at the column of a list's '-' ends that item; "
+                "indent it to line up with the item's other keys)")
+    if "expected <block end>, but found '<block mapping start>'" in problem:
+        return (" (hint: indentation: this line is indented differently from the keys "
+                "above it; the keys of one mapping must line up exactly, with spaces)")
     if "expected <block end>, but found" in problem or "expected ',' or ']'" in problem:
         return (" (hint: a quote inside a quoted value ends it; wrap the expression in "
                 "single quotes and write its strings in double quotes, or write a single "
@@ -452,6 +469,8 @@ def yaml11_warnings(src: SourceFile, node: Node, where: str) -> None:
         else:
             continue
         stack.extend(values)
+        if isinstance(n, MappingNode) and n.flow_style:
+            _split_number_warning(src, n, where)
         if not any(isinstance(v, ScalarNode) and v.tag == STR for v in values):
             continue
         for v in values:
@@ -461,3 +480,17 @@ def yaml11_warnings(src: SourceFile, node: Node, where: str) -> None:
                 text = repr(v.value) if v.value else "an empty value"
                 src.warn(v, f"{where}: YAML reads the plain {text} among strings as {read} "
                             f"(YAML 1.1); quote it (\"{v.value}\") if you mean the text")
+
+
+def _split_number_warning(src: SourceFile, node: MappingNode, where: str) -> None:
+    """``{limit: 1,000}``: in a flow mapping the comma separates entries, so YAML reads
+    ``limit: 1`` and a key ``000`` with no value."""
+    pairs_ = node.value
+    for (_, before), (key, value) in itertools.pairwise(pairs_):
+        if (isinstance(before, ScalarNode) and before.tag == INT and not before.style
+                and isinstance(key, ScalarNode) and not key.style
+                and re.fullmatch(r"\d{3}(\.\d+)?", key.value)
+                and isinstance(value, ScalarNode) and value.tag == NULL and not value.value):
+            src.warn(key, f"{where}: YAML reads '{before.value},{key.value}' in a flow "
+                          f"mapping as {before.value} and a key '{key.value}': the comma "
+                          f"separates entries; write {before.value}{key.value}")

@@ -57,6 +57,8 @@ class Match:
     position: Position
     agents: tuple[str, ...] | None = None
     """Agent names or ids the policy applies to; None (omitted) matches every agent."""
+    tool_positions: tuple[Position, ...] = ()
+    """Of each glob in ``tools``, for findings about one of them."""
 
     def matches_tool(self, tool: str) -> bool:
         """Glob match only: ``when`` needs the engine."""

@@ -44,7 +44,7 @@ import os
 import re
 import stat
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -450,6 +450,71 @@ def _suggest(key: str, known: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_FOREIGN_FIELDS: Mapping[str, str] = {
+    "matchConstraints": "Kubernetes' matchConstraints is match: {tools: [...]} here",
+    "matchConditions": "Kubernetes' matchConditions is match.when here, one CEL bool",
+    "matchResources": "the tools a policy applies to are match: {tools: [...]}",
+    "validations": "Kubernetes' validations are rules here: {name, when, action, message}; "
+                   "a validation's expression says what must hold, a rule's when says "
+                   "what to act on, so negate it",
+    "validationActions": "what a rule does is its action (deny, halt, require_approval, "
+                         "warn, allow); a whole policy in shadow is mode: audit",
+    "expression": "a rule's condition is when; a Kubernetes expression says what must "
+                  "hold, a rule's when what to act on, so negate it",
+    "condition": "a rule's condition is when", "if": "a rule's condition is when",
+    "effect": "what a rule does is its action", "decision": "what a rule does is its action",
+    "reason": "a rule's text is message (or messageExpression)",
+    "msg": "a rule's text is message (or messageExpression)",
+    "paramKind": "params are written in the policy: params: {...}, or paramsFile",
+    "paramRef": "params are written in the policy: params: {...}, or paramsFile",
+    "deny": "Rego's deny rules are rules with action: deny",
+    "violation": "Gatekeeper's violations are rules with action: deny",
+    "failureAction": "what an expression error does is failurePolicy: Fail | Ignore",
+    "onError": "what an expression error does is failurePolicy: Fail | Ignore",
+    "default": "the result when no rule fires is defaultAction: allow | deny",
+    "PolicyTestSpec.tests": "a PolicyTest's cases are spec.cases",
+    "TestCaseShape.input": "what a case decides is call: {tool, args, principal, ...}",
+    "TestCaseShape.request": "the call is call: {tool, args, ...}, and the user's words "
+                             "are call.request",
+    "TestCaseShape.expected": "what a case expects is expect: {effect, rules, ...}",
+    "TestCaseShape.want": "what a case expects is expect: {effect, rules, ...}",
+    "TestCallShape.arguments": "a call's arguments are args",
+    "TestCallShape.input": "a call's arguments are args",
+    "TestExpectShape.decision": "the expected outcome is effect: allow | deny | halt | "
+                                "require_approval",
+    "TestExpectShape.result": "the expected outcome is effect: allow | deny | halt | "
+                              "require_approval",
+    "TestExpectShape.allow": "the expected outcome is effect: allow",
+}
+"""Fields people bring from Kubernetes admission policies, Rego and other engines."""
+
+
+def _field_hint(key: str, owner: type[Shape] | None, above: type[Shape] | None,
+                where: str) -> str:
+    """For an unknown field: "did you mean", then what another engine's field is called
+    here, then whether it is a field one level in or out (YAML indentation moved it)."""
+    known = field_names(owner) if owner else ()
+    foreign = _FOREIGN_FIELDS.get(f"{owner.__name__}.{key}" if owner else key) \
+        or _FOREIGN_FIELDS.get(key)
+    if foreign and key not in known:
+        return f" ({foreign})"
+    if owner is None:
+        return _suggest(key, known)
+    for name, f in owner.model_fields.items():
+        child = _unwrap(f.annotation)
+        many = get_origin(child) is list
+        item = _unwrap(get_args(child)[0] if many else child)
+        if isinstance(item, type) and issubclass(item, Shape) and key in field_names(item):
+            field = f"{where}.{f.alias or name}" if where else (f.alias or name)
+            inside = (f"a field of each item of {field}: indent it to line up with the "
+                      f"item's other fields") if many else \
+                f"a field of {field}: indent it under {f.alias or name}"
+            return f" ('{key}' is {inside})"
+    if above is not None and key in field_names(above):
+        return f" ('{key}' belongs one level up: indent it less)"
+    return _suggest(key, known)
+
+
 def _path(loc: Loc) -> str:
     """``spec.rules[0].when`` for ``("spec", "rules", 0, "when")``."""
     out = ""
@@ -529,7 +594,7 @@ class _Tree:
             return out
         if isinstance(node, SequenceNode):
             if node.tag != _yaml.SEQ:
-                self.src.error(node, f"unsupported YAML tag '{node.tag}'")
+                self.src.error(node, _yaml.tag_problem(node))
             return [self._build(item, (*loc, i)) for i, item in enumerate(node.value)]
         assert isinstance(node, ScalarNode)
         n = len(self.src.problems)
@@ -641,7 +706,8 @@ class _DocumentReader:
                 parent = loc[:-1]
                 where = f" in {_path(parent)}" if parent else ""
                 owner = _shape_at(model, parent)
-                hint = _suggest(str(loc[-1]), field_names(owner)) if owner else ""
+                hint = _field_hint(str(loc[-1]), owner, _shape_at(model, parent[:-1])
+                                   if parent else None, _path(parent))
                 self.error(tree.keys.get(loc) or tree.node(loc),
                            f"unknown field '{loc[-1]}'{where}{hint}")
             elif kind == "empty_expression":
@@ -652,8 +718,11 @@ class _DocumentReader:
                                            f"allowed: {', '.join(allowed)}")
             elif kind in ("literal_error", *_EXPECTED):
                 what = _EXPECTED.get(kind, "a string")
-                self.error(tree.node(loc), f"{path}: expected {what}, got "
-                                           f"{describe(tree.node(loc))}")
+                node = tree.node(loc)
+                hint = ""
+                if what == "a list" and isinstance(node, ScalarNode) and node.tag == _yaml.STR:
+                    hint = f" (a list of one: [{node.value}])"
+                self.error(node, f"{path}: expected {what}, got {describe(node)}{hint}")
             elif kind in ("model_type", "model_attributes_type"):
                 owner = _shape_at(model, loc)
                 what = owner.expected if owner else "a mapping"
@@ -742,8 +811,14 @@ class _DocumentReader:
                 continue
             path = os.path.normpath(os.path.join(base, rel))
             if report and not os.path.exists(path):
+                folder = os.path.dirname(path) or "."
+                try:
+                    near = sorted(f for f in os.listdir(folder) if f.endswith((".yaml", ".yml")))
+                except OSError:
+                    near = []
                 self.error(tree.pos(("spec", "policies", i)),
-                           f"spec.policies[{i}]: '{rel}' does not exist (looked for {path})")
+                           f"spec.policies[{i}]: '{rel}' does not exist (looked for {path})"
+                           f"{_suggest(os.path.basename(path), near)}")
             out.append(path)
         return out
 
@@ -764,7 +839,9 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
     match = Match(tuple(spec.match.tools) if spec.match.tools is not None else None,
                   tree.optional_expression((*match_loc, "when")),
                   tree.pos(match_loc if match_loc in tree.values else at),
-                  tuple(spec.match.agents) if spec.match.agents is not None else None)
+                  tuple(spec.match.agents) if spec.match.agents is not None else None,
+                  tuple(tree.pos((*match_loc, "tools", i))
+                        for i in range(len(spec.match.tools or ()))))
     counters = tuple(
         Counter(c.name, tree.expression((*at, "counters", i, "key")), c.window, c.limit,
                 tree.optional_expression((*at, "counters", i, "when")),

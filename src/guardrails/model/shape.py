@@ -107,8 +107,11 @@ def _name_check(pattern: str, what: str, rule: str,
 
     def validate(value: str) -> str:
         if not compiled.fullmatch(value):
+            fixed = re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:63].strip("-")
+            rule_hint = f"{rule}, e.g. '{fixed}'" if fixed and compiled.fullmatch(fixed) \
+                else rule
             raise PydanticCustomError("invalid_name", "invalid {what} '{value}': {rule}",
-                                      {"what": what, "value": value, "rule": rule})
+                                      {"what": what, "value": value, "rule": rule_hint})
         problem = check(value) if check else None
         if problem:
             raise PydanticCustomError("invalid_name", problem)
@@ -270,6 +273,11 @@ def _window(value: object) -> int:
         m = _DURATION.fullmatch(value.strip())
         if m:
             seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if seconds is None and isinstance(value, str) and value.strip():
+        raise PydanticCustomError(
+            "window_format", "expected a duration such as 60s, 10m, 24h, 7d or 1w, not "
+            "'{value}': one whole number and a unit, with no space (or a number of seconds)",
+            {"value": value})
     if seconds is None:
         raise _expected("a duration such as 60s, 10m, 24h, 7d or 1w")
     if seconds > MAX_COUNTER_WINDOW:
@@ -282,6 +290,9 @@ Window = Annotated[int, PlainValidator(_window), WithJsonSchema(
 
 
 def _limit(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise PydanticCustomError("negative", "expected a count (an integer >= 0), got "
+                                  "{value}: a limit of 0 admits no call", {"value": value})
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         raise _expected("a count (an integer >= 0)")
     return value

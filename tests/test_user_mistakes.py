@@ -1,0 +1,805 @@
+"""New users' policy mistakes: each one is reported by the real CLI, at its own
+file:line:column, with how to fix it.
+
+Three users wrote these from the docs alone: a security engineer's first policy for an
+e-mail agent, a port of OPA/Rego and Kubernetes ValidatingAdmissionPolicy rules, and an
+agent developer naming the agent's tools. Each mistake is one small file; the files of a
+kind are checked in one run of ``guardrails check`` (or ``guardrails test``), and each
+test asserts its own line of that run's output. The correct spellings, and the shipped
+policies, stay clean.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.test_cli_commands import run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TOOLS = {
+    "send_email": {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string"}, "subject": {"type": "string"},
+            "body": {"type": "string"}, "cc": {"type": "array", "items": {"type": "string"}},
+            "priority": {"type": "string", "enum": ["low", "normal", "high"]},
+            "attachments": {"type": "integer"},
+        },
+        "required": ["to", "subject", "body"],
+    },
+    "read_inbox": {"type": "object", "properties": {"folder": {"type": "string"}}},
+}
+
+
+def policy(name: str, body: str, *, head: str = "") -> str:
+    """A ToolPolicy for send_email; ``body`` is the rest of ``spec`` (two-space indent)."""
+    return (f"apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {{name: {name}}}\n"
+            f"spec:\n{head}  match: {{tools: [send_email]}}\n"
+            + textwrap.indent(textwrap.dedent(body).strip("\n"), "  ") + "\n")
+
+
+def rule(when: str, action: str = "deny") -> str:
+    return f"rules:\n  - name: r\n    when: '{when}'\n    action: {action}\n"
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    """One file per mistake, its policy named after it (names are unique in a set)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / f"{name}.yaml").write_text(text.replace("metadata: {name: p}",
+                                                        f"metadata: {{name: {name}}}"))
+    return root
+
+
+def output(proc: subprocess.CompletedProcess[str], root: Path) -> str:
+    return proc.stdout.replace(str(root) + "/", "")
+
+
+# -- load errors: `guardrails check` exits 1, with the fix in the message -----------------
+
+LOAD: dict[str, tuple[str, str]] = {
+    # Rego and Kubernetes names
+    "rego-input": (policy("p", rule("input.args.to == \"x\"")),
+                   "rego-input.yaml:8:14: undeclared reference to 'input' (Rego's input: the "
+                   "tool's arguments are args (input.args.x is args.x)"),
+    "vap-object": (policy("p", rule("object.to == \"x\"")),
+                   "vap-object.yaml:8:14: undeclared reference to 'object' (Kubernetes' "
+                   "object: the tool's arguments are args"),
+    "vap-self": (policy("p", rule("self.to == \"x\"")),
+                 "vap-self.yaml:8:14: undeclared reference to 'self' (CEL's self in "
+                 "Kubernetes validation rules: the tool's arguments are args)"),
+    "arg-typo": (policy("p", rule("arg.to.endsWith(\"@evil.example\")")),
+                 "arg-typo.yaml:8:14: undeclared reference to 'arg' (did you mean 'args'?)"),
+    "args-cased": (policy("p", rule("Args.to == \"x\"")),
+                   "args-cased.yaml:8:14: undeclared reference to 'Args' (did you mean "
+                   "'args'?)"),
+    "rego-count": (policy("p", rule("count(args.cc) > 3")),
+                   "rego-count.yaml:8:14: unknown function 'count' (in CEL: size(x) or "
+                   "x.size())"),
+    "rego-startswith": (policy("p", rule("startswith(args.to, \"admin\")")),
+                        "rego-startswith.yaml:8:14: unknown function 'startswith' (in CEL: "
+                        "x.startsWith(prefix))"),
+    "method-case": (policy("p", rule("args.to.endswith(\"@evil.example\")")),
+                    "method-case.yaml:8:22: unknown method 'endswith' (in CEL: "
+                    "x.endsWith(suffix))"),
+    "python-lower": (policy("p", rule("args.to.lower() == \"x\"")),
+                     "python-lower.yaml:8:22: unknown method 'lower' (in CEL: "
+                     "x.lowerAscii())"),
+    "vap-fields": (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  matchConstraints: {tools: [send_email]}\n  validations:\n"
+        "    - expression: 'args.to.endsWith(\"@example.com\")'\n",
+        "vap-fields.yaml:5:3: unknown field 'matchConstraints' in spec (Kubernetes' "
+        "matchConstraints is match: {tools: [...]} here)"),
+    "vap-validations": (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  validations:\n    - expression: 'args.to.endsWith(\"@example.com\")'\n",
+        "vap-validations.yaml:5:3: unknown field 'validations' in spec (Kubernetes' "
+        "validations are rules here: {name, when, action, message}; a validation's "
+        "expression says what must hold, a rule's when says what to act on, so negate it)"),
+    "vap-expression": (policy("p", "rules:\n  - name: r\n    expression: 'args.to == \"x\"'\n"
+                                   "    action: deny\n"),
+                       "vap-expression.yaml:8:7: unknown field 'expression' in spec.rules[0] "
+                       "(a rule's condition is when; a Kubernetes expression says what must "
+                       "hold, a rule's when what to act on, so negate it)"),
+    "condition-key": (policy("p", "rules:\n  - name: r\n    condition: 'args.to == \"x\"'\n"
+                                  "    action: deny\n"),
+                      "condition-key.yaml:8:7: unknown field 'condition' in spec.rules[0] (a "
+                      "rule's condition is when)"),
+    # PolicyTest keys from other test runners
+    "test-keys": ("apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t}\nspec:\n"
+                  "  cases:\n    - name: a\n      input: {tool: send_email, args: {to: x}}\n"
+                  "      expected: {effect: allow}\n",
+                  "test-keys.yaml:7:7: unknown field 'input' in spec.cases[0] (what a case "
+                  "decides is call: {tool, args, principal, ...})"),
+    "test-decision": ("apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t2}\n"
+                      "spec:\n  cases:\n    - name: a\n      call: {tool: send_email, "
+                      "arguments: {to: x}}\n      expect: {decision: allow}\n",
+                      "test-decision.yaml:8:16: unknown field 'decision' in "
+                      "spec.cases[0].expect (the expected outcome is effect: allow | deny | "
+                      "halt | require_approval)"),
+    # YAML indentation
+    "indent-dedented-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                                        "  action: deny\n"),
+                            "indent-dedented-key.yaml:9:5: YAML syntax error: while parsing a "
+                            "block collection: expected <block end>, but found '?' (hint: "
+                            "indentation: a key at the column of a list's '-' ends that item"),
+    "indent-key-in-spec": (policy("p", "rules:\n- name: r\n  when: 'args.to == \"x\"'\n"
+                                       "action: deny\n"),
+                           "indent-key-in-spec.yaml:9:3: unknown field 'action' in spec "
+                           "('action' is a field of each item of spec.rules: indent it to "
+                           "line up with the item's other fields)"),
+    "indent-tools": (
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  match:\n  tools: [send_email]\n  rules: []\n",
+        "indent-tools.yaml:6:3: unknown field 'tools' in spec ('tools' is a field of "
+        "spec.match: indent it under match)"),
+    "indent-odd": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                               "   action: deny\n"),
+                   "indent-odd.yaml:9:6: YAML syntax error: while parsing a block "
+                   "collection: expected <block end>, but found '<block mapping start>' "
+                   "(hint: indentation: this line is indented differently from the keys "
+                   "above it"),
+    "yaml-tag": (policy("p", "rules:\n  - name: r\n    when: !has(args.cc)\n"
+                             "    action: deny\n"),
+                 "yaml-tag.yaml:8:13: unsupported YAML tag '!has(args.cc)' (a plain value "
+                 "starting with '!' is a YAML tag: quote the expression"),
+    "misspelt-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                                 "    action: deny\n    messageExpresion: '\"no\"'\n"),
+                     "misspelt-key.yaml:10:7: unknown field 'messageExpresion' in "
+                     "spec.rules[0] (did you mean 'messageExpression'?)"),
+    "misspelt-action": (policy("p", rule("args.to == \"x\"", "Deny")),
+                        "misspelt-action.yaml:9:15: spec.rules[0].action: invalid value "
+                        "'Deny'; allowed: allow, deny, halt, require_approval, warn"),
+    "failure-policy": (policy("p", rule("args.to == \"x\""), head="  failurePolicy: fail\n"),
+                       "failure-policy.yaml:5:18: spec.failurePolicy: invalid value 'fail'; "
+                       "allowed: Fail, Ignore"),
+    "policy-name": (policy("Email_Guard", rule("args.to == \"x\"")),
+                    "policy-name.yaml:3:18: metadata.name: invalid policy name "
+                    "'Email_Guard': must be a lowercase DNS label (a-z, 0-9 and '-', at most "
+                    "63 characters, starting and ending with a letter or digit), e.g. "
+                    "'email-guard'"),
+    "not-precedence": (policy("p", "params: {known: [a@example.com]}\n"
+                                   + rule("!args.to in params.known")),
+                       "not-precedence.yaml:9:14: rules.r.when: a bool is never in "
+                       "list(string) (!x in list reads as (!x) in list: write !(x in list))"),
+    "python-not": (policy("p", "params: {known: [a@example.com]}\n"
+                               + rule("args.to not in params.known")),
+                   "python-not.yaml:9:22: unexpected token 'not' (CEL writes 'not' as !: "
+                   "!(x in list), !has(args.x))"),
+    "python-and": (policy("p", rule("args.to == \"a\" and args.subject == \"b\"")),
+                   "python-and.yaml:8:29: unexpected token 'and' (CEL writes 'and' as && "
+                   "and 'or' as ||)"),
+    "tools-string": (policy("p", rule("args.to == \"x\"")).replace("[send_email]",
+                                                                    "send_email"),
+                     "tools-string.yaml:5:18: spec.match.tools: expected a list, got a string "
+                     "(a list of one: [send_email])"),
+    "duplicate-rule": (policy("p", "rules:\n  - {name: r, when: 'args.to == \"a\"', action: "
+                                   "deny}\n  - {name: r, when: 'args.to == \"b\"', action: "
+                                   "deny}\n"),
+                       "duplicate-rule.yaml:8:7: duplicate rule name 'r' (first at line 7)"),
+    # names the engine binds
+    "tool-field": (policy("p", rule("tool.nam == \"send_email\"")),
+                   "tool-field.yaml:8:19: rules.r.when: 'tool.nam' does not exist (tool has "
+                   "name, description); did you mean 'name'?"),
+    "tool-whole": (policy("p", rule("tool == \"send_email\"")),
+                   "tool-whole.yaml:8:22: rules.r.when: map(string, string) == string is "
+                   "never true: CEL does not convert between types; tool is a map with "
+                   "fields name, description: compare one of them, e.g. tool.name"),
+    "request-object": (policy("p", rule("request.object.to == \"x\"")),
+                       "request-object.yaml:8:22: rules.r.when: 'request.object' does not "
+                       "exist (request has text, emails, urls, hosts, ibans, phones, dates, "
+                       "quoted, numbers); request is the user's request, the tool's "
+                       "arguments are args"),
+    "history-tool-name": (policy("p", rule("history.exists(h, h.tool.name == \"read\")")),
+                          "history-tool-name.yaml:8:39: rules.r.when: a string has no fields "
+                          "(reading '.name'); 'h.tool' is a string"),
+    "variable-bare": (policy("p", "variables:\n  - {name: domain, expression: "
+                                  "'args.to.split(\"@\")[1]'}\n" + rule("domain == \"x\"")),
+                      "variable-bare.yaml:10:14: undeclared reference to 'domain' (a "
+                      "variable is read as variables.domain)"),
+    "variable-typo": (policy("p", "variables:\n  - {name: domain, expression: "
+                                  "'args.to.split(\"@\")[1]'}\n"
+                                  + rule("variables.domian == \"x\"")),
+                      "variable-typo.yaml:10:24: unknown variable 'domian' (defined "
+                      "variables: domain; did you mean 'domain'?)"),
+    "variable-order": (policy("p", "variables:\n  - {name: a, expression: 'variables.b'}\n"
+                                   "  - {name: b, expression: 'args.to'}\n"
+                              + rule("variables.a == \"x\"")),
+                       "variable-order.yaml:7:40: unknown variable 'b' (variables can only "
+                       "use variables defined before them)"),
+    "message-text": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                                 "    action: deny\n    messageExpression: 'Blocked mail to "
+                                 "args.to'\n"),
+                     "message-text.yaml:10:35: unexpected token 'mail' (messageExpression is "
+                     "a CEL expression: for fixed text write message: instead, or build a "
+                     "string: '\"Blocked: \" + args.to')"),
+    "message-plus-int": (policy("p", "params: {max: 5}\nrules:\n  - name: r\n    when: "
+                                     "'args.to == \"x\"'\n    action: deny\n"
+                                     "    messageExpression: '\"at most \" + params.max'\n"),
+                         "message-plus-int.yaml:11:38: rules.r.messageExpression: no operator "
+                         "+ for string and int; convert the other operand with string(...)"),
+    "counter-compared-whole": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, limit: "
+                    "10}\n" + rule("counters.sent > 10")),
+        "counter-compared-whole.yaml:10:30: rules.r.when: cannot compare map(string, dyn) > "
+        "int: CEL does not convert between types; counters.sent is a map with fields count, "
+        "limit, exceeded, remaining: compare one of them, e.g. counters.sent.count"),
+    "counter-field": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, limit: "
+                    "10}\n" + rule("counters.sent.exceded")),
+        "counter-field.yaml:10:28: rules.r.when: 'counters.sent.exceded' does not exist "
+        "(counters.sent has count, limit, exceeded, remaining); did you mean 'exceeded'?"),
+    "counter-window": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1 day, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-window.yaml:7:51: spec.counters[0].window: expected a duration such as "
+        "60s, 10m, 24h, 7d or 1w, not '1 day': one whole number and a unit, with no space"),
+    "counter-limit": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: -1}\n" + rule("counters.sent.exceeded")),
+        "counter-limit.yaml:7:62: spec.counters[0].limit: expected a count (an integer >= "
+        "0), got -1: a limit of 0 admits no call"),
+    "duration-days": (policy("p", rule("history.exists(h, now - h.at < duration(\"1 day\"))")),
+                      "duration-days.yaml:8:54: rules.r.when: invalid duration literal "
+                      "'1 day': invalid duration '1 day' (write a number and a unit, without "
+                      "spaces: 90s, 30m, 24h, 1h30m; units are h, m, s, ms, us, ns: a day is "
+                      "24h, a week 168h)"),
+    "timestamp-date": (policy("p", rule("now > timestamp(\"2026-01-01\")")),
+                       "timestamp-date.yaml:8:30: rules.r.when: invalid timestamp literal "
+                       "'2026-01-01': cannot parse timestamp '2026-01-01' (write RFC 3339, "
+                       "with a time and a zone: 2026-01-31T09:00:00Z"),
+    "param-text-vs-size": (policy("p", "params:\n  max_size: 1,000\n"
+                                       + rule("size(args.body) > params.max_size")),
+                           "param-text-vs-size.yaml:10:14: rules.r.when: cannot compare int > "
+                           "string: CEL does not convert between types; params.max_size is a "
+                           "string in params: write a number there (max_size: 1000, not "
+                           "\"1000\" or 1,000)"),
+    "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
+                   "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
+                   "'*secret*': no argument for repetition operator: * (a regular "
+                   "expression, not a glob"),
+}
+
+
+@pytest.fixture(scope="module")
+def load_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    root = write(tmp_path_factory.mktemp("load"), {k: v[0] for k, v in LOAD.items()})
+    proc = run("check", root)
+    return output(proc, root), proc.returncode
+
+
+@pytest.mark.parametrize("mistake", sorted(LOAD))
+def test_a_mistake_that_stops_the_load(load_run: tuple[str, int], mistake: str) -> None:
+    out, code = load_run
+    assert code == 1
+    expected = LOAD[mistake][1]
+    mine = [line for line in out.splitlines() if line.startswith(f"{mistake}.yaml:")]
+    assert any(line.startswith(expected) for line in mine), "\n".join(mine)
+
+
+# -- findings: `guardrails check` (and `--tools`) loads, and says what is wrong ------------
+
+FINDINGS: dict[str, tuple[str, str]] = {
+    # always or never
+    "never-quoted-path": (policy("p", rule("\"args.to\" == \"bob@example.com\"")),
+                          "never-quoted-path.yaml:8:14: warning: policy p: rules.r.when is "
+                          "always false: the rule never fires ('args.to' is a string literal, "
+                          "not the value it names: write it without quotes)"),
+    "never-contradiction": (policy("p", rule("args.to == \"a@x.io\" && args.to == \"b@x.io\"")),
+                            "never-contradiction.yaml:8:14: warning: policy p: rules.r.when can "
+                            "never be true: args.to == 'a@x.io' and args.to == 'b@x.io'; did "
+                            "you mean || ?"),
+    "never-range": (policy("p", rule("args.attachments > 10 && args.attachments < 5")),
+                    "never-range.yaml:8:14: warning: policy p: rules.r.when can never be true: "
+                    "args.attachments is above 10 and below 5; did you mean || ?"),
+    "always-in-literals": (policy("p", rule("\"admin\" in [\"admin\", \"ops\"]")),
+                           "always-in-literals.yaml:8:14: warning: policy p: rules.r.when is "
+                           "always true: the rule fires on every call (it compares constants: "
+                           "nothing in it depends on the call)"),
+    "allow-does-nothing": (policy("p", "rules:\n  - {name: big, when: 'size(args.body) > "
+                                       "100000', action: deny}\n  - {name: ok, when: "
+                                       "'args.to.endsWith(\"@example.com\")', action: allow}\n"),
+                           "allow-does-nothing.yaml:8:7: warning: policy p: rules.ok: an allow "
+                           "rule does nothing in a policy whose defaultAction is allow"),
+    "same-condition": (policy("p", "rules:\n  - {name: a, when: 'args.to == \"x\"', action: "
+                                   "deny}\n  - {name: b, when: 'args.to  ==  \"x\"', action: "
+                                   "warn}\n"),
+                       "same-condition.yaml:8:24: warning: policy p: rules.b.when is the same "
+                       "condition as rules.a: merge them or change one"),
+    # params
+    "param-missing": (policy("p", "params: {max_recipients: 5}\n"
+                                  + rule("size(args.cc) > params.max_recipient")),
+                      "param-missing.yaml:9:37: error: policy p: rules.r.when: "
+                      "'params.max_recipient' does not exist (params has max_recipients); did "
+                      "you mean 'max_recipients'?"),
+    "param-nested-missing": (policy("p", "params: {limits: {daily: 5}}\n"
+                                         + rule("size(args.cc) > params.limits.dayly")),
+                             "param-nested-missing.yaml:9:44: error: policy p: rules.r.when: "
+                             "'params.limits.dayly' does not exist (params.limits has daily); "
+                             "did you mean 'daily'?"),
+    "shadowed-rule": (policy("p", "rules:\n  - {name: big, when: 'args.attachments > 10', "
+                                  "action: deny}\n  - {name: huge, when: 'args.attachments > "
+                                  "100', action: require_approval}\n"),
+                      "shadowed-rule.yaml:8:27: warning: policy p: rules.huge "
+                      "(require_approval) never changes the result: whenever it fires, "
+                      "rules.big (deny) fires too and is more severe (every rule is evaluated "
+                      "and the most severe wins; there is no first match)"),
+    "deny-by-default-only": (policy("p", rule("args.to.endsWith(\"@evil.example\")"),
+                                    head="  defaultAction: deny\n"),
+                             "deny-by-default-only.yaml:1:1: warning: policy p: defaultAction is "
+                             "deny and no rule allows: every call it matches is denied"),
+    "param-number-as-text": (policy("p", "params:\n  max_size: 1,000\n"
+                                         + rule("args.attachments > params.max_size")),
+                             "param-number-as-text.yaml:10:40: warning: policy p: rules.r.when: "
+                             "params.max_size is the text '1,000', not a number: compared with "
+                             "a number it is an evaluation error on every call; write 1000"),
+    "param-flow-comma": (policy("p", "params: {max_size: 1,000}\n"
+                                     + rule("args.attachments > params.max_size")),
+                         "param-flow-comma.yaml:6:24: warning: spec.params: YAML reads '1,000' "
+                         "in a flow mapping as 1 and a key '000': the comma separates entries; "
+                         "write 1000"),
+    # history records
+    "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
+                      "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
+                      "not exist (h has tool, args, effect, result, trusted, at); did you "
+                      "mean 'tool'?"),
+    # regexes
+    "regex-dot": (policy("p", rule("args.to.matches(\"@example.com$\")")),
+                  "regex-dot.yaml:8:30: warning: policy p: rules.r.when: regex "
+                  "'@example.com$': the unescaped '.' in 'example.com' matches any character, "
+                  "not just a dot ('exampleXcom' matches too); escape it"),
+    "regex-start-only": (policy("p", rule("!args.to.matches(\"^[a-z.]+@example\\\\.com\")")),
+                         "regex-start-only.yaml:8:31: warning: policy p: rules.r.when: regex "
+                         "'^[a-z.]+@example\\.com': anchored at the start only: matches() "
+                         "finds the pattern anywhere, so text that goes on after it matches "
+                         "too"),
+    "regex-glob-folder": (policy("p", rule("args.body.matches(\"/etc/*\")")),
+                          "regex-glob-folder.yaml:8:32: warning: policy p: rules.r.when: regex "
+                          "'/etc/*': '/*' repeats the '/' (a regex, not a glob)"),
+}
+
+TYPED: dict[str, tuple[str, str]] = {
+    # against the tool's schema (--tools)
+    "arg-cased": (policy("p", rule("args.To.endsWith(\"@evil.example\")")),
+                  "arg-cased.yaml:8:19: error: policy p: rules.r.when: tool 'send_email' has "
+                  "no parameter 'To'; did you mean 'to'?"),
+    "arg-missing": (policy("p", rule("args.recipient == \"x\"")),
+                    "arg-missing.yaml:8:19: error: policy p: rules.r.when: tool 'send_email' "
+                    "has no parameter 'recipient'"),
+    "enum-value": (policy("p", rule("has(args.priority) && args.priority == \"High\"")),
+                   "enum-value.yaml:8:53: warning: policy p: rules.r.when: 'High' is not one of "
+                   "the values the tool schema allows ('low', 'normal', 'high'); did you mean "
+                   "'high'?"),
+    "string-vs-number": (policy("p", rule("has(args.attachments) && args.attachments > \"3\"")),
+                         "string-vs-number.yaml:8:58: error: policy p: rules.r.when: cannot "
+                         "compare int > string: CEL does not convert between types; write the "
+                         "number without quotes: 3"),
+    "quoted-param-number": (policy("p", "params: {max: \"3\"}\n" + rule(
+        "has(args.attachments) && args.attachments > params.max")),
+        "quoted-param-number.yaml:9:44: error: policy p: rules.r.when: cannot compare int > "
+        "string: CEL does not convert between types; params.max is a string in params: "
+        "write a number there (max: 1000, not \"1000\" or 1,000)"),
+    "list-eq-string": (policy("p", rule("has(args.cc) && args.cc == \"bob@example.com\"")),
+                       "list-eq-string.yaml:8:41: error: policy p: rules.r.when: list(string) "
+                       "== string is never true: CEL does not convert between types"),
+    "list-contains": (policy("p", rule("has(args.cc) && args.cc.contains(\"bob@x.io\")")),
+                      "list-contains.yaml:8:38: error: policy p: rules.r.when: no overload of "
+                      "list(string).contains(string); it takes: string.contains(string) -> "
+                      "bool (for a list or a map write x in list)"),
+    "in-on-string": (policy("p", rule("\"evil\" in args.to")),
+                     "in-on-string.yaml:8:21: error: policy p: rules.r.when: 'in' needs a list or a map; for "
+                     "a substring test write s.contains(x)"),
+    "has-wrong-path": (policy("p", rule("has(args.to.domain)")),
+                       "has-wrong-path.yaml:8:14: error: policy p: rules.r.when: a string has "
+                       "no fields (reading '.domain'); 'args.to' is a string"),
+    "optional-unguarded": (policy("p", rule("args.attachments > 3", "warn")),
+                           "optional-unguarded.yaml:8:19: warning: policy p: rules.r.when: "
+                           "'args.attachments' may be absent"),
+    "repair-leaves-text": (policy("p", "repairs:\n  - name: count\n    when: "
+                                       "'type(args.attachments) == string'\n    set: "
+                                       "{attachments: 'args.attachments.trim()'}\n"),
+                           "repair-leaves-text.yaml:9:27: warning: policy p: "
+                           "repairs.count.set.attachments: gives a string, but the tool's "
+                           "'attachments' is an int: the repaired value may fail the tool's "
+                           "validation, or reach the tool as the wrong type; convert it "
+                           "(int(...))"),
+    "repair-unsets-required": (policy("p", "repairs:\n  - name: drop\n    when: "
+                                           "'args.to == \"\"'\n    unset: [to]\n"),
+                               "repair-unsets-required.yaml:8:14: warning: policy p: "
+                               "repairs.drop.unset: removes 'to', which the tool requires"),
+    "ignore-fails-open": (policy("p", rule("args.attachments > 3"),
+                                 head="  failurePolicy: Ignore\n"),
+                          "ignore-fails-open.yaml:9:19: warning: policy p: rules.r.when: "
+                          "'args.attachments' may be absent (it is not a required parameter): "
+                          "reading it when a call leaves it out is an evaluation error (under "
+                          "failurePolicy: Ignore the rule is then skipped, and the call goes "
+                          "through); test has(args.attachments) first"),
+    # read_inbox: a tool no policy here matches, so a glob close to it is a typo
+    "glob-typo": (policy("p", rule("true")).replace("[send_email]", "[read_inbx]"),
+                  "glob-typo.yaml:5:19: warning: policy p: match.tools [read_inbx] matches "
+                  "none of the known tools: 'read_inbx' matches no tool; did you mean "
+                  "'read_inbox'? (no policy matches 'read_inbox', so it runs unguarded"),
+    "glob-case": (policy("p", rule("true")).replace("[send_email]", "[send_email, "
+                                                                    "Read_Inbox]"),
+                  "glob-case.yaml:5:31: warning: policy p: match.tools 'Read_Inbox' "
+                  "matches no tool; did you mean 'read_inbox'?"),
+}
+
+
+@pytest.fixture(scope="module")
+def findings_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, str]:
+    root = write(tmp_path_factory.mktemp("findings"), {k: v[0] for k, v in FINDINGS.items()})
+    plain = run("check", root)
+    strict = run("check", root, "--strict")
+    return output(plain, root), plain.returncode, output(strict, root)
+
+
+@pytest.fixture(scope="module")
+def typed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    base = tmp_path_factory.mktemp("typed")
+    root = write(base / "policies", {k: v[0] for k, v in TYPED.items()})
+    tools = base / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    proc = run("check", root, "--tools", tools)
+    return output(proc, root), proc.returncode
+
+
+@pytest.mark.parametrize("mistake", sorted(FINDINGS))
+def test_a_mistake_check_finds_without_schemas(findings_run: tuple[str, int, str],
+                                               mistake: str) -> None:
+    out, code, strict = findings_run
+    assert code == 1  # the params errors; warnings alone exit 0 (below)
+    expected = FINDINGS[mistake][1].replace("policy p:", f"policy {mistake}:")
+    mine = [line for line in out.splitlines() if line.startswith(f"{mistake}.yaml:")]
+    assert any(line.startswith(expected) for line in mine), "\n".join(mine)
+    assert any(line.startswith(expected) for line in strict.splitlines())
+
+
+@pytest.mark.parametrize("mistake", sorted(TYPED))
+def test_a_mistake_check_finds_against_the_tools(typed_run: tuple[str, int],
+                                                 mistake: str) -> None:
+    out, code = typed_run
+    assert code == 1
+    expected = TYPED[mistake][1].replace("policy p:", f"policy {mistake}:")
+    mine = [line for line in out.splitlines() if line.startswith(f"{mistake}.yaml:")]
+    assert any(line.startswith(expected) for line in mine), "\n".join(mine)
+
+
+def test_warnings_pass_check_unless_strict(tmp_path: Path) -> None:
+    root = write(tmp_path, {"w": FINDINGS["regex-dot"][0]})
+    assert run("check", root).returncode == 0
+    proc = run("check", root, "--strict")
+    assert proc.returncode == 1 and "warning:" in proc.stdout
+
+
+def test_a_params_key_a_binding_adds_is_not_missing(tmp_path: Path) -> None:
+    """Params are checked on the loaded instances: a key every binding supplies is
+    there; the policy applied without the binding would not be, so it is an error."""
+    text = policy("p", rule("size(args.cc) > params.cap"))
+    binding = ("---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+               "spec:\n  policy: p\n  params: {cap: 3}\n")
+    root = write(tmp_path, {"p": text + binding})
+    proc = run("check", root, "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["findings"] == [], proc.stdout
+    (root / "p.yaml").write_text(text)
+    proc = run("check", root)
+    assert proc.returncode == 1 and "'params.cap' does not exist (params is empty)" in \
+        proc.stdout
+
+
+# -- the correct spellings stay clean ------------------------------------------------------
+
+CLEAN = {
+    "literal-true": policy("p", rule("true")),
+    "literal-false": policy("p", rule("false && args.to == \"x\"")),
+    "escaped-dot": policy("p", rule("args.to.matches(\"@example\\\\.com$\")")),
+    "raw-string-dot": policy("p", rule("args.to.matches(r\"@example\\.com$\")")),
+    "anchored-both": policy("p", rule("!args.to.matches(\"^[a-z.]+@example\\\\.com$\")")),
+    "dot-star": policy("p", rule("args.body.matches(\"(?i)pass.*word\")")),
+    "optional-param": policy("p", "params: {max: 5}\n" + rule(
+        "has(params.cap) ? size(args.to) > params.cap : size(args.to) > params.max")),
+    "param-index": policy("p", "params: {limits: {ann: 5}}\n" + rule(
+        "principal.user in params.limits && size(args.to) > params.limits[principal.user]")),
+    "allowlist": policy("p", "defaultAction: deny\nrules:\n  - {name: ok, when: "
+                             "'args.to.endsWith(\"@example.com\")', action: allow}\n"),
+    "history": policy("p", rule("history.exists(h, h.tool == \"read_inbox\" && "
+                                "h.effect == \"allow\" && now - h.at < duration(\"24h\"))")),
+    "different-values": policy("p", rule("args.to == \"a@x.io\" || args.to == \"b@x.io\"")),
+    "range": policy("p", rule("has(args.attachments) && args.attachments > 3 && "
+                              "args.attachments < 10")),
+    "tiers": policy("p", "rules:\n  - {name: big, when: 'size(args.to) > 100', action: "
+                         "require_approval}\n  - {name: huge, when: 'size(args.to) > 1000', "
+                         "action: deny}\n  - {name: note, when: 'size(args.to) > 50', "
+                         "action: warn}\n"),
+    "typed": policy("p", rule("has(args.priority) && args.priority == \"high\" && "
+                              "has(args.cc) && \"bob@x.io\" in args.cc")),
+}
+
+
+def test_correct_spellings_are_clean(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", CLEAN)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    proc = run("check", root, "--tools", tools, "--strict", "--format", "json")
+    out = json.loads(proc.stdout)
+    assert [f for f in out["findings"] if f["severity"] != "info"] == [], proc.stdout
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("path", ["policies", "src/guardrails/demo_policies",
+                                  "benchmarks/engine_policies.yaml"])
+def test_shipped_policies_have_no_findings(path: str) -> None:
+    proc = run("check", ROOT / path, "--strict", "--format", "json")
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0 and out["findings"] == [], proc.stdout
+
+
+# -- guardrails test: cases that pass without testing anything -----------------------------
+
+SUITE_POLICY = policy("mail", """
+    params: {blocked: [evil.example]}
+    rules:
+      - name: blocked-domain
+        when: 'args.to.split("@")[1] in params.blocked'
+        action: deny
+      - name: admins-only
+        when: '!("admin" in principal.roles)'
+        action: require_approval
+    """)
+
+SUITE = """\
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: mail-tests}
+spec:
+  policies: [mail.yaml]
+  cases:
+    - name: misspelt tool
+      call: {tool: send_mail, args: {to: a@evil.example}, principal: {roles: [admin]}}
+      expect: {effect: allow}
+    - name: wrongly cased tool
+      call: {tool: Send_Email, args: {to: a@evil.example}, principal: {roles: [admin]}}
+      expect: {effect: allow}
+    - name: other tool is untouched
+      call: {tool: get_weather, args: {city: Paris}}
+      expect: {effect: allow}
+    - name: principal key misspelt in the case
+      call: {tool: send_email, args: {to: a@example.com}, principal: {role: [admin]}}
+      expect: {effect: allow}
+    - name: admin writes inside
+      call: {tool: send_email, args: {to: a@example.com}, principal: {roles: [admin]}}
+      expect: {effect: allow, rules: []}
+"""
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    root = write(tmp_path_factory.mktemp("suite"), {"mail": SUITE_POLICY,
+                                                     "mail.tests": SUITE})
+    proc = run("test", root)
+    return output(proc, root), proc.returncode
+
+
+def _case(out: str, name: str) -> list[str]:
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("FAIL ") and line.endswith(f": mail-tests: {name}"):
+            block = [line]
+            for rest in lines[i + 1:]:
+                if rest.startswith(("FAIL ", "(- expected")):
+                    break
+                block.append(rest)
+            return block
+    return []
+
+
+@pytest.mark.parametrize("name, line", [("misspelt tool", 7), ("wrongly cased tool", 10)])
+def test_a_case_for_a_misspelt_tool_fails(suite_run: tuple[str, int], name: str,
+                                          line: int) -> None:
+    out, code = suite_run
+    assert code == 1
+    block = _case(out, name)
+    assert block and block[0] == f"FAIL mail.tests.yaml:{line}:7: mail-tests: {name}", out
+    assert ("so the case tests nothing; a policy names 'send_email': a typo in the case's "
+            "tool or in match.tools?") in block[1], block
+
+
+def test_a_suite_whose_policy_glob_is_misspelt_fails(tmp_path: Path) -> None:
+    """The typo on the policy's side: `tools: [send_emial]`, the cases call send_email."""
+    root = write(tmp_path, {
+        "mail": SUITE_POLICY.replace("[send_email]", "[send_emial]"),
+        "mail.tests": SUITE})
+    out = output(run("test", root), root)
+    block = _case(out, "admin writes inside")
+    assert block and "no policy under test matches tool 'send_email'" in block[1], out
+    assert "a policy names 'send_emial'" in block[1]
+
+
+def test_a_case_for_an_unrelated_tool_still_passes(suite_run: tuple[str, int]) -> None:
+    out, _ = suite_run
+    assert _case(out, "other tool is untouched") == []
+    assert _case(out, "admin writes inside") == []
+    assert out.splitlines()[-1] == "2 passed, 3 failed (5 cases in 1 suite)"
+
+
+def test_a_missing_key_points_at_the_case_spelling(suite_run: tuple[str, int]) -> None:
+    out, _ = suite_run
+    block = _case(out, "principal key misspelt in the case")
+    assert any("no such key: roles" in b and "'roles' is missing, and the case's principal "
+               "has 'role': a misspelt key?" in b for b in block), block
+
+
+# -- the agent developer: guard(strict=True) against the agent's own tools ---------------
+
+
+def test_strict_guard_rejects_a_glob_that_leaves_an_agent_tool_unguarded(
+        tmp_path: Path) -> None:
+    """``tools: [sendEmail]`` for the agent's ``send_email``: without strict the tool runs
+    unguarded (the documented default); strict refuses the run before any tool runs."""
+    import asyncio
+
+    from agent_framework import Agent, tool
+
+    import guardrails
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, text
+
+    ran: list[str] = []
+
+    @tool
+    def send_email(to: str, subject: str, body: str) -> str:
+        """Send an e-mail."""
+        ran.append(to)
+        return "sent"
+
+    def attempt(glob: str) -> None:
+        path = write(tmp_path / glob, {"mail": policy("p", rule(
+            "args.to.endsWith(\"@evil.example\")")).replace("[send_email]", f"[{glob}]")})
+        client = ScriptedChatClient([
+            [call("send_email", to="x@evil.example", subject="s", body="b")], [text("done")]])
+        agent = Agent(client=client, tools=[send_email],
+                      middleware=guard(guardrails.load(path), strict=True))
+        asyncio.run(agent.run("hi"))
+
+    for typo in ("sendEmail", "Send_Email", "send_emial"):
+        with pytest.raises(guardrails.PolicyError) as e:
+            attempt(typo)
+        assert f"'{typo}' matches no tool; did you mean 'send_email'?" in str(e.value)
+        assert "runs unguarded" in str(e.value) and ran == []
+    attempt("send_email")  # the right name: the rule denies, the tool never runs
+    assert ran == []
+
+
+# -- the checks themselves never fail on odd input -----------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab.\\[]^$*+?{}()|/-comexpdf", max_size=40))
+def test_regex_pitfalls_never_raise_and_name_a_real_unescaped_dot(pattern: str) -> None:
+    from guardrails.engine.lint import regex_pitfall
+
+    found = regex_pitfall(pattern)
+    if found and "unescaped '.'" in found:
+        word = found.split("'")[1]
+        assert word in pattern and "." in word
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text("abc", min_size=1, max_size=3), inner,
+                                      max_size=3), max_leaves=10),
+       st.sampled_from(["params.a", "params.a.b", "params[\"a\"]", "params.a.size() > 1",
+                        "has(params.a) && params.a == 1", "params.a > 3",
+                        "\"a\" in params && params.a.exists(x, x == 1)"]))
+def test_lint_policies_on_any_params_never_raises(params: object, when: str) -> None:
+    """Every shape of params (what a user can write in YAML) against reads of them: the
+    check reports or stays quiet, it never fails itself."""
+    import guardrails
+    from guardrails.engine.compile import compile_documents
+    from guardrails.engine.lint import lint_policies
+    from guardrails.model.loader import read_documents
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.yaml"
+        path.write_text(policy("p", f"params: {json.dumps({'a': params})}\n"
+                                    + rule(when.replace("'", "''"))))
+        documents, problems = read_documents([str(path)])
+        if problems:
+            return
+        try:
+            policies = compile_documents(documents)
+        except guardrails.PolicyError:
+            return  # a type error knowable at load: reported there
+        for f in lint_policies(policies):
+            assert f.file == str(path) and f.line >= 1 and f.severity in ("error", "warning")
+
+
+def test_findings_of_the_files_that_load_come_with_the_load_errors(tmp_path: Path) -> None:
+    """All at once: a broken file does not hide the other files' findings, so fixing the
+    load errors does not uncover a second round."""
+    root = write(tmp_path, {"broken": LOAD["rego-input"][0],
+                            "loads": FINDINGS["regex-dot"][0]})
+    proc = run("check", root)
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 1
+    assert out[0].startswith("broken.yaml:8:14: undeclared reference to 'input'")
+    assert out[1].startswith("loads.yaml:8:30: warning: policy loads: rules.r.when: regex")
+    assert out[-1] == "1 problem; and 1 finding in the files that load without them"
+    data = json.loads(run("check", root, "--format", "json").stdout)
+    assert [p["file"] for p in data["problems"]] == [str(root / "broken.yaml")]
+    assert [f["file"] for f in data["findings"]] == [str(root / "loads.yaml")]
+
+
+# -- principal keys, when the host says what it sends (--principal) ------------------------
+
+
+@pytest.mark.parametrize("principal, severity", [
+    ({"user": "ann", "roles": ["admin"], "tenant": "acme"}, "warning"),
+    ({"type": "object", "additionalProperties": False, "required": ["user", "roles"],
+      "properties": {"user": {"type": "string"}, "roles": {"type": "array",
+                                                            "items": {"type": "string"}}}},
+     "error"),
+])
+def test_a_misspelt_principal_key_is_found_against_the_principal(
+        tmp_path: Path, principal: dict[str, object], severity: str) -> None:
+    """`principal.role` for `roles`: the principal is the host's, so only the host can say
+    which keys it has: an example principal (a warning), or its JSON Schema (an error when
+    it allows no other keys)."""
+    root = write(tmp_path / "policies", {
+        "role": policy("p", rule("!(\"admin\" in principal.role)")),
+        "roles": policy("p", rule("!(\"admin\" in principal.roles)"))})
+    given = tmp_path / "principal.json"
+    given.write_text(json.dumps(principal))
+    proc = run("check", root, "--principal", given)
+    out = output(proc, root).splitlines()
+    assert out[0].startswith(f"role.yaml:8:37: {severity}: policy role: rules.r.when: "
+                             "'principal.role' does not exist (principal has user, roles")
+    assert out[0].endswith("did you mean 'roles'?") and not any("roles.yaml" in o for o in out)
+    assert proc.returncode == (1 if severity == "error" else 0)
+    assert run("check", root).returncode == 0  # without it, principal is anyone's
+
+
+def test_a_principal_file_that_is_not_an_object_is_bad_usage(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", {"p": policy("p", rule("true"))})
+    given = tmp_path / "principal.json"
+    given.write_text("[1, 2]")
+    proc = run("check", root, "--principal", given)
+    assert proc.returncode == 2 and "a principal is an object" in proc.stderr
+
+
+def test_a_library_param_the_calling_policy_lacks(tmp_path: Path) -> None:
+    """A Library function reads params.internal_domains; a policy in another file calls it
+    without `uses: [corp]`, so its params lack the key and every call fails."""
+    library = ("apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: corp}\nspec:\n"
+               "  params: {internal_domains: [example.com]}\n  functions:\n"
+               "    - name: internal\n      params: [{name: a, type: string}]\n"
+               "      expression: 'params.internal_domains.exists(d, a.endsWith(\"@\" + d))'\n")
+    root = write(tmp_path, {"corp": library,
+                            "uses": policy("p", "uses: [corp]\n" + rule("!corp.internal(args.to)")),
+                            "forgets": policy("p", rule("!corp.internal(args.to)"))})
+    proc = run("check", root)
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 1
+    assert len(out) == 2 and out[0].startswith("forgets.yaml:8:")
+    assert ("error: policy forgets: rules.r.when: 'params.internal_domains' does not exist "
+            "(params is empty); it is read inside a library function this expression calls"
+            ) in out[0]
+
+
+def test_guardrails_expr_points_a_missing_key_at_the_close_one() -> None:
+    proc = run("expr", "args.Amount > 5", "--args", '{"amount": 3}')
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("guardrails expr: evaluation error: no such key: Amount "
+                                   "(--args has 'amount': did you mean it?)")
+    proc = run("expr", "principal.role == \"admin\"", "--principal", '{"roles": ["admin"]}')
+    assert proc.returncode == 1 and "(--principal has 'roles': did you mean it?)" in proc.stderr
