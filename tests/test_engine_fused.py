@@ -291,3 +291,14 @@ def test_a_field_read_by_many_rules_is_read_once_and_a_failing_one_fails_each_ru
     assert record(decision) == record(general)
     assert [e.element for e in decision.errors] == ["rules.a", "rules.c", "rules.d"]
     assert [r.rule for r in decision.rules] == ["b", "e"]  # b: the error absorbed by ||
+
+
+def test_a_policy_of_very_many_rules_runs_them_one_by_one() -> None:
+    n = codegen.MAX_FUSED_RULES + 1
+    rules = "".join(f"    - {{name: r{i}, when: 'args.a == {i}', action: deny}}\n"
+                    for i in range(n))
+    ps = _load("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+               f"  match: {{tools: [t]}}\n  rules:\n{rules}", "compiled", Limits())
+    assert ps.policies[0].fused is None
+    assert ps.evaluate("t", {"a": n - 1}).rules[0].rule == f"r{n - 1}"
+    assert ps.evaluate("t", {"a": -1}).effect == "allow"

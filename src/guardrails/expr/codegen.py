@@ -1377,6 +1377,11 @@ def _take_apart(source: str) -> _Parts | None:
     return _Parts(budget, text, reads, selects)
 
 
+MAX_FUSED_RULES: Final = 64
+"""Rules fused into one function at most: Python's compiler takes time and memory that
+grow with a function's size, and a policy of thousands of rules must not make a load
+slow (its rules then run one by one: the gain of fusing is per rule, not per policy)."""
+
 _FUSED: dict[tuple[Any, ...], tuple[str, tuple[int, ...]]] = {}
 """Fused sources by their rules' sources, stops and hoisted names (a policy set repeats
 policies of one shape: they share one source), with the hoisted names' positions in
@@ -1387,9 +1392,10 @@ def fused_rules(programs: Sequence[Program], stops: Sequence[bool]) -> FusedRule
     """One function evaluating all of ``programs`` (a policy's rule conditions, in order;
     ``stops``: which of them has a ``messageExpression``), compiled with the next batch.
 
-    None when one of them is not generated code (closures, the reference backend): the
-    engine runs such a policy's rules one by one."""
-    if not programs:
+    None when one of them is not generated code (closures, the reference backend) or
+    there are more than ``MAX_FUSED_RULES``: the engine runs such a policy's rules one by
+    one."""
+    if not programs or len(programs) > MAX_FUSED_RULES:
         return None
     sources: list[str] = []
     pieces: list[tuple[_Parts, tuple[Any, ...]]] = []
