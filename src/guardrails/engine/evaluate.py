@@ -743,17 +743,8 @@ def decide(call: Call, candidates: Candidates, revision: str,
             bindings["variables"] = _NO_VARIABLES
         acted: list[Action] = []
         if fused is not None:
-            # All the rules in one call; the common result, nothing fired, is None.
-            hits = fused(bindings, meter, 0)
-            while hits is not None:
-                _take_hits(policy, rules, hits, statics, clean, bindings, scrub, errors, fired,
-                           acted)
-                i, value, exc = hits[-1]
-                # Stopped after a rule with a messageExpression (evaluated just now, on the
-                # meter, before the next rule runs): the rest from the next rule on.
-                hits = fused(bindings, meter, i + 1) if (
-                    value is True and exc is None and i + 1 < len(rules)
-                    and rules[i][1].message_expression is not None) else None
+            _run_fused(policy, fused, bindings, meter, statics, clean, scrub, errors, fired,
+                       acted)
         else:
             _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
         if enforce:
@@ -771,14 +762,33 @@ def decide(call: Call, candidates: Candidates, revision: str,
                      candidates.secret_names, scrub, ())
 
 
-def _take_hits(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ...],
-               hits: list[Hit], statics: dict[int, FiredRule], clean: bool,
-               bindings: Mapping[str, Any], scrub: Scrubber, errors: list[EvaluationError],
-               fired: list[FiredRule], acted: list[Action]) -> None:
+def _run_fused(policy: CompiledPolicy, fused: FusedRun, bindings: Mapping[str, Any],
+               meter: Meter, statics: dict[int, FiredRule], clean: bool, scrub: Scrubber,
+               errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
+    """A policy's rules by its fused function (``CompiledPolicy.fused``): all of them in
+    one call, whose common result, nothing fired, is None."""
+    rules = policy.rules
+    hits = fused(bindings, meter, 0)
+    while hits is not None:
+        _take_hits(policy, hits, statics, clean, bindings, scrub, errors, fired, acted)
+        i, value, exc = hits[-1]
+        # Stopped after a rule with a messageExpression (evaluated just now, on the meter,
+        # before the next rule runs): the rest from the next rule on.
+        hits = fused(bindings, meter, i + 1) if (
+            value is True and exc is None and i + 1 < len(rules)
+            and rules[i].message_expression is not None) else None
+
+
+def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, FiredRule],
+               clean: bool, bindings: Mapping[str, Any], scrub: Scrubber,
+               errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
     """The rules a fused function found not false, in order, as ``_each_rule`` takes
     each rule's result: fired (a message evaluated), failed, or not a bool (failed)."""
+    rules = policy.rules
     for i, value, exc in hits:
-        rule = rules[i][1]
+        rule = rules[i]
         if exc is None and value is True:
             hit = statics.get(id(rule)) if clean else None
             if hit is None:
