@@ -18,6 +18,12 @@ from guardrails.expr.values import CelError, CostLimitExceeded
 
 Fn = Callable[[Activation], Any]
 
+Hit = tuple[int, Any, Exception | None]
+"""One rule of a fused function that did not evaluate to ``false``: its index, its value,
+or what it raised (``codegen.fused_rules``)."""
+FusedRun = Callable[[Mapping[str, Any], Meter, int], list[Hit] | None]
+"""A fused function: bindings, the call's meter, the index of the first rule to run."""
+
 
 @dataclass(frozen=True, slots=True)
 class Program:
@@ -76,4 +82,4 @@ class MeterActivation(Activation):
         self.meter.left = value
 
 
-__all__ = ["Fn", "MeterActivation", "Program"]
+__all__ = ["Fn", "FusedRun", "Hit", "MeterActivation", "Program"]
