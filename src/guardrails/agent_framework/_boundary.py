@@ -234,14 +234,16 @@ def agent_names(agent: Any) -> tuple[str, ...]:
 
 def _user_text(messages: Iterable[Message]) -> str:
     """The text of the user messages, each message's texts joined by a newline and the
-    messages (those with any text) by another. Loops, not generators: once per run."""
+    messages (those with any text) by another: always a plain ``str`` (a ``str`` subclass
+    in a message is joined into one, as ``join`` does). Loops, not generators: per run."""
     texts: list[str] = []
     for m in messages:
         if m.role != "user":
             continue
         parts = [c.text for c in m.contents if c.type == "text" and c.text]
         if parts:
-            texts.append(parts[0] if len(parts) == 1 else "\n".join(parts))
+            first = parts[0]
+            texts.append(first if len(parts) == 1 and type(first) is str else "\n".join(parts))
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
