@@ -40,6 +40,10 @@ class Program:
     """The tree's shape (``ast.shape``), when the compiler worked it out: load-time
     checks that depend only on it are done once per shape (``engine.compile``,
     ``engine.typecheck``)."""
+    metered: bool = field(default=True, repr=False, compare=False)
+    """Whether evaluating it draws on the call's cost budget. Only the cel-python reference
+    backend (``interpreter``) keeps none: its cost has no bound, so ``guard()`` refuses
+    policies compiled with it (docs/security-model.md, promise 8)."""
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         # The call's meter when the engine passes one (see ``limits.Meter``).
