@@ -633,3 +633,61 @@ async def test_agents_with_guards_of_their_own_sharing_a_session_scrub_each_othe
     assert SECRET not in repr(results)
     assert SECRET not in repr(session.state)
     assert SECRET not in response.text
+
+
+# --- promise 9 against promise 6: a held approval record the guard cannot compare -------
+
+COUNTED_APPROVALS = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payments}
+spec:
+  match: {tools: [send_money]}
+  counters:
+    - {name: payments, key: 'principal.user', window: 1d, limit: 1}
+  rules:
+    - {name: daily-limit, when: 'counters.payments.exceeded', action: deny,
+       message: daily payment limit reached}
+    - {name: big, when: 'args.amount > 1000', action: require_approval}
+"""
+
+
+@pytest.mark.parametrize("field", ["token", "mac"])
+@pytest.mark.parametrize("char", ["\u00e9", "\ud800"])
+async def test_a_held_record_the_guard_cannot_compare_blocks_and_counts_nothing(
+        tmp_path: Path, field: str, char: str) -> None:
+    """Finding (redteam15c): session state rewritten to hold a non-ASCII token (or MAC)
+    in the approval record made ``secrets.compare_digest`` raise TypeError on the
+    approved replay. The call was blocked (fail closed), but after the counted
+    evaluation had reserved it: the reservation of a call that never ran was kept, and
+    the user's next payment was denied as over the daily limit. Now a record that
+    cannot be compared approves nothing (no error), and any guard error after the
+    reservation gives it back."""
+    import json
+
+    from agent_framework import Message
+
+    from guardrails.engine.counters import MemoryStore, window_key
+    from tests.af_tools import CALLS, send_money
+
+    CALLS.clear()
+    policies = load_text(tmp_path, COUNTED_APPROVALS)
+    store = MemoryStore()
+    mw = guard(policies, principal={"user": "ann"}, counters=store,
+               approval_key=b"k" * 32)
+    client = ScriptedChatClient([[call("send_money", recipient="UK12", amount=2000)],
+                                 [call("send_money", recipient="UK13", amount=10)],
+                                 [text("done")]])
+    agent = agent_with(client, [send_money], mw)
+    session = agent.create_session()
+    first = await agent.run("pay UK12 2000", session=session)
+    [request] = first.user_input_requests
+    held = session.state["guardrails"]["approvals"][request.id]
+    held[field] = char + held[field][1:]  # same length, not ASCII
+    answer = Message(role="user", contents=[request.to_function_approval_response(True)])
+    again = await agent.run(answer, session=session)
+    assert CALLS == []  # the altered record approved nothing: approval is asked again
+    assert len(again.user_input_requests) == 1
+    key = window_key("payments/payments", json.dumps("ann"))
+    assert store.count(key, 86400) == 0  # and nothing is counted
+    await agent.run("pay UK13 10", session=session)
+    assert CALLS == [("send_money", {"recipient": "UK13", "amount": 10.0})]

@@ -96,16 +96,23 @@ def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
     if not (isinstance(held, dict) and isinstance(held.get("fingerprint"), str)
             and isinstance(held.get("token"), str) and isinstance(token, str)):
         return False
-    if not secrets.compare_digest(token, held["token"]):
+    if not _same_text(token, held["token"]):
         return False
     fingerprint = _fingerprint(tool, arguments, decision)
-    if not secrets.compare_digest(fingerprint, held["fingerprint"]):
+    if not _same_text(fingerprint, held["fingerprint"]):
         return False
     if key is None:
         return True
     mac = held.get("mac")
-    return isinstance(mac, str) and secrets.compare_digest(
-        mac, _mac(key, approval_id, fingerprint, token))
+    return isinstance(mac, str) and _same_text(mac, _mac(key, approval_id, fingerprint, token))
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Constant-time equality of two texts of any characters: ``compare_digest`` raises
+    on a ``str`` that is not ASCII, and a held record is whatever the session state or
+    the store holds (a record that cannot be compared must approve nothing, not error)."""
+    return secrets.compare_digest(a.encode("utf-8", "surrogatepass"),
+                                  b.encode("utf-8", "surrogatepass"))
 
 
 def is_approved_response(context: FunctionInvocationContext) -> bool:

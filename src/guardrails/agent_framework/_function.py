@@ -399,40 +399,44 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # block anyway is not counted: no need to ask the store.)
             decision = await self._counted(decision, lambda: evaluate(judged[0],
                                                                       self._counters))
-        if self._unmatched == "warn" and not policies.for_tool(tool, aliases):
-            _log.warning("guardrails: no policy names the tool %s; the call runs unguarded", tool)
-        secret_names = decision.secret_arguments  # declared and injected names
-        approval_id = approval_id_for(context)
-        replay = False
-        if is_approved_response(context):
-            # One approval, one call: the held record is used up, matching or not.
-            if self._approvals is not None:
-                try:
+        # From here on the call may hold a reservation: anything that fails blocks the
+        # call (``process``), and a blocked call is not counted.
+        try:
+            if self._unmatched == "warn" and not policies.for_tool(tool, aliases):
+                _log.warning("guardrails: no policy names the tool %s; the call runs unguarded",
+                             tool)
+            secret_names = decision.secret_arguments  # declared and injected names
+            approval_id = approval_id_for(context)
+            replay = False
+            if is_approved_response(context):
+                # One approval, one call: the held record is used up, matching or not.
+                if self._approvals is not None:
                     held = await self._store(self._approvals.take,
                                              _approval_key(context, approval_id))
-                except BaseException:
-                    self._release(decision)  # the call is blocked: it is not counted
-                    raise
-            else:
-                held = take_held(state, approval_id)
-            replay = approval_matches(held, self._mac_id(context, approval_id),
-                                      response_token(context), tool, arguments, decision,
-                                      self._approval_key)
-        effect = decision.effect
-        if effect is Effect.REQUIRE_APPROVAL and replay:
-            effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
-        over_bounds = bool(decision.errors) and any(e.element == "input"
-                                                    for e in decision.errors)
-        if over_bounds and effect not in _BLOCKING:
-            # Inputs over the bounds (or not JSON) never run, whatever the policies'
-            # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
-            # to read (``Ignore`` only skips the policy's own rules).
-            effect = Effect.DENY
-        # ``entry`` is already this call's own copy (``as_mapping``); the engine only reads it.
-        quiet = memory is self._quiet_memory and not secret_names
-        return _Plan(policies, decision, effect, entry, arguments, secret_names,
-                     approval_id, replay, run, validated, invalid, deferred, over_bounds,
-                     aliases, quiet)
+                else:
+                    held = take_held(state, approval_id)
+                replay = approval_matches(held, self._mac_id(context, approval_id),
+                                          response_token(context), tool, arguments, decision,
+                                          self._approval_key)
+            effect = decision.effect
+            if effect is Effect.REQUIRE_APPROVAL and replay:
+                effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
+            over_bounds = bool(decision.errors) and any(e.element == "input"
+                                                        for e in decision.errors)
+            if over_bounds and effect not in _BLOCKING:
+                # Inputs over the bounds (or not JSON) never run, whatever the policies'
+                # failurePolicy: the guard cannot bind, record or scrub what it cannot afford
+                # to read (``Ignore`` only skips the policy's own rules).
+                effect = Effect.DENY
+            # ``entry`` is already this call's own copy (``as_mapping``); the engine only
+            # reads it.
+            quiet = memory is self._quiet_memory and not secret_names
+            return _Plan(policies, decision, effect, entry, arguments, secret_names,
+                         approval_id, replay, run, validated, invalid, deferred, over_bounds,
+                         aliases, quiet)
+        except BaseException:
+            self._release(decision)
+            raise
 
     async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
