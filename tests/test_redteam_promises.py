@@ -691,3 +691,50 @@ async def test_a_held_record_the_guard_cannot_compare_blocks_and_counts_nothing(
     assert store.count(key, 86400) == 0  # and nothing is counted
     await agent.run("pay UK13 10", session=session)
     assert CALLS == [("send_money", {"recipient": "UK13", "amount": 10.0})]
+
+
+HALTING_COUNTED = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payments}
+spec:
+  match: {tools: [send_money]}
+  counters:
+    - {name: payments, key: 'principal.user', window: 1d, limit: 5}
+  rules:
+    - {name: absurd, when: 'args.amount > 100000', action: halt}
+"""
+
+
+async def test_a_call_cancelled_while_its_store_reserves_counts_nothing(tmp_path: Path) -> None:
+    """A halt in a parallel batch cancels its siblings. A sibling cancelled while the
+    counter store (SQLite, off the event loop) was reserving for it never ran: the
+    reservation the store made meanwhile must go back."""
+    import json
+    import time
+
+    from agent_framework import Agent
+
+    from guardrails import PolicyViolation
+    from guardrails.engine.counters import CounterRequest, window_key
+    from guardrails.fleet.stores import SQLiteStore
+    from tests.af_tools import CALLS, send_money
+
+    class SlowSQLite(SQLiteStore):
+        def reserve(self, requests: Any) -> Any:
+            time.sleep(0.3)  # the sibling's halt and the batch's cancel happen meanwhile
+            return super().reserve(requests)
+
+    CALLS.clear()
+    store = SlowSQLite(tmp_path / "counters.db")
+    policies = load_text(tmp_path, HALTING_COUNTED)
+    client = ScriptedChatClient([[call("send_money", recipient="A", amount=10),
+                                  call("send_money", recipient="B", amount=500000)]])
+    agent = Agent(client=client, tools=[send_money],
+                  middleware=guard(policies, principal={"user": "ann"}, counters=store))
+    with pytest.raises(PolicyViolation):
+        await agent.run("pay")
+    assert CALLS == []
+    await asyncio.sleep(0.6)  # the store's thread has finished by now
+    key = window_key("payments/payments", json.dumps("ann"))
+    [counted] = SQLiteStore.reserve(store, [CounterRequest(key, 86400, 5, 0)])
+    assert counted.count == 0

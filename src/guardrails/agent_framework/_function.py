@@ -443,7 +443,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         when the store does I/O). Counters never change arguments: if these differ, the
         call is refused rather than run on arguments the reservation did not judge."""
         if self._counters.blocking:
-            decision = await asyncio.to_thread(evaluate)
+            # Shielded: a call cancelled while the store reserves for it (a sibling's halt
+            # cancels a parallel batch) never runs, and the store's thread runs on; what
+            # it reserved goes back once it is done.
+            reserving = asyncio.ensure_future(asyncio.to_thread(evaluate))
+            try:
+                decision = await asyncio.shield(reserving)
+            except asyncio.CancelledError:
+                reserving.add_done_callback(self._release_when_done)
+                raise
         else:
             decision = evaluate()
         if not same_json(dict(decision.arguments), dict(settled.arguments)):
@@ -589,6 +597,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._quiet_memory = (self._memory if redact is None and not self._injected
                                       else None)
                 self._cached_for = policies
+
+    def _release_when_done(self, reserving: asyncio.Future[Decision]) -> None:
+        """The reservation of a call cancelled while the store reserved it, given back."""
+        if not reserving.cancelled() and reserving.exception() is None:
+            self._release(reserving.result())
 
     def _release(self, decision: Decision) -> None:
         """The call does not run: give its counter reservations back."""
