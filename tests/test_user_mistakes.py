@@ -523,6 +523,10 @@ CLEAN = {
                          "action: warn}\n"),
     "typed": policy("p", rule("has(args.priority) && args.priority == \"high\" && "
                               "has(args.cc) && \"bob@x.io\" in args.cc")),
+    # Denied unless a rule asks for approval: a fired require_approval is the result.
+    "deny-unless-approved": policy("p", rule("\"treasurer\" in principal.roles",
+                                             "require_approval"),
+                                   head="  defaultAction: deny\n"),
 }
 
 

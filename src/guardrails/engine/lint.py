@@ -366,6 +366,8 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
       fires whatever the call (``x || true``; a literal ``true`` is taken as meant); a
       ``match.when`` that is constant false; an ``allow`` rule in a policy whose
       ``defaultAction`` is allow (it changes nothing: the most severe fired rule wins);
+      ``defaultAction: deny`` with no ``allow`` or ``require_approval`` rule (every
+      matched call is denied);
       two rules with the same condition; a history entry field the guard never records
       (``h.tol``); a regex literal whose ``.`` between words is not escaped
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
@@ -401,8 +403,11 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
         out.append(_at(policy.when.expression.position, "warning",
                        f"policy {name}: match.when is always false: the policy never "
                        f"applies"))
+    # A fired require_approval rule overrides defaultAction: deny too (the most severe
+    # fired action is the result, and a denial needs no rule): "denied unless a
+    # treasurer asks, then approved by a human" is a deliberate policy.
     if policy.default_action.value == "deny" and policy.rules and not any(
-            r.action.value == "allow" for r in policy.rules):
+            r.action.value in ("allow", "require_approval") for r in policy.rules):
         out.append(_at(policy.position, "warning",
                        f"policy {name}: defaultAction is deny and no rule allows: every "
                        f"call it matches is denied (defaultAction is the result when no rule "
