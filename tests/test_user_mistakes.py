@@ -807,3 +807,67 @@ def test_guardrails_expr_points_a_missing_key_at_the_close_one() -> None:
                                    "(--args has 'amount': did you mean it?)")
     proc = run("expr", "principal.role == \"admin\"", "--principal", '{"roles": ["admin"]}')
     assert proc.returncode == 1 and "(--principal has 'roles': did you mean it?)" in proc.stderr
+
+
+# -- one policy for several tools: `tool.name == "x"` reads x's own arguments ----------------
+
+SEVERAL_TOOLS = {
+    "reserve_hotel": {"type": "object", "required": ["hotel", "start_day"],
+                      "properties": {"hotel": {"type": "string"},
+                                     "start_day": {"type": "string"}}},
+    "reserve_car": {"type": "object", "required": ["company", "start_day"],
+                    "properties": {"company": {"type": "string"},
+                                   "start_day": {"type": "string"},
+                                   "days": {"type": "integer"}}},
+}
+
+
+def several(rules: list[tuple[str, str]], extra: str = "") -> str:
+    body = "".join(f"  - name: r{i}\n    when: '{when}'\n    action: {action}\n"
+                   for i, (when, action) in enumerate(rules))
+    return ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: travel}\n"
+            "spec:\n  match: {tools: [reserve_hotel, reserve_car]}\n" + extra
+            + "  rules:\n" + body)
+
+
+def check_several(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "travel.yaml").write_text(text)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(SEVERAL_TOOLS))
+    proc = run("check", tmp_path / "p", "--tools", tools, "--strict", "--format", "json")
+    out = json.loads(proc.stdout)
+    return proc.returncode, [f"{f['line']}:{f['severity']}: {f['message']}"
+                             for f in out["findings"] if f["severity"] != "info"]
+
+
+def test_a_tool_name_test_narrows_args_to_that_tool(tmp_path: Path) -> None:
+    """AgentDojo-style policies name the tool in the condition: the parameter is required
+    by that tool, so reading it there is not 'may be absent'."""
+    code, findings = check_several(tmp_path, several([
+        ('tool.name == "reserve_hotel" && !request.mentions(args.hotel)', "require_approval"),
+        ('"reserve_car" == tool.name && args.company.startsWith("X")', "deny"),
+        ('tool.name != "reserve_hotel" || args.hotel.contains("Ritz")', "warn"),
+        ('tool.name in ["reserve_hotel"] && size(args.hotel) > 60', "deny"),
+        ('tool.name == "reserve_car" ? args.company == "Y" : args.start_day == "Z"', "warn"),
+        ('!(tool.name == "reserve_car") || args.company.endsWith(" Ltd")', "warn"),
+        ('has(args.days) && args.days > 30', "require_approval"),
+    ]) + "    messageExpression: '\"long rental: \" + string(args.days)'\n")
+    assert (code, findings) == (0, [])
+
+
+def test_a_tool_name_test_keeps_what_it_must_find(tmp_path: Path) -> None:
+    code, findings = check_several(tmp_path, several([
+        # a parameter of the other tool under this tool's name: never sent
+        ('tool.name == "reserve_hotel" && args.company == "X"', "deny"),
+        # the name test does not hold where the read is
+        ('tool.name != "reserve_hotel" && args.hotel == "X"', "deny"),
+        ('tool.name == "reserve_hotel" || args.hotel == "X"', "deny"),
+        # both tools: hotel is still optional
+        ('tool.name in ["reserve_hotel", "reserve_car"] && args.hotel == "X"', "deny"),
+    ]))
+    assert code == 1
+    assert findings[0].startswith("8:error: policy travel: rules.r0.when: 'args.company' "
+                                  "does not exist (args has hotel, start_day)"), findings
+    assert [f.split(":")[0] for f in findings[1:]] == ["11", "14", "17"], findings
+    assert all("'args.hotel' may be absent" in f for f in findings[1:]), findings

@@ -232,7 +232,12 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
-    for f in typecheck(policy, typed, closed_params=True, principal=principal):
+    # Under `tool.name == "x"` args are x's own: a parameter only x declares is read
+    # safely there, and one x lacks is an error (it is never sent).
+    by_tool = {t: replace(args_type([params_schemas[t]]), closed="error")
+               for t in declared} if len(declared) > 1 else None
+    for f in typecheck(policy, typed, closed_params=True, principal=principal,
+                       args_by_tool=by_tool):
         findings.append(_type_finding(policy, f))
 
     def undeclared(names: Iterable[str], what: str, at: Position) -> None:

@@ -112,6 +112,26 @@ def join(a: Type, b: Type) -> Type:
     return DYN  # [1, 2.0] is a list(dyn), as cel-go types it
 
 
+def record_union(types: Sequence[Type]) -> Type:
+    """One map type for values that are any of ``types`` (the arguments of any of several
+    tools): a field is required only if every type has it required; its type is the join
+    of theirs. Any type without fields (or none at all) gives ``map(string, dyn)``."""
+    if not types or any(t.fields is None for t in types):
+        return map_of(STRING, DYN)
+    names: dict[str, None] = {}
+    for t in types:
+        names.update(dict.fromkeys(k for k, _ in t.fields or ()))
+    fields: dict[str, Field] = {}
+    for name in names:
+        present = [f for f in (t.field(name) for t in types) if f is not None]
+        ft = present[0].type
+        for f in present[1:]:
+            ft = join(ft, f.type)
+        fields[name] = Field(ft, len(present) == len(types) and all(f.required
+                                                                    for f in present))
+    return map_of(STRING, DYN, fields)
+
+
 def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
     """The type of plain data (params): exact, since the data is there to look at.
 
