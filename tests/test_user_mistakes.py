@@ -773,6 +773,27 @@ def test_a_misspelt_principal_key_is_found_against_the_principal(
     assert run("check", root).returncode == 0  # without it, principal is anyone's
 
 
+def test_an_example_principal_types_numbers_and_nulls_as_examples(tmp_path: Path) -> None:
+    """An example shows one user: its 1000 may be 1234.5 for another (any JSON number),
+    its null a map (no type). What it does make certain stays an error."""
+    root = write(tmp_path / "policies", {
+        "credit": policy("p", rule("double(size(args.to)) > principal.credit * 1.5")),
+        "manager": policy("p", rule("principal.manager != null && "
+                                    "principal.manager.email.endsWith(\"@x.io\")")),
+        "risk": policy("p", rule("principal.risk > 0.5 && principal.limits.daily < 10")),
+    })
+    given = tmp_path / "principal.json"
+    given.write_text(json.dumps({"credit": 1000, "manager": None, "risk": 0,
+                                 "limits": {"daily": 5000}, "roles": ["x"]}))
+    proc = run("check", root, "--principal", given, "--strict")
+    assert proc.returncode == 0 and "warning" not in proc.stdout, proc.stdout
+    bad = write(tmp_path / "bad", {
+        "text": policy("p", rule("principal.credit.startsWith(\"1\")")),
+        "list": policy("p", rule("principal.roles == \"admin\""))})
+    proc = run("check", bad, "--principal", given)
+    assert proc.returncode == 1 and proc.stdout.count(": error: ") == 2, proc.stdout
+
+
 def test_a_principal_file_that_is_not_an_object_is_bad_usage(tmp_path: Path) -> None:
     root = write(tmp_path / "policies", {"p": policy("p", rule("true"))})
     given = tmp_path / "principal.json"

@@ -50,6 +50,7 @@ from guardrails.expr.types import (
     Type,
     list_of,
     map_of,
+    of_example,
     of_json_schema,
     of_value,
     record_union,
@@ -110,7 +111,7 @@ def principal_type(data: Any) -> Type:
         t = of_json_schema(data)
         strict = data.get("additionalProperties") is False
     else:
-        t = of_value(data)
+        t = of_example(data)
         strict = False
     if t.name != "map":
         raise ValueError("a principal is an object (an example, or a JSON Schema)")

@@ -169,6 +169,30 @@ def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
     return DYN
 
 
+def of_example(value: Any, depth: int = 0) -> Type:
+    """The type of an example of data whose real values vary (a host's principal): as
+    ``of_value``, except that a number is any JSON number (``1000`` in the example may
+    be ``1234.5`` in a call) and a null says nothing of the type (``"manager": null``
+    holds a map for other users)."""
+    if value is None or depth > 32:
+        return DYN
+    if isinstance(value, int | float) and not isinstance(value, bool | UInt):
+        return NUM
+    if isinstance(value, Mapping):
+        fields = {str(k): Field(of_example(v, depth + 1), True) for k, v in value.items()}
+        vt = DYN
+        for i, f in enumerate(fields.values()):
+            vt = f.type if i == 0 else join(vt, f.type)
+        return map_of(STRING, vt if fields else DYN, fields)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        et = DYN
+        for i, item in enumerate(value):
+            t = of_example(item, depth + 1)
+            et = t if i == 0 else join(et, t)
+        return list_of(et)
+    return of_value(value, depth)
+
+
 def of_json_schema(schema: Any) -> Type:
     """The type a JSON Schema describes; ``dyn`` for anything not simply one type.
 
