@@ -892,3 +892,31 @@ def test_a_tool_name_test_keeps_what_it_must_find(tmp_path: Path) -> None:
                                   "does not exist (args has hotel, start_day)"), findings
     assert [f.split(":")[0] for f in findings[1:]] == ["11", "14", "17"], findings
     assert all("'args.hotel' may be absent" in f for f in findings[1:]), findings
+
+
+def test_a_policy_for_another_agents_tools_is_not_a_warning(tmp_path: Path) -> None:
+    """One policy set for several agents, checked with one agent's tools: the payments
+    agent's policy matches none of the mail agent's tools, and that is no mistake. A glob
+    close to a known tool still is, whether or not another policy guards that tool."""
+    root = write(tmp_path / "policies", {
+        "mail": policy("p", rule("size(args.to) > 100")),
+        "payments": policy("p", rule("args.amount > 1000")).replace(
+            "tools: [send_email]", "tools: [send_money, schedule_transaction]"),
+    })
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 0, proc.stdout
+    assert ("payments.yaml:5:19: info: policy payments: match.tools [send_money, "
+            "schedule_transaction] matches none of the known tools") in proc.stdout
+    (root / "typo.yaml").write_text(policy("typo", rule("true")).replace(
+        "tools: [send_email]", "tools: [read_inbx]"))
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 1  # read_inbox runs unguarded
+    assert ("typo.yaml:5:19: warning: policy typo: match.tools [read_inbx] matches none of "
+            "the known tools: 'read_inbx' matches no tool; did you mean 'read_inbox'?"
+            ) in proc.stdout
+    (root / "typo.yaml").write_text(policy("typo", rule("true")).replace(
+        "tools: [send_email]", "tools: [send_emial]"))  # send_email is guarded by mail
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 1 and "did you mean 'send_email' for 'send_emial'" in proc.stdout

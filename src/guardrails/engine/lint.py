@@ -17,8 +17,11 @@ Severity policy (as Cedar's strict validation and Kubernetes' CEL checks draw it
   no guard (``has()``, ``&&``, ``||``, a ternary, a repair's own ``when``) makes sure it
   is there; a value outside a schema ``enum``; a repair, secret or injection naming an
   argument no matched tool declares; a policy whose ``match.tools`` matches none of the
-  known tools. ``guardrails check --strict`` counts warnings as errors.
-- ``info``: a known tool that no policy matches (it runs unguarded); an argument no
+  known tools, with a glob close to one of them (``send_mony``). ``guardrails check
+  --strict`` counts warnings as errors.
+- ``info``: a policy whose ``match.tools`` matches none of the known tools and is close
+  to none (another agent's tools, in a set several agents share); a known tool that no
+  policy matches (it runs unguarded); an argument no
   matched tool declares that is only read under ``has()`` (a check meant for other
   tools, such as payments' ``currency``).
 
@@ -173,9 +176,22 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         return [replace(f, message=f.message.replace(
             f"[{', '.join(globs)}] matches none of the known tools: ", "")) for f in out]
     if not out:
-        at = policy.tool_positions[0] if policy.tool_positions else policy.position
-        out.append(_at(at, "warning", f"policy {policy.name}: match.tools "
-                                      f"[{', '.join(globs)}] matches none of the known tools"))
+        # A policy set shared by several agents is checked against one agent's tools at
+        # a time: a policy for another agent's tools matching none of them is normal. A
+        # glob close to a known tool is the likely typo (send_mony): a warning.
+        near = [(i, c) for i, g in enumerate(globs) if (c := _close(g, names))]
+        i = near[0][0] if near else 0
+        at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
+        if near:
+            out.append(_at(at, "warning",
+                           f"policy {policy.name}: match.tools [{', '.join(globs)}] matches "
+                           f"none of the known tools; did you mean {near[0][1]!r} for "
+                           f"{globs[i]!r}? (globs are case-sensitive)"))
+        else:
+            out.append(_at(at, "info",
+                           f"policy {policy.name}: match.tools [{', '.join(globs)}] matches "
+                           f"none of the known tools (another agent's tools? none is close "
+                           f"to a known one)"))
     return out[:1]
 
 
