@@ -920,3 +920,27 @@ def test_a_policy_for_another_agents_tools_is_not_a_warning(tmp_path: Path) -> N
         "tools: [send_email]", "tools: [send_emial]"))  # send_email is guarded by mail
     proc = run("check", root, "--tools", tools, "--strict")
     assert proc.returncode == 1 and "did you mean 'send_email' for 'send_emial'" in proc.stdout
+
+
+def test_digit_text_params_used_as_text_are_not_numbers(tmp_path: Path) -> None:
+    """A phone prefix, a zip range: quoted on purpose, used as text. A quantity written as
+    text is still found."""
+    params = ('params:\n  country_code: "44"\n  zip_from: "02100"\n  zip_to: "02199"\n'
+              '  limit: "5"\n  cap: 1,000\n')
+    clean = write(tmp_path / "clean", {
+        "prefix": policy("p", params + rule('!args.to.startsWith("+" + params.country_code)')),
+        "concat": policy("p", params + rule('args.to == params.country_code + args.subject')),
+        "zone": policy("p", params + rule('args.to >= params.zip_from && '
+                                          'args.to <= params.zip_to')),
+        "pair": policy("p", params + rule('params.zip_from < params.zip_to && '
+                                          'args.to > params.zip_from')),
+    })
+    proc = run("check", clean, "--strict")
+    assert proc.returncode == 0 and "not a number" not in proc.stdout, proc.stdout
+    found = write(tmp_path / "found", {
+        "quoted": policy("p", params + rule("args.attachments > params.limit")),
+        "thousands": policy("p", params + rule("args.attachments + params.cap > args.subject")),
+    })
+    proc = run("check", found)
+    assert "params.limit is the text '5', not a number" in proc.stdout, proc.stdout
+    assert "params.cap is the text '1,000', not a number" in proc.stdout, proc.stdout

@@ -527,7 +527,19 @@ def _implies(x: tuple[str, str, float], y: tuple[str, str, float]) -> bool:
 
 
 _NUMERIC_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
 _ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"})
+
+
+def _param_value(policy: CompiledPolicy, node: ast.Node) -> tuple[str, Any] | None:
+    """``("params.a.b", value)`` for a read of a params path, else None."""
+    path = _dotted(node)
+    if path is None or not path.startswith("params."):
+        return None
+    value: Any = policy.params
+    for part in path.split(".")[1:]:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return path, value
 
 
 def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expression,
@@ -535,26 +547,38 @@ def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expre
     """A param YAML read as text that looks like a number (``limit: 1,000`` or
     ``limit: "5"``) used in a comparison or arithmetic: against a number it is an
     evaluation error on every call (the checker only sees it when the other side's type
-    is known, as with tool schemas)."""
+    is known, as with tool schemas).
+
+    Text is often meant as text, so a digit string is not reported where it is used as
+    text: beside a text (``"+" + params.country_code``, ``params.zip_from <=
+    params.zip_to``), in a ``+`` (concatenation) unless it has a thousands separator,
+    or with a leading zero (``"02134"``: a code, not a quantity)."""
     out: list[Finding] = []
     for n in ast.walk(node):
         if not (isinstance(n, ast.Call) and n.target is None and n.function in _ORDER_OPS
                 and len(n.args) == 2):
             continue
-        for operand in n.args:
-            path = _dotted(operand)
-            if path is None or not path.startswith("params."):
+        for operand, other in (n.args, n.args[::-1]):
+            found = _param_value(policy, operand)
+            if found is None:
                 continue
-            value: Any = policy.params
-            for part in path.split(".")[1:]:
-                value = value.get(part) if isinstance(value, Mapping) else None
-            if isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip()):
-                number = value.strip().replace(",", "")
-                out.append(_at(expression.position_of(operand.offset), "warning",
-                               f"policy {policy.name}: {element}: {path} is the text "
-                               f"{value!r}, not a number: compared with a number it is an "
-                               f"evaluation error on every call; write {number} in params "
-                               f"(no quotes, no thousands separator)"))
+            path, value = found
+            if not (isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip())):
+                continue
+            text = value.strip()
+            theirs = _param_value(policy, other)
+            if (isinstance(other, ast.Literal) and isinstance(other.value, str)) or (
+                    theirs is not None and isinstance(theirs[1], str)):
+                continue
+            if not _THOUSANDS.fullmatch(text) and (
+                    n.function == "_+_" or re.match(r"[-+]?0\d", text)):
+                continue
+            number = text.replace(",", "")
+            out.append(_at(expression.position_of(operand.offset), "warning",
+                           f"policy {policy.name}: {element}: {path} is the text "
+                           f"{value!r}, not a number: compared with a number it is an "
+                           f"evaluation error on every call; write {number} in params "
+                           f"(no quotes, no thousands separator)"))
     return out
 
 
