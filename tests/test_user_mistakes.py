@@ -523,6 +523,10 @@ CLEAN = {
                          "action: warn}\n"),
     "typed": policy("p", rule("has(args.priority) && args.priority == \"high\" && "
                               "has(args.cc) && \"bob@x.io\" in args.cc")),
+    "quoted-literal": policy("p", rule("!args.to.matches(r\"@\\Qexample.com\\E$\")")),
+    "trailing-slashes": policy("p", rule("args.subject.matches(r\"^/api/v1/users/*$\")")),
+    "ip-version": policy("p", rule("args.body.matches(r\"\\b10\\.0\\.0\\.1\\b\") || "
+                                   "args.body.matches(\"v[0-9]+[.][0-9]+[.]\")")),
     # Denied unless a rule asks for approval: a fired require_approval is the result.
     "deny-unless-approved": policy("p", rule("\"treasurer\" in principal.roles",
                                              "require_approval"),

@@ -754,6 +754,10 @@ def regex_pitfall(pattern: str) -> str | None:
     while i < n:
         c = pattern[i]
         if c == "\\":
+            if pattern.startswith("\\Q", i):  # \Q...\E: every character is literal
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+                continue
             i += 2
             continue
         if in_class:
@@ -769,7 +773,8 @@ def regex_pitfall(pattern: str) -> str | None:
                 i += 1
                 continue
             start = i
-            while start > 0 and pattern[start - 1].isalnum():
+            while start > 0 and pattern[start - 1].isalnum() and not (
+                    start > 1 and pattern[start - 2] == "\\"):  # not \b's b
                 start -= 1
             found = pattern[start:word.end()]
             escaped = found.replace(".", "\\.", 1)
@@ -778,7 +783,9 @@ def regex_pitfall(pattern: str) -> str | None:
                     f"'{escaped}' (in a CEL string \"{escaped.replace(chr(92), chr(92) * 2)}\", "
                     f"or a raw string r\"{escaped}\")")
         i += 1
-    if "/*" in pattern.replace("\\/", ""):
+    # `/*$` and `/*)` are a regex's optional trailing slashes (`^/api/users/*$`); a glob
+    # has no `$`.
+    if re.search(r"/\*(?![$)])", pattern.replace("\\/", "")):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
                 "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
