@@ -874,7 +874,8 @@ def test_a_tool_name_test_narrows_args_to_that_tool(tmp_path: Path) -> None:
         ('"reserve_car" == tool.name && args.company.startsWith("X")', "deny"),
         ('tool.name != "reserve_hotel" || args.hotel.contains("Ritz")', "warn"),
         ('tool.name in ["reserve_hotel"] && size(args.hotel) > 60', "deny"),
-        ('tool.name == "reserve_car" ? args.company == "Y" : args.start_day == "Z"', "warn"),
+        ('tool.name == "reserve_car" ? args.company == "Y" : args.hotel == "Z"', "warn"),
+        ('tool.name != "reserve_car" && args.hotel == "Z"', "warn"),
         ('!(tool.name == "reserve_car") || args.company.endsWith(" Ltd")', "warn"),
         ('has(args.days) && args.days > 30', "require_approval"),
     ]) + "    messageExpression: '\"long rental: \" + string(args.days)'\n")
@@ -885,7 +886,7 @@ def test_a_tool_name_test_keeps_what_it_must_find(tmp_path: Path) -> None:
     code, findings = check_several(tmp_path, several([
         # a parameter of the other tool under this tool's name: never sent
         ('tool.name == "reserve_hotel" && args.company == "X"', "deny"),
-        # the name test does not hold where the read is
+        # where the read is, the tool is the other one, which has no hotel
         ('tool.name != "reserve_hotel" && args.hotel == "X"', "deny"),
         ('tool.name == "reserve_hotel" || args.hotel == "X"', "deny"),
         # both tools: hotel is still optional
@@ -895,7 +896,10 @@ def test_a_tool_name_test_keeps_what_it_must_find(tmp_path: Path) -> None:
     assert findings[0].startswith("8:error: policy travel: rules.r0.when: 'args.company' "
                                   "does not exist (args has hotel, start_day)"), findings
     assert [f.split(":")[0] for f in findings[1:]] == ["11", "14", "17"], findings
-    assert all("'args.hotel' may be absent" in f for f in findings[1:]), findings
+    assert all(f.split(": ", 1)[1].startswith(
+        f"policy travel: rules.r{i}.when: 'args.hotel' does not exist (args has company, "
+        f"start_day, days)") for i, f in ((1, findings[1]), (2, findings[2]))), findings
+    assert "error" in findings[1] and "'args.hotel' may be absent" in findings[3], findings
 
 
 def test_a_policy_for_another_agents_tools_is_not_a_warning(tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ class Facts:
     """Paths narrowed by ``type(p) == T``."""
     tools: frozenset[str] | None = None
     """The called tool is one of these (``tool.name == "x"``); None: any."""
+    excluded: frozenset[str] = frozenset()
+    """The called tool is none of these (``tool.name != "x"``)."""
 
     def __or__(self, other: Facts) -> Facts:
         """Both hold."""
@@ -88,14 +90,16 @@ class Facts:
             return other
         tools = self.tools if other.tools is None else (
             other.tools if self.tools is None else self.tools & other.tools)
-        return Facts(self.present | other.present, self.types + other.types, tools)
+        return Facts(self.present | other.present, self.types + other.types, tools,
+                     self.excluded | other.excluded)
 
     def __and__(self, other: Facts) -> Facts:
         """One of them holds."""
         tools = None if self.tools is None or other.tools is None else \
             self.tools | other.tools
         return Facts(self.present & other.present,
-                     tuple(t for t in self.types if t in other.types), tools)
+                     tuple(t for t in self.types if t in other.types), tools,
+                     self.excluded & other.excluded)
 
     def type_of(self, path: Path) -> Type | None:
         for p, t in reversed(self.types):
@@ -306,7 +310,7 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
         names = tool_names(node)
         if names is not None:
             held = (f != "_!=_") == positive  # `tool.name != "x"` false: it is x
-            return Facts(_reads(node), tools=names) if held else NONE
+            return Facts(_reads(node), tools=names) if held else Facts(excluded=names)
         if f == "@in" and len(a) == 2 and positive and _is_str(a[0]):
             p = _path(a[1])
             assert isinstance(a[0], ast.Literal)
@@ -517,6 +521,20 @@ class _Checker:
     def facts(self, node: ast.Node, positive: bool = True) -> Facts:
         return facts_of(node, positive) if self.guards else NONE
 
+    def tool_args(self, facts: Facts) -> Type | None:
+        """``args`` of the tools ``facts`` leave (``tool_args_key`` entries of ``env``:
+        the tools a policy matches, when their schemas are known), or None."""
+        prefix = tool_args_key("")
+        known = {k[len(prefix):]: t for k, t in self.env.items() if k.startswith(prefix)}
+        if not known or (facts.tools is not None and not facts.tools <= known.keys()):
+            return None
+        names = sorted((facts.tools if facts.tools is not None else known.keys())
+                       - facts.excluded)
+        if not names:
+            return None
+        own = [known[n] for n in names]
+        return own[0] if len(own) == 1 else record_union(own)
+
     def error(self, node: ast.Node | int, message: str) -> None:
         offset = node if isinstance(node, int) else node.offset
         self.diagnostics.append(Diagnostic("error", offset, message))
@@ -589,11 +607,11 @@ class _Checker:
             return of_value(node.value)  # a literal is a scalar
         if kind is ast.Ident:
             assert isinstance(node, ast.Ident)
-            if node.name == "args" and facts.tools and not self.is_local("args"):
-                own = [self.env.get(tool_args_key(t)) for t in sorted(facts.tools)]
-                known = [t for t in own if t is not None]
-                if len(known) == len(own):
-                    return known[0] if len(known) == 1 else record_union(known)
+            if node.name == "args" and (facts.tools or facts.excluded) \
+                    and not self.is_local("args"):
+                narrowed = self.tool_args(facts)
+                if narrowed is not None:
+                    return narrowed
             return self.lookup(node.name)
         if isinstance(node, ast.Select):
             operand = self.infer(node.operand, facts)
