@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import fnmatch
 import inspect
 import json
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
@@ -141,6 +144,40 @@ engine's tool index)."""
 
 _NO_INJECTIONS: tuple[Mapping[str, SecretRef], frozenset[str]] = ({}, frozenset())
 
+_CALLERS: contextvars.ContextVar[tuple[GuardFunctionMiddleware, ...]] = contextvars.ContextVar(
+    "guardrails_calling_guards", default=())
+"""The guards whose tool is running in this context, outermost first: a sub-agent
+(``agent.as_tool()``) with a guard of its own runs inside its caller's tool. What the
+sub-agent's guard injects is remembered by each of them too (before the tool gets it):
+the sub-agent's tool may leave it where a later tool of the caller's returns it."""
+
+_SESSION_GUARDS: weakref.WeakKeyDictionary[AgentSession, weakref.WeakSet[GuardFunctionMiddleware]] = (
+    weakref.WeakKeyDictionary())
+"""Per session (the object, in this process), the guards that injected a value into one of
+its calls: two agents with guards of their own may share a session, and a tool of one may
+leave a key where a tool of the other returns it. Every guard scrubs the output of a
+session's calls with these guards' memories too (a session restored from its saved state
+is another object: it starts with none)."""
+_SESSION_LOCK = threading.Lock()
+
+
+def _injected_in(session: AgentSession, guard: GuardFunctionMiddleware) -> None:
+    with _SESSION_LOCK:
+        guards = _SESSION_GUARDS.get(session)
+        if guards is None:
+            guards = _SESSION_GUARDS[session] = weakref.WeakSet()
+        guards.add(guard)
+
+
+def _others_in(session: AgentSession | None,
+               guard: GuardFunctionMiddleware) -> tuple[GuardFunctionMiddleware, ...]:
+    """The other guards that injected a value into ``session``'s calls (usually none)."""
+    if session is None or not _SESSION_GUARDS:
+        return ()
+    with _SESSION_LOCK:
+        guards = _SESSION_GUARDS.get(session)
+        return () if guards is None else tuple(g for g in guards if g is not guard)
+
 
 class _Plan(NamedTuple):
     """What ``_plan`` decided for one call (immutable; a tuple: built on every call, where
@@ -241,6 +278,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # secret where another tool, with no secret policy of its own, returns it later.
         self._injected: dict[str, None] = {}
         self._injected_chars = 0
+        self._memory_lock = threading.Lock()
+        """Held while the memory of injected values changes (threads may share a guard)."""
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         first = policies.current
@@ -528,9 +567,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         patterns (the values themselves are never forgotten)."""
         if policies is not self._cached_for:
             redact = _patterns(policies)
-            self._memory = Scrubber(tuple(self._injected), redact)
-            self._quiet_memory = self._memory if redact is None and not self._injected else None
-            self._cached_for = policies
+            with self._memory_lock:  # (the values as they are, and no injection meanwhile)
+                self._memory = Scrubber(tuple(self._injected), redact)
+                self._quiet_memory = (self._memory if redact is None and not self._injected
+                                      else None)
+                self._cached_for = policies
 
     def _release(self, decision: Decision) -> None:
         """The call does not run: give its counter reservations back."""
@@ -577,6 +618,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             injected: dict[str, str] = {}
             try:
                 injected = self._injections(plan.policies, decision)
+                if injected and context.session is not None:
+                    _injected_in(context.session, self)
                 running = self._running(context, plan, injected)
                 context.arguments = running
                 _private.record_argument_snapshot(
@@ -594,10 +637,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
+            memory = self._memory  # (read before ``scrub`` is made of it: see _call_tool)
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
             await self._run_tool(context, call_next, scrub, plan.run,
-                                 lambda: self._scrubber(plan, injected.values()))
+                                 lambda: self._scrubber(plan, injected.values()), memory)
             set_result(entry, context.result)  # the scrubbed text the model gets
             return
 
@@ -653,12 +697,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _run_tool(self, context: FunctionInvocationContext,
                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                        run: RunState | None, fresh: Callable[[], Scrubber]) -> None:
+                        run: RunState | None, fresh: Callable[[], Scrubber],
+                        memory: Scrubber) -> None:
         """Run the tool. A sub-agent the tool ran (``agent.as_tool()``) that was halted
         halted this run too: the call ends with the halt, whatever the tool made of it
         (the framework turns the sub-agent's ``PolicyViolation`` into "Function failed")."""
         try:
-            await self._call_tool(context, call_next, scrub, fresh)
+            await self._call_tool(context, call_next, scrub, fresh, memory)
         except Exception:
             if run is None or not run.halted:
                 raise
@@ -668,20 +713,43 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         raise _GuardHalt(run.halted[0])  # outside the handler: nothing of the tool's chained
 
     async def _call_tool(self, context: FunctionInvocationContext,
-                         call_next: Callable[[], Awaitable[None]], scrub: Scrubber,
-                         fresh: Callable[[], Scrubber]) -> None:
+                         call_next: Callable[[], Awaitable[None]], call_scrub: Scrubber,
+                         fresh: Callable[[], Scrubber], memory: Scrubber) -> None:
+        """Run the tool and scrub what comes out of it: its result, its exception, the host's
+        payload and the framework's log records while it runs. With ``call_scrub`` (made
+        of ``memory``, the guard's memory of injected values, before the tool ran) while the
+        memory stays as it was, and once it changed while this tool ran (a concurrent call,
+        a sibling of the batch or another run, injected a value the tool may return from a
+        shared stash or a cache; a reload) with ``fresh()`` (the call's scrubber over the
+        memory as it is now) as well: never instead, since the call finishes on the set it
+        started with, whose redact patterns a reload may have dropped.
+
+        A call made inside another guarded call's tool (a sub-agent, ``agent.as_tool()``,
+        guarded by a guard of its own) is scrubbed with that call's scrubber as well: what
+        the enclosing guard injected must not reach the sub-agent's model either."""
+        enclosing = CURRENT_SCRUBBER.get()
+        current: Callable[[str], str] = call_scrub
+
+        def own() -> Callable[[str], str]:
+            # Rebuilt only when the memory changed: usually one identity check.
+            nonlocal current, memory
+            if self._memory is not memory:
+                memory = self._memory
+                current = _both(fresh(), call_scrub)
+            others = _others_in(context.session, self)
+            if others:  # another agent's guard injected into this session's calls
+                return _both(current, _memories_of(others))
+            return current
+
+        def scrub(text: str) -> str:
+            text = own()(text)
+            return text if enclosing is None else enclosing(text)
+
         token = CURRENT_SCRUBBER.set(scrub)
-        memory = self._memory
+        callers = _CALLERS.set((*_CALLERS.get(), self))
         failure: BaseException | None = None
         try:
-            try:
-                await call_next()
-            finally:
-                if self._memory is not memory:
-                    # A sibling call of the batch injected a value while this tool ran, and
-                    # the tool may return it: its result is scrubbed by the memory as it is
-                    # now (the scrubber made before the tool ran did not know the value).
-                    scrub = fresh()
+            await call_next()
         except MiddlewareFailure as exc:
             # Fatal and never converted by the framework: it reaches the host's logs as is.
             # Our own halt carries names only and must keep its identity for the boundary.
@@ -708,19 +776,21 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if failure is exc:
                 raise
         finally:
+            _CALLERS.reset(callers)
             CURRENT_SCRUBBER.reset(token)
             # Attached by the framework after the guard returns (an MCP tool's raw result).
             with contextlib.suppress(Exception):
                 scrub_host_payload(context, scrub)
         if failure is not None:
             raise failure
+        result_scrub: Callable[[str], str] = own() if enclosing is None else scrub
         # The quiet memory changes no text: the result is still rebuilt of plain types.
-        if scrub is self._quiet_memory:
+        if result_scrub is self._quiet_memory:
             plain = plain_result(context.result)
             context.result = plain if plain is not None else scrub_result(context.result,
                                                                           unchanged)
         else:
-            context.result = scrub_result(context.result, scrub)
+            context.result = scrub_result(context.result, result_scrub)
 
     @staticmethod
     def _running(context: FunctionInvocationContext, plan: _Plan,
@@ -761,23 +831,41 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             value = self._secrets.get(ref.env)
             if not isinstance(value, str):
                 raise TypeError(f"secret provider returned {type(value).__name__} for {ref.env!r}")
+            if type(value) is not str:
+                # A str subclass (a vault's "masked" string) has its own equality, hash and
+                # printing: the guard remembers, injects and scrubs the data itself, never
+                # what the subclass says it is (two secrets equal by their mask were one).
+                value = str.__str__(value)
             values[name] = value
+            if value not in self._injected:
+                self._remember(ref.env, value)
+            for caller in _CALLERS.get():  # (usually none)
+                if value not in caller._injected:
+                    caller._remember(ref.env, value)
+        return values
+
+    def _remember(self, ref: str, value: str) -> None:
+        """Add an injected value to the memory, before the tool can see it. Under the
+        memory's lock: a guard shared by threads must not rebuild the memory (``_for_set``)
+        from the values as they were before this one and store it over the memory holding
+        it (the value would never be scrubbed again)."""
+        with self._memory_lock:
             if value in self._injected:
-                continue
+                return
             if (len(self._injected) >= INJECTED_MEMORY
                     or self._injected_chars + len(value) > INJECTED_MEMORY_CHARS):
                 raise SecretUnavailable(
-                    f"refusing to inject {ref.env!r}: this guard already remembers "
+                    f"refusing to inject {ref!r}: this guard already remembers "
                     f"{len(self._injected)} injected values (INJECTED_MEMORY), and forgetting "
                     "one could let it leak; build a new guard()")
-            self._injected[value] = None
-            self._injected_chars += len(value)
             self._quiet_memory = None  # (the memory below knows a value now)
             if self._memory.top_layer_size >= _MEMORY_LAYER:
                 self._memory = self._memory.with_values([value])  # a new layer on top
             else:
                 self._memory = self._memory.merged([value])
-        return values
+            # Counted once the memory holds it: a call that counts it reads that memory.
+            self._injected[value] = None
+            self._injected_chars += len(value)
 
     def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
         """Every secret this call knows: its secret arguments (as the model sent them and as
@@ -877,6 +965,26 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _memories_of(guards: Sequence[GuardFunctionMiddleware]) -> Callable[[str], str]:
+    """A scrub by each guard's memory of injected values as it is now."""
+
+    def scrub(text: str) -> str:
+        for guard in guards:
+            text = guard._memory(text)
+        return text
+
+    return scrub
+
+
+def _both(first: Callable[[str], str], then: Callable[[str], str]) -> Callable[[str], str]:
+    """A scrub by ``first``, then by ``then``: what either removes is removed."""
+
+    def scrub(text: str) -> str:
+        return then(first(text))
+
+    return scrub
 
 
 def _patterns(policies: PolicySet) -> Callable[[str], str] | None:

@@ -83,7 +83,7 @@ class EnvironmentSecrets:
 
 # The scrubber of the guarded call running in this context (set around the tool call),
 # so that framework log records emitted while the tool runs are scrubbed too.
-CURRENT_SCRUBBER: contextvars.ContextVar[Scrubber | None] = contextvars.ContextVar(
+CURRENT_SCRUBBER: contextvars.ContextVar[Callable[[str], str] | None] = contextvars.ContextVar(
     "guardrails_current_scrubber", default=None)
 
 

@@ -429,7 +429,8 @@ def _leaf_texts(value: Any) -> set[str]:
     """The texts of a value that is not a container."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    texts = {str(value)}
+    # A str subclass's own ``__str__`` may print other than its data (a mask): the data.
+    texts = {str.__str__(value) if isinstance(value, str) else str(value)}
     if isinstance(value, float) and value.is_integer():
         texts.add(str(int(value)))
     if isinstance(value, str):
