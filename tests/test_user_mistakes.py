@@ -527,6 +527,10 @@ CLEAN = {
     "trailing-slashes": policy("p", rule("args.subject.matches(r\"^/api/v1/users/*$\")")),
     "ip-version": policy("p", rule("args.body.matches(r\"\\b10\\.0\\.0\\.1\\b\") || "
                                    "args.body.matches(\"v[0-9]+[.][0-9]+[.]\")")),
+    # A policy switched off with a literal, as a rule is.
+    "disabled": policy("p", rule("size(args.to) > 3")).replace(
+        "match: {tools: [send_email]}",
+        "match: {tools: [send_email], when: 'false && principal.tenant == \"acme\"'}"),
     # Denied unless a rule asks for approval: a fired require_approval is the result.
     "deny-unless-approved": policy("p", rule("\"treasurer\" in principal.roles",
                                              "require_approval"),
@@ -952,3 +956,29 @@ def test_digit_text_params_used_as_text_are_not_numbers(tmp_path: Path) -> None:
     proc = run("check", found)
     assert "params.limit is the text '5', not a number" in proc.stdout, proc.stdout
     assert "params.cap is the text '1,000', not a number" in proc.stdout, proc.stdout
+
+
+def test_a_binding_without_an_optional_param_reads_it_under_has(tmp_path: Path) -> None:
+    """One binding gives regions, another not; under has() the other's params (a number
+    among them) say nothing of what params.regions would be."""
+    text = policy("caps", rule("args.attachments > params.cap || (has(params.regions) && "
+                               "!(args.to in params.regions))")) + (
+        "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+        "spec: {policy: caps, params: {cap: 5000, regions: [eu]}}\n"
+        "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: globex}\n"
+        "spec: {policy: caps, params: {cap: 100.5}}\n")
+    root = write(tmp_path / "policies", {"caps": text})
+    proc = run("check", root, "--strict")
+    assert proc.returncode == 0 and "in' needs" not in proc.stdout, proc.stdout
+    (root / "caps.yaml").write_text(text.replace("has(params.regions) && ", ""))
+    proc = run("check", root)
+    assert proc.returncode == 1, proc.stdout
+    assert "policy caps@globex: rules.r.when: 'params.regions' does not exist" in proc.stdout
+
+
+def test_a_match_when_false_by_mistake_is_still_found(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", {"quoted": policy("p", rule("true")).replace(
+        "match: {tools: [send_email]}",
+        "match: {tools: [send_email], when: '\"principal.tenant\" == \"acme\"'}")})
+    proc = run("check", root)
+    assert "warning: policy quoted: match.when is always false" in proc.stdout, proc.stdout

@@ -420,7 +420,9 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
 def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     out: list[Finding] = []
     name = policy.name
-    if policy.when is not None and _constant(policy.when.program.ast) is False:
+    # `when: 'false'` (or `false && ...`) switches a policy off on purpose, as for rules.
+    if policy.when is not None and _constant(policy.when.program.ast) is False \
+            and not _literal_decides(policy.when.program.ast):
         out.append(_at(policy.when.expression.position, "warning",
                        f"policy {name}: match.when is always false: the policy never "
                        f"applies"))

@@ -573,7 +573,9 @@ class _Checker:
             if operand.closed and not test_only and not (
                     path is not None and facts.has((*path, name))):
                 self.unknown_field(operand, name, node, path)
-            return operand.value
+            # A closed map never holds it: read under has(), it is never read; its
+            # value type is what the other keys hold, not what this one would.
+            return DYN if operand.closed else operand.value
         if (not f.required and not test_only and path is not None
                 and not facts.has((*path, name)) and not self.is_local(path[0])):
             dotted = ".".join((*path, name))
