@@ -41,7 +41,7 @@ from typing import Any, Literal, Protocol
 from guardrails.engine.policy import CompiledPolicy
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
-from guardrails.expr.typechecker import call_name, pattern_argument, suggest
+from guardrails.expr.typechecker import NONE, Facts, call_name, facts_of, pattern_argument, suggest
 from guardrails.expr.types import Type
 from guardrails.model.source import Expression, Position
 
@@ -148,6 +148,8 @@ class _Access:
     """True for ``has(args.x)`` and ``"x" in args``: a test, not a read."""
     select: bool
     """``args.x`` (the node offset may sit before the name) rather than a string literal."""
+    facts: Facts = NONE
+    """What holds where it is read: ``tool.name == "x" && args.y`` reads x's ``y``."""
 
 
 def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
@@ -227,10 +229,15 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
         tested = {a.name for a in accesses if a.presence}
         noted: set[str] = set()
         for acc in accesses:
-            missing = sorted(t for t, ps in declared.items() if acc.name not in ps)
-            if len(missing) != len(declared):
+            # Read only where the tool is one this check has no schema of (another
+            # agent's tool, in guard(strict=True) of one agent): nothing to say.
+            callers = _callers(declared, acc.facts)
+            if not callers:
                 continue
-            hint = _hint(acc.name, union)
+            missing = sorted(t for t, ps in callers.items() if acc.name not in ps)
+            if len(missing) != len(callers):
+                continue
+            hint = _hint(acc.name, frozenset().union(*callers.values()))
             # Tested with has() and not close to a declared name: a deliberate check for
             # an argument some other tool may send (payments' currency), not a typo.
             if (acc.presence or acc.name in tested) and not hint:
@@ -249,9 +256,8 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
     # Under `tool.name == "x"` args are x's own: a parameter only x declares is read
-    # safely there, and one x lacks is an error (it is never sent).
-    by_tool = {t: replace(args_type([params_schemas[t]]), closed="error")
-               for t in declared} if len(declared) > 1 else None
+    # safely there (one x lacks is the name check's error above).
+    by_tool = {t: args_type([params_schemas[t]]) for t in declared}
     for f in typecheck(policy, typed, closed_params=True, principal=principal,
                        args_by_tool=by_tool):
         findings.append(_type_finding(policy, f))
@@ -316,23 +322,49 @@ def _position(expression: Expression, acc: _Access) -> Position:
 
 
 def _arg_accesses(node: ast.Node, shadowed: bool = False) -> list[_Access]:
-    """Every first-level access to ``args``, skipping comprehensions that rebind it."""
+    """Every first-level access to ``args``, skipping comprehensions that rebind it, with
+    what holds there about the tool's name (the right of ``&&`` and ``||``, the branches
+    of ``? :``)."""
     out: list[_Access] = []
-    stack: list[tuple[ast.Node, bool]] = [(node, shadowed)]
+    stack: list[tuple[ast.Node, bool, Facts]] = [(node, shadowed, NONE)]
     while stack:
-        n, hidden = stack.pop()
+        n, hidden, facts = stack.pop()
         if isinstance(n, ast.Comprehension):
             inner = hidden or "args" in (n.iter_var, n.accu_var)
-            stack.extend([(n.iter_range, hidden), (n.accu_init, hidden),
-                          (n.loop_condition, inner), (n.loop_step, inner), (n.result, inner)])
+            stack.extend([(n.iter_range, hidden, facts), (n.accu_init, hidden, facts),
+                          (n.loop_condition, inner, facts), (n.loop_step, inner, facts),
+                          (n.result, inner, facts)])
             continue
         if not hidden:
             acc = _access(n)
             if acc is not None:
-                out.append(acc)
-        stack.extend((child, hidden) for child in _children(n))
+                out.append(replace(acc, facts=facts))
+        if isinstance(n, ast.Call) and n.target is None and (
+                (n.function in ("_&&_", "_||_") and len(n.args) == 2)
+                or (n.function == "_?_:_" and len(n.args) == 3)):
+            first, *rest = n.args
+            held = [facts_of(first, n.function != "_||_")] if len(rest) == 1 else \
+                [facts_of(first), facts_of(first, False)]
+            stack.append((first, hidden, facts))
+            stack.extend((child, hidden, _tool_facts(facts, h)) for child, h in zip(
+                rest, held, strict=True))
+            continue
+        stack.extend((child, hidden, facts) for child in _children(n))
     out.sort(key=lambda a: a.offset)
     return out
+
+
+def _tool_facts(facts: Facts, more: Facts) -> Facts:
+    """Only what is known of the tool's name."""
+    both = facts | more
+    return Facts(tools=both.tools, excluded=both.excluded)
+
+
+def _callers(declared: Mapping[str, frozenset[str]], facts: Facts
+             ) -> dict[str, frozenset[str]]:
+    """The matched tools that can be the one called where ``facts`` hold."""
+    return {t: ps for t, ps in declared.items()
+            if (facts.tools is None or t in facts.tools) and t not in facts.excluded}
 
 
 def _access(n: ast.Node) -> _Access | None:

@@ -526,7 +526,11 @@ class _Checker:
         the tools a policy matches, when their schemas are known), or None."""
         prefix = tool_args_key("")
         known = {k[len(prefix):]: t for k, t in self.env.items() if k.startswith(prefix)}
-        if not known or (facts.tools is not None and not facts.tools <= known.keys()):
+        if not known:
+            return None
+        if facts.tools is not None and not facts.tools & known.keys():
+            return map_of(STRING, DYN)  # only tools whose schemas are not known
+        if facts.tools is not None and not facts.tools <= known.keys():
             return None
         names = sorted((facts.tools if facts.tools is not None else known.keys())
                        - facts.excluded)
