@@ -1044,3 +1044,27 @@ async def test_a_shared_set_passes_strict_on_each_agent(tmp_path: Path) -> None:
     assert (await pay.run("pay UK12 20")).text == "paid"
     assert (await notes.run("note")).text == "noted"
     assert CALLS == [("send_money", {"recipient": "UK12", "amount": 20.0})]  # the note denied
+
+
+def test_a_repair_for_one_of_the_tools_sets_that_tools_argument(tmp_path: Path) -> None:
+    """A repair whose when names its tool sets that tool's argument; checked with another
+    agent's tools only, it is not about them. One for a known tool still is checked."""
+    text = several([('args.start_day == ""', "deny")]).replace("  rules:\n", (
+        "  repairs:\n"
+        "    - name: days-as-text\n"
+        "      when: 'tool.name == \"reserve_car\" && has(args.days) && "
+        "type(args.days) == string'\n"
+        "      set: {days: 'int(args.days)'}\n"
+        "    - name: nights\n"
+        "      when: 'tool.name == \"reserve_hotel\"'\n"
+        "      set: {nights: '1'}\n"
+        "    - name: berth\n"
+        "      when: 'tool.name == \"reserve_boat\"'\n"
+        "      set: {berth: '\"any\"'}\n"
+        "  rules:\n")).replace("[reserve_hotel, reserve_car]",
+                               "[reserve_hotel, reserve_car, reserve_boat]")
+    code, findings = check_several(tmp_path, text)
+    assert code == 1 and len(findings) == 1, findings
+    assert "repairs.nights sets argument 'nights', which no matched tool declares" in \
+        findings[0], findings
+    assert "'days'" not in findings[0] and "berth" not in findings[0]

@@ -262,19 +262,27 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
                        args_by_tool=by_tool):
         findings.append(_type_finding(policy, f))
 
-    def undeclared(names: Iterable[str], what: str, at: Position) -> None:
+    def undeclared(names: Iterable[str], what: str, at: Position,
+                   known: frozenset[str] = union) -> None:
         for name in names:
-            if name not in union:
+            if name not in known:
                 findings.append(_at(at, "warning",
                                     f"policy {policy.name}: {what} {name!r}, which no matched "
-                                    f"tool declares{_hint(name, union)}"))
+                                    f"tool declares{_hint(name, known)}"))
 
     for repair in policy.repairs:
+        # A repair for one tool (when: 'tool.name == "x" && ...') sets x's arguments; one
+        # only for tools without a known schema (another agent's) is not checked.
+        callers = _callers(declared, facts_of(repair.when.program.ast)) \
+            if repair.when is not None else declared
+        if not callers:
+            continue
+        known: frozenset[str] = frozenset().union(*callers.values())
         for arg, compiled in repair.set:
             undeclared([arg], f"repairs.{repair.name} sets argument",
-                       compiled.expression.position)
+                       compiled.expression.position, known)
         at = repair.when.expression.position if repair.when is not None else policy.position
-        undeclared(repair.unset, f"repairs.{repair.name} unsets argument", at)
+        undeclared(repair.unset, f"repairs.{repair.name} unsets argument", at, known)
     undeclared(sorted(policy.secret_arguments), "secrets.arguments names argument",
                policy.position)
     undeclared(sorted(policy.inject), "secrets.inject sets argument", policy.position)
