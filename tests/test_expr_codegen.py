@@ -353,7 +353,11 @@ def test_load_generates_every_program_in_one_compile(
     programs = [r.when.program for p in ps.policies for r in p.rules]
     assert len(programs) == 30
     assert len(calls) == 1  # one batch for the whole load
-    assert calls[0].count("def _make") == 30  # the shapes are all different
+    # The shapes are all different: 30 rule functions, and the policy's rules fused in one
+    # more (``codegen.fused_rules``), in the same batch.
+    assert calls[0].count("def _make") == 31
+    assert calls[0].count("    def _p(b, _m, _s):") == 1
+    assert all(p.fused is not None and p.fused.run is not None for p in ps.policies)
     assert not codegen._PENDING
     for program in programs:
         assert isinstance(program, GeneratedProgram)

@@ -12,9 +12,10 @@ it (a sibling's failure, a swallowed halt, a halted sub-agent).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agent_framework import (
@@ -99,7 +100,7 @@ class GuardRunMiddleware(AgentMiddleware):
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         run_span = self._telemetry.run_span()
         token = RUN.set(state)
-        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
+        mcp_token = _set_mcp_tools(mcp_tools)
         streaming = False
         try:
             with self._telemetry.in_run_span(run_span):
@@ -122,7 +123,8 @@ class GuardRunMiddleware(AgentMiddleware):
                     # it still ends as a halt.
                     raise self._violation(state, None) or PolicyViolation(state.halted[0])
         finally:
-            RUN_MCP_TOOLS.reset(mcp_token)
+            if mcp_token is not None:
+                RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
             if not streaming:
                 self._telemetry.end_run_span(run_span)
@@ -132,7 +134,7 @@ class GuardRunMiddleware(AgentMiddleware):
                       mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
         token = RUN.set(state)
-        mcp_token = RUN_MCP_TOOLS.set(mcp_tools)
+        mcp_token = _set_mcp_tools(mcp_tools)
         try:
             with self._telemetry.in_run_span(run_span):
                 try:
@@ -143,7 +145,8 @@ class GuardRunMiddleware(AgentMiddleware):
                         raise
                     raise violation from _cause(violation, exc)
         finally:
-            RUN_MCP_TOOLS.reset(mcp_token)
+            if mcp_token is not None:
+                RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
         if state.halted:
             with self._telemetry.in_run_span(run_span):
@@ -205,6 +208,14 @@ class GuardRunMiddleware(AgentMiddleware):
         self._checked.add(key)
 
 
+def _set_mcp_tools(tools: tuple[Any, ...]) -> contextvars.Token[tuple[Any, ...]] | None:
+    """Hand the run's MCP tool objects to its calls; None when nothing changes (no MCP
+    tool in this run, none in the run it is nested in: the common case, one set fewer)."""
+    if not tools and not RUN_MCP_TOOLS.get():
+        return None
+    return RUN_MCP_TOOLS.set(tools)
+
+
 def _cause(violation: PolicyViolation, exc: Exception) -> BaseException | None:
     """What a violation is raised from: another failure that also ended the run, never
     the guard's private halt (noise in a traceback, where the public type should show)."""
@@ -221,8 +232,19 @@ def agent_names(agent: Any) -> tuple[str, ...]:
     return (name, ident) if ident is not None and ident != name else (name,)
 
 
-def _message_text(message: Message) -> str:
-    return "\n".join(c.text for c in message.contents if c.type == "text" and c.text)
+def _user_text(messages: Iterable[Message]) -> str:
+    """The text of the user messages, each message's texts joined by a newline and the
+    messages (those with any text) by another: always a plain ``str`` (a ``str`` subclass
+    in a message is joined into one, as ``join`` does). Loops, not generators: per run."""
+    texts: list[str] = []
+    for m in messages:
+        if m.role != "user":
+            continue
+        parts = [c.text for c in m.contents if c.type == "text" and c.text]
+        if parts:
+            first = parts[0]
+            texts.append(first if len(parts) == 1 and type(first) is str else "\n".join(parts))
+    return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
 def run_request(context: AgentContext, parent: RunState | None = None) -> str:
@@ -239,7 +261,7 @@ def run_request(context: AgentContext, parent: RunState | None = None) -> str:
         if state is not None:
             state["request"] = parent.request
         return parent.request
-    text = "\n".join(t for m in context.messages if m.role == "user" and (t := _message_text(m)))
+    text = _user_text(context.messages)
     if state is None:
         return text
     if text:

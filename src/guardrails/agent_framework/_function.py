@@ -233,6 +233,16 @@ def _approval_key(context: FunctionInvocationContext, approval_id: str) -> str:
     return f"{session_id or '-'}:{approval_id}"
 
 
+def _refuse_unmetered(policies: PolicySet) -> None:
+    """Promise 8 (every call's cost is bounded) holds for the compiled and closure
+    backends only: the cel-python reference backend keeps no budget (measured: one call of
+    seconds), so a guard never decides a call on a set loaded with it."""
+    if not policies.metered:
+        raise ValueError("these policies were loaded with backend='interpreter', which keeps "
+                         "no cost budget (a call could run for seconds): guard() needs the "
+                         "'compiled' (default) or 'closures' backend")
+
+
 class GuardFunctionMiddleware(FunctionMiddleware):
     """Evaluates every tool call against the policies and acts on the effect."""
 
@@ -283,6 +293,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # The scrubber of those values, rebuilt only when one is added: every call starts
         # from it instead of re-collecting and re-sorting them.
         first = policies.current
+        _refuse_unmetered(first)
         self._memory = Scrubber((), _patterns(first))
         self._quiet_memory: Scrubber | None = self._memory if _patterns(first) is None else None
         """The memory scrubber when it knows no value and the set no redact pattern: it
@@ -564,8 +575,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _for_set(self, policies: PolicySet) -> None:
         """A reload swapped the set: the memory of injected values takes its redact
-        patterns (the values themselves are never forgotten)."""
+        patterns (the values themselves are never forgotten). A set without a cost bound
+        is refused: the call is blocked (as every call on that set), never decided on it."""
         if policies is not self._cached_for:
+            _refuse_unmetered(policies)
             redact = _patterns(policies)
             with self._memory_lock:  # (the values as they are, and no injection meanwhile)
                 self._memory = Scrubber(tuple(self._injected), redact)

@@ -44,6 +44,8 @@ def run_mcp_tools(agent: Any, tools: Any) -> tuple[Any, ...]:
     """The MCP tool objects of an agent (``Agent.mcp_tools``) and of a run's own tools."""
     found: list[Any] = []
     for source in (getattr(agent, "mcp_tools", None), tools):
+        if source is None or (type(source) is list and not source):
+            continue  # the common run: no MCP tool, no tool of its own
         if isinstance(source, list | tuple):
             found += [i for i in source if isinstance(i, _MCP_TYPES)]
         elif isinstance(source, _MCP_TYPES):

@@ -23,9 +23,10 @@ STATE_KEY = "guardrails"
 """Key of this package's JSON-safe entry in ``AgentSession.state``."""
 
 
-@dataclass
+@dataclass(slots=True)
 class RunState:
-    """What the run boundary hands to the function middleware (through ``RUN``)."""
+    """What the run boundary hands to the function middleware (through ``RUN``). Slotted:
+    one is built per run."""
 
     request: str
     """The outermost human's words: a nested run (an agent used as a tool) inherits its

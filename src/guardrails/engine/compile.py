@@ -36,7 +36,7 @@ from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
 from guardrails.expr import ExpressionError, Program, compile_expression, generate_pending
 from guardrails.expr import ast as cel
-from guardrails.expr.compiler import compile_ast
+from guardrails.expr.compiler import compile_ast, fused_rules
 from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
@@ -313,6 +313,8 @@ class _Compiler:
             agents=(frozenset(p.match.agents),) if p.match.agents is not None else (),
             counters=counters,
             tool_positions=p.match.tool_positions,
+            fused=fused_rules([r.when.program for r in rules],
+                              [r.message_expression is not None for r in rules]),
         )
         # Type errors knowable without tool schemas (literals, params, the engine's own
         # names) stop the load; warnings need schemas and are `guardrails check`'s job.

@@ -45,7 +45,7 @@ from guardrails.engine.policy import (
     CompiledRule,
 )
 from guardrails.engine.scrub import Scrubber
-from guardrails.expr import CelError, generate_pending
+from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
 from guardrails.expr.values import Variables, error_message
@@ -409,6 +409,7 @@ def timestamp(value: Any, what: str) -> datetime.datetime:
 
 
 _NO_VARIABLES = Variables({})
+_ALLOW = Effect.ALLOW
 
 
 def _cel_error(e: Exception) -> CelError:
@@ -481,11 +482,15 @@ Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
 Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
-                   dict[int, FiredRule]], ...]
+                   dict[int, FiredRule], FusedRun | None, Mapping[str, Any],
+                   Mapping[str, Any] | None, bool, Effect], ...]
 """The candidates as the common-case path runs them: each policy with its ``match.when``
-function and its rules' functions, looked up once per tool instead of once per call, and
-the records of its rules with a static message that fired when there was nothing to
-scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
+function and its rules' functions, looked up once per tool instead of once per call, the
+records of its rules with a static message that fired when there was nothing to scrub,
+by ``id(rule)`` (a record is immutable: every later such call shares it), all its
+rules as one function (``CompiledPolicy.fused``) when it has one, and what the rules
+step reads of the policy: its params, its variables' programs (None without variables),
+whether it enforces (not audit) and its default action."""
 
 
 @dataclass(frozen=True)
@@ -543,7 +548,10 @@ class Candidates:
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
             plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r) for r in p.rules), {})
+                          tuple((r.when.program.evaluate, r) for r in p.rules), {},
+                          None if p.fused is None else p.fused.run, p.params,
+                          p.variable_programs if p.variables else None, not p.audit,
+                          p.default_action)
                          for p in ps)
         object.__setattr__(self, "plan", plan)
 
@@ -685,7 +693,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     fired: list[FiredRule] = []
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
-    effect = Effect.ALLOW
+    effect = _ALLOW
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
@@ -701,7 +709,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when, _, _ = entry
+            policy, when = entry[0], entry[1]
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
@@ -715,8 +723,9 @@ def decide(call: Call, candidates: Candidates, revision: str,
         base["args"] = args
         base["variables"] = {}
         _repair(policies, base, args, None, {}, scrub, errors, repairs)
-        if repairs and any(name in candidates.secret_names for r in repairs if not r.audit
-                           for name in r.set):
+        if repairs and candidates.secret_names and any(
+                name in candidates.secret_names for r in repairs if not r.audit
+                for name in r.set):
             scrub = candidates.scrubber(known_secrets, raw_args, args)
 
     # 3. rules. Matching and repairs are done: ``base`` itself becomes each policy's
@@ -724,38 +733,23 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # path's per-policy copies hold the same entries).
     bindings = base
     bindings["args"] = args
-    for policy, _, rules, statics in matched:
-        bindings["params"] = policy.params
-        if policy.variables:
-            variables = Variables(policy.variable_programs)
+    for policy, _, rules, statics, fused, params, programs, enforce, default in matched:
+        bindings["params"] = params
+        if programs is not None:
+            variables = Variables(programs)
             variables.bindings = bindings
             bindings["variables"] = variables
         else:
             bindings["variables"] = _NO_VARIABLES
         acted: list[Action] = []
-        for run, rule in rules:
-            try:
-                value = run(bindings)
-                if value is False:
-                    continue
-                if value is not True:
-                    raise CelError(f"when returned {_cel_type_name(value)}, not bool")
-            except Exception as exc:
-                hit = _failed_rule(policy, rule, exc, scrub, errors, None)
-                if hit is None:
-                    continue
-            else:
-                hit = statics.get(id(rule)) if clean else None
-                if hit is None:
-                    hit = _fired_rule(policy, rule, bindings, scrub, errors)
-                    if clean and rule.message_expression is None:
-                        statics[id(rule)] = hit
-            fired.append(hit)
-            acted.append(hit.action)
-        if not policy.audit:
-            result = _policy_effect(acted, policy.default_action) if acted else (
-                policy.default_action)
-            if _SEVERITY[result] > _SEVERITY[effect]:
+        if fused is not None:
+            _run_fused(policy, fused, bindings, meter, statics, clean, scrub, errors, fired,
+                       acted)
+        else:
+            _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
+        if enforce:
+            result = _policy_effect(acted, default) if acted else default
+            if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
     if meter.left < 0:
@@ -766,6 +760,84 @@ def decide(call: Call, candidates: Candidates, revision: str,
                      candidates.policy_names if len(policies) == len(plan)
                      else tuple([p.name for p in policies]), revision,
                      candidates.secret_names, scrub, ())
+
+
+def _run_fused(policy: CompiledPolicy, fused: FusedRun, bindings: Mapping[str, Any],
+               meter: Meter, statics: dict[int, FiredRule], clean: bool, scrub: Scrubber,
+               errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
+    """A policy's rules by its fused function (``CompiledPolicy.fused``): all of them in
+    one call, whose common result, nothing fired, is None."""
+    rules = policy.rules
+    hits = fused(bindings, meter, 0)
+    while hits is not None:
+        _take_hits(policy, hits, statics, clean, bindings, scrub, errors, fired, acted)
+        i, value, exc = hits[-1]
+        # Stopped after a rule with a messageExpression (evaluated just now, on the meter,
+        # before the next rule runs): the rest from the next rule on.
+        hits = fused(bindings, meter, i + 1) if (
+            value is True and exc is None and i + 1 < len(rules)
+            and rules[i].message_expression is not None) else None
+
+
+def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, FiredRule],
+               clean: bool, bindings: Mapping[str, Any], scrub: Scrubber,
+               errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
+    """The rules a fused function found not false, in order, as ``_each_rule`` takes
+    each rule's result: fired (a message evaluated), failed, or not a bool (failed)."""
+    rules = policy.rules
+    for i, value, exc in hits:
+        rule = rules[i]
+        if exc is None and value is True:
+            hit = statics.get(id(rule)) if clean else None
+            if hit is None:
+                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                if clean and rule.message_expression is None:
+                    statics[id(rule)] = hit
+        else:
+            if exc is None:
+                exc = _not_bool(value)
+            failed = _failed_rule(policy, rule, exc, scrub, errors, None)
+            if failed is None:
+                continue
+            hit = failed
+        fired.append(hit)
+        acted.append(hit.action)
+
+
+def _not_bool(value: Any) -> Exception:
+    """The error of a rule whose ``when`` produced ``value``, not a bool."""
+    try:
+        raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+    except Exception as exc:  # as the rule-by-rule loop catches it
+        return exc
+
+
+def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ...],
+               statics: dict[int, FiredRule], clean: bool, bindings: Mapping[str, Any],
+               scrub: Scrubber, errors: list[EvaluationError], fired: list[FiredRule],
+               acted: list[Action]) -> None:
+    """A policy's rules one by one, for a policy without a fused function."""
+    for run, rule in rules:
+        try:
+            value = run(bindings)
+            if value is False:
+                continue
+            if value is not True:
+                raise CelError(f"when returned {_cel_type_name(value)}, not bool")
+        except Exception as exc:
+            hit = _failed_rule(policy, rule, exc, scrub, errors, None)
+            if hit is None:
+                continue
+        else:
+            hit = statics.get(id(rule)) if clean else None
+            if hit is None:
+                hit = _fired_rule(policy, rule, bindings, scrub, errors)
+                if clean and rule.message_expression is None:
+                    statics[id(rule)] = hit
+        fired.append(hit)
+        acted.append(hit.action)
 
 
 def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],

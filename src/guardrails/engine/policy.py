@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from guardrails.engine.decision import Action, AppliedRepair, Effect
-from guardrails.expr import Program
+from guardrails.expr import FusedRules, Program
 from guardrails.model.source import Expression, Position
 
 Mode = Literal["enforce", "audit"]
@@ -114,6 +114,9 @@ class CompiledPolicy:
     counters: tuple[CompiledCounter, ...] = ()
     tool_positions: tuple[Position, ...] = ()
     """Of each glob in ``tools`` (for lint findings)."""
+    fused: FusedRules | None = field(default=None, repr=False, compare=False)
+    """All its rule conditions as one generated function (``codegen.fused_rules``), for
+    the engine's short path; None when they are not generated code."""
     _tool_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     variable_programs: Mapping[str, Program] = field(init=False, repr=False, compare=False)
     """Each variable's program by name: what a call's ``Variables`` evaluates."""

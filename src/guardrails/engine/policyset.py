@@ -98,6 +98,19 @@ class PolicySet:
     def limits(self) -> Limits:
         return self._limits
 
+    @property
+    def metered(self) -> bool:
+        """Whether every expression of the set draws on a call's cost budget: false only
+        for a set loaded with ``backend="interpreter"`` (cel-python keeps no budget, so a
+        call's cost has no bound there and ``guard()`` refuses the set). Worked out on first
+        read, not at load."""
+        metered = self.__dict__.get("_metered")
+        if metered is None:
+            metered = all(program.metered for policy in self._policies
+                          for _, _, program in policy.expressions())
+            self.__dict__["_metered"] = metered
+        return bool(metered)
+
     def for_tool(self, tool: str, aliases: Sequence[str] = ()) -> tuple[CompiledPolicy, ...]:
         """Policies whose globs match ``tool`` (or one of its ``aliases``, the other names
         it answers to, such as ``mcp:<server>/<tool>``): others cost nothing for its calls."""

@@ -11,9 +11,9 @@ front end, never the reverse. Standalone: imports nothing else from ``guardrails
 from __future__ import annotations
 
 from guardrails.expr.checker import ExpressionError
-from guardrails.expr.compiler import compile_expression, generate_pending
+from guardrails.expr.compiler import FusedRules, compile_expression, generate_pending
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.expr.program import Program
+from guardrails.expr.program import FusedRun, Hit, Program
 from guardrails.expr.values import CelError, CostLimitExceeded
 
 __all__ = [
@@ -21,6 +21,9 @@ __all__ = [
     "CelError",
     "CostLimitExceeded",
     "ExpressionError",
+    "FusedRules",
+    "FusedRun",
+    "Hit",
     "Limits",
     "Program",
     "compile_expression",

@@ -24,10 +24,11 @@ from __future__ import annotations
 import builtins
 import copy
 import functools
+import re
 import sys
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
@@ -51,7 +52,7 @@ from guardrails.expr.limits import (
     pattern_charge,
     with_work,
 )
-from guardrails.expr.program import Program
+from guardrails.expr.program import FusedRun, Program
 from guardrails.expr.values import (
     INT64_MAX,
     INT64_MIN,
@@ -96,6 +97,9 @@ class GeneratedProgram(Program):
         default=None, repr=False, compare=False
     )
     _python: str = field(default="", repr=False, compare=False)
+    _consts: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    """The constants the factory of ``_python`` was called with (``fused_rules`` reuses
+    both)."""
 
     def python_source(self) -> str:
         """The generated source ("" when the expression fell back to closures)."""
@@ -113,6 +117,7 @@ class GeneratedProgram(Program):
             _fall_back(self, checked if isinstance(checked, Checked) else checked())
         else:
             object.__setattr__(self, "_python", source)
+            object.__setattr__(self, "_consts", consts)
             object.__setattr__(self, "evaluate", factory(*consts))
         object.__setattr__(self, "_pending", None)
 
@@ -174,6 +179,9 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+_MISS: Final = object()
+"""A fused function's field not read yet (``MEMO_ROOTS``)."""
+
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
@@ -192,6 +200,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_failed": _failed,
     "_no_overload": std.no_overload,
     "_select": std.select,
+    "_MISS": _MISS,
     "_has": std.has_field,
     "_eq": std.eq,
     "_ne": std.ne,
@@ -1193,7 +1202,7 @@ def make_template(source: str, consts: list[Any], literal_slots: list[tuple[int,
                                                   for slot, node in literal_slots))
 
 
-_PENDING: list[GeneratedProgram] = []
+_PENDING: list[GeneratedProgram | FusedRules] = []
 _PENDING_MAX: Final = 50_000
 _LOCK = threading.Lock()
 
@@ -1229,6 +1238,288 @@ def program_from_source(source: str, tree: ast.Node, limits: Limits, code: str,
     program = GeneratedProgram(source, tree, _no_closures, 0, limits)
     _schedule(program, checked, code, consts)
     return program
+
+
+# ---------------------------------------------------------------------------- fused rules
+
+class FusedRules:
+    """All the rule conditions of one policy as one generated function.
+
+    The decision engine evaluates a policy's rules one after the other on the same
+    bindings and the same meter; as one function each rule's own code runs inline (no call,
+    no meter lookup, no loop step in the engine), the names every call binds (``args``,
+    ``principal``, ...) are read once for all rules, and the common result, no rule fired,
+    is ``None``. Each rule's code is its own generated code, unchanged: the same budget
+    charges, the same errors (a rule's exception is its hit, never its neighbour's), in
+    rule order. ``run(bindings, meter, start)`` evaluates the rules from ``start`` on and
+    returns the hits in order, or stops after a rule that fired and has a
+    ``messageExpression`` (``stops``): the engine evaluates that message, which draws on
+    the meter, before the next rule runs, as it does rule by rule, then resumes.
+
+    ``run`` is None until the load's batch is compiled (``generate_pending``), and stays
+    None when Python's compiler refuses the fused source: the engine then runs the rules
+    one by one, as for rules whose code is not generated.
+    """
+
+    __slots__ = ("_pending", "_python", "run")
+
+    def __init__(self, source: str, consts: tuple[Any, ...]) -> None:
+        self._pending: tuple[None, str, tuple[Any, ...]] | None = (None, source, consts)
+        self._python = ""
+        self.run: FusedRun | None = None
+
+    def python_source(self) -> str:
+        if self._pending is not None:
+            generate_pending()
+        return self._python
+
+    def _install(self, factory: Callable[..., Any] | None) -> None:
+        pending = self._pending
+        if pending is None:
+            return
+        if factory is not None:
+            self._python = pending[1]
+            self.run = factory(*pending[2])
+        self._pending = None
+
+
+ALWAYS_BOUND: Final = ("args", "principal", "history", "request", "now", "tool", "params",
+                       "variables")
+"""Names the decision engine binds for every rule (``None`` when no rule reads them): a
+fused function reads each once, for all its rules, instead of once per rule."""
+
+_READ = re.compile(r"^( *)try:\n\1    (_t\d+) = b\[(_k\d+)\]\n\1except KeyError:\n"
+                   r"\1    _unbound\(\3\)$", re.M)
+"""A name read from the bindings (``_Gen.variable``), as generated."""
+_SELECT = re.compile(
+    r"^( *)(_t\d+) = (_t\d+)\[(_k\d+)\] if \(type\(\3\) is _dict or type\(\3\) is _proxy\) "
+    r"and \4 in \3 else \3\._done\[\4\] if type\(\3\) is _vars and \4 in \3\._done "
+    r"else \3\[\4\] if type\(\3\) in _LAZY and \4 in \3\._defs else _select\(\3, \4\)$", re.M)
+"""A field selected from a value (``_Gen.select``), as generated."""
+MEMO_ROOTS: Final = frozenset({"args", "principal", "params", "variables"})
+"""Names whose fields a fused function reads once for all its rules: during a policy's
+rules they are never written (the arguments are repaired before), so a field read again
+is the same value (a variable is computed once and kept by ``Variables``), and a field
+that fails fails again (it is read again then, never remembered)."""
+_CONST = re.compile(r"\b_k(\d+)\b")
+_TEMP = re.compile(r"\b_t(\d+)\b")
+
+_LOCAL_HEAD: Final = ("        _m = b.get(_METER)", "        _bud = ",
+                      "        if _bud < 0: _cost_exceeded()", "        _b0 = _bud")
+_DIRECT_HEAD: Final = ("        _m = b.get(_METER)", "        if _m is None: _m = _Meter(",
+                       "        if _m.left < 0: _cost_exceeded()")
+_HANDLERS: Final = ["        except _CelError:", "            raise",
+                    "        except RecursionError:", "            _too_deep()",
+                    "        except Exception as _x:", "            _failed(_x)"]
+_LOCAL_TAIL: Final = ["        finally:", "            if _m is not None: _m.left -= _b0 - _bud"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """One generated factory source (``_generate``'s layout), taken apart."""
+
+    budget: str
+    """"" (no budget), "local" (a local copy of the meter) or "direct" (the meter)."""
+    body: str
+    """The body, indented from column 0, ending with ``_v = <result>``."""
+    reads: tuple[tuple[str, int], ...]
+    """``(temporary, constant index)`` of every name the body reads from the bindings."""
+    selects: tuple[tuple[str, int], ...]
+    """``(temporary read, field constant index)`` of every field selected from such a
+    name (``args.x``, ``variables.y``): what a fused function reads once."""
+
+
+_PARTS: dict[str, _Parts | None] = {}
+
+
+def _parts(source: str) -> _Parts | None:
+    """``source`` taken apart; None for any layout but ``_generate``'s (no fusion)."""
+    if source in _PARTS:
+        return _PARTS[source]
+    found = _take_apart(source)
+    if len(_PARTS) >= _FACTORIES_MAX:
+        _PARTS.clear()
+    _PARTS[source] = found
+    return found
+
+
+def _take_apart(source: str) -> _Parts | None:
+    lines = source.split("\n")
+    if len(lines) < 4 or not lines[0].startswith("def _make(") or lines[1] != "    def _f(b):":
+        return None
+    try:
+        start = lines.index("        try:")
+    except ValueError:
+        return None
+    head = lines[2:start]
+    if not head:
+        budget, tail = "", _HANDLERS
+    elif len(head) == 4 and all(h.startswith(p) for h, p in zip(head, _LOCAL_HEAD, strict=True)):
+        budget, tail = "local", _HANDLERS + _LOCAL_TAIL
+    elif len(head) == 3 and all(h.startswith(p) for h, p in zip(head, _DIRECT_HEAD, strict=True)):
+        budget, tail = "direct", _HANDLERS
+    else:
+        return None
+    end = len(lines) - len(tail) - 2
+    if lines[end:] != [*tail, "    return _f", ""] or end <= start + 1:
+        return None
+    body = lines[start + 1:end]
+    last = body[-1]
+    if not last.startswith("            return ") or not all(
+            line.startswith("            ") for line in body):
+        return None
+    body[-1] = "            _v = " + last[len("            return "):]
+    text = "\n".join(line[12:] for line in body)
+    reads = tuple((m.group(2), int(m.group(3)[2:])) for m in _READ.finditer(text))
+    read_temps = {temp for temp, _ in reads}
+    selects = tuple((m.group(3), int(m.group(4)[2:])) for m in _SELECT.finditer(text)
+                    if m.group(3) in read_temps)
+    return _Parts(budget, text, reads, selects)
+
+
+MAX_FUSED_RULES: Final = 64
+"""Rules fused into one function at most: Python's compiler takes time and memory that
+grow with a function's size, and a policy of thousands of rules must not make a load
+slow (its rules then run one by one: the gain of fusing is per rule, not per policy)."""
+
+_FUSED: dict[tuple[Any, ...], tuple[str, tuple[int, ...]]] = {}
+"""Fused sources by their rules' sources, stops and hoisted names (a policy set repeats
+policies of one shape: they share one source), with the hoisted names' positions in
+``ALWAYS_BOUND``."""
+
+
+def fused_rules(programs: Sequence[Program], stops: Sequence[bool]) -> FusedRules | None:
+    """One function evaluating all of ``programs`` (a policy's rule conditions, in order;
+    ``stops``: which of them has a ``messageExpression``), compiled with the next batch.
+
+    None when one of them is not generated code (closures, the reference backend) or
+    there are more than ``MAX_FUSED_RULES``: the engine runs such a policy's rules one by
+    one."""
+    if not programs or len(programs) > MAX_FUSED_RULES:
+        return None
+    sources: list[str] = []
+    pieces: list[tuple[_Parts, tuple[Any, ...]]] = []
+    for program in programs:
+        if type(program) is not GeneratedProgram:
+            return None
+        pending = program._pending
+        source, consts = (pending[1], pending[2]) if pending is not None else (
+            program._python, program._consts)
+        parts = _parts(source) if source else None
+        if parts is None:
+            return None
+        sources.append(source)
+        pieces.append((parts, consts))
+    # Which reads are of a name every call binds: by the constant's value (the name).
+    hoist = tuple(tuple(type(consts[k]) is str and consts[k] in ALWAYS_BOUND
+                        for _, k in parts.reads) for parts, consts in pieces)
+    key = (tuple(sources), tuple(stops), tuple(
+        consts[k] if h else None for (parts, consts), hs in zip(pieces, hoist, strict=True)
+        for (_, k), h in zip(parts.reads, hs, strict=True)), tuple(
+        consts[k] for parts, consts in pieces for _, k in parts.selects))
+    made = _FUSED.get(key)
+    if made is None:
+        made = _fused_source(pieces, stops, hoist)
+        if len(_FUSED) >= _FACTORIES_MAX:
+            _FUSED.clear()
+        _FUSED[key] = made
+    source, names = made
+    consts = tuple(c for _, cs in pieces for c in cs) + tuple(ALWAYS_BOUND[j] for j in names)
+    fused = FusedRules(source, consts)
+    factory = _FACTORIES.get(source)
+    if factory is not None:
+        fused._install(factory)
+    else:
+        with _LOCK:
+            _PENDING.append(fused)
+    return fused
+
+
+def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
+          memos: dict[tuple[str, Any], str]) -> str:
+    """A select line that reads a remembered field: read only the first time, and only
+    remembered once read without an error."""
+    ind, temp, operand, k = found.group(1, 2, 3, 4)
+    name = root.get(operand)
+    memo = None if name is None else memos.get((name, consts[int(k[2:])]))
+    if memo is None:
+        return found.group(0)
+    line = found.group(0)[len(ind):]
+    return "\n".join([f"{ind}if {memo} is _MISS:", f"{ind}    {line}",
+                      f"{ind}    {memo} = {temp}", f"{ind}else:", f"{ind}    {temp} = {memo}"])
+
+
+def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
+                  hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
+    params = [f"_k{i}_{n}" for i, (_, consts) in enumerate(pieces) for n in range(len(consts))]
+    names: dict[int, None] = {}
+    for (parts, consts), hs in zip(pieces, hoist, strict=True):
+        for (_, k), h in zip(parts.reads, hs, strict=True):
+            if h:
+                names[ALWAYS_BOUND.index(consts[k])] = None
+    hoisted = sorted(names)
+    # Fields of those names selected by more than one rule (or twice by one): read once.
+    roots: list[dict[str, str]] = []
+    seen: dict[tuple[str, Any], int] = {}
+    for (parts, consts), hs in zip(pieces, hoist, strict=True):
+        root = {temp: consts[k] for (temp, k), h in zip(parts.reads, hs, strict=True)
+                if h and consts[k] in MEMO_ROOTS}
+        roots.append(root)
+        for temp, k in parts.selects:
+            if temp in root:
+                field_key = (root[temp], consts[k])
+                seen[field_key] = seen.get(field_key, 0) + 1
+    memos = {field_key: f"_c{n}" for n, field_key in enumerate(
+        [fk for fk, count in seen.items() if count > 1])}
+    lines = ["def _make(" + ", ".join([*params, *(f"_n{j}" for j in hoisted)]) + "):",
+             "    def _p(b, _m, _s):",
+             "        _hits = None"]
+    lines += [f"        _r{j} = b[_n{j}]" for j in hoisted]
+    if memos:
+        lines.append("        " + " = ".join(memos.values()) + " = _MISS")
+    # A function that may stop (a rule with a messageExpression, not the last) may be
+    # resumed after any such rule: then every rule before the start is skipped.
+    guarded = any(stops[:-1])
+    for i, ((parts, consts), hs) in enumerate(zip(pieces, hoist, strict=True)):
+        body = parts.body
+        if memos:
+            body = _SELECT.sub(functools.partial(_memo, root=roots[i], consts=consts,
+                                                 memos=memos), body)
+        for (temp, k), h in zip(parts.reads, hs, strict=True):
+            if h:  # the name's read, by the value read once (the pattern is unique per temp)
+                j = ALWAYS_BOUND.index(consts[k])
+                body = re.sub(rf"^( *)try:\n\1    {temp} = b\[_k{k}\]\n\1except KeyError:\n"
+                              rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
+                              count=1, flags=re.M)
+        # Each rule's constants and temporaries get names of their own.
+        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(rf"_k{i}_\1", body))
+        pad = "            " if guarded else "        "
+        if guarded:
+            lines.append(f"        if _s <= {i}:")
+        lines.append(pad + "try:")
+        if parts.budget == "local":
+            lines += [pad + "    _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()",
+                      pad + "    _b0 = _bud"]
+        elif parts.budget == "direct":
+            lines.append(pad + "    if _m.left < 0: _cost_exceeded()")
+        lines.append(pad + "    try:")
+        lines += [pad + "        " + line for line in body.split("\n")]
+        lines += [pad + "    except _CelError:", pad + "        raise",
+                  pad + "    except RecursionError:", pad + "        _too_deep()",
+                  pad + "    except Exception as _x:", pad + "        _failed(_x)"]
+        if parts.budget == "local":
+            lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
+        lines += [pad + "except Exception as _e:",
+                  pad + "    if _hits is None: _hits = []",
+                  pad + f"    _hits.append(({i}, None, _e))",
+                  pad + "else:",
+                  pad + "    if _v is not False:",
+                  pad + "        if _hits is None: _hits = []",
+                  pad + f"        _hits.append(({i}, _v, None))"]
+        if stops[i] and i + 1 < len(pieces):
+            lines.append(pad + "        if _v is True: return _hits")
+    lines += ["        return _hits", "    return _p", ""]
+    return "\n".join(lines), tuple(hoisted)
 
 
 def _schedule(program: GeneratedProgram, checked: Checked | Callable[[], Checked], source: str,
@@ -1296,5 +1587,6 @@ def _compile_batch(sources: list[str]) -> dict[str, Callable[..., Run]]:
     return {source: namespace[f"_make{i}"] for i, source in enumerate(sources)}
 
 
-__all__ = ["Generated", "GeneratedProgram", "Shape", "generate_pending", "generate_source",
-           "generated_program", "generated_with_source", "program_from_source", "shared"]
+__all__ = ["FusedRules", "Generated", "GeneratedProgram", "Shape",
+           "fused_rules", "generate_pending", "generate_source", "generated_program", "generated_with_source", "program_from_source",
+           "shared"]

@@ -24,8 +24,10 @@ from guardrails.expr import ast
 from guardrails.expr.checker import TYPE_CHECKERS, Checked, ExpressionError, check, fold_inputs
 from guardrails.expr.closures import closure_program
 from guardrails.expr.codegen import (
+    FusedRules,
     Generated,
     Shape,
+    fused_rules,
     generate_pending,
     generated_program,
     generated_with_source,
@@ -218,10 +220,12 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "ExpressionError",
+    "FusedRules",
     "Program",
     "UInt",
     "build",
     "compile_ast",
     "compile_expression",
+    "fused_rules",
     "generate_pending",
 ]

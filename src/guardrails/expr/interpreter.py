@@ -338,7 +338,7 @@ def interpreted_program(checked: Checked) -> Program:
             raise CelError(f"cel-python failed: {type(e).__name__}: {e}") from None
         return from_cel(result)
 
-    return Program(checked.source, checked.ast, run, 0, checked.limits)
+    return Program(checked.source, checked.ast, run, 0, checked.limits, metered=False)
 
 
 __all__ = ["from_cel", "interpreted_program", "to_cel"]

@@ -18,6 +18,12 @@ from guardrails.expr.values import CelError, CostLimitExceeded
 
 Fn = Callable[[Activation], Any]
 
+Hit = tuple[int, Any, Exception | None]
+"""One rule of a fused function that did not evaluate to ``false``: its index, its value,
+or what it raised (``codegen.fused_rules``)."""
+FusedRun = Callable[[Mapping[str, Any], Meter, int], list[Hit] | None]
+"""A fused function: bindings, the call's meter, the index of the first rule to run."""
+
 
 @dataclass(frozen=True, slots=True)
 class Program:
@@ -34,6 +40,10 @@ class Program:
     """The tree's shape (``ast.shape``), when the compiler worked it out: load-time
     checks that depend only on it are done once per shape (``engine.compile``,
     ``engine.typecheck``)."""
+    metered: bool = field(default=True, repr=False, compare=False)
+    """Whether evaluating it draws on the call's cost budget. Only the cel-python reference
+    backend (``interpreter``) keeps none: its cost has no bound, so ``guard()`` refuses
+    policies compiled with it (docs/security-model.md, promise 8)."""
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         # The call's meter when the engine passes one (see ``limits.Meter``).
@@ -76,4 +86,4 @@ class MeterActivation(Activation):
         self.meter.left = value
 
 
-__all__ = ["Fn", "MeterActivation", "Program"]
+__all__ = ["Fn", "FusedRun", "Hit", "MeterActivation", "Program"]
