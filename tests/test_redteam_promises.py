@@ -738,3 +738,68 @@ async def test_a_call_cancelled_while_its_store_reserves_counts_nothing(tmp_path
     key = window_key("payments/payments", json.dumps("ann"))
     [counted] = SQLiteStore.reserve(store, [CounterRequest(key, 86400, 5, 0)])
     assert counted.count == 0
+
+
+# --- promise 6 and 9: attacks that held (pinned) ---------------------------------------
+
+APPROVAL_ONLY = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payments}
+spec:
+  match: {tools: [send_money]}
+  rules:
+    - {name: big, when: 'args.amount > LIMIT', action: require_approval}
+"""
+
+
+async def test_an_approval_given_before_a_reload_approves_nothing_after_it(
+        tmp_path: Path) -> None:
+    """The approval covers the revision the human was shown: after a reload (here one that
+    only changes a threshold) the answered replay asks again, and runs nothing."""
+    import os
+
+    import guardrails
+    from tests.af_support import approve_all
+    from tests.af_tools import CALLS, send_money
+
+    CALLS.clear()
+    path = tmp_path / "p.yaml"
+    path.write_text(APPROVAL_ONLY.replace("LIMIT", "1000"))
+    with guardrails.watch(path, interval=3600) as source:
+        client = ScriptedChatClient([[call("send_money", recipient="UK12", amount=2000)],
+                                     [text("done")]])
+        agent = agent_with(client, [send_money], guard(source))
+        session = agent.create_session()
+        first = await agent.run("pay", session=session)
+        assert len(first.user_input_requests) == 1
+        path.write_text(APPROVAL_ONLY.replace("LIMIT", "1500"))
+        stat = path.stat()
+        os.utime(path, (stat.st_atime, stat.st_mtime + 5))
+        assert source.refresh()
+        again = await agent.run(approve_all(first), session=session)
+        assert CALLS == []
+        assert len(again.user_input_requests) == 1
+
+
+async def test_a_parallel_batch_over_a_counter_runs_exactly_its_limit(tmp_path: Path) -> None:
+    """Eight calls in one model turn (run concurrently by the framework) against a limit
+    of three, on a real SQLite store: three run, three are counted."""
+    import json
+
+    from guardrails.engine.counters import CounterRequest, window_key
+    from guardrails.fleet.stores import SQLiteStore
+    from tests.af_tools import CALLS, send_money
+
+    CALLS.clear()
+    store = SQLiteStore(tmp_path / "counters.db")
+    policies = load_text(tmp_path, HALTING_COUNTED.replace("limit: 5", "limit: 3") + (
+        "    - {name: over, when: 'counters.payments.exceeded', action: deny}\n"))
+    client = ScriptedChatClient([[call("send_money", recipient=f"R{i}", amount=10)
+                                  for i in range(8)], [text("done")]])
+    agent = agent_with(client, [send_money],
+                       guard(policies, principal={"user": "ann"}, counters=store))
+    await agent.run("pay")
+    assert len(CALLS) == 3
+    key = window_key("payments/payments", json.dumps("ann"))
+    [counted] = store.reserve([CounterRequest(key, 86400, 3, 0)])
+    assert counted.count == 3
