@@ -234,3 +234,46 @@ def test_threads_sharing_a_policy_set_decide_as_one_thread() -> None:
     for t in threads:
         t.join()
     assert failures == []
+
+
+OVER_BUDGET_THEN_ALLOW = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [send_money]}
+  failurePolicy: Ignore
+  defaultAction: deny
+  rules:
+    - {name: costly, when: 'args.recipient.split("").map(a, args.recipient + a).size() < 0',
+       action: deny}
+    - {name: cheap, when: 'args.amount > 0.5', action: allow}
+"""
+
+
+async def test_a_call_over_the_budget_never_runs_whatever_a_later_cheap_rule_says(
+        tmp_path: Path) -> None:
+    """Generated code of an expression that charges nothing does not look at the meter,
+    so after the call ran out a cheap ``allow`` rule still fires on the compiled backend
+    (fused or not) where closures fail it: under ``Ignore`` with a ``deny`` default the
+    engine's effect differs between backends. The guard denies every call over the budget
+    whatever the policies' failurePolicy, so in the loop nothing runs on either."""
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, text
+    from tests.af_support import agent_with
+    from tests.af_tools import CALLS, send_money
+
+    path = tmp_path / "p.yaml"
+    path.write_text(OVER_BUDGET_THEN_ALLOW)
+    args = {"recipient": "x" * 400, "amount": 10}
+    for backend in BACKENDS_ALL:
+        ps = guardrails.load(path, backend=backend,  # type: ignore[arg-type]
+                             limits=Limits(max_cost=3000))
+        decision = ps.evaluate("send_money", args)
+        assert any(e.element == "input" for e in decision.errors)
+        CALLS.clear()
+        client = ScriptedChatClient([[call("send_money", **args)], [text("done")]])
+        await agent_with(client, [send_money], guard(ps)).run("pay")
+        assert CALLS == []
+
+
+BACKENDS_ALL = ("compiled", "closures")
