@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,11 +253,13 @@ spec:
 
 async def test_a_call_over_the_budget_never_runs_whatever_a_later_cheap_rule_says(
         tmp_path: Path) -> None:
-    """Generated code of an expression that charges nothing does not look at the meter,
-    so after the call ran out a cheap ``allow`` rule still fires on the compiled backend
-    (fused or not) where closures fail it: under ``Ignore`` with a ``deny`` default the
-    engine's effect differs between backends. The guard denies every call over the budget
-    whatever the policies' failurePolicy, so in the loop nothing runs on either."""
+    """Finding (redteam15c): generated code of an expression that charges nothing did not
+    look at the meter, so after the call ran out a cheap ``allow`` rule still fired on the
+    compiled backend (fused or not) where closures failed it: under ``Ignore`` with a
+    ``deny`` default, ``evaluate`` allowed the call on one backend and denied it on the
+    other. Now every generated expression refuses a meter already run out, as closures
+    do. (The guard denies every call over the budget whatever the failurePolicy, so in the
+    loop nothing ran on either: pinned here too.)"""
     from guardrails.agent_framework import ScriptedChatClient, guard
     from guardrails.agent_framework.scripted import call, text
     from tests.af_support import agent_with
@@ -265,15 +268,35 @@ async def test_a_call_over_the_budget_never_runs_whatever_a_later_cheap_rule_say
     path = tmp_path / "p.yaml"
     path.write_text(OVER_BUDGET_THEN_ALLOW)
     args = {"recipient": "x" * 400, "amount": 10}
-    for backend in BACKENDS_ALL:
+    found = []
+    for backend in ("compiled", "closures"):
         ps = guardrails.load(path, backend=backend,  # type: ignore[arg-type]
                              limits=Limits(max_cost=3000))
         decision = ps.evaluate("send_money", args)
-        assert any(e.element == "input" for e in decision.errors)
+        assert decision.effect.value == "deny" and decision.rules == ()
+        assert [e.element for e in decision.errors] == ["rules.costly", "rules.cheap", "input"]
+        found.append(record(decision))
         CALLS.clear()
         client = ScriptedChatClient([[call("send_money", **args)], [text("done")]])
         await agent_with(client, [send_money], guard(ps)).run("pay")
         assert CALLS == []
+    assert found[0] == found[1]
 
 
-BACKENDS_ALL = ("compiled", "closures")
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12),
+       max_cost=st.one_of(st.integers(0, 600), st.integers(600, 4000)))
+def test_both_backends_decide_alike_when_the_budget_runs_out(seed: int, n: int,
+                                                              max_cost: int) -> None:
+    text = _policy(random.Random(seed), 0, n)
+    try:
+        compiled = _load(text, "compiled", Limits(max_cost=max_cost))
+        closures = _load(text, "closures", Limits(max_cost=max_cost))
+    except guardrails.PolicyError:
+        assume(False)
+        raise
+    for call in _calls():
+        args, principal = call["args"], call.get("principal")
+        assert record(compiled.evaluate("t", args, principal=principal)) == record(
+            closures.evaluate("t", args, principal=principal))

@@ -1009,6 +1009,11 @@ def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Lit
         ]
         tail = ["        finally:",
                 "            if _m is not None: _m.left -= _b0 - _bud"]
+    else:
+        # Charges nothing, yet refuses a call whose meter ran out, as closures do: after
+        # the budget is spent no rule decides, however cheap (a cheap ``allow`` fired).
+        head += ["        _m = b.get(_METER)",
+                 "        if _m is not None and _m.left < 0: _cost_exceeded()"]
     params = ", ".join(f"_k{i}" for i in range(len(gen.consts)))  # the head's may add one
     head[0] = "def _make(" + params + "):"
     source = "\n".join(
@@ -1308,6 +1313,8 @@ _LOCAL_HEAD: Final = ("        _m = b.get(_METER)", "        _bud = ",
                       "        if _bud < 0: _cost_exceeded()", "        _b0 = _bud")
 _DIRECT_HEAD: Final = ("        _m = b.get(_METER)", "        if _m is None: _m = _Meter(",
                        "        if _m.left < 0: _cost_exceeded()")
+_CHECK_HEAD: Final = ("        _m = b.get(_METER)",
+                      "        if _m is not None and _m.left < 0: _cost_exceeded()")
 _HANDLERS: Final = ["        except _CelError:", "            raise",
                     "        except RecursionError:", "            _too_deep()",
                     "        except Exception as _x:", "            _failed(_x)"]
@@ -1319,7 +1326,8 @@ class _Parts:
     """One generated factory source (``_generate``'s layout), taken apart."""
 
     budget: str
-    """"" (no budget), "local" (a local copy of the meter) or "direct" (the meter)."""
+    """"check" (charges nothing, but refuses a meter run out), "local" (a local copy of
+    the meter) or "direct" (the meter)."""
     body: str
     """The body, indented from column 0, ending with ``_v = <result>``."""
     reads: tuple[tuple[str, int], ...]
@@ -1352,8 +1360,8 @@ def _take_apart(source: str) -> _Parts | None:
     except ValueError:
         return None
     head = lines[2:start]
-    if not head:
-        budget, tail = "", _HANDLERS
+    if tuple(head) == _CHECK_HEAD:
+        budget, tail = "check", _HANDLERS
     elif len(head) == 4 and all(h.startswith(p) for h, p in zip(head, _LOCAL_HEAD, strict=True)):
         budget, tail = "local", _HANDLERS + _LOCAL_TAIL
     elif len(head) == 3 and all(h.startswith(p) for h, p in zip(head, _DIRECT_HEAD, strict=True)):
@@ -1500,7 +1508,7 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
         if parts.budget == "local":
             lines += [pad + "    _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()",
                       pad + "    _b0 = _bud"]
-        elif parts.budget == "direct":
+        elif parts.budget in ("direct", "check"):
             lines.append(pad + "    if _m.left < 0: _cost_exceeded()")
         lines.append(pad + "    try:")
         lines += [pad + "        " + line for line in body.split("\n")]
