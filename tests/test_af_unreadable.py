@@ -176,6 +176,8 @@ async def test_a_forged_marker_is_denied_with_a_fixed_text(tmp_path: Path,
     '{"text": "' + "[" * 5000 + '"}',                         # brackets inside a string
     '{"text": "' + "9" * 5000 + '"}',                         # digits inside a string
     '{"text": "\\"' + "[" * 5000 + '"}',                      # after an escaped quote
+    '{"text": "' + '\\"[' * 5000,                           # never closed: not JSON
+    '{"text": "' + "\\\n[" * 5000 + '"}',                     # escaped newlines: not JSON
     '{"text": ' + "9" * 5000 + ".5}",                         # a float: any length reads
     '{"text": 0.' + "9" * 5000 + "}",                         # a long fraction
     '{"text": 1e' + "9" * 5000 + "}",                         # a long exponent

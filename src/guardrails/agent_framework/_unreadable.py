@@ -39,8 +39,11 @@ has such a parameter; a model that writes it itself only gets its own call denie
 
 _REASONS = ("depth", "digits")
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-"""A JSON string literal (escapes included): brackets and digits inside it do not count."""
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string literal (escapes included): brackets and digits inside it do not count. The
+closing quote is optional, so every match ends where its scan ended and the search is linear
+(an unterminated string runs to the end of the text: the framework's parser refuses that
+with a ``JSONDecodeError``, which it handles)."""
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
