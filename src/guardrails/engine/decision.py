@@ -133,6 +133,10 @@ class Decision:
     (``store.release``) if the call then does not run, as the guard does for a call that
     waits for approval. Empty for deny and halt (the engine has given theirs back). Not
     part of ``to_dict``."""
+    _scrubber: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+    """What ``scrub`` removes (the call's secret values, known secrets, redact patterns).
+    A field so that ``dataclasses.replace`` keeps it: a replaced decision that lost it
+    exported, unscrubbed, a secret a repair had copied into another argument."""
 
     def __init__(
         self,
@@ -148,7 +152,10 @@ class Decision:
         secret_arguments: frozenset[str] = frozenset(),
         scrubber: Callable[[str], str] | None = None,
         reservations: tuple[Any, ...] = (),
+        _scrubber: Callable[[str], str] | None = None,
     ) -> None:
+        if scrubber is None:  # (``dataclasses.replace`` passes the field by its name)
+            scrubber = _scrubber
         # One write instead of the frozen dataclass's ten guarded ones: a decision is
         # built on every call. Frozen still holds: attribute assignment raises.
         self.__dict__.update(
