@@ -523,6 +523,18 @@ CLEAN = {
                          "action: warn}\n"),
     "typed": policy("p", rule("has(args.priority) && args.priority == \"high\" && "
                               "has(args.cc) && \"bob@x.io\" in args.cc")),
+    "quoted-literal": policy("p", rule("!args.to.matches(r\"@\\Qexample.com\\E$\")")),
+    "trailing-slashes": policy("p", rule("args.subject.matches(r\"^/api/v1/users/*$\")")),
+    "ip-version": policy("p", rule("args.body.matches(r\"\\b10\\.0\\.0\\.1\\b\") || "
+                                   "args.body.matches(\"v[0-9]+[.][0-9]+[.]\")")),
+    # A policy switched off with a literal, as a rule is.
+    "disabled": policy("p", rule("size(args.to) > 3")).replace(
+        "match: {tools: [send_email]}",
+        "match: {tools: [send_email], when: 'false && principal.tenant == \"acme\"'}"),
+    # Denied unless a rule asks for approval: a fired require_approval is the result.
+    "deny-unless-approved": policy("p", rule("\"treasurer\" in principal.roles",
+                                             "require_approval"),
+                                   head="  defaultAction: deny\n"),
 }
 
 
@@ -769,6 +781,27 @@ def test_a_misspelt_principal_key_is_found_against_the_principal(
     assert run("check", root).returncode == 0  # without it, principal is anyone's
 
 
+def test_an_example_principal_types_numbers_and_nulls_as_examples(tmp_path: Path) -> None:
+    """An example shows one user: its 1000 may be 1234.5 for another (any JSON number),
+    its null a map (no type). What it does make certain stays an error."""
+    root = write(tmp_path / "policies", {
+        "credit": policy("p", rule("double(size(args.to)) > principal.credit * 1.5")),
+        "manager": policy("p", rule("principal.manager != null && "
+                                    "principal.manager.email.endsWith(\"@x.io\")")),
+        "risk": policy("p", rule("principal.risk > 0.5 && principal.limits.daily < 10")),
+    })
+    given = tmp_path / "principal.json"
+    given.write_text(json.dumps({"credit": 1000, "manager": None, "risk": 0,
+                                 "limits": {"daily": 5000}, "roles": ["x"]}))
+    proc = run("check", root, "--principal", given, "--strict")
+    assert proc.returncode == 0 and "warning" not in proc.stdout, proc.stdout
+    bad = write(tmp_path / "bad", {
+        "text": policy("p", rule("principal.credit.startsWith(\"1\")")),
+        "list": policy("p", rule("principal.roles == \"admin\""))})
+    proc = run("check", bad, "--principal", given)
+    assert proc.returncode == 1 and proc.stdout.count(": error: ") == 2, proc.stdout
+
+
 def test_a_principal_file_that_is_not_an_object_is_bad_usage(tmp_path: Path) -> None:
     root = write(tmp_path / "policies", {"p": policy("p", rule("true"))})
     given = tmp_path / "principal.json"
@@ -803,3 +836,235 @@ def test_guardrails_expr_points_a_missing_key_at_the_close_one() -> None:
                                    "(--args has 'amount': did you mean it?)")
     proc = run("expr", "principal.role == \"admin\"", "--principal", '{"roles": ["admin"]}')
     assert proc.returncode == 1 and "(--principal has 'roles': did you mean it?)" in proc.stderr
+
+
+# -- one policy for several tools: `tool.name == "x"` reads x's own arguments ----------------
+
+SEVERAL_TOOLS = {
+    "reserve_hotel": {"type": "object", "required": ["hotel", "start_day"],
+                      "properties": {"hotel": {"type": "string"},
+                                     "start_day": {"type": "string"}}},
+    "reserve_car": {"type": "object", "required": ["company", "start_day"],
+                    "properties": {"company": {"type": "string"},
+                                   "start_day": {"type": "string"},
+                                   "days": {"type": "integer"}}},
+}
+
+
+def several(rules: list[tuple[str, str]], extra: str = "") -> str:
+    body = "".join(f"  - name: r{i}\n    when: '{when}'\n    action: {action}\n"
+                   for i, (when, action) in enumerate(rules))
+    return ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: travel}\n"
+            "spec:\n  match: {tools: [reserve_hotel, reserve_car]}\n" + extra
+            + "  rules:\n" + body)
+
+
+def check_several(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "travel.yaml").write_text(text)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(SEVERAL_TOOLS))
+    proc = run("check", tmp_path / "p", "--tools", tools, "--strict", "--format", "json")
+    out = json.loads(proc.stdout)
+    return proc.returncode, [f"{f['line']}:{f['severity']}: {f['message']}"
+                             for f in out["findings"] if f["severity"] != "info"]
+
+
+def test_a_tool_name_test_narrows_args_to_that_tool(tmp_path: Path) -> None:
+    """AgentDojo-style policies name the tool in the condition: the parameter is required
+    by that tool, so reading it there is not 'may be absent'."""
+    code, findings = check_several(tmp_path, several([
+        ('tool.name == "reserve_hotel" && !request.mentions(args.hotel)', "require_approval"),
+        ('"reserve_car" == tool.name && args.company.startsWith("X")', "deny"),
+        ('tool.name != "reserve_hotel" || args.hotel.contains("Ritz")', "warn"),
+        ('tool.name in ["reserve_hotel"] && size(args.hotel) > 60', "deny"),
+        ('tool.name == "reserve_car" ? args.company == "Y" : args.hotel == "Z"', "warn"),
+        ('tool.name != "reserve_car" && args.hotel == "Z"', "warn"),
+        ('!(tool.name == "reserve_car") || args.company.endsWith(" Ltd")', "warn"),
+        ('has(args.days) && args.days > 30', "require_approval"),
+    ]) + "    messageExpression: '\"long rental: \" + string(args.days)'\n")
+    assert (code, findings) == (0, [])
+
+
+def test_a_tool_name_test_keeps_what_it_must_find(tmp_path: Path) -> None:
+    code, findings = check_several(tmp_path, several([
+        # a parameter of the other tool under this tool's name: never sent
+        ('tool.name == "reserve_hotel" && args.company == "X"', "deny"),
+        # where the read is, the tool is the other one, which has no hotel
+        ('tool.name != "reserve_hotel" && args.hotel == "X"', "deny"),
+        ('tool.name == "reserve_hotel" || args.hotel == "X"', "deny"),
+        # both tools: hotel is still optional
+        ('tool.name in ["reserve_hotel", "reserve_car"] && args.hotel == "X"', "deny"),
+    ]))
+    assert code == 1
+    assert findings[:3] == [
+        "8:error: policy travel: rules.r0.when: tool 'reserve_hotel' has no parameter "
+        "'company'",
+        "11:error: policy travel: rules.r1.when: tool 'reserve_car' has no parameter 'hotel'",
+        "14:error: policy travel: rules.r2.when: tool 'reserve_car' has no parameter 'hotel'",
+    ], findings
+    assert findings[3].startswith("17:warning: policy travel: rules.r3.when: 'args.hotel' "
+                                  "may be absent"), findings
+    assert len(findings) == 4, findings
+
+
+def test_a_policy_for_another_agents_tools_is_not_a_warning(tmp_path: Path) -> None:
+    """One policy set for several agents, checked with one agent's tools: the payments
+    agent's policy matches none of the mail agent's tools, and that is no mistake. A glob
+    close to a known tool still is, whether or not another policy guards that tool."""
+    root = write(tmp_path / "policies", {
+        "mail": policy("p", rule("size(args.to) > 100")),
+        "payments": policy("p", rule("args.amount > 1000")).replace(
+            "tools: [send_email]", "tools: [send_money, schedule_transaction]"),
+    })
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 0, proc.stdout
+    assert ("payments.yaml:5:19: info: policy payments: match.tools [send_money, "
+            "schedule_transaction] matches none of the known tools") in proc.stdout
+    (root / "typo.yaml").write_text(policy("typo", rule("true")).replace(
+        "tools: [send_email]", "tools: [read_inbx]"))
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 1  # read_inbox runs unguarded
+    assert ("typo.yaml:5:19: warning: policy typo: match.tools [read_inbx] matches none of "
+            "the known tools: 'read_inbx' matches no tool; did you mean 'read_inbox'?"
+            ) in proc.stdout
+    (root / "typo.yaml").write_text(policy("typo", rule("true")).replace(
+        "tools: [send_email]", "tools: [send_emial]"))  # send_email is guarded by mail
+    proc = run("check", root, "--tools", tools, "--strict")
+    assert proc.returncode == 1 and "did you mean 'send_email' for 'send_emial'" in proc.stdout
+
+
+def test_digit_text_params_used_as_text_are_not_numbers(tmp_path: Path) -> None:
+    """A phone prefix, a zip range: quoted on purpose, used as text. A quantity written as
+    text is still found."""
+    params = ('params:\n  country_code: "44"\n  zip_from: "02100"\n  zip_to: "02199"\n'
+              '  limit: "5"\n  cap: 1,000\n')
+    clean = write(tmp_path / "clean", {
+        "prefix": policy("p", params + rule('!args.to.startsWith("+" + params.country_code)')),
+        "concat": policy("p", params + rule('args.to == params.country_code + args.subject')),
+        "zone": policy("p", params + rule('args.to >= params.zip_from && '
+                                          'args.to <= params.zip_to')),
+        "pair": policy("p", params + rule('params.zip_from < params.zip_to && '
+                                          'args.to > params.zip_from')),
+    })
+    proc = run("check", clean, "--strict")
+    assert proc.returncode == 0 and "not a number" not in proc.stdout, proc.stdout
+    found = write(tmp_path / "found", {
+        "quoted": policy("p", params + rule("args.attachments > params.limit")),
+        "thousands": policy("p", params + rule("args.attachments + params.cap > args.subject")),
+    })
+    proc = run("check", found)
+    assert "params.limit is the text '5', not a number" in proc.stdout, proc.stdout
+    assert "params.cap is the text '1,000', not a number" in proc.stdout, proc.stdout
+
+
+def test_a_binding_without_an_optional_param_reads_it_under_has(tmp_path: Path) -> None:
+    """One binding gives regions, another not; under has() the other's params (a number
+    among them) say nothing of what params.regions would be."""
+    text = policy("caps", rule("args.attachments > params.cap || (has(params.regions) && "
+                               "!(args.to in params.regions))")) + (
+        "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+        "spec: {policy: caps, params: {cap: 5000, regions: [eu]}}\n"
+        "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: globex}\n"
+        "spec: {policy: caps, params: {cap: 100.5}}\n")
+    root = write(tmp_path / "policies", {"caps": text})
+    proc = run("check", root, "--strict")
+    assert proc.returncode == 0 and "in' needs" not in proc.stdout, proc.stdout
+    (root / "caps.yaml").write_text(text.replace("has(params.regions) && ", ""))
+    proc = run("check", root)
+    assert proc.returncode == 1, proc.stdout
+    assert "policy caps@globex: rules.r.when: 'params.regions' does not exist" in proc.stdout
+
+
+def test_a_match_when_false_by_mistake_is_still_found(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", {"quoted": policy("p", rule("true")).replace(
+        "match: {tools: [send_email]}",
+        "match: {tools: [send_email], when: '\"principal.tenant\" == \"acme\"'}")})
+    proc = run("check", root)
+    assert "warning: policy quoted: match.when is always false" in proc.stdout, proc.stdout
+
+
+# -- one policy set, several agents, guard(strict=True) on each (the real loop) -------------
+
+SHARED_SET = """\
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: money}
+spec:
+  match: {tools: [send_money, write_note]}
+  rules:
+    - name: cap
+      when: 'tool.name == "send_money" && args.amount > params.cap'
+      action: deny
+    - name: region
+      when: 'has(params.payees) && tool.name == "send_money" && !(args.recipient in params.payees)'
+      action: require_approval
+    - name: note-size
+      when: 'tool.name != "send_money" && size(args.body) > 1000'
+      action: deny
+---
+apiVersion: guardrails/v1
+kind: PolicyBinding
+metadata: {name: acme}
+spec: {policy: money, params: {cap: 5000, payees: [UK12]}}
+---
+apiVersion: guardrails/v1
+kind: PolicyBinding
+metadata: {name: globex}
+spec: {policy: money, params: {cap: 100.5}}
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: mail-agent-only}
+spec:
+  match: {tools: [send_email, forward_email]}
+  rules:
+    - {name: many, when: 'size(args.to) > 10', action: deny}
+"""
+
+
+async def test_a_shared_set_passes_strict_on_each_agent(tmp_path: Path) -> None:
+    """The payments agent (send_money) and the notes agent (write_note) share one set with
+    bindings and a mail agent's policy: strict mode rejects none of them, and guards."""
+    from guardrails.agent_framework import ScriptedChatClient, guard
+    from guardrails.agent_framework.scripted import call, text
+    from tests.af_support import agent_with, load_text
+    from tests.af_tools import CALLS, send_money, write_note
+
+    policies = load_text(tmp_path, SHARED_SET)
+    pay = agent_with(ScriptedChatClient([[call("send_money", recipient="UK12", amount=20.0)],
+                                         [text("paid")]]),
+                     [send_money], guard(policies, strict=True))
+    notes = agent_with(ScriptedChatClient([[call("write_note", target="t", body="x" * 2000)],
+                                           [text("noted")]]),
+                       [write_note], guard(policies, strict=True))
+    CALLS.clear()
+    assert (await pay.run("pay UK12 20")).text == "paid"
+    assert (await notes.run("note")).text == "noted"
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 20.0})]  # the note denied
+
+
+def test_a_repair_for_one_of_the_tools_sets_that_tools_argument(tmp_path: Path) -> None:
+    """A repair whose when names its tool sets that tool's argument; checked with another
+    agent's tools only, it is not about them. One for a known tool still is checked."""
+    text = several([('args.start_day == ""', "deny")]).replace("  rules:\n", (
+        "  repairs:\n"
+        "    - name: days-as-text\n"
+        "      when: 'tool.name == \"reserve_car\" && has(args.days) && "
+        "type(args.days) == string'\n"
+        "      set: {days: 'int(args.days)'}\n"
+        "    - name: nights\n"
+        "      when: 'tool.name == \"reserve_hotel\"'\n"
+        "      set: {nights: '1'}\n"
+        "    - name: berth\n"
+        "      when: 'tool.name == \"reserve_boat\"'\n"
+        "      set: {berth: '\"any\"'}\n"
+        "  rules:\n")).replace("[reserve_hotel, reserve_car]",
+                               "[reserve_hotel, reserve_car, reserve_boat]")
+    code, findings = check_several(tmp_path, text)
+    assert code == 1 and len(findings) == 1, findings
+    assert "repairs.nights sets argument 'nights', which no matched tool declares" in \
+        findings[0], findings
+    assert "'days'" not in findings[0] and "berth" not in findings[0]

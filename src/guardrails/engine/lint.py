@@ -17,8 +17,11 @@ Severity policy (as Cedar's strict validation and Kubernetes' CEL checks draw it
   no guard (``has()``, ``&&``, ``||``, a ternary, a repair's own ``when``) makes sure it
   is there; a value outside a schema ``enum``; a repair, secret or injection naming an
   argument no matched tool declares; a policy whose ``match.tools`` matches none of the
-  known tools. ``guardrails check --strict`` counts warnings as errors.
-- ``info``: a known tool that no policy matches (it runs unguarded); an argument no
+  known tools, with a glob close to one of them (``send_mony``). ``guardrails check
+  --strict`` counts warnings as errors.
+- ``info``: a policy whose ``match.tools`` matches none of the known tools and is close
+  to none (another agent's tools, in a set several agents share); a known tool that no
+  policy matches (it runs unguarded); an argument no
   matched tool declares that is only read under ``has()`` (a check meant for other
   tools, such as payments' ``currency``).
 
@@ -38,7 +41,7 @@ from typing import Any, Literal, Protocol
 from guardrails.engine.policy import CompiledPolicy
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
-from guardrails.expr.typechecker import call_name, pattern_argument, suggest
+from guardrails.expr.typechecker import NONE, Facts, call_name, facts_of, pattern_argument, suggest
 from guardrails.expr.types import Type
 from guardrails.model.source import Expression, Position
 
@@ -145,6 +148,8 @@ class _Access:
     """True for ``has(args.x)`` and ``"x" in args``: a test, not a read."""
     select: bool
     """``args.x`` (the node offset may sit before the name) rather than a string literal."""
+    facts: Facts = NONE
+    """What holds where it is read: ``tool.name == "x" && args.y`` reads x's ``y``."""
 
 
 def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
@@ -173,9 +178,22 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         return [replace(f, message=f.message.replace(
             f"[{', '.join(globs)}] matches none of the known tools: ", "")) for f in out]
     if not out:
-        at = policy.tool_positions[0] if policy.tool_positions else policy.position
-        out.append(_at(at, "warning", f"policy {policy.name}: match.tools "
-                                      f"[{', '.join(globs)}] matches none of the known tools"))
+        # A policy set shared by several agents is checked against one agent's tools at
+        # a time: a policy for another agent's tools matching none of them is normal. A
+        # glob close to a known tool is the likely typo (send_mony): a warning.
+        near = [(i, c) for i, g in enumerate(globs) if (c := _close(g, names))]
+        i = near[0][0] if near else 0
+        at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
+        if near:
+            out.append(_at(at, "warning",
+                           f"policy {policy.name}: match.tools [{', '.join(globs)}] matches "
+                           f"none of the known tools; did you mean {near[0][1]!r} for "
+                           f"{globs[i]!r}? (globs are case-sensitive)"))
+        else:
+            out.append(_at(at, "info",
+                           f"policy {policy.name}: match.tools [{', '.join(globs)}] matches "
+                           f"none of the known tools (another agent's tools? none is close "
+                           f"to a known one)"))
     return out[:1]
 
 
@@ -211,10 +229,15 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
         tested = {a.name for a in accesses if a.presence}
         noted: set[str] = set()
         for acc in accesses:
-            missing = sorted(t for t, ps in declared.items() if acc.name not in ps)
-            if len(missing) != len(declared):
+            # Read only where the tool is one this check has no schema of (another
+            # agent's tool, in guard(strict=True) of one agent): nothing to say.
+            callers = _callers(declared, acc.facts)
+            if not callers:
                 continue
-            hint = _hint(acc.name, union)
+            missing = sorted(t for t, ps in callers.items() if acc.name not in ps)
+            if len(missing) != len(callers):
+                continue
+            hint = _hint(acc.name, frozenset().union(*callers.values()))
             # Tested with has() and not close to a declared name: a deliberate check for
             # an argument some other tool may send (payments' currency), not a typo.
             if (acc.presence or acc.name in tested) and not hint:
@@ -232,22 +255,34 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     # tools declare is optional too. Guards are understood (has(), &&, ||, ternaries, a
     # repair's own when), which a per-expression name test cannot do.
     typed = args_type([params_schemas[t] for t in declared])
-    for f in typecheck(policy, typed, closed_params=True, principal=principal):
+    # Under `tool.name == "x"` args are x's own: a parameter only x declares is read
+    # safely there (one x lacks is the name check's error above).
+    by_tool = {t: args_type([params_schemas[t]]) for t in declared}
+    for f in typecheck(policy, typed, closed_params=True, principal=principal,
+                       args_by_tool=by_tool):
         findings.append(_type_finding(policy, f))
 
-    def undeclared(names: Iterable[str], what: str, at: Position) -> None:
+    def undeclared(names: Iterable[str], what: str, at: Position,
+                   known: frozenset[str] = union) -> None:
         for name in names:
-            if name not in union:
+            if name not in known:
                 findings.append(_at(at, "warning",
                                     f"policy {policy.name}: {what} {name!r}, which no matched "
-                                    f"tool declares{_hint(name, union)}"))
+                                    f"tool declares{_hint(name, known)}"))
 
     for repair in policy.repairs:
+        # A repair for one tool (when: 'tool.name == "x" && ...') sets x's arguments; one
+        # only for tools without a known schema (another agent's) is not checked.
+        callers = _callers(declared, facts_of(repair.when.program.ast)) \
+            if repair.when is not None else declared
+        if not callers:
+            continue
+        known: frozenset[str] = frozenset().union(*callers.values())
         for arg, compiled in repair.set:
             undeclared([arg], f"repairs.{repair.name} sets argument",
-                       compiled.expression.position)
+                       compiled.expression.position, known)
         at = repair.when.expression.position if repair.when is not None else policy.position
-        undeclared(repair.unset, f"repairs.{repair.name} unsets argument", at)
+        undeclared(repair.unset, f"repairs.{repair.name} unsets argument", at, known)
     undeclared(sorted(policy.secret_arguments), "secrets.arguments names argument",
                policy.position)
     undeclared(sorted(policy.inject), "secrets.inject sets argument", policy.position)
@@ -295,23 +330,49 @@ def _position(expression: Expression, acc: _Access) -> Position:
 
 
 def _arg_accesses(node: ast.Node, shadowed: bool = False) -> list[_Access]:
-    """Every first-level access to ``args``, skipping comprehensions that rebind it."""
+    """Every first-level access to ``args``, skipping comprehensions that rebind it, with
+    what holds there about the tool's name (the right of ``&&`` and ``||``, the branches
+    of ``? :``)."""
     out: list[_Access] = []
-    stack: list[tuple[ast.Node, bool]] = [(node, shadowed)]
+    stack: list[tuple[ast.Node, bool, Facts]] = [(node, shadowed, NONE)]
     while stack:
-        n, hidden = stack.pop()
+        n, hidden, facts = stack.pop()
         if isinstance(n, ast.Comprehension):
             inner = hidden or "args" in (n.iter_var, n.accu_var)
-            stack.extend([(n.iter_range, hidden), (n.accu_init, hidden),
-                          (n.loop_condition, inner), (n.loop_step, inner), (n.result, inner)])
+            stack.extend([(n.iter_range, hidden, facts), (n.accu_init, hidden, facts),
+                          (n.loop_condition, inner, facts), (n.loop_step, inner, facts),
+                          (n.result, inner, facts)])
             continue
         if not hidden:
             acc = _access(n)
             if acc is not None:
-                out.append(acc)
-        stack.extend((child, hidden) for child in _children(n))
+                out.append(replace(acc, facts=facts))
+        if isinstance(n, ast.Call) and n.target is None and (
+                (n.function in ("_&&_", "_||_") and len(n.args) == 2)
+                or (n.function == "_?_:_" and len(n.args) == 3)):
+            first, *rest = n.args
+            held = [facts_of(first, n.function != "_||_")] if len(rest) == 1 else \
+                [facts_of(first), facts_of(first, False)]
+            stack.append((first, hidden, facts))
+            stack.extend((child, hidden, _tool_facts(facts, h)) for child, h in zip(
+                rest, held, strict=True))
+            continue
+        stack.extend((child, hidden, facts) for child in _children(n))
     out.sort(key=lambda a: a.offset)
     return out
+
+
+def _tool_facts(facts: Facts, more: Facts) -> Facts:
+    """Only what is known of the tool's name."""
+    both = facts | more
+    return Facts(tools=both.tools, excluded=both.excluded)
+
+
+def _callers(declared: Mapping[str, frozenset[str]], facts: Facts
+             ) -> dict[str, frozenset[str]]:
+    """The matched tools that can be the one called where ``facts`` hold."""
+    return {t: ps for t, ps in declared.items()
+            if (facts.tools is None or t in facts.tools) and t not in facts.excluded}
 
 
 def _access(n: ast.Node) -> _Access | None:
@@ -366,6 +427,8 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
       fires whatever the call (``x || true``; a literal ``true`` is taken as meant); a
       ``match.when`` that is constant false; an ``allow`` rule in a policy whose
       ``defaultAction`` is allow (it changes nothing: the most severe fired rule wins);
+      ``defaultAction: deny`` with no ``allow`` or ``require_approval`` rule (every
+      matched call is denied);
       two rules with the same condition; a history entry field the guard never records
       (``h.tol``); a regex literal whose ``.`` between words is not escaped
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
@@ -397,12 +460,17 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
 def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     out: list[Finding] = []
     name = policy.name
-    if policy.when is not None and _constant(policy.when.program.ast) is False:
+    # `when: 'false'` (or `false && ...`) switches a policy off on purpose, as for rules.
+    if policy.when is not None and _constant(policy.when.program.ast) is False \
+            and not _literal_decides(policy.when.program.ast):
         out.append(_at(policy.when.expression.position, "warning",
                        f"policy {name}: match.when is always false: the policy never "
                        f"applies"))
+    # A fired require_approval rule overrides defaultAction: deny too (the most severe
+    # fired action is the result, and a denial needs no rule): "denied unless a
+    # treasurer asks, then approved by a human" is a deliberate policy.
     if policy.default_action.value == "deny" and policy.rules and not any(
-            r.action.value == "allow" for r in policy.rules):
+            r.action.value in ("allow", "require_approval") for r in policy.rules):
         out.append(_at(policy.position, "warning",
                        f"policy {name}: defaultAction is deny and no rule allows: every "
                        f"call it matches is denied (defaultAction is the result when no rule "
@@ -501,7 +569,19 @@ def _implies(x: tuple[str, str, float], y: tuple[str, str, float]) -> bool:
 
 
 _NUMERIC_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
 _ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"})
+
+
+def _param_value(policy: CompiledPolicy, node: ast.Node) -> tuple[str, Any] | None:
+    """``("params.a.b", value)`` for a read of a params path, else None."""
+    path = _dotted(node)
+    if path is None or not path.startswith("params."):
+        return None
+    value: Any = policy.params
+    for part in path.split(".")[1:]:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return path, value
 
 
 def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expression,
@@ -509,26 +589,38 @@ def _numeric_text_params(policy: CompiledPolicy, element: str, expression: Expre
     """A param YAML read as text that looks like a number (``limit: 1,000`` or
     ``limit: "5"``) used in a comparison or arithmetic: against a number it is an
     evaluation error on every call (the checker only sees it when the other side's type
-    is known, as with tool schemas)."""
+    is known, as with tool schemas).
+
+    Text is often meant as text, so a digit string is not reported where it is used as
+    text: beside a text (``"+" + params.country_code``, ``params.zip_from <=
+    params.zip_to``), in a ``+`` (concatenation) unless it has a thousands separator,
+    or with a leading zero (``"02134"``: a code, not a quantity)."""
     out: list[Finding] = []
     for n in ast.walk(node):
         if not (isinstance(n, ast.Call) and n.target is None and n.function in _ORDER_OPS
                 and len(n.args) == 2):
             continue
-        for operand in n.args:
-            path = _dotted(operand)
-            if path is None or not path.startswith("params."):
+        for operand, other in (n.args, n.args[::-1]):
+            found = _param_value(policy, operand)
+            if found is None:
                 continue
-            value: Any = policy.params
-            for part in path.split(".")[1:]:
-                value = value.get(part) if isinstance(value, Mapping) else None
-            if isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip()):
-                number = value.strip().replace(",", "")
-                out.append(_at(expression.position_of(operand.offset), "warning",
-                               f"policy {policy.name}: {element}: {path} is the text "
-                               f"{value!r}, not a number: compared with a number it is an "
-                               f"evaluation error on every call; write {number} in params "
-                               f"(no quotes, no thousands separator)"))
+            path, value = found
+            if not (isinstance(value, str) and _NUMERIC_TEXT.fullmatch(value.strip())):
+                continue
+            text = value.strip()
+            theirs = _param_value(policy, other)
+            if (isinstance(other, ast.Literal) and isinstance(other.value, str)) or (
+                    theirs is not None and isinstance(theirs[1], str)):
+                continue
+            if not _THOUSANDS.fullmatch(text) and (
+                    n.function == "_+_" or re.match(r"[-+]?0\d", text)):
+                continue
+            number = text.replace(",", "")
+            out.append(_at(expression.position_of(operand.offset), "warning",
+                           f"policy {policy.name}: {element}: {path} is the text "
+                           f"{value!r}, not a number: compared with a number it is an "
+                           f"evaluation error on every call; write {number} in params "
+                           f"(no quotes, no thousands separator)"))
     return out
 
 
@@ -704,6 +796,10 @@ def regex_pitfall(pattern: str) -> str | None:
     while i < n:
         c = pattern[i]
         if c == "\\":
+            if pattern.startswith("\\Q", i):  # \Q...\E: every character is literal
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+                continue
             i += 2
             continue
         if in_class:
@@ -719,7 +815,8 @@ def regex_pitfall(pattern: str) -> str | None:
                 i += 1
                 continue
             start = i
-            while start > 0 and pattern[start - 1].isalnum():
+            while start > 0 and pattern[start - 1].isalnum() and not (
+                    start > 1 and pattern[start - 2] == "\\"):  # not \b's b
                 start -= 1
             found = pattern[start:word.end()]
             escaped = found.replace(".", "\\.", 1)
@@ -728,7 +825,9 @@ def regex_pitfall(pattern: str) -> str | None:
                     f"'{escaped}' (in a CEL string \"{escaped.replace(chr(92), chr(92) * 2)}\", "
                     f"or a raw string r\"{escaped}\")")
         i += 1
-    if "/*" in pattern.replace("\\/", ""):
+    # `/*$` and `/*)` are a regex's optional trailing slashes (`^/api/users/*$`); a glob
+    # has no `$`.
+    if re.search(r"/\*(?![$)])", pattern.replace("\\/", "")):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
                 "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")

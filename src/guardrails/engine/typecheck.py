@@ -37,6 +37,7 @@ from guardrails.expr.typechecker import (
     pattern_argument,
     regex_problem,
     shape,
+    tool_args_key,
 )
 from guardrails.expr.types import (
     BOOL,
@@ -47,11 +48,12 @@ from guardrails.expr.types import (
     TIMESTAMP,
     Field,
     Type,
-    join,
     list_of,
     map_of,
+    of_example,
     of_json_schema,
     of_value,
+    record_union,
 )
 from guardrails.model.source import Position
 
@@ -97,22 +99,7 @@ def args_type(schemas: Sequence[Mapping[str, Any]]) -> Type:
     join of the tools' types (``dyn`` where they disagree). Any tool without
     ``properties`` makes ``args`` unknown.
     """
-    types = [of_json_schema(s) for s in schemas]
-    if not types or any(t.fields is None for t in types):
-        return ARGS_UNKNOWN
-    names: dict[str, None] = {}
-    for t in types:
-        names.update(dict.fromkeys(k for k, _ in t.fields or ()))
-    fields: dict[str, Field] = {}
-    for name in names:
-        found = [t.field(name) for t in types]
-        present = [f for f in found if f is not None]
-        ft = present[0].type
-        for f in present[1:]:
-            ft = join(ft, f.type)
-        fields[name] = Field(ft, len(present) == len(types) and all(f.required
-                                                                    for f in present))
-    return map_of(STRING, DYN, fields)
+    return record_union([of_json_schema(s) for s in schemas])
 
 
 def principal_type(data: Any) -> Type:
@@ -124,7 +111,7 @@ def principal_type(data: Any) -> Type:
         t = of_json_schema(data)
         strict = data.get("additionalProperties") is False
     else:
-        t = of_value(data)
+        t = of_example(data)
         strict = False
     if t.name != "map":
         raise ValueError("a principal is an object (an example, or a JSON Schema)")
@@ -132,9 +119,14 @@ def principal_type(data: Any) -> Type:
 
 
 def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
-              closed_params: bool = False, principal: Type | None = None
-              ) -> list[TypeFinding]:
+              closed_params: bool = False, principal: Type | None = None,
+              args_by_tool: Mapping[str, Type] | None = None) -> list[TypeFinding]:
     """Every type problem in ``policy``'s expressions, in evaluation order.
+
+    ``args_by_tool``: each matched tool's own ``args`` type. Where ``tool.name == "x"``
+    (or ``tool.name in [...]``) holds, ``args`` is that tool's (``tool.name ==
+    "reserve_hotel" && args.hotel ...`` reads a parameter reserve_hotel requires, though
+    another matched tool lacks it).
 
     ``closed_params``: ``policy.params`` are all it will ever have (an instance of the
     loaded set: bindings and libraries merged in), so reading another key is an error.
@@ -146,6 +138,8 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
         "request": _REQUEST, "params": of_value(policy.params, closed=closed_params),
         "now": TIMESTAMP,
     }
+    for tool_name, tool_args in (args_by_tool or {}).items():
+        env[tool_args_key(tool_name)] = tool_args
     out: list[TypeFinding] = []
     ignore = policy.failure_policy == "Ignore"
     # Guards matter where a field may be absent, or where the model may send another type

@@ -49,15 +49,16 @@ from guardrails.expr.types import (
     map_of,
     of_value,
     parse_signature,
+    record_union,
 )
 from guardrails.expr.values import UInt
 
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check", "facts_of",
-           "has_enums", "may_be_absent", "pattern_argument", "regex_problem", "shape",
-           "suggest"]
+__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check",
+           "facts_of", "has_enums", "may_be_absent", "pattern_argument", "regex_problem",
+           "shape", "suggest", "tool_args_key", "tool_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +77,29 @@ class Facts:
     """Paths known to exist (``has(args.x)``)."""
     types: tuple[tuple[Path, Type], ...] = ()
     """Paths narrowed by ``type(p) == T``."""
+    tools: frozenset[str] | None = None
+    """The called tool is one of these (``tool.name == "x"``); None: any."""
+    excluded: frozenset[str] = frozenset()
+    """The called tool is none of these (``tool.name != "x"``)."""
 
     def __or__(self, other: Facts) -> Facts:
+        """Both hold."""
         if other is NONE:
             return self
         if self is NONE:
             return other
-        return Facts(self.present | other.present, self.types + other.types)
+        tools = self.tools if other.tools is None else (
+            other.tools if self.tools is None else self.tools & other.tools)
+        return Facts(self.present | other.present, self.types + other.types, tools,
+                     self.excluded | other.excluded)
 
     def __and__(self, other: Facts) -> Facts:
+        """One of them holds."""
+        tools = None if self.tools is None or other.tools is None else \
+            self.tools | other.tools
         return Facts(self.present & other.present,
-                     tuple(t for t in self.types if t in other.types))
+                     tuple(t for t in self.types if t in other.types), tools,
+                     self.excluded & other.excluded)
 
     def type_of(self, path: Path) -> Type | None:
         for p, t in reversed(self.types):
@@ -222,6 +235,9 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
             assert isinstance(n, ast.Call)
             f, args = n.function, n.args
             out.append(("call", f, len(args), n.target is not None))
+            names = tool_names(n)  # a fact: args becomes that tool's
+            if names is not None:
+                out.append(("tools", tuple(sorted(names))))
             reads: ast.Node | None = None
             if n.target is None and f == "_[_]" and len(args) == 2:
                 reads = args[1]
@@ -291,6 +307,10 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
         if f == "_||_" and len(a) == 2:
             return (facts_of(a[0]) & facts_of(a[1])) if positive else \
                 (facts_of(a[0], False) | facts_of(a[1], False))
+        names = tool_names(node)
+        if names is not None:
+            held = (f != "_!=_") == positive  # `tool.name != "x"` false: it is x
+            return Facts(_reads(node), tools=names) if held else Facts(excluded=names)
         if f == "@in" and len(a) == 2 and positive and _is_str(a[0]):
             p = _path(a[1])
             assert isinstance(a[0], ast.Literal)
@@ -305,6 +325,36 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
                         return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
     reads = _reads(node)
     return Facts(reads) if reads else NONE
+
+
+def tool_args_key(tool: str) -> str:
+    """The ``env`` key of one tool's own ``args`` type (not a name CEL can spell), which
+    ``args`` takes where ``tool.name == tool`` holds."""
+    return f"args@{tool}"
+
+
+def tool_names(node: ast.Node) -> frozenset[str] | None:
+    """The names in ``tool.name == "x"``, ``"x" == tool.name``, ``tool.name != "x"`` and
+    ``tool.name in ["x", "y"]``, or None for anything else."""
+    if not (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2):
+        return None
+    a, b = node.args
+    if node.function in ("_==_", "_!=_"):
+        if _is_tool_name(b):
+            a, b = b, a
+        if _is_tool_name(a) and _is_str(b):
+            assert isinstance(b, ast.Literal)
+            return frozenset({b.value})
+        return None
+    if node.function == "@in" and _is_tool_name(a) and isinstance(b, ast.ListLit) \
+            and b.elements and all(_is_str(e) for e in b.elements):
+        return frozenset(e.value for e in b.elements if isinstance(e, ast.Literal))
+    return None
+
+
+def _is_tool_name(node: ast.Node) -> bool:
+    return (isinstance(node, ast.Select) and not node.test_only and node.field == "name"
+            and isinstance(node.operand, ast.Ident) and node.operand.name == "tool")
 
 
 def _reads(node: ast.Node) -> frozenset[Path]:
@@ -471,6 +521,24 @@ class _Checker:
     def facts(self, node: ast.Node, positive: bool = True) -> Facts:
         return facts_of(node, positive) if self.guards else NONE
 
+    def tool_args(self, facts: Facts) -> Type | None:
+        """``args`` of the tools ``facts`` leave (``tool_args_key`` entries of ``env``:
+        the tools a policy matches, when their schemas are known), or None."""
+        prefix = tool_args_key("")
+        known = {k[len(prefix):]: t for k, t in self.env.items() if k.startswith(prefix)}
+        if not known:
+            return None
+        if facts.tools is not None and not facts.tools & known.keys():
+            return map_of(STRING, DYN)  # only tools whose schemas are not known
+        if facts.tools is not None and not facts.tools <= known.keys():
+            return None
+        names = sorted((facts.tools if facts.tools is not None else known.keys())
+                       - facts.excluded)
+        if not names:
+            return None
+        own = [known[n] for n in names]
+        return own[0] if len(own) == 1 else record_union(own)
+
     def error(self, node: ast.Node | int, message: str) -> None:
         offset = node if isinstance(node, int) else node.offset
         self.diagnostics.append(Diagnostic("error", offset, message))
@@ -509,7 +577,9 @@ class _Checker:
             if operand.closed and not test_only and not (
                     path is not None and facts.has((*path, name))):
                 self.unknown_field(operand, name, node, path)
-            return operand.value
+            # A closed map never holds it: read under has(), it is never read; its
+            # value type is what the other keys hold, not what this one would.
+            return DYN if operand.closed else operand.value
         if (not f.required and not test_only and path is not None
                 and not facts.has((*path, name)) and not self.is_local(path[0])):
             dotted = ".".join((*path, name))
@@ -543,6 +613,11 @@ class _Checker:
             return of_value(node.value)  # a literal is a scalar
         if kind is ast.Ident:
             assert isinstance(node, ast.Ident)
+            if node.name == "args" and (facts.tools or facts.excluded) \
+                    and not self.is_local("args"):
+                narrowed = self.tool_args(facts)
+                if narrowed is not None:
+                    return narrowed
             return self.lookup(node.name)
         if isinstance(node, ast.Select):
             operand = self.infer(node.operand, facts)

@@ -112,6 +112,26 @@ def join(a: Type, b: Type) -> Type:
     return DYN  # [1, 2.0] is a list(dyn), as cel-go types it
 
 
+def record_union(types: Sequence[Type]) -> Type:
+    """One map type for values that are any of ``types`` (the arguments of any of several
+    tools): a field is required only if every type has it required; its type is the join
+    of theirs. Any type without fields (or none at all) gives ``map(string, dyn)``."""
+    if not types or any(t.fields is None for t in types):
+        return map_of(STRING, DYN)
+    names: dict[str, None] = {}
+    for t in types:
+        names.update(dict.fromkeys(k for k, _ in t.fields or ()))
+    fields: dict[str, Field] = {}
+    for name in names:
+        present = [f for f in (t.field(name) for t in types) if f is not None]
+        ft = present[0].type
+        for f in present[1:]:
+            ft = join(ft, f.type)
+        fields[name] = Field(ft, len(present) == len(types) and all(f.required
+                                                                    for f in present))
+    return map_of(STRING, DYN, fields)
+
+
 def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
     """The type of plain data (params): exact, since the data is there to look at.
 
@@ -147,6 +167,30 @@ def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
             et = t if i == 0 else join(et, t)
         return list_of(et)
     return DYN
+
+
+def of_example(value: Any, depth: int = 0) -> Type:
+    """The type of an example of data whose real values vary (a host's principal): as
+    ``of_value``, except that a number is any JSON number (``1000`` in the example may
+    be ``1234.5`` in a call) and a null says nothing of the type (``"manager": null``
+    holds a map for other users)."""
+    if value is None or depth > 32:
+        return DYN
+    if isinstance(value, int | float) and not isinstance(value, bool | UInt):
+        return NUM
+    if isinstance(value, Mapping):
+        fields = {str(k): Field(of_example(v, depth + 1), True) for k, v in value.items()}
+        vt = DYN
+        for i, f in enumerate(fields.values()):
+            vt = f.type if i == 0 else join(vt, f.type)
+        return map_of(STRING, vt if fields else DYN, fields)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        et = DYN
+        for i, item in enumerate(value):
+            t = of_example(item, depth + 1)
+            et = t if i == 0 else join(et, t)
+        return list_of(et)
+    return of_value(value, depth)
 
 
 def of_json_schema(schema: Any) -> Type:
