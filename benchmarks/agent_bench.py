@@ -13,8 +13,10 @@ One run of ``await agent.run(...)`` on the offline scripted chat client of the t
   difference is what telemetry costs;
 - guarded, 20 rules only: without the 200 other policies, so the difference is what the
   unrelated policies cost (they should be skipped by the engine's tool index);
-- pass-through middleware pair: an agent and a function middleware that only call
-  ``call_next``: what the framework's middleware dispatch costs before a guard does anything.
+- pass-through middleware: an agent, a function and a chat middleware (the three kinds
+  ``guard()`` returns) that only call ``call_next``: what the framework's middleware
+  dispatch costs before a guard does anything (the chat middleware runs once per model
+  request, twice a run here).
 
 Then a breakdown of the guarded run's extra time: framework dispatch and telemetry from the
 medians above; the engine (``evaluate``, ``redact``) and the framework's argument-snapshot
@@ -63,6 +65,8 @@ from agent_framework import (  # noqa: E402
     Agent,
     AgentContext,
     AgentMiddleware,
+    ChatContext,
+    ChatMiddleware,
     Content,
     FunctionInvocationContext,
     FunctionMiddleware,
@@ -74,6 +78,7 @@ from tests.af_support import RecordingTelemetry, guarded  # noqa: E402
 
 import guardrails  # noqa: E402
 from guardrails.agent_framework import (  # noqa: E402
+    GuardChatMiddleware,
     GuardFunctionMiddleware,
     GuardRunMiddleware,
     ScriptedChatClient,
@@ -130,6 +135,11 @@ class _PassFunction(FunctionMiddleware):
         await call_next()
 
 
+class _PassChat(ChatMiddleware):
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+
+
 class _NullSpan(CallSpan):
     def __init__(self) -> None:
         pass
@@ -161,7 +171,8 @@ def _guard_without_telemetry(policies: guardrails.PolicySet) -> list[Any]:
     install_log_filter()
     telemetry = NullTelemetry()
     return [GuardRunMiddleware(policies, telemetry=telemetry),
-            GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry)]
+            GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry),
+            GuardChatMiddleware()]
 
 
 def _load(tmp: Path) -> tuple[guardrails.PolicySet, guardrails.PolicySet]:
@@ -344,8 +355,8 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     inside = part["guard"]
     own = inside - part[EVALUATE] - part[REDACT] - part[SNAPSHOT]
     rows = [
-        ("framework middleware dispatch (pass-through pair)",
-         med["pass-through middleware pair"] - base),
+        ("framework middleware dispatch (pass-through three)",
+         med["pass-through middleware"] - base),
         ("telemetry (default minus off)",
          med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
         ("in the guard's middleware (telemetry off), of which:", inside),
@@ -354,7 +365,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
         ("  the guard's own code", own),
         (f"{CHECK} x{calls[CHECK]:g}", part[CHECK]),
-        (f"{COMPARE} x{calls[COMPARE]:g} (the pass-through pair's too)", part[COMPARE]),
+        (f"{COMPARE} x{calls[COMPARE]:g} (the pass-through's too)", part[COMPARE]),
     ]
     accounted = rows[0][1] + rows[1][1] + inside + part[CHECK]
     rows.append(("not accounted for (noise, other framework work)", extra - accounted))
@@ -379,7 +390,7 @@ async def main_async(opts: argparse.Namespace) -> None:
 
     variants = {
         "unguarded": _agent([]),
-        "pass-through middleware pair": _agent([_PassAgent(), _PassFunction()]),
+        "pass-through middleware": _agent([_PassAgent(), _PassFunction(), _PassChat()]),
         "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),

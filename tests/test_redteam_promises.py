@@ -380,18 +380,29 @@ async def test_deeply_nested_arguments_are_denied_and_never_run(tmp_path: Path,
     ('{"text": ' + "[" * 5000 + '"x"' + "]" * 5000 + "}", RecursionError),
     ('{"text": ' + "9" * 5000 + "}", ValueError),
 ], ids=["deep", "long-integer"])
-async def test_arguments_the_frameworks_parser_cannot_read_end_the_run_and_run_nothing(
+async def test_arguments_the_frameworks_parser_cannot_read_are_denied_and_run_nothing(
         tmp_path: Path, arguments: str, error: type[Exception]) -> None:
-    """Limit (docs/security-model.md, promise 1): the framework parses the model's JSON
-    before any middleware, and its parser raises for arguments some 990 levels deep or
-    holding an integer of more than 4,300 digits, guarded or not: the run ends with that
-    error and nothing runs."""
+    """Held since malformed15 (docs/security-model.md, promise 1): the framework parses the
+    model's JSON before any function middleware, and its parser raises ``error`` for
+    arguments some 990 levels deep or holding an integer of more than 4,300 digits. The
+    guard's chat middleware sees the response first: the call is denied as unreadable,
+    nothing runs and the run goes on to the model's answer. (Unguarded, the run still ends
+    with ``error``.)"""
     RAN.clear()
     client = ScriptedChatClient([
         [Content.from_function_call(call_id="c1", name="echo_any", arguments=arguments)],
         [text("done")]])
+    response = await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))),
+                         "go")
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert "could not be read" in result
+    assert response.text == "done"
+    assert not RAN
+    unguarded = ScriptedChatClient([
+        [Content.from_function_call(call_id="c1", name="echo_any", arguments=arguments)],
+        [text("done")]])
     with pytest.raises(error):
-        await run(agent_with(client, [echo_any], guard(load_text(tmp_path, ECHO_ANY))), "go")
+        await run(agent_with(unguarded, [echo_any], []), "go")
     assert not RAN
 
 

@@ -17,10 +17,12 @@ from guardrails.agent_framework._secrets import (
     SecretProvider,
     SecretUnavailable,
 )
+from guardrails.agent_framework._unreadable import GuardChatMiddleware
 from guardrails.agent_framework.scripted import ScriptedChatClient
 
 __all__ = [
     "EnvironmentSecrets",
+    "GuardChatMiddleware",
     "GuardFunctionMiddleware",
     "GuardRunMiddleware",
     "GuardedToolAbort",

@@ -83,6 +83,8 @@ from guardrails.agent_framework._secrets import (
     unchanged,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
+from guardrails.agent_framework._unreadable import UnreadableArguments
+from guardrails.agent_framework._unreadable import message as unreadable_message
 from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.engine.policy import SecretRef
@@ -320,6 +322,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         raw_call_id = context.metadata.get("call_id")
         call_id = raw_call_id if isinstance(raw_call_id, str) else None
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
+            unreadable = unreadable_message(context.arguments)
+            if unreadable is not None:
+                # GuardChatMiddleware replaced text the framework's parser cannot read: an
+                # input error, decided before anything reads the arguments.
+                span.fail(UnreadableArguments())
+                self._deny_unreadable(context, tool, unreadable)
+                return
             started = time.perf_counter()
             try:
                 plan = await self._plan(context)
@@ -906,6 +915,15 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             values += [v for k, v in plan.entry_arguments.items() if k in names]
             values += [v for k, v in plan.arguments.items() if k in names]
         return self._memory.with_values(values) if values else self._memory
+
+    def _deny_unreadable(self, context: FunctionInvocationContext, tool: str,
+                         why: str) -> None:
+        _log.warning("guardrails: the arguments of a call to %s could not be read; the call "
+                     "was denied", tool)
+        with contextlib.suppress(Exception):
+            history = history_of(session_state(context.session), RUN.get())
+            record(history, tool, {}, "deny", self._history_limit)
+        context.result = f"Error: the call to {tool} was denied by policy. {why}"
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
                               exc: BaseException) -> None:

@@ -1,0 +1,128 @@
+"""Arguments the framework's own JSON parser cannot read, caught before it tries.
+
+The function-invocation loop parses each call's argument text with ``json.loads``
+(``Content.parse_arguments``) before any function middleware runs, and catches only
+``JSONDecodeError`` and ``TypeError``: text nested some 990 levels deep raises
+``RecursionError`` and an integer of more than ``sys.get_int_max_str_digits()`` (4,300)
+digits raises ``ValueError``, and either ends the whole run. A chat middleware runs inside
+that loop, so it sees each model response first: :class:`GuardChatMiddleware` finds such
+text with a scan linear in its length (regular expressions and C-level counting, never a
+parse) and replaces the arguments with :func:`marker` (a small mapping the framework takes
+as it is). The function middleware denies a call carrying the marker (:func:`message`)
+without reading anything else: the tool never runs, the run goes on, and nothing of the
+raw text reaches the model, the logs or the spans.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from itertools import accumulate, count
+from typing import Any
+
+from agent_framework import ChatContext, ChatMiddleware, ChatResponse
+
+__all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments", "marker",
+           "message", "unreadable"]
+
+PARSE_DEPTH = 200
+"""Nesting the guard lets through to the framework's parser: well under the ~990 levels where
+``json.loads`` runs out of stack (less when the host's stack is already deep), far over the
+engine's input bound (``Limits.max_input_depth``, 32), so calls this deep are denied anyway."""
+
+MARKER = "guardrails:unreadable-arguments"
+"""The one key of the replacement arguments. Not a Python identifier, so no function tool
+has such a parameter; a model that writes it itself only gets its own call denied."""
+
+_REASONS = ("depth", "digits")
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string literal (escapes included): brackets and digits inside it do not count. The
+closing quote is optional, so every match ends where its scan ended and the search is linear
+(an unterminated string runs to the end of the text: the framework's parser refuses that
+with a ``JSONDecodeError``, which it handles)."""
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
+
+@functools.lru_cache(maxsize=4)
+def _long_integer(limit: int) -> re.Pattern[str]:
+    """An integer literal of more than ``limit`` digits (not a float's fraction, exponent
+    or integer part: those go to ``float``, which reads any length)."""
+    return re.compile(rf"(?<![\d.eE+-])-?\d{{{limit + 1},}}(?![\d.eE])")
+
+
+def unreadable(text: str) -> str | None:
+    """Why ``json.loads(text)`` would raise something other than a ``JSONDecodeError`` (a
+    reason in ``_REASONS``), else None. Linear in the text's length; short text (fewer
+    brackets than ``PARSE_DEPTH``, fewer characters than the digit limit) is not scanned."""
+    text = str.__str__(text)
+    deep = text.count("[") + text.count("{") > PARSE_DEPTH
+    limit = sys.get_int_max_str_digits()
+    long = 0 < limit < len(text)
+    if not (deep or long):
+        return None
+    bare = _STRING.sub('""', text)
+    if deep:
+        steps = _NOT_BRACKET.sub("", bare).encode("ascii").translate(_STEPS)
+        # Each opener adds 2 and every bracket takes 1: the running sum minus the count
+        # is the nesting depth after each bracket.
+        if max(map(operator.sub, accumulate(steps), count(1)), default=0) > PARSE_DEPTH:
+            return "depth"
+    if long and _long_integer(limit).search(bare) is not None:
+        return "digits"
+    return None
+
+
+class UnreadableArguments(Exception):
+    """What the call's span records (its type only) for a call denied this way."""
+
+
+def marker(reason: str) -> dict[str, str]:
+    """The arguments that replace unreadable ones: JSON data the framework passes on."""
+    return {MARKER: reason}
+
+
+def message(arguments: Any) -> str | None:
+    """The model's explanation for a call whose arguments are the marker, else None.
+
+    Fixed texts only: a forged marker's own value is never quoted back."""
+    if not isinstance(arguments, Mapping) or MARKER not in arguments:
+        return None
+    reason = arguments.get(MARKER)
+    if reason == "depth":
+        why = f"nested deeper than {PARSE_DEPTH} levels"
+    elif reason == "digits":
+        why = f"a number with more than {sys.get_int_max_str_digits():,} digits"
+    else:
+        why = "not JSON the framework can parse"
+    return f"The arguments could not be read: {why}."
+
+
+def _repair(response: ChatResponse) -> ChatResponse:
+    for item in response.messages:
+        for content in item.contents:
+            if content.type == "function_call" and isinstance(content.arguments, str):
+                reason = unreadable(content.arguments)
+                if reason is not None:
+                    content.arguments = marker(reason)
+    return response
+
+
+class GuardChatMiddleware(ChatMiddleware):
+    """Replaces, in every model response, the arguments the framework cannot parse.
+
+    Streaming: on the finished response the loop executes (the updates may split the
+    arguments anywhere, so only the whole text can be judged); the updates the caller sees
+    stream on as the model wrote them."""
+
+    async def process(self, context: ChatContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        if context.stream:
+            context.stream_result_hooks.append(_repair)
+        await call_next()
+        if not context.stream and isinstance(context.result, ChatResponse):
+            _repair(context.result)

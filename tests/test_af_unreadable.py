@@ -1,0 +1,246 @@
+"""Arguments the framework's own parser cannot read never end a guarded run (promise 1).
+
+The function-invocation loop runs ``json.loads`` on the model's argument text before any
+function middleware; it raises ``RecursionError`` past ~990 levels and ``ValueError`` for an
+integer of more than 4,300 digits. ``GuardChatMiddleware`` (one of ``guard()``'s list) sees
+each response first and replaces such arguments; the function middleware denies the call.
+All in the real loop, streaming and not, with the framework's own parser as the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import AgentSession, Content, tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import guardrails
+from guardrails.agent_framework import (
+    GuardChatMiddleware,
+    GuardFunctionMiddleware,
+    GuardRunMiddleware,
+    ScriptedChatClient,
+    guard,
+)
+from guardrails.agent_framework._unreadable import MARKER, PARSE_DEPTH, unreadable
+from guardrails.agent_framework.scripted import call, result_text, text
+from tests.af_support import STREAMING, agent_with, load_text, run
+
+RAN: list[Any] = []
+
+POLICY = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: open}
+spec:
+  match: {tools: ["echo_any", "note"]}
+  rules:
+    - {name: never, when: 'false', action: deny}
+"""
+
+
+@tool(name="echo_any")
+def echo_any(text: Any) -> str:
+    """Runs with whatever it is given."""
+    RAN.append(("echo_any", text))
+    return "ran"
+
+
+@tool(name="note")
+def note(text: str) -> str:
+    """A well-formed neighbour."""
+    RAN.append(("note", text))
+    return f"noted {text}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> Any:
+    RAN.clear()
+    yield
+    RAN.clear()
+
+
+SECRETISH = "RAWTEXT-marker-7f3a"
+"""Written into every hostile argument: it must never come back to the model."""
+
+DEEP = '{"text": ["' + SECRETISH + '", ' + "[" * 5000 + "1" + "]" * 5000 + "]}"
+LONG_INT = '{"text": {"a": "' + SECRETISH + '", "b": [1, -' + "9" * 5000 + "]}}"
+HOSTILE = pytest.mark.parametrize(("arguments", "why"), [
+    (DEEP, f"nested deeper than {PARSE_DEPTH} levels"),
+    (LONG_INT, "a number with more than 4,300 digits"),
+], ids=["deep", "long-integer"])
+
+
+def _raw(name: str, arguments: str, call_id: str = "c1") -> Content:
+    return Content.from_function_call(call_id=call_id, name=name, arguments=arguments)
+
+
+def _framework_parses(arguments: str) -> bool:
+    """The oracle: does the framework's own parser return without raising?"""
+    try:
+        _raw("echo_any", arguments).parse_arguments()
+    except (RecursionError, ValueError):
+        return False
+    return True
+
+
+def test_guard_returns_the_three_middleware() -> None:
+    """The list's shape is part of the public contract (docs/integration.md)."""
+    run_mw, fn_mw, chat_mw = guard(guardrails.PolicySet([], revision="empty"))
+    assert isinstance(run_mw, GuardRunMiddleware)
+    assert isinstance(fn_mw, GuardFunctionMiddleware)
+    assert isinstance(chat_mw, GuardChatMiddleware)
+
+
+@STREAMING
+@HOSTILE
+async def test_unreadable_arguments_are_denied_and_the_run_goes_on(
+        tmp_path: Path, stream: bool, arguments: str, why: str) -> None:
+    assert not _framework_parses(arguments)  # the attack is real on this framework
+    client = ScriptedChatClient([[_raw("echo_any", arguments)], [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=stream)
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert result == ("Error: the call to echo_any was denied by policy. "
+                      f"The arguments could not be read: {why}.")
+    assert not RAN
+    assert response.text == "final answer"
+    assert SECRETISH not in client.model_saw()  # nothing of the raw text is quoted back
+
+
+@STREAMING
+@HOSTILE
+async def test_a_valid_call_in_the_same_batch_still_runs(
+        tmp_path: Path, stream: bool, arguments: str, why: str) -> None:
+    client = ScriptedChatClient([
+        [_raw("echo_any", arguments, "bad"), call("note", "good", text="hello")],
+        [text("final answer")]])
+    agent = agent_with(client, [echo_any, note], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=stream)
+    results = {r.call_id: result_text(r) for r in client.tool_results()}
+    assert "could not be read" in results["bad"] and why in results["bad"]
+    assert results["good"] == "noted hello"
+    assert RAN == [("note", "hello")]
+    assert response.text == "final answer"
+
+
+async def test_arguments_streamed_in_pieces_are_judged_whole(tmp_path: Path) -> None:
+    """A real provider streams the argument text in fragments, each harmless alone: the
+    streamed response joins them, and the whole text is judged."""
+    pieces = [DEEP[i:i + 700] for i in range(0, len(DEEP), 700)]
+    first = Content.from_function_call(call_id="c1", name="echo_any", arguments=pieces[0])
+    rest = [Content.from_function_call(call_id="c1", name="", arguments=p) for p in pieces[1:]]
+    client = ScriptedChatClient([[first, *rest], [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=True)
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert "could not be read" in result
+    assert not RAN and response.text == "final answer"
+
+
+@STREAMING
+async def test_the_run_continues_with_a_session_over_several_turns(tmp_path: Path,
+                                                                   stream: bool) -> None:
+    """The replaced arguments go into the history the model is sent next (JSON data)."""
+    client = ScriptedChatClient([
+        [_raw("echo_any", LONG_INT)], [_raw("echo_any", DEEP)],
+        [call("note", "n", text="fine")], [text("final answer")]])
+    agent = agent_with(client, [echo_any, note], guard(load_text(tmp_path, POLICY)))
+    session = AgentSession()
+    response = await run(agent, "go", stream=stream, session=session)
+    assert RAN == [("note", "fine")]
+    assert response.text == "final answer"
+    assert SECRETISH not in client.model_saw(own_calls=True)
+    json.dumps(session.to_dict(), default=str)
+
+
+@STREAMING
+async def test_a_forged_marker_is_denied_with_a_fixed_text(tmp_path: Path,
+                                                           stream: bool) -> None:
+    """A model writing the marker itself only gets its own call denied; its value is never
+    quoted back."""
+    forged = json.dumps({MARKER: SECRETISH})
+    client = ScriptedChatClient([[_raw("echo_any", forged)], [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    await run(agent, "go", stream=stream)
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert result.endswith("The arguments could not be read: not JSON the framework can parse.")
+    assert not RAN and SECRETISH not in client.model_saw()
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"text": "' + "[" * 5000 + '"}',                         # brackets inside a string
+    '{"text": "' + "9" * 5000 + '"}',                         # digits inside a string
+    '{"text": "\\"' + "[" * 5000 + '"}',                      # after an escaped quote
+    '{"text": "' + '\\"[' * 5000,                           # never closed: not JSON
+    '{"text": "' + "\\\n[" * 5000 + '"}',                     # escaped newlines: not JSON
+    '{"text": ' + "9" * 5000 + ".5}",                         # a float: any length reads
+    '{"text": 0.' + "9" * 5000 + "}",                         # a long fraction
+    '{"text": 1e' + "9" * 5000 + "}",                         # a long exponent
+    '{"text": ' + "[" * (PARSE_DEPTH - 1) + "]" * (PARSE_DEPTH - 1) + "}",  # at the bound
+    '{"text": [' + "[1], " * 3000 + "1]}",                      # many brackets, shallow
+    '{"text": ' + "9" * 4300 + "}",                           # at the digit limit
+])
+async def test_what_the_parser_reads_is_left_alone(tmp_path: Path, arguments: str) -> None:
+    """No false positive: these parse, so the chat middleware leaves them as they are (the
+    function middleware then decides on them as on any other)."""
+    assert unreadable(arguments) is None
+    assert _framework_parses(arguments)
+    client = ScriptedChatClient([[_raw("echo_any", arguments)], [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go")
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert "could not be read" not in result
+    assert response.text == "final answer"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=False,
+                                                                          allow_infinity=False)
+    | st.text(alphabet='[]{}"\\9e.-x', max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.text(alphabet='[]{}"\\9', max_size=5), inner, max_size=3),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, depth=st.integers(0, 5000), digits=st.integers(1, 6000),
+       wrap=st.sampled_from(["[", "{\"k\": "]), where=st.sampled_from(["deep", "int", "none"]))
+def test_the_scan_agrees_with_the_frameworks_parser(value: Any, depth: int, digits: int,
+                                                    wrap: str, where: str) -> None:
+    """Differential: the scan says unreadable exactly when the framework's parser raises
+    (within the margin of ``PARSE_DEPTH``: anything deeper is flagged, and denied by the
+    engine's input bound anyway), on generated JSON holding hostile strings, deep wrappers
+    and long integers."""
+    inner = json.dumps(value)
+    if where == "int":
+        inner = f"[{inner}, -{'9' * digits}]"
+    if where == "deep":
+        close = "]" if wrap == "[" else "}"
+        inner = wrap * depth + inner + close * depth
+    arguments = '{"text": ' + inner + "}"
+    reason = unreadable(arguments)
+    limit = sys.get_int_max_str_digits()
+    text_depth = 1 + (depth if where == "deep" else 0) + _depth(value) + (where == "int")
+    expected = None
+    if text_depth > PARSE_DEPTH:
+        expected = "depth"
+    elif where == "int" and digits > limit:
+        expected = "digits"
+    assert reason == expected
+    if reason is None:
+        assert _framework_parses(arguments)
+    elif reason == "digits" or text_depth > sys.getrecursionlimit():  # (the stack runs out)
+        assert not _framework_parses(arguments)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
