@@ -233,6 +233,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_EQ_TYPES": std.FAST_EQ_TYPES,
     "_FLAT_EQ_TYPES": std.FLAT_EQ_TYPES,
     "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES,
+    "_NUMS": std.NUMBER_TYPES,
     "_comparison_cost": std.comparison_cost,
     "_lookup_cost": std.lookup_cost,
     "_membership_cost": std.membership_cost,
@@ -716,6 +717,10 @@ class _Gen:
             self.emit(f"if type({left}) is type({right}) in {kinds} or type({left}) is "
                       f"type({right}) is _str and len({left}) < {self.const(std.COMPARE_CHARS)}:")
             self.emit(f"    {t} = {left} {op} {right}")
+            # Numbers of two types (an int argument against a double param): nothing to
+            # charge (``comparison_cost`` is 0), so no meter call, as on closures.
+            self.emit(f"elif type({left}) in _NUMS and type({right}) in _NUMS:")
+            self.emit(f"    {t} = {helper}({left}, {right})")
             self.emit("else:")
             self.emit(f"    _charge_call(b, _comparison_cost({left}, {right}), "
                       f"{self.const(self.max_cost)})")

@@ -50,6 +50,8 @@ _DT: Final = datetime.datetime
 _TD: Final = datetime.timedelta
 _NONE: Final = type(None)
 _NUM: Final = frozenset({int, float, UInt})
+NUMBER_TYPES: Final = _NUM
+"""The number types (int, double, uint): two of them compare without reading anything."""
 _SEQ: Final = frozenset({list, tuple})
 _PRIM: Final = frozenset({int, float, UInt, str, bytes, bool, _NONE})
 _SAME_EQ: Final = _PRIM | {CelType, _DT, _TD}
