@@ -172,6 +172,33 @@ async def test_a_forged_marker_is_denied_with_a_fixed_text(tmp_path: Path,
     assert not RAN and SECRETISH not in client.model_saw()
 
 
+_N = "9" * 4301
+"""One digit over the limit: the forms below are integers to the parser (``_json.c`` reads a
+float only when ``.`` is followed by a digit or ``e``/``E`` by an optional sign and a digit),
+so each raised ValueError out of the run before the scan's lookahead followed that rule."""
+
+
+@STREAMING
+@pytest.mark.parametrize("arguments", [
+    '{"text": ' + _N + ".}",                                # a dot and no fraction
+    '{"text": [' + _N + ".x]}",
+    '{"text": [' + _N + "e]}",                              # an e and no exponent digits
+    '{"text": [-' + _N + "E+]}",
+    '{"text": [' + _N + "e-x]}",
+    '{"text": [' + _N + "\u0663]}",                        # a non-ASCII digit after it
+], ids=["dot", "dot-x", "e", "E-plus", "e-minus-x", "arabic-digit"])
+async def test_a_long_integer_before_a_dot_or_e_without_digits_is_caught(
+        tmp_path: Path, stream: bool, arguments: str) -> None:
+    assert not _framework_parses(arguments)  # the attack is real on this framework
+    assert unreadable(arguments) == "digits"
+    client = ScriptedChatClient([[_raw("echo_any", arguments)], [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=stream)
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert result.endswith("a number with more than 4,300 digits.")
+    assert not RAN and response.text == "final answer"
+
+
 @pytest.mark.parametrize("arguments", [
     '{"text": "' + "[" * 5000 + '"}',                         # brackets inside a string
     '{"text": "' + "9" * 5000 + '"}',                         # digits inside a string
@@ -181,6 +208,7 @@ async def test_a_forged_marker_is_denied_with_a_fixed_text(tmp_path: Path,
     '{"text": ' + "9" * 5000 + ".5}",                         # a float: any length reads
     '{"text": 0.' + "9" * 5000 + "}",                         # a long fraction
     '{"text": 1e' + "9" * 5000 + "}",                         # a long exponent
+    '{"text": [' + "9" * 5000 + "e5, " + "9" * 5000 + "E-5]}",  # a float's integer part
     '{"text": ' + "[" * (PARSE_DEPTH - 1) + "]" * (PARSE_DEPTH - 1) + "}",  # at the bound
     '{"text": [' + "[1], " * 3000 + "1]}",                      # many brackets, shallow
     '{"text": ' + "9" * 4300 + "}",                           # at the digit limit

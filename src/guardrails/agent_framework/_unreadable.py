@@ -51,8 +51,13 @@ _STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 @functools.lru_cache(maxsize=4)
 def _long_integer(limit: int) -> re.Pattern[str]:
     """An integer literal of more than ``limit`` digits (not a float's fraction, exponent
-    or integer part: those go to ``float``, which reads any length)."""
-    return re.compile(rf"(?<![\d.eE+-])-?\d{{{limit + 1},}}(?![\d.eE])")
+    or integer part: those go to ``float``, which reads any length).
+
+    The lookahead is the parser's own rule (``_json.c`` ``_match_number``): a run of digits
+    is a float's integer part only when a ``.`` *and a digit* or an ``e``/``E``, an optional
+    sign *and a digit* follow; ``123...9.`` or ``123...9e]`` is an integer, which ``int``
+    refuses. ASCII digits only, as the parser reads them."""
+    return re.compile(rf"(?<![0-9.eE+-])-?[0-9]{{{limit + 1},}}(?![0-9]|\.[0-9]|[eE][+-]?[0-9])")
 
 
 def unreadable(text: str) -> str | None:
