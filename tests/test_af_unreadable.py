@@ -172,6 +172,40 @@ async def test_a_forged_marker_is_denied_with_a_fixed_text(tmp_path: Path,
     assert not RAN and SECRETISH not in client.model_saw()
 
 
+def _stack_depth() -> int:
+    frame: Any = sys._getframe(1)
+    used = 0
+    while frame is not None:
+        used += 1
+        frame = frame.f_back
+    return used
+
+
+@STREAMING
+@pytest.mark.parametrize("nesting", [150, PARSE_DEPTH - 1])
+async def test_a_host_with_a_lowered_recursion_limit_keeps_its_run(
+        tmp_path: Path, stream: bool, nesting: int) -> None:
+    """CPython 3.11 counts the parser's nesting against the host's recursion limit together
+    with the frames below it: with the limit 140 frames above the test's own stack, text
+    under ``PARSE_DEPTH`` levels ended the run with ``RecursionError`` before the bound
+    followed the stack. A shallow call in the same batch still runs."""
+    arguments = '{"text": ' + "[" * nesting + "]" * nesting + "}"
+    client = ScriptedChatClient([
+        [_raw("echo_any", arguments, "bad"), call("note", "good", text="hello")],
+        [text("final answer")]])
+    agent = agent_with(client, [echo_any, note], guard(load_text(tmp_path, POLICY)))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + 140)
+    try:
+        response = await run(agent, "go", stream=stream)
+    finally:
+        sys.setrecursionlimit(old)
+    results = {r.call_id: result_text(r) for r in client.tool_results()}
+    assert "could not be read" in results["bad"]
+    assert results["good"] == "noted hello"
+    assert RAN == [("note", "hello")] and response.text == "final answer"
+
+
 _N = "9" * 4301
 """One digit over the limit: the forms below are integers to the parser (``_json.c`` reads a
 float only when ``.`` is followed by a digit or ``e``/``E`` by an optional sign and a digit),

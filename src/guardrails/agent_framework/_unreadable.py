@@ -37,6 +37,10 @@ MARKER = "guardrails:unreadable-arguments"
 """The one key of the replacement arguments. Not a Python identifier, so no function tool
 has such a parameter; a model that writes it itself only gets its own call denied."""
 
+_SLACK = 50
+"""Frames the loop's parse may run deeper than the scan (measured: it runs some 15-20
+shallower, streaming or not)."""
+
 _REASONS = ("depth", "digits")
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
@@ -60,12 +64,30 @@ def _long_integer(limit: int) -> re.Pattern[str]:
     return re.compile(rf"(?<![0-9.eE+-])-?[0-9]{{{limit + 1},}}(?![0-9]|\.[0-9]|[eE][+-]?[0-9])")
 
 
-def unreadable(text: str) -> str | None:
+def parse_depth() -> int:
+    """The nesting the framework's parser can take on a stack as deep as this one:
+    ``PARSE_DEPTH``, or less when the host lowered the recursion limit or runs the loop on a
+    stack already deep. On CPython 3.11 the parser's C recursion counts against
+    ``sys.getrecursionlimit()`` together with the Python frames below it: a host limit of
+    200 let 199 levels through and ended the run with ``RecursionError``."""
+    frame: Any = sys._getframe()
+    used = 0
+    while frame is not None:
+        used += 1
+        frame = frame.f_back
+    return max(0, min(PARSE_DEPTH, sys.getrecursionlimit() - used - _SLACK))
+
+
+def unreadable(text: str, depth: int | None = None) -> str | None:
     """Why ``json.loads(text)`` would raise something other than a ``JSONDecodeError`` (a
     reason in ``_REASONS``), else None. Linear in the text's length; short text (fewer
-    brackets than ``PARSE_DEPTH``, fewer characters than the digit limit) is not scanned."""
+    brackets than the nesting ``depth`` allowed, :func:`parse_depth` unless given, fewer
+    characters than the digit limit) is not scanned."""
     text = str.__str__(text)
-    deep = text.count("[") + text.count("{") > PARSE_DEPTH
+    brackets = text.count("[") + text.count("{")
+    if depth is None:
+        depth = parse_depth() if brackets else PARSE_DEPTH
+    deep = brackets > depth
     limit = sys.get_int_max_str_digits()
     long = 0 < limit < len(text)
     if not (deep or long):
@@ -75,7 +97,7 @@ def unreadable(text: str) -> str | None:
         steps = _NOT_BRACKET.sub("", bare).encode("ascii").translate(_STEPS)
         # Each opener adds 2 and every bracket takes 1: the running sum minus the count
         # is the nesting depth after each bracket.
-        if max(map(operator.sub, accumulate(steps), count(1)), default=0) > PARSE_DEPTH:
+        if max(map(operator.sub, accumulate(steps), count(1)), default=0) > depth:
             return "depth"
     if long and _long_integer(limit).search(bare) is not None:
         return "digits"
@@ -108,10 +130,13 @@ def message(arguments: Any) -> str | None:
 
 
 def _repair(response: ChatResponse) -> ChatResponse:
+    depth: int | None = None
     for item in response.messages:
         for content in item.contents:
             if content.type == "function_call" and isinstance(content.arguments, str):
-                reason = unreadable(content.arguments)
+                if depth is None:
+                    depth = parse_depth()
+                reason = unreadable(content.arguments, depth)
                 if reason is not None:
                     content.arguments = marker(reason)
     return response
