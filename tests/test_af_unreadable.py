@@ -206,6 +206,38 @@ async def test_a_host_with_a_lowered_recursion_limit_keeps_its_run(
     assert RAN == [("note", "hello")] and response.text == "final answer"
 
 
+@STREAMING
+@pytest.mark.parametrize("arguments", [[1, 2], 5, True, b"ab", ("a",), [["text"]]],
+                         ids=["list", "int", "bool", "bytes", "tuple", "short-pair"])
+async def test_arguments_delivered_parsed_but_not_a_mapping_are_denied(
+        tmp_path: Path, stream: bool, arguments: Any) -> None:
+    """A chat client may hand over arguments it parsed itself: the loop's
+    ``dict(parse_arguments())`` raised TypeError or ValueError on a list of numbers, a number,
+    bytes, and ended the run."""
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="bad", name="echo_any", arguments=arguments),
+         call("note", "good", text="hello")], [text("final answer")]])
+    agent = agent_with(client, [echo_any, note], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=stream)
+    results = {r.call_id: result_text(r) for r in client.tool_results()}
+    assert results["bad"].endswith("The arguments could not be read: not a JSON object.")
+    assert results["good"] == "noted hello"
+    assert RAN == [("note", "hello")] and response.text == "final answer"
+
+
+@pytest.mark.parametrize("arguments", [[["text", "x"]], (("text", "x"),)])
+async def test_a_list_of_pairs_is_left_to_the_framework(tmp_path: Path,
+                                                        arguments: Any) -> None:
+    """The framework reads a list of pairs as the mapping it spells: no rewrite, and the
+    policy decides on what runs."""
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="c1", name="echo_any", arguments=arguments)],
+        [text("final answer")]])
+    agent = agent_with(client, [echo_any], guard(load_text(tmp_path, POLICY)))
+    await run(agent, "go")
+    assert RAN == [("echo_any", "x")]
+
+
 _N = "9" * 4301
 """One digit over the limit: the forms below are integers to the parser (``_json.c`` reads a
 float only when ``.`` is followed by a digit or ``e``/``E`` by an optional sign and a digit),

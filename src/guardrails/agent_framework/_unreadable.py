@@ -41,7 +41,7 @@ _SLACK = 50
 """Frames the loop's parse may run deeper than the scan (measured: it runs some 15-20
 shallower, streaming or not)."""
 
-_REASONS = ("depth", "digits")
+_REASONS = ("depth", "digits", "object")
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 """A JSON string literal (escapes included): brackets and digits inside it do not count. The
@@ -124,21 +124,43 @@ def message(arguments: Any) -> str | None:
         why = f"nested deeper than {PARSE_DEPTH} levels"
     elif reason == "digits":
         why = f"a number with more than {sys.get_int_max_str_digits():,} digits"
+    elif reason == "object":
+        why = "not a JSON object"
     else:
         why = "not JSON the framework can parse"
     return f"The arguments could not be read: {why}."
+
+
+def _no_mapping(arguments: Any) -> bool:
+    """Arguments a chat client delivered already parsed that the loop's
+    ``dict(content.parse_arguments() or {})`` cannot turn into a mapping (a list of numbers, a
+    number, bytes): ``TypeError`` or ``ValueError`` there ended the run. Empty ones read as
+    ``{}`` and a list of pairs as the mapping it spells; both are left to the framework."""
+    if arguments is None or isinstance(arguments, (str, Mapping)) or not arguments:
+        return False
+    if isinstance(arguments, (list, tuple)):
+        try:
+            dict(arguments)
+        except (TypeError, ValueError):
+            return True
+        return False
+    return True
 
 
 def _repair(response: ChatResponse) -> ChatResponse:
     depth: int | None = None
     for item in response.messages:
         for content in item.contents:
-            if content.type == "function_call" and isinstance(content.arguments, str):
+            if content.type != "function_call":
+                continue
+            if isinstance(content.arguments, str):
                 if depth is None:
                     depth = parse_depth()
                 reason = unreadable(content.arguments, depth)
                 if reason is not None:
                     content.arguments = marker(reason)
+            elif _no_mapping(content.arguments):
+                content.arguments = marker("object")
     return response
 
 
