@@ -338,3 +338,22 @@ def _depth(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + max((_depth(v) for v in value.values()), default=0)
     return 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(before=st.text(alphabet="0123456789.eE+- ,[", max_size=6),
+       after=st.text(alphabet="0123456789.eE+- ,]x\u0663", max_size=6),
+       digits=st.integers(4295, 4310), key=st.booleans())
+def test_every_long_integer_the_parser_refuses_is_found(before: str, after: str, digits: int,
+                                                        key: bool) -> None:
+    """Differential on the text around a long run of digits (signs, dots, exponents, spaces,
+    a non-ASCII digit): whenever the framework's parser raises on it, the scan says so. (The
+    converse may fail only on text that is no JSON at all, ``[0999...`` say, which the parser
+    refuses with a JSONDecodeError and the framework would not run either.)"""
+    body = before + "9" * digits + after
+    arguments = ('{"text": ' if key else "[") + body + ("}" if key else "]")
+    if not _framework_parses(arguments):
+        assert unreadable(arguments) == "digits"
+    if unreadable(arguments) is not None:
+        with pytest.raises(ValueError):
+            json.loads(arguments)
