@@ -35,7 +35,9 @@ engine's input bound (``Limits.max_input_depth``, 32), so calls this deep are de
 
 MARKER = "guardrails:unreadable-arguments"
 """The one key of the replacement arguments. Not a Python identifier, so no function tool
-has such a parameter; a model that writes it itself only gets its own call denied."""
+has such a parameter; a model that writes it itself only gets its own call denied (beside
+arguments that validate, the framework drops it as an unknown key before any middleware, and
+the call is decided on the rest like any other)."""
 
 _SLACK = 50
 """Frames the loop's parse may run deeper than the scan (measured: it runs some 15-20
