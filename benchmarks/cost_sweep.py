@@ -33,20 +33,20 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))
 
 from agent_framework import (  # noqa: E402
     Agent,
     AgentSession,
-    FunctionInvocationContext,
-    FunctionMiddleware,
     FunctionTool,
 )
+from worst_case import TimedGuard  # noqa: E402
 
 import guardrails  # noqa: E402
 from guardrails.agent_framework import GuardFunctionMiddleware, ScriptedChatClient, guard  # noqa: E402
@@ -309,32 +309,6 @@ _SWEEP_TOOL = FunctionTool(func=_accept, name="t", description="Accepts any JSON
                                         "additionalProperties": True})
 
 
-class _Timed(FunctionMiddleware):
-    """The guard's function middleware, timed from its entry, minus ``call_next``."""
-
-    def __init__(self, inner: GuardFunctionMiddleware) -> None:
-        self.inner = inner
-        self.samples: list[float] = []
-
-    async def process(self, context: FunctionInvocationContext,
-                      call_next: Callable[[], Awaitable[None]]) -> None:
-        inside = 0.0
-
-        async def timed_next() -> None:
-            nonlocal inside
-            t0 = time.thread_time()
-            try:
-                await call_next()
-            finally:
-                inside += time.thread_time() - t0
-
-        t0 = time.thread_time()
-        try:
-            await self.inner.process(context, timed_next)
-        finally:
-            self.samples.append(time.thread_time() - t0 - inside)
-
-
 def _guard_cost(policies: guardrails.PolicySet, args: dict[str, Any]) -> float:
     """CPU seconds inside the guard for the call in the real loop, plain and streaming: the
     larger."""
@@ -342,7 +316,7 @@ def _guard_cost(policies: guardrails.PolicySet, args: dict[str, Any]) -> float:
     for stream in (False, True):
         run_mw, fn_mw, _chat_mw = guard(policies)
         assert isinstance(fn_mw, GuardFunctionMiddleware)
-        timed = _Timed(fn_mw)
+        timed = TimedGuard(fn_mw)
         client = ScriptedChatClient([[call("t", **args)], [text("done")]])
         agent = Agent(client=client, tools=[_SWEEP_TOOL], middleware=[run_mw, timed])
 

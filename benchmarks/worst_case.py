@@ -192,8 +192,9 @@ def submit(payload: Any = None, **extra: Any) -> str:
     return "ok " + _near_misses(200 * KB)  # a large result full of near-matches to scrub
 
 
-class _Timed(FunctionMiddleware):
-    """The guard's function middleware, timed from its entry, minus ``call_next``."""
+class TimedGuard(FunctionMiddleware):
+    """The guard's function middleware, timed from its entry, minus ``call_next`` (CPU of
+    this thread). ``benchmarks/cost_sweep.py`` times its cases with it too."""
 
     def __init__(self, inner: GuardFunctionMiddleware) -> None:
         self.inner = inner
@@ -225,7 +226,7 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
     calls with the same arguments (the guard keeps 50)."""
     run_mw, fn_mw, _chat_mw = guard(policies, principal=PRINCIPAL, tracer_provider=provider)
     assert isinstance(fn_mw, GuardFunctionMiddleware)
-    timed = _Timed(fn_mw)
+    timed = TimedGuard(fn_mw)
     # The session's history as full as the guard keeps it: ``history`` entries, each what
     # the guard records of a call with these arguments (bounded, scrubbed).
     kept, truncated = redacted(args, frozenset(), Scrubber((), policies.redact))
