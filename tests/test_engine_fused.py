@@ -101,7 +101,7 @@ def unfused(ps: guardrails.PolicySet, tool: str) -> Candidates:
     """The tool's candidates with the fused functions taken away (rules one by one)."""
     found = Candidates(ps._candidates(tool).policies)
     assert found.plan is not None
-    object.__setattr__(found, "plan", tuple((*e[:4], None, *e[5:]) for e in found.plan))
+    object.__setattr__(found, "plan", tuple(e._replace(fused=None) for e in found.plan))
     return found
 
 

@@ -481,16 +481,31 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
 Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
-Plan = tuple[tuple[CompiledPolicy, Run | None, tuple[tuple[Run, CompiledRule], ...],
-                   dict[int, FiredRule], FusedRun | None, Mapping[str, Any],
-                   Mapping[str, Any] | None, bool, Effect], ...]
-"""The candidates as the common-case path runs them: each policy with its ``match.when``
-function and its rules' functions, looked up once per tool instead of once per call, the
-records of its rules with a static message that fired when there was nothing to scrub,
-by ``id(rule)`` (a record is immutable: every later such call shares it), all its
-rules as one function (``CompiledPolicy.fused``) when it has one, and what the rules
-step reads of the policy: its params, its variables' programs (None without variables),
-whether it enforces (not audit) and its default action."""
+class PlanEntry(NamedTuple):
+    """One candidate policy as the common-case path (``decide``) runs it, looked up once
+    per tool instead of once per call."""
+
+    policy: CompiledPolicy
+    when: Run | None
+    """Its ``match.when`` function."""
+    rules: tuple[tuple[Run, CompiledRule], ...]
+    """Its rules' functions, each with its rule."""
+    statics: dict[int, FiredRule]
+    """The records of its rules with a static message that fired when there was nothing to
+    scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
+    fused: FusedRun | None
+    """All its rules as one function (``CompiledPolicy.fused``), when it has one."""
+    params: Mapping[str, Any]
+    programs: Mapping[str, Any] | None
+    """Its variables' programs; None without variables."""
+    enforce: bool
+    """Not in audit mode."""
+    default: Effect
+    """Its default action."""
+
+
+Plan = tuple[PlanEntry, ...]
+"""The candidates as the common-case path runs them."""
 
 
 @dataclass(frozen=True)
@@ -547,12 +562,12 @@ class Candidates:
         if ps and not self.counts and "@provenance" not in self.names and all(
                 p.selector is None for p in ps):
             generate_pending()  # the functions looked up below are the generated ones
-            plan = tuple((p, None if p.when is None else p.when.program.evaluate,
-                          tuple((r.when.program.evaluate, r) for r in p.rules), {},
-                          None if p.fused is None else p.fused.run, p.params,
-                          p.variable_programs if p.variables else None, not p.audit,
-                          p.default_action)
-                         for p in ps)
+            plan = tuple(PlanEntry(
+                p, None if p.when is None else p.when.program.evaluate,
+                tuple((r.when.program.evaluate, r) for r in p.rules), {},
+                None if p.fused is None else p.fused.run, p.params,
+                p.variable_programs if p.variables else None, not p.audit, p.default_action)
+                for p in ps)
         object.__setattr__(self, "plan", plan)
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
@@ -703,18 +718,18 @@ def decide(call: Call, candidates: Candidates, revision: str,
     clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
-    matched: Plan | list[Any] = plan
+    matched: Plan | list[PlanEntry] = plan
     policies: Sequence[CompiledPolicy] = candidates.policies
     if candidates.conditional:
         agent = call.agent
         matched = []
         for entry in plan:
-            policy, when = entry[0], entry[1]
+            policy, when = entry.policy, entry.when
             if agent is not None and policy.agents and not policy.matches_agent(agent):
                 continue
             if when is None or _matches(policy, when, base, None, scrub, errors, None):
                 matched.append(entry)
-        policies = [entry[0] for entry in matched]
+        policies = [entry.policy for entry in matched]
 
     # 2. repairs
     if candidates.repairs:
@@ -790,11 +805,7 @@ def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, Fired
     for i, value, exc in hits:
         rule = rules[i]
         if exc is None and value is True:
-            hit = statics.get(id(rule)) if clean else None
-            if hit is None:
-                hit = _fired_rule(policy, rule, bindings, scrub, errors)
-                if clean and rule.message_expression is None:
-                    statics[id(rule)] = hit
+            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
         else:
             if exc is None:
                 exc = _not_bool(value)
@@ -831,13 +842,22 @@ def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ..
             if hit is None:
                 continue
         else:
-            hit = statics.get(id(rule)) if clean else None
-            if hit is None:
-                hit = _fired_rule(policy, rule, bindings, scrub, errors)
-                if clean and rule.message_expression is None:
-                    statics[id(rule)] = hit
+            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
         fired.append(hit)
         acted.append(hit.action)
+
+
+def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, statics: dict[int, FiredRule],
+                  clean: bool, bindings: Mapping[str, Any], scrub: Scrubber,
+                  errors: list[EvaluationError]) -> FiredRule:
+    """The record of a rule that fired: with nothing to scrub (``clean``), a static-message
+    rule's one shared record (see ``PlanEntry.statics``)."""
+    hit = statics.get(id(rule)) if clean else None
+    if hit is None:
+        hit = _fired_rule(policy, rule, bindings, scrub, errors)
+        if clean and rule.message_expression is None:
+            statics[id(rule)] = hit
+    return hit
 
 
 def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
