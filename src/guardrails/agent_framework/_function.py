@@ -920,9 +920,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                          why: str) -> None:
         _log.warning("guardrails: the arguments of a call to %s could not be read; the call "
                      "was denied", tool)
-        with contextlib.suppress(Exception):
-            history = history_of(session_state(context.session), RUN.get())
-            record(history, tool, {}, "deny", self._history_limit)
+        self._record_blocked(context, tool)
         context.result = f"Error: the call to {tool} was denied by policy. {why}"
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
@@ -935,11 +933,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 reason = self._memory(f"{type(exc).__name__}: {exc}")
         _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
                    tool, reason)
+        self._record_blocked(context, tool)
+        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
+                          "so it was blocked.")
+
+    def _record_blocked(self, context: FunctionInvocationContext, tool: str) -> None:
+        """A call blocked before its arguments could be read (or trusted): history keeps
+        that it was denied, none of its arguments. Best effort: the block stands anyway."""
         with contextlib.suppress(Exception):
             history = history_of(session_state(context.session), RUN.get())
             record(history, tool, {}, "deny", self._history_limit)
-        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
-                          "so it was blocked.")
 
     def _record(self, context: FunctionInvocationContext, plan: _Plan, effect: str,
                 scrub: Scrubber) -> dict[str, Any] | None:
