@@ -493,8 +493,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if validated is not None:
             seen = json_view(validated)
             decision = decide(seen)
-            if self._injected_names(policies, decision) & validated.keys():
-                validated = self._without_injected(policies, validated, decision)
+            injected = self._injected_names(policies, decision)
+            if injected & validated.keys():
+                validated = _without(validated, injected)
                 seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
@@ -547,13 +548,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             else candidate)
         if validated is None or not injected:
             return validated
-        return {k: v for k, v in validated.items() if k not in injected}
-
-    def _without_injected(self, policies: PolicySet, arguments: dict[str, Any],
-                          decision: Decision) -> dict[str, Any]:
-        """``arguments`` without those the guard injects: the model's value never runs."""
-        names = self._injected_names(policies, decision)
-        return {k: v for k, v in arguments.items() if k not in names} if names else arguments
+        return _without(validated, injected)
 
     def _injected_names(self, policies: PolicySet, decision: Decision) -> frozenset[str]:
         return self._injects_of(policies, decision)[1]
@@ -1016,6 +1011,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _without(arguments: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:
+    """``arguments`` without those the guard injects: the model's value never runs."""
+    return {k: v for k, v in arguments.items() if k not in injected}
 
 
 def _memories_of(guards: Sequence[GuardFunctionMiddleware]) -> Callable[[str], str]:
