@@ -493,8 +493,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if validated is not None:
             seen = json_view(validated)
             decision = decide(seen)
-            if self._injected_names(policies, decision) & validated.keys():
-                validated = self._without_injected(policies, validated, decision)
+            injected = self._injected_names(policies, decision)
+            if injected & validated.keys():
+                validated = _without(validated, injected)
                 seen = json_view(validated)
         else:
             decision = decide(json_view(entry))
@@ -547,13 +548,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             else candidate)
         if validated is None or not injected:
             return validated
-        return {k: v for k, v in validated.items() if k not in injected}
-
-    def _without_injected(self, policies: PolicySet, arguments: dict[str, Any],
-                          decision: Decision) -> dict[str, Any]:
-        """``arguments`` without those the guard injects: the model's value never runs."""
-        names = self._injected_names(policies, decision)
-        return {k: v for k, v in arguments.items() if k not in names} if names else arguments
+        return _without(validated, injected)
 
     def _injected_names(self, policies: PolicySet, decision: Decision) -> frozenset[str]:
         return self._injects_of(policies, decision)[1]
@@ -920,9 +915,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                          why: str) -> None:
         _log.warning("guardrails: the arguments of a call to %s could not be read; the call "
                      "was denied", tool)
-        with contextlib.suppress(Exception):
-            history = history_of(session_state(context.session), RUN.get())
-            record(history, tool, {}, "deny", self._history_limit)
+        self._record_blocked(context, tool)
         context.result = f"Error: the call to {tool} was denied by policy. {why}"
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
@@ -935,11 +928,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 reason = self._memory(f"{type(exc).__name__}: {exc}")
         _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
                    tool, reason)
+        self._record_blocked(context, tool)
+        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
+                          "so it was blocked.")
+
+    def _record_blocked(self, context: FunctionInvocationContext, tool: str) -> None:
+        """A call blocked before its arguments could be read (or trusted): history keeps
+        that it was denied, none of its arguments. Best effort: the block stands anyway."""
         with contextlib.suppress(Exception):
             history = history_of(session_state(context.session), RUN.get())
             record(history, tool, {}, "deny", self._history_limit)
-        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
-                          "so it was blocked.")
 
     def _record(self, context: FunctionInvocationContext, plan: _Plan, effect: str,
                 scrub: Scrubber) -> dict[str, Any] | None:
@@ -1013,6 +1011,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+def _without(arguments: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:
+    """``arguments`` without those the guard injects: the model's value never runs."""
+    return {k: v for k, v in arguments.items() if k not in injected}
 
 
 def _memories_of(guards: Sequence[GuardFunctionMiddleware]) -> Callable[[str], str]:
