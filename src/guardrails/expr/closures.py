@@ -500,9 +500,7 @@ def lib_call(fn: Callable[..., Any], parts: list[Fn], *, charge_pattern: bool = 
             if t is str or t is bytes or t is list or t is tuple:
                 units += per * len(v)
         if pattern is not None and pattern < len(values):
-            vars_ = a.vars
-            meter = vars_.get(METER)
-            units += pattern_charge(meter, values[pattern])
+            units += pattern_charge(a.vars.get(METER), values[pattern])
         if extra is not None:
             units += extra(*values)
         charge(a, units)

@@ -371,6 +371,11 @@ class _Gen:
         self.emit(f"{self.bud} -= {units}")
         self.emit(f"if {self.bud} < 0: _cost_exceeded()")
 
+    def call_charge(self, units: str) -> str:
+        """A statement charging ``units`` to the call's meter directly (``_charge_call``),
+        for a cost the expression's own budget does not keep."""
+        return f"_charge_call(b, {units}, {self.const(self.max_cost)})"
+
     def try_catch_errors(self, body: Callable[[], None], handler: list[str]) -> None:
         """``try: body`` with ``CelError`` handled (never the cost limit)."""
         self.emit("try:")
@@ -687,7 +692,7 @@ class _Gen:
             self.emit(f"    {t} = {left}[{right}]")
             self.emit("else:")
             self.emit(f"    if type({right}) is not _str: "
-                      f"_charge_call(b, _lookup_cost({left}, {right}), {self.const(self.max_cost)})")
+                      f"{self.call_charge(f'_lookup_cost({left}, {right})')}")
             self.emit(f"    {t} = _index({left}, {right})")
             return t
         return None
@@ -722,8 +727,7 @@ class _Gen:
             self.emit(f"elif type({left}) in _NUMS and type({right}) in _NUMS:")
             self.emit(f"    {t} = {helper}({left}, {right})")
             self.emit("else:")
-            self.emit(f"    _charge_call(b, _comparison_cost({left}, {right}), "
-                      f"{self.const(self.max_cost)})")
+            self.emit(f"    {self.call_charge(f'_comparison_cost({left}, {right})')}")
             self.emit(f"    {t} = {helper}({left}, {right})")
             return t
         self.emit(f"{t} = {left} {op} {right} if {test} else {helper}({left}, {right})")
@@ -749,10 +753,9 @@ class _Gen:
         # budget bookkeeping to the expression. An expression with a budget of its own
         # sees the charge when it returns, so it may run on past the bound by at most
         # what it charges itself, once.
-        self.emit(f"    _charge_call(b, {units}, {self.const(self.max_cost)})")
+        self.emit(f"    {self.call_charge(units)}")
         self.emit(f"elif type({item}) is not _str:")
-        self.emit(f"    _charge_call(b, _lookup_cost({container}, {item}), "
-                  f"{self.const(self.max_cost)})")
+        self.emit(f"    {self.call_charge(f'_lookup_cost({container}, {item})')}")
         self.emit(
             f"{t} = {item} in {container} if type({item}) is _str and "
             f"(type({container}) is _list or type({container}) is _dict) "

@@ -192,7 +192,7 @@ COSTS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType({
 a function without an entry is refused at import, so none can be added uncharged. Work
 that the arguments' lengths do not add up to is the function's ``cel_extra_cost`` (edit
 distances, pairs of sets, nested values) or reported by the function itself
-(``cel_reports_work``: the matches of the regex functions)."""
+(``cel_with_work``: the matches of the regex functions)."""
 
 
 def _weigh() -> None:

@@ -709,9 +709,7 @@ def pattern_tester(pattern: str) -> Callable[[str], bool]:
 def matches(act: Activation, s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
         no_overload("matches", s, pattern)
-    vars_ = act.vars
-    meter = vars_.get(METER)
-    charge(act, SCAN_COST + len(s) + pattern_charge(meter, pattern))
+    charge(act, SCAN_COST + len(s) + pattern_charge(act.vars.get(METER), pattern))
     return pattern_tester(pattern)(s)
 
 
