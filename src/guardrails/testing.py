@@ -36,6 +36,7 @@ from guardrails.engine.counters import PresetCounts
 from guardrails.engine.decision import Decision
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import Limits
+from guardrails.expr.typechecker import close_name
 from guardrails.model.documents import Documents
 
 __all__ = [
@@ -387,22 +388,13 @@ def unmatched_tool(tool: str, decision: Decision, policy_set: PolicySet) -> list
         return []
     names = sorted({g for p in policy_set.policies for g in p.tools or ()
                     if not any(c in g for c in "*?[")})
-    close = _close_name(tool, names)
+    close = close_name(tool, names)
     if close is None:
         return []
     return [Mismatch("tool", close, tool,
                      f"no policy under test matches tool {tool!r}, so the case tests "
                      f"nothing; a policy names {close!r}: a typo in the case's tool or in "
                      f"match.tools? (tool names are case-sensitive)")]
-
-
-def _close_name(name: str, known: Sequence[str]) -> str | None:
-    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
-    found = folded.get(name.lower().replace("_", "").replace("-", ""))
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-    return close[0] if close else None
 
 
 def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch]:
@@ -415,7 +407,7 @@ def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch
             for key in dict.fromkeys(re.findall(r"no such key: ([^\s;,)]+)", m.note)):
                 for what, data in (("args", case.args), ("principal", case.principal)):
                     keys = [str(k) for k in data or {}]
-                    close = _close_name(key, keys)
+                    close = close_name(key, keys)
                     if close is not None and close != key:
                         hints.append(f"'{key}' is missing, and the case's {what} has "
                                      f"'{close}': a misspelt key?")

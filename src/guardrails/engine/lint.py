@@ -31,17 +31,25 @@ checked. Only the first level of ``args`` is checked (nested objects are free-fo
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from guardrails.engine.policy import CompiledPolicy
+from guardrails.engine.decision import Action, Effect
+from guardrails.engine.policy import CompiledPolicy, CompiledRule
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
-from guardrails.expr.typechecker import NONE, Facts, call_name, facts_of, pattern_argument, suggest
+from guardrails.expr.typechecker import (
+    NONE,
+    Facts,
+    call_name,
+    close_name,
+    facts_of,
+    pattern_argument,
+    suggest,
+)
 from guardrails.expr.types import Type
 from guardrails.model.source import Expression, Position
 
@@ -74,6 +82,11 @@ class _HasPolicies(Protocol):
     def policies(self) -> Sequence[CompiledPolicy]: ...
 
 
+def _policies(policies: _HasPolicies | Iterable[CompiledPolicy]) -> tuple[CompiledPolicy, ...]:
+    """A loaded policy set (``.policies``) or compiled policies themselves."""
+    return tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
+
+
 def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
          tools: Mapping[str, Mapping[str, Any]], *,
          unguarded_typo: Severity = "warning", principal: Type | None = None
@@ -84,19 +97,15 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     no policy matches (``send_emial``). ``guard(strict=True)``, which checks against one
     agent's own tools, makes it an error: that tool would run unguarded.
     """
-    compiled: Sequence[CompiledPolicy] = (
-        tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
-    )
+    compiled = _policies(policies)
     params = {name: tool_parameters(schema) for name, schema in tools.items()}
     findings: list[Finding] = []
     unguarded = [t for t in sorted(tools) if not any(p.matches_tool(t) for p in compiled)]
     for policy in compiled:
         findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo,
                                      principal))
-    for tool in sorted(tools):
-        if not any(p.matches_tool(tool) for p in compiled):
-            findings.append(Finding("info", "", 0, 0,
-                                    f"tool {tool!r} is not matched by any policy"))
+    for tool in unguarded:
+        findings.append(Finding("info", "", 0, 0, f"tool {tool!r} is not matched by any policy"))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column, order[f.severity]))
     return findings
@@ -166,7 +175,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         if any(fnmatch.fnmatchcase(t, glob) for t in names):
             matched_any = True
             continue
-        close = _close(glob, unguarded)
+        close = close_name(glob, unguarded)
         if close:
             at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
             out.append(_at(at, severity,
@@ -181,7 +190,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         # A policy set shared by several agents is checked against one agent's tools at
         # a time: a policy for another agent's tools matching none of them is normal. A
         # glob close to a known tool is the likely typo (send_mony): a warning.
-        near = [(i, c) for i, g in enumerate(globs) if (c := _close(g, names))]
+        near = [(i, c) for i, g in enumerate(globs) if (c := close_name(g, names))]
         i = near[0][0] if near else 0
         at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
         if near:
@@ -195,15 +204,6 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
                            f"none of the known tools (another agent's tools? none is close "
                            f"to a known one)"))
     return out[:1]
-
-
-def _close(name: str, known: Sequence[str]) -> str | None:
-    lowered = {k.lower().replace("_", "").replace("-", ""): k for k in known}
-    key = name.lower().replace("_", "").replace("-", "")
-    if key in lowered:
-        return lowered[key]
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-    return close[0] if close else None
 
 
 def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | None],
@@ -438,9 +438,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
     ``principal``: its type (``typecheck.principal_type``), when the host said what it
     sends (``guardrails check --principal``): a key outside it is reported.
     """
-    compiled: Sequence[CompiledPolicy] = (
-        tuple(policies.policies) if hasattr(policies, "policies") else tuple(policies)
-    )
+    compiled = _policies(policies)
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
     for policy in compiled:
@@ -523,18 +521,17 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     return out
 
 
-_SEVERITY = {"allow": 0, "require_approval": 1, "deny": 2, "halt": 3}
-
-
-def _shadowed(rule: Any, rules: Sequence[Any]) -> Any:
+def _shadowed(rule: CompiledRule, rules: Sequence[CompiledRule]) -> CompiledRule | None:
     """A more severe rule that fires whenever ``rule`` does (both one comparison of the
     same path with a number: ``amount > 10000`` under ``amount > 1000``), or None. A
     ``warn`` rule is recorded whatever else fires, so it is never shadowed."""
     mine = _bound(rule.when.program.ast)
-    if mine is None or rule.action.value not in _SEVERITY:
+    if mine is None or rule.action is Action.WARN:
         return None
+    severity = Effect(rule.action).severity
     for other in rules:
-        if other is rule or _SEVERITY.get(other.action.value, -1) <= _SEVERITY[rule.action.value]:
+        if other is rule or other.action is Action.WARN \
+                or Effect(other.action).severity <= severity:
             continue
         theirs = _bound(other.when.program.ast)
         if theirs is not None and _implies(mine, theirs):

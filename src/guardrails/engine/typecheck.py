@@ -29,6 +29,7 @@ from guardrails.expr.typechecker import (
     NONE,
     Diagnostic,
     Facts,
+    article,
     call_name,
     check,
     facts_of,
@@ -187,7 +188,7 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
                 out.append(TypeFinding(
                     "warning", f"repairs.{repair.name}.set.{arg}",
                     compiled.expression.position,
-                    f"gives {_article(t)}, but the tool's '{arg}' is {_article(wanted.type)}: "
+                    f"gives {article(t)}, but the tool's '{arg}' is {article(wanted.type)}: "
                     f"the repaired value may fail the tool's validation, or reach the tool "
                     f"as the wrong type; convert it "
                     f"({_CONVERT.get(wanted.type.name, 'to that type')})"))
@@ -235,11 +236,6 @@ def _fits(want: Type, got: Type) -> bool:
     if want.name == "double" and got.name == "int":
         return True  # JSON: 5 is a valid number for a float parameter
     return want.name == got.name
-
-
-def _article(t: Type) -> str:
-    s = str(t)
-    return ("an " if s[0] in "aeiou" else "a ") + s
 
 
 _CONVERT = {"num": "double(...)", "double": "double(...)", "int": "int(...)",

@@ -56,9 +56,10 @@ from guardrails.expr.values import UInt
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
-__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "call_name", "check",
-           "facts_of", "has_enums", "may_be_absent", "pattern_argument", "regex_problem",
-           "shape", "suggest", "tool_args_key", "tool_names"]
+__all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "article", "call_name",
+           "check", "close_name", "facts_of", "has_enums", "may_be_absent",
+           "pattern_argument", "regex_problem", "shape", "suggest", "tool_args_key",
+           "tool_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +159,8 @@ def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None
     c.guards = may_be_absent(env) if guards is None else guards
     t = c.infer(node, facts)
     if expect is not None and not _accepts(expect, t):
-        c.error(0, f"must be {_article(expect)}, but this expression gives "
-                      f"{_article(t)}" + _condition_hint(node, t, expect))
+        c.error(0, f"must be {article(expect)}, but this expression gives "
+                      f"{article(t)}" + _condition_hint(node, t, expect))
     c.diagnostics.sort(key=lambda d: d.offset)
     return t, c.diagnostics
 
@@ -410,11 +411,23 @@ def suggest(name: str, known: Sequence[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+def close_name(name: str, known: Sequence[str]) -> str | None:
+    """The known name ``name`` likely misspells: the same but for case, ``_`` and ``-``
+    (``sendEmail`` for ``send_email``), or a close spelling (``send_mony``); else None."""
+    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
+    found = folded.get(name.lower().replace("_", "").replace("-", ""))
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def _is_str(n: ast.Node) -> bool:
     return isinstance(n, ast.Literal) and isinstance(n.value, str)
 
 
-def _article(t: Type) -> str:
+def article(t: Type) -> str:
+    """``a string``, ``an int``: a type in a message."""
     s = str(t)
     return ("an " if s[0] in "aeiou" else "a ") + s
 
@@ -569,8 +582,8 @@ class _Checker:
         if operand.name == "dyn":
             return DYN
         if operand.name != "map":
-            where = f"; '{'.'.join(path)}' is {_article(operand)}" if path else ""
-            self.error(node, f"{_article(operand)} has no fields (reading '.{name}'){where}")
+            where = f"; '{'.'.join(path)}' is {article(operand)}" if path else ""
+            self.error(node, f"{article(operand)} has no fields (reading '.{name}'){where}")
             return DYN
         f = operand.field(name)
         if f is None:
@@ -661,7 +674,7 @@ class _Checker:
             elem = DYN
         else:
             self.error(node.iter_range, f"{node.macro}() needs a list or a map, not "
-                                        f"{_article(rng)}")
+                                        f"{article(rng)}")
             elem = DYN
         accu = self.infer(node.accu_init, facts)
         scope = {node.iter_var: elem, node.accu_var: accu}
@@ -688,18 +701,18 @@ class _Checker:
                 for operand, t in ((args[0], left), (args[1], right)):
                     if not _accepts(BOOL, t):
                         self.error(operand, f"the operands of {op} must be bools, not "
-                                            f"{_article(t)}")
+                                            f"{article(t)}")
                 return BOOL
             if f == "!_":
                 t = self.infer(args[0], facts)
                 if not _accepts(BOOL, t):
-                    self.error(args[0], f"! needs a bool, not {_article(t)}")
+                    self.error(args[0], f"! needs a bool, not {article(t)}")
                 return BOOL
             if f == "_?_:_":
                 cond = self.infer(args[0], facts)
                 if not _accepts(BOOL, cond):
                     self.error(args[0], f"the condition of ? : must be a bool, not "
-                                        f"{_article(cond)}")
+                                        f"{article(cond)}")
                 a = self.infer(args[1], facts | self.facts(args[0]))
                 b = self.infer(args[2], facts | self.facts(args[0], False))
                 return join(a, b)
@@ -718,7 +731,7 @@ class _Checker:
         kt = self.infer(key, facts)
         if ct.name == "list":
             if not _accepts(INT, kt) and kt.name != "uint":
-                self.error(key, f"a list index must be an int, not {_article(kt)}")
+                self.error(key, f"a list index must be an int, not {article(kt)}")
             return ct.elem
         if ct.name == "map":
             if (isinstance(key, ast.Literal) and isinstance(key.value, str)
@@ -730,7 +743,7 @@ class _Checker:
             return ct.value
         if ct.name in ("dyn",):
             return DYN
-        self.error(node, f"{_article(ct)} cannot be indexed with [...]")
+        self.error(node, f"{article(ct)} cannot be indexed with [...]")
         return DYN
 
     def in_(self, node: ast.Call, facts: Facts) -> Type:
@@ -741,17 +754,17 @@ class _Checker:
             if not _comparable(it, ct.elem):
                 negated = isinstance(item, ast.Call) and item.function == "!_" \
                     and item.target is None
-                self.error(item, f"{_article(it)} is never in {ct}" + (
+                self.error(item, f"{article(it)} is never in {ct}" + (
                     " (!x in list reads as (!x) in list: write !(x in list))"
                     if negated else ""))
         elif ct.name == "map":
             if not _comparable(it, ct.key):
-                self.error(item, f"{_article(it)} is never a key of {ct}")
+                self.error(item, f"{article(it)} is never a key of {ct}")
         elif ct.name == "string":
             self.error(node, "'in' needs a list or a map; for a substring test write "
                              "s.contains(x)")
         elif ct.name != "dyn":
-            self.error(container, f"'in' needs a list or a map, not {_article(ct)}")
+            self.error(container, f"'in' needs a list or a map, not {article(ct)}")
         return BOOL
 
     def function(self, node: ast.Call, facts: Facts) -> Type:
@@ -804,7 +817,7 @@ def _arith(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             (t,) = types
             if t.name in NUMERIC or t.name in ("dyn", "duration"):
                 return t
-            c.error(node, f"cannot negate {_article(t)}")
+            c.error(node, f"cannot negate {article(t)}")
             return DYN
         a, b = types
         if "dyn" in (a.name, b.name):
