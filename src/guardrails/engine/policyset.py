@@ -72,7 +72,7 @@ class PolicySet:
         self._policies = tuple(policies)
         self._revision = revision
         self._limits = limits
-        self._by_tool: dict[Any, Candidates] = {}
+        self._by_tool: dict[Any, Candidates] = _prepared(self._policies)
         self._lock = threading.Lock()
         self._redact = _redactor(self._policies)
 
@@ -373,6 +373,49 @@ class PolicySet:
 
 
 _tuple_new = tuple.__new__
+
+_PREPARED_MAX = 1024
+"""Tool names whose candidates a load works out ahead at most (``_prepared``)."""
+_PREPARE_TESTS = 65_536
+"""Glob tests (``CompiledPolicy.matches_tool``) a load spends on them at most."""
+_WILD = frozenset("*?[")
+"""What makes a glob more than the exact name it spells (``fnmatch.translate``)."""
+
+
+def _prepared(policies: tuple[CompiledPolicy, ...]) -> dict[Any, Candidates]:
+    """The candidates of each tool a policy names exactly, worked out at load.
+
+    A tool's candidates (its policies and its ``Candidates.plan``) depend on the policies
+    alone; built on the tool's first call, they were the larger half of the first decision
+    after a load (the policies' records are cold then). The names a policy spells without a
+    wildcard are known at load, so their candidates are built here, the same records the
+    first call would build (``tests/test_engine_prepared.py``); any other name (a tool only
+    a glob matches, aliases) is still worked out on its first call. A policy whose globs
+    are all exact names matches a tool exactly when the name is one of them; any other is
+    tested by its own ``matches_tool``, within a bound of tests so a load stays cheap.
+    """
+    by_name: dict[str, list[int]] = {}
+    wild: list[int] = []
+    for i, policy in enumerate(policies):
+        tools = policy.tools
+        exact = tools is not None and all(_WILD.isdisjoint(glob) for glob in tools)
+        if not exact:
+            wild.append(i)
+        for glob in tools or ():
+            if _WILD.isdisjoint(glob):
+                named = by_name.setdefault(glob, [])
+                if exact:
+                    named.append(i)
+    prepared: dict[Any, Candidates] = {}
+    tests = 0
+    for name, exact in itertools.islice(by_name.items(), _PREPARED_MAX):
+        tests += len(wild)
+        if tests > _PREPARE_TESTS:
+            break
+        found = set(exact)
+        found.update(i for i in wild if policies[i].matches_tool(name))
+        prepared[name] = Candidates(tuple(policies[i] for i in sorted(found)))
+    return prepared
 
 
 def _empty_call(tool: str, args: Any = None, agent: tuple[str, ...] | None = None) -> Call:

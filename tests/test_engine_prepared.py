@@ -1,0 +1,170 @@
+"""What a load prepares ahead is what a call would have built itself.
+
+``PolicySet`` works out, at load, the candidates of every tool a policy names exactly
+(``policyset._prepared``): the policies whose globs match it and the short path's plan.
+A call of any other tool (a name only a glob matches, a call with aliases) builds them on
+its first call, as every call did before. Hypothesis generates policy sets with exact,
+wildcard, character-class and missing globs, names that are regex metacharacters, and
+duplicates, and checks that every prepared entry equals the one built on first use, and
+that every decision of a prepared set equals the decision of the same set with nothing
+prepared, on both backends, hostile calls included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import guardrails
+from guardrails.engine import policyset
+from guardrails.engine.evaluate import Candidates
+from guardrails.expr.limits import Limits
+from tests.test_engine_fast_path import calls, policy_sets, record
+
+NAMES = ["t", "t2", "other", "a.b", "a+b", "x]", "a!b", "T", "t ", "mcp:srv/t", "é"]
+"""Tool names: ones policies spell exactly, regex metacharacters, case and space variants."""
+GLOBS = [*NAMES, "t*", "*", "?", "a[.]b", "[!t]*", "a?b", "mcp:*/t", "t[0-9]"]
+
+
+def _load(text: str, backend: str = "compiled",
+          limits: Limits | None = None) -> guardrails.PolicySet:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.yaml"
+        path.write_text(text)
+        return guardrails.load(path, backend=backend,  # type: ignore[arg-type]
+                               limits=limits or Limits())
+
+
+def _quoted(glob: str) -> str:
+    return "'" + glob.replace("'", "''") + "'"
+
+
+_TOOLS = re.compile(r"^    tools: \[.*\]$", re.MULTILINE)
+
+
+@st.composite
+def tool_lines(draw: st.DrawFn) -> str:
+    """A ``match.tools`` line, or none (a policy for every tool)."""
+    globs = draw(st.lists(st.sampled_from(GLOBS), min_size=0, max_size=4))
+    if not globs and draw(st.booleans()):
+        return ""
+    return "    tools: [" + ", ".join(_quoted(g) for g in globs) + "]"
+
+
+@st.composite
+def sets_of_tools(draw: st.DrawFn) -> str:
+    """``test_engine_fast_path``'s generated policies, each with its own tool globs."""
+    text = draw(policy_sets())
+    return _TOOLS.sub(lambda _: draw(tool_lines()), text)
+
+
+def _unprepared(ps: guardrails.PolicySet) -> guardrails.PolicySet:
+    """The same policies with nothing prepared: every tool's candidates on first use."""
+    fresh = guardrails.PolicySet(ps.policies, revision=ps.revision, limits=ps.limits)
+    fresh._by_tool.clear()
+    return fresh
+
+
+def _built(ps: guardrails.PolicySet, name: str) -> Candidates:
+    """A tool's candidates as a call builds them (``PolicySet._candidates``)."""
+    return Candidates(tuple(p for p in ps.policies if p.matches_tool(name)))
+
+
+def _same(a: Candidates, b: Candidates) -> bool:
+    """Equal in every field; the redactors (compared by identity) by what they do."""
+    texts = ["", "no digits", "call 555 now 1234", "s3cret-value 3141"]
+    redacts = (a.redact is None) == (b.redact is None) and (
+        a.redact is None or b.redact is None
+        or [a.redact(t) for t in texts] == [b.redact(t) for t in texts])
+    return redacts and all(getattr(a, f.name) == getattr(b, f.name)
+                           for f in dataclasses.fields(Candidates)
+                           if f.name not in ("redact", "_shared_scrubber"))
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=sets_of_tools())
+def test_every_prepared_tool_has_the_candidates_its_first_call_builds(text: str) -> None:
+    try:
+        ps = _load(text)
+    except guardrails.PolicyError:
+        assume(False)
+        raise
+    exact = {g for p in ps.policies for g in p.tools or () if not set(g) & set("*?[")}
+    assert set(ps._by_tool) == exact  # every exact name, nothing else
+    for name, prepared in ps._by_tool.items():
+        assert _same(prepared, _built(ps, name))
+        assert prepared.policies == tuple(p for p in ps.policies if p.matches_tool(name))
+
+
+@pytest.mark.parametrize("backend", ["compiled", "closures"])
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
+@given(text=sets_of_tools(), call_list=st.lists(calls(), min_size=1, max_size=4),
+       tools=st.lists(st.sampled_from(NAMES), min_size=1, max_size=4),
+       max_cost=st.sampled_from([3_000_000, 400, 60]))
+def test_a_prepared_set_decides_as_one_with_nothing_prepared(
+        backend: str, text: str, call_list: list[dict[str, Any]], tools: list[str],
+        max_cost: int) -> None:
+    try:
+        ps = _load(text, backend, Limits(max_cost=max_cost))
+    except guardrails.PolicyError:
+        assume(False)
+        raise
+    lazy = _unprepared(ps)
+    for call, tool in zip(call_list, tools * len(call_list), strict=False):
+        kw = dict(call)
+        del kw["tool"]
+        args = kw.pop("args")
+        for aliases in ((), ("mcp:srv/t",)):
+            assert record(ps.evaluate(tool, args, aliases=aliases, **kw)) == record(
+                lazy.evaluate(tool, args, aliases=aliases, **kw))
+            assert ps.for_tool(tool, aliases) == lazy.for_tool(tool, aliases)
+            assert ps.secret_arguments(tool, aliases) == lazy.secret_arguments(tool, aliases)
+
+
+def _many(n: int, glob: str = "tool_{i}") -> str:
+    return "---\n".join(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\n"
+        f"metadata: {{name: p{i}}}\nspec:\n  match: {{tools: [{glob.format(i=i)}]}}\n"
+        "  rules:\n    - {name: r, when: 'args.a > 1', action: deny}\n" for i in range(n))
+
+
+def test_a_load_prepares_at_most_its_bound_of_names() -> None:
+    ps = _load(_many(policyset._PREPARED_MAX + 5))
+    assert len(ps._by_tool) == policyset._PREPARED_MAX
+    last = f"tool_{policyset._PREPARED_MAX + 4}"
+    assert last not in ps._by_tool  # worked out on its first call instead
+    assert ps.evaluate(last, {"a": 0}).effect.value == "allow"
+    assert _same(ps._by_tool[last], _built(ps, last))
+    assert ps.evaluate(last, {"a": 2}).effect.value == "deny"
+
+
+def test_a_load_bounds_the_glob_tests_it_spends_on_preparing() -> None:
+    # Every policy has a wildcard: each prepared name costs a test of each of them.
+    wild = 300
+    text = _many(wild, "'w{i}*'") + "---\n" + _many(400, "'n{i}'").replace(
+        "name: p", "name: q")
+    ps = _load(text)
+    assert len(ps._by_tool) == policyset._PREPARE_TESTS // wild
+    for name in ("n0", "n399", "w5x", "w5"):
+        assert ps.evaluate(name, {"a": 0}).effect.value == "allow"  # nothing fired: no
+        assert _same(ps._by_tool[name], _built(ps, name))  # shared record kept yet
+
+
+def test_the_tools_a_policy_names_are_ready_before_their_first_call() -> None:
+    ps = _load(_many(3) + "---\n" + _many(1, "'tool_*'").replace("name: p0", "name: w"))
+    for i in range(3):
+        ready = ps._by_tool[f"tool_{i}"]
+        assert ready.plan is not None
+        assert [p.name for p in ready.policies] == [f"p{i}", "w"]
+        assert ps.evaluate(f"tool_{i}", {"a": 2}).policies == (f"p{i}", "w")
+        assert ps._by_tool[f"tool_{i}"] is ready  # the call used what the load prepared
