@@ -408,11 +408,11 @@ def _prepared(policies: tuple[CompiledPolicy, ...]) -> dict[Any, Candidates]:
                     named.append(i)
     prepared: dict[Any, Candidates] = {}
     tests = 0
-    for name, exact in itertools.islice(by_name.items(), _PREPARED_MAX):
+    for name, named in itertools.islice(by_name.items(), _PREPARED_MAX):
         tests += len(wild)
         if tests > _PREPARE_TESTS:
             break
-        found = set(exact)
+        found = set(named)
         found.update(i for i in wild if policies[i].matches_tool(name))
         prepared[name] = Candidates(tuple(policies[i] for i in sorted(found)))
     return prepared
