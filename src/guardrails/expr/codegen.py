@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 import copy
 import functools
+import itertools
 import re
 import sys
 import threading
@@ -1292,7 +1293,7 @@ class FusedRules:
             return
         if factory is not None:
             self._python = pending[1]
-            self.run = factory(*pending[2])
+            self.run = factory(pending[2])  # one tuple: see ``_fused_source``
         self._pending = None
 
 
@@ -1467,7 +1468,14 @@ def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
 
 def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
                   hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
-    params = [f"_k{i}_{n}" for i, (_, consts) in enumerate(pieces) for n in range(len(consts))]
+    # Every rule's constants, then the names read once, are one tuple ``_K`` (rule ``i``'s
+    # constant ``n`` is ``_K[offsets[i] + n]``), not a parameter each: a parameter is a
+    # closure cell, and every call copies all its function's cells into its frame
+    # (``COPY_FREE_VARS``), some 140 objects of 48 bytes a 10-rule policy, whichever rules
+    # run. At 10,000 rules they outgrew the core's cache (the per-rule cost rose with the
+    # number of policies), and after a load all were cold. A call reads only the entries
+    # of ``_K`` its rules use.
+    offsets = list(itertools.accumulate((len(consts) for _, consts in pieces), initial=0))
     names: dict[int, None] = {}
     for (parts, consts), hs in zip(pieces, hoist, strict=True):
         for (_, k), h in zip(parts.reads, hs, strict=True):
@@ -1487,10 +1495,10 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 seen[field_key] = seen.get(field_key, 0) + 1
     memos = {field_key: f"_c{n}" for n, field_key in enumerate(
         [fk for fk, count in seen.items() if count > 1])}
-    lines = ["def _make(" + ", ".join([*params, *(f"_n{j}" for j in hoisted)]) + "):",
+    lines = ["def _make(_K):",
              "    def _p(b, _m, _s):",
              "        _hits = None"]
-    lines += [f"        _r{j} = b[_n{j}]" for j in hoisted]
+    lines += [f"        _r{j} = b[_K[{offsets[-1] + n}]]" for n, j in enumerate(hoisted)]
     if memos:
         lines.append("        " + " = ".join(memos.values()) + " = _MISS")
     # A function that may stop (a rule with a messageExpression, not the last) may be
@@ -1507,8 +1515,9 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 body = re.sub(rf"^( *)try:\n\1    {temp} = b\[_k{k}\]\n\1except KeyError:\n"
                               rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
                               count=1, flags=re.M)
-        # Each rule's constants and temporaries get names of their own.
-        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(rf"_k{i}_\1", body))
+        # Each rule's temporaries get names of their own, its constants their place in _K.
+        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(
+            lambda found, at=offsets[i]: f"_K[{at + int(found.group(1))}]", body))
         pad = "            " if guarded else "        "
         if guarded:
             lines.append(f"        if _s <= {i}:")
