@@ -1466,6 +1466,11 @@ def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
                       f"{ind}    {memo} = {temp}", f"{ind}else:", f"{ind}    {temp} = {memo}"])
 
 
+def _entry(found: re.Match[str], at: int) -> str:
+    """A rule's constant ``_k<n>`` as its entry of the fused function's ``_K``."""
+    return f"_K[{at + int(found.group(1))}]"
+
+
 def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
                   hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
     # Every rule's constants, then the names read once, are one tuple ``_K`` (rule ``i``'s
@@ -1516,8 +1521,8 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                               rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
                               count=1, flags=re.M)
         # Each rule's temporaries get names of their own, its constants their place in _K.
-        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(
-            lambda found, at=offsets[i]: f"_K[{at + int(found.group(1))}]", body))
+        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(functools.partial(_entry, at=offsets[i]),
+                                                  body))
         pad = "            " if guarded else "        "
         if guarded:
             lines.append(f"        if _s <= {i}:")
