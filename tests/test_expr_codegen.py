@@ -356,7 +356,7 @@ def test_load_generates_every_program_in_one_compile(
     # The shapes are all different: 30 rule functions, and the policy's rules fused in one
     # more (``codegen.fused_rules``), in the same batch.
     assert calls[0].count("def _make") == 31
-    assert calls[0].count("    def _p(b, _m, _s):") == 1
+    assert calls[0].count("    def _p(b, _m, _s") == 1  # its constants are its defaults
     assert all(p.fused is not None and p.fused.run is not None for p in ps.policies)
     assert not codegen._PENDING
     for program in programs:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import builtins
 import copy
 import functools
-import itertools
 import re
 import sys
 import threading
@@ -1293,7 +1292,7 @@ class FusedRules:
             return
         if factory is not None:
             self._python = pending[1]
-            self.run = factory(pending[2])  # one tuple: see ``_fused_source``
+            self.run = factory(*pending[2])
         self._pending = None
 
 
@@ -1466,21 +1465,9 @@ def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
                       f"{ind}    {memo} = {temp}", f"{ind}else:", f"{ind}    {temp} = {memo}"])
 
 
-def _entry(found: re.Match[str], at: int) -> str:
-    """A rule's constant ``_k<n>`` as its entry of the fused function's ``_K``."""
-    return f"_K[{at + int(found.group(1))}]"
-
-
 def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
                   hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
-    # Every rule's constants, then the names read once, are one tuple ``_K`` (rule ``i``'s
-    # constant ``n`` is ``_K[offsets[i] + n]``), not a parameter each: a parameter is a
-    # closure cell, and every call copies all its function's cells into its frame
-    # (``COPY_FREE_VARS``), some 140 objects of 48 bytes a 10-rule policy, whichever rules
-    # run. At 10,000 rules they outgrew the core's cache (the per-rule cost rose with the
-    # number of policies), and after a load all were cold. A call reads only the entries
-    # of ``_K`` its rules use.
-    offsets = list(itertools.accumulate((len(consts) for _, consts in pieces), initial=0))
+    params = [f"_k{i}_{n}" for i, (_, consts) in enumerate(pieces) for n in range(len(consts))]
     names: dict[int, None] = {}
     for (parts, consts), hs in zip(pieces, hoist, strict=True):
         for (_, k), h in zip(parts.reads, hs, strict=True):
@@ -1500,10 +1487,17 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 seen[field_key] = seen.get(field_key, 0) + 1
     memos = {field_key: f"_c{n}" for n, field_key in enumerate(
         [fk for fk, count in seen.items() if count > 1])}
-    lines = ["def _make(_K):",
-             "    def _p(b, _m, _s):",
+    # The constants are the function's defaults, not closure cells: every call copies
+    # all its function's cells into its frame (``COPY_FREE_VARS``), and a cell is an object
+    # of its own (some 140 of 48 bytes a 10-rule policy), so at 10,000 rules they outgrew
+    # the core's cache (the per-rule cost rose with the number of policies) and after a
+    # load all were cold; defaults are one tuple, copied by the call with no instruction.
+    # The engine calls ``_p`` with its three arguments only.
+    defaults = [*params, *(f"_n{j}" for j in hoisted)]
+    lines = ["def _make(" + ", ".join(defaults) + "):",
+             "    def _p(b, _m, _s, " + ", ".join(f"{d}={d}" for d in defaults) + "):",
              "        _hits = None"]
-    lines += [f"        _r{j} = b[_K[{offsets[-1] + n}]]" for n, j in enumerate(hoisted)]
+    lines += [f"        _r{j} = b[_n{j}]" for j in hoisted]
     if memos:
         lines.append("        " + " = ".join(memos.values()) + " = _MISS")
     # A function that may stop (a rule with a messageExpression, not the last) may be
@@ -1520,9 +1514,8 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 body = re.sub(rf"^( *)try:\n\1    {temp} = b\[_k{k}\]\n\1except KeyError:\n"
                               rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
                               count=1, flags=re.M)
-        # Each rule's temporaries get names of their own, its constants their place in _K.
-        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(functools.partial(_entry, at=offsets[i]),
-                                                  body))
+        # Each rule's constants and temporaries get names of their own.
+        body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(rf"_k{i}_\1", body))
         pad = "            " if guarded else "        "
         if guarded:
             lines.append(f"        if _s <= {i}:")
