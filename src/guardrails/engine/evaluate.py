@@ -569,6 +569,10 @@ class Candidates:
                 p.variable_programs if p.variables else None, not p.audit, p.default_action)
                 for p in ps)
         object.__setattr__(self, "plan", plan)
+        if not self.secret_names:
+            # ``scrubber``'s shared one for calls without known secrets, built now (at load,
+            # for the tools ``PolicySet`` prepares): there is nothing of theirs to copy.
+            object.__setattr__(self, "_shared_scrubber", (None, Scrubber((), self.redact)))
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
                  args: Mapping[str, Any]) -> Scrubber:
