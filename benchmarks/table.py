@@ -1,10 +1,12 @@
 """The speed table of issue 14, every row measured now, in one run, next to its goal.
 
-    .venv/bin/python benchmarks/table.py [--base CHECKOUT]
+    .venv/bin/python benchmarks/table.py [--base CHECKOUT] [--row KEY]... [--repeat N]
 
 ``--base`` also runs every row against another checkout's ``src`` (for example
 ``git worktree add /tmp/base <commit>``), right before the row's run on this one: on a
-shared machine that is the only honest "before".
+shared machine that is the only honest "before". ``--row`` (repeatable) runs only those
+rows (``--row KEY`` alone prints that row's result as JSON); ``--repeat N`` runs each row
+(and its base) N times, alternated, and shows the medians.
 
 Each row runs in its own fresh process (first-call and load figures need one; the others
 are kept apart so one row's caches and garbage do not bias the next). Figures are ratios
@@ -283,23 +285,49 @@ def _show(key: str, value: float) -> str:
     return f"{value:.2f} s" if key == "load10k" else f"{value:.2f}×"
 
 
+def _median_run(runs: list[dict[str, Any] | str]) -> dict[str, Any] | str:
+    """The run of median value among ``runs`` (a failure if any failed)."""
+    failed = [r for r in runs if isinstance(r, str)]
+    if failed:
+        return failed[0]
+    ok = sorted((r for r in runs if not isinstance(r, str)), key=lambda r: r["value"])
+    return ok[len(ok) // 2]
+
+
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--row"]:
-        print(json.dumps(globals()["row_" + argv[1]]()))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", help="another checkout: each row run on it too, first")
+    parser.add_argument("--row", action="append", choices=[r[0] for r in ROWS],
+                        help="only this row (repeatable)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each row (medians)")
+    options = parser.parse_args(argv)
+    if options.row is not None and len(options.row) == 1 and options.base is None and (
+            options.repeat == 1):
+        print(json.dumps(globals()["row_" + options.row[0]]()))
         return 0
-    base = None
-    if argv[:1] == ["--base"]:
-        base = str(Path(argv[1]).resolve() / "src")
+    base = None if options.base is None else str(Path(options.base).resolve() / "src")
     print("Issue 14 speed table: each row in its own process, measured now")
     if base is not None:
         print(f"'then' is the same row run now on {base} (same machine, same minute)")
+    if options.repeat > 1:
+        print(f"each figure: the median of {options.repeat} runs, alternated")
     print(f"{'measure':64} {'issue':>11} {'then' if base else '':>9} {'now':>9} {'goal':>12}")
     for key, measure, before, goal, reads in ROWS:
+        if options.row is not None and key not in options.row:
+            continue
+        earlier_runs: list[dict[str, Any] | str] = []
+        runs: list[dict[str, Any] | str] = []
+        for _ in range(options.repeat):
+            if base is not None:
+                earlier_runs.append(_run_row(key, base))
+            runs.append(_run_row(key, None))
         then = ""
         if base is not None:
-            earlier = _run_row(key, base)
+            earlier = _median_run(earlier_runs)
             then = earlier if isinstance(earlier, str) else _show(key, earlier["value"])
-        result = _run_row(key, None)
+        result = _median_run(runs)
         if isinstance(result, str):
             print(f"{measure:64} {before:>11} {then:>9} {result}")
             continue
