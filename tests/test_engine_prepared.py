@@ -168,3 +168,30 @@ def test_the_tools_a_policy_names_are_ready_before_their_first_call() -> None:
         assert [p.name for p in ready.policies] == [f"p{i}", "w"]
         assert ps.evaluate(f"tool_{i}", {"a": 2}).policies == (f"p{i}", "w")
         assert ps._by_tool[f"tool_{i}"] is ready  # the call used what the load prepared
+
+
+def test_a_fused_function_holds_its_constants_in_its_defaults_not_in_cells() -> None:
+    """A closure cell per constant was copied into the frame on every call, whichever rules
+    ran (``codegen._fused_source``): the fused function has none, and its defaults are
+    exactly its rules' constants, each policy of a shape its own (its literals)."""
+    text = "---\n".join(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\n"
+        f"metadata: {{name: p{i}}}\nspec:\n  match: {{tools: [t]}}\n  rules:\n"
+        f"    - {{name: a, when: 'args.a > {i}.5', action: deny}}\n"
+        f"    - {{name: b, when: 'args.b == \"v{i}\" || \"r{i}\" in principal.roles', "
+        "action: warn}\n" for i in range(3))
+    ps = _load(text)
+    runs = [p.fused.run for p in ps.policies if p.fused is not None]
+    assert len(runs) == 3 and len({run.__code__ for run in runs}) == 1  # one shape
+    for i, run in enumerate(runs):
+        defaults = run.__defaults__ or ()
+        assert run.__closure__ is None and not run.__code__.co_freevars
+        assert run.__code__.co_argcount == 3 + len(defaults)
+        assert f"{i}.5" in map(repr, defaults) and f"v{i}" in defaults
+    for i in range(3):
+        def fired(args: dict[str, Any], roles: tuple[str, ...] = ()) -> list[str]:
+            decision = ps.evaluate("t", args, principal={"roles": list(roles)})
+            return [f"{r.policy}/{r.rule}" for r in decision.rules]
+        assert fired({"a": i + 0.6, "b": ""}) == [f"p{j}/a" for j in range(i + 1)]
+        assert fired({"a": -1, "b": f"v{i}"}) == [f"p{i}/b"]
+        assert fired({"a": -1, "b": ""}, (f"r{i}",)) == [f"p{i}/b"]
