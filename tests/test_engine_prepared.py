@@ -195,3 +195,57 @@ def test_a_fused_function_holds_its_constants_in_its_defaults_not_in_cells() -> 
         assert fired({"a": i + 0.6, "b": ""}) == [f"p{j}/a" for j in range(i + 1)]
         assert fired({"a": -1, "b": f"v{i}"}) == [f"p{i}/b"]
         assert fired({"a": -1, "b": ""}, (f"r{i}",)) == [f"p{i}/b"]
+
+
+# --- params patterns ---------------------------------------------------------------------
+
+PATTERNS = ["^a+b$", "[0-9]{3}", "(?i)rm -rf", "[invalid", "", "x|y", "\\d+", "é.*"]
+
+
+def _pattern_policy(ps_list: list[str], one: str, mode: str) -> str:
+    import json
+
+    return ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            f"  match: {{tools: [t]}}\n  failurePolicy: {mode}\n"
+            f"  params: {{ps: {json.dumps(ps_list)}, one: {json.dumps(one)}, n: 3}}\n"
+            "  rules:\n"
+            "    - {name: any, when: 'params.ps.exists(p, args.x.matches(p))', action: deny}\n"
+            "    - {name: one, when: 'args.y.matches(params.one)', action: warn}\n"
+            "    - {name: fn, when: 'matches(args.y, params[\"one\"])', action: warn}\n"
+            "    - {name: shadow, when: 'params.ps.exists(p, [\"z\"].exists(p, "
+            "args.x.matches(p)))', action: warn}\n")
+
+
+def test_a_load_compiles_the_params_texts_its_rules_use_as_patterns() -> None:
+    from guardrails.expr import stdlib
+
+    stdlib._TESTERS.clear()
+    ps = _load(_pattern_policy(["^a+b$", "[invalid", "x|y"], "[0-9]{3}", "Fail"))
+    assert {"^a+b$", "x|y", "[0-9]{3}"} <= set(stdlib._TESTERS)
+    assert "[invalid" not in stdlib._TESTERS  # still the call's error
+    assert "z" not in stdlib._TESTERS  # a macro variable over a list literal, not params
+    decision = ps.evaluate("t", {"x": "q", "y": "123"})
+    assert decision.effect.value == "deny"  # "[invalid" fails the rule (Fail)
+    assert [r.rule for r in decision.rules] == ["any", "one", "fn"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ps_list=st.lists(st.sampled_from(PATTERNS), max_size=5),
+       one=st.sampled_from(PATTERNS), mode=st.sampled_from(["Fail", "Ignore"]),
+       x=st.sampled_from(["aab", "123", "RM -RF /", "y", "", "é!"]),
+       y=st.sampled_from(["aab", "123", "nope", ""]),
+       max_cost=st.sampled_from([3_000_000, 400, 60]))
+def test_prepared_patterns_decide_as_patterns_compiled_on_first_use(
+        ps_list: list[str], one: str, mode: str, x: str, y: str, max_cost: int) -> None:
+    from guardrails.expr import stdlib
+
+    try:
+        ps = _load(_pattern_policy(ps_list, one, mode), limits=Limits(max_cost=max_cost))
+    except guardrails.PolicyError:
+        assume(False)  # an invalid params.one is refused at load (the type checker)
+        raise
+    prepared = record(ps.evaluate("t", {"x": x, "y": y}))
+    stdlib._TESTERS.clear()  # as if nothing were prepared: compiled by the call itself
+    assert record(ps.evaluate("t", {"x": x, "y": y})) == prepared
+    stdlib._TESTERS.clear()
+    assert record(_unprepared(ps).evaluate("t", {"x": x, "y": y})) == prepared

@@ -34,13 +34,20 @@ from guardrails.engine.policy import (
 )
 from guardrails.engine.policyset import PolicySet
 from guardrails.engine.typecheck import typecheck
-from guardrails.expr import ExpressionError, Program, compile_expression, generate_pending
+from guardrails.expr import (
+    CelError,
+    ExpressionError,
+    Program,
+    compile_expression,
+    generate_pending,
+)
 from guardrails.expr import ast as cel
 from guardrails.expr.compiler import compile_ast, fused_rules
 from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
+from guardrails.expr.stdlib import pattern_tester
 from guardrails.expr.typechecker import suggest
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
@@ -166,7 +173,89 @@ def compile_documents(
     if problems:
         raise PolicyError(problems)
     generate_pending()  # all generated code in one compile(), at load, not on first use
+    _prepare_patterns(instances)
     return PolicySet(instances, revision=revision(documents), limits=limits)
+
+
+_PREPARED_PATTERNS = 256
+"""``params`` patterns a load compiles ahead at most (half ``stdlib``'s cache of them)."""
+
+
+def _prepare_patterns(policies: Sequence[CompiledPolicy]) -> None:
+    """Compile, at load, the ``params`` texts the policies use as regular expressions.
+
+    A pattern known only at run time (``x.matches(params.p)``, or each of a list,
+    ``params.ps.exists(p, x.matches(p))``) is compiled on its first use and cached
+    (``stdlib.pattern_tester``): the first call of a policy with a list of them compiled
+    all of them (31 for the library's ``shell`` policy, most of that call). A policy's
+    params are known at load, so those texts are compiled here, into the same cache,
+    which a call then finds them in; the call's decision is the same (its charge for a
+    pattern does not depend on the cache: ``limits.pattern_charge``). An invalid text
+    stays what it was, an error of the call that uses it.
+    """
+    left = _PREPARED_PATTERNS
+    for policy in policies:
+        names: set[str] = set()
+        for _, _, program in policy.expressions():
+            if program.ast is not None:
+                names |= _pattern_params(program.ast)
+        for name in sorted(names):
+            value = policy.params.get(name)
+            for text in [value] if type(value) is str else (
+                    value if type(value) is list else []):
+                if type(text) is not str:
+                    continue
+                if left <= 0:
+                    return
+                left -= 1
+                with contextlib.suppress(CelError):
+                    pattern_tester(text)
+
+
+def _pattern_params(root: cel.Node) -> set[str]:
+    """The ``params`` fields whose values an expression uses as a ``matches`` pattern: the
+    pattern is ``params.x`` (or ``params["x"]``), or a macro's variable over ``params.x``.
+    One walk with a stack (a tree may be as deep as the parser allows)."""
+    found: set[str] = set()
+    stack: list[tuple[cel.Node, Mapping[str, str]]] = [(root, {})]
+    while stack:
+        node, scope = stack.pop()  # scope: the macro variables over a params field
+        if isinstance(node, cel.Call) and node.function == "matches":
+            pattern = (node.args[0] if node.target is not None and len(node.args) == 1 else
+                       node.args[1] if node.target is None and len(node.args) == 2 else None)
+            if isinstance(pattern, cel.Ident) and pattern.name in scope:
+                found.add(scope[pattern.name])
+            elif pattern is not None:
+                name = _reference(pattern, "params")
+                if name is not None:
+                    found.add(name)
+        if isinstance(node, cel.Comprehension):
+            inner = {k: v for k, v in scope.items()
+                     if k not in (node.iter_var, node.iter_var2, node.accu_var)}
+            over = _reference(node.iter_range, "params")
+            if over is not None and not node.iter_var2:
+                inner[node.iter_var] = over
+            stack.append((node.iter_range, scope))
+            stack.extend((part, inner) for part in (node.accu_init, node.loop_condition,
+                                                     node.loop_step, node.result))
+        else:
+            stack.extend((child, scope) for child in _children(node))
+    return found
+
+
+def _children(node: cel.Node) -> list[cel.Node]:
+    """The nodes directly under ``node`` (a comprehension's: see ``_pattern_params``)."""
+    if isinstance(node, cel.Select):
+        return [node.operand]
+    if isinstance(node, cel.Call):
+        return [*node.args] + ([node.target] if node.target is not None else [])
+    if isinstance(node, cel.ListLit):
+        return list(node.elements)
+    if isinstance(node, cel.MapLit):
+        return [n for entry in node.entries for n in entry]
+    if isinstance(node, cel.StructLit):
+        return [v for _, v in node.fields]
+    return []
 
 
 def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backend: Backend,
