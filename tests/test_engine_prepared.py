@@ -249,3 +249,21 @@ def test_prepared_patterns_decide_as_patterns_compiled_on_first_use(
     assert record(ps.evaluate("t", {"x": x, "y": y})) == prepared
     stdlib._TESTERS.clear()
     assert record(_unprepared(ps).evaluate("t", {"x": x, "y": y})) == prepared
+
+
+def test_a_load_compiles_the_own_patterns_of_the_library_functions_it_calls() -> None:
+    from guardrails.expr import lib_common, lib_net, lib_text
+
+    lib_common._RE2_CACHE.clear()
+    ps = _load("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+               "  match: {tools: [t]}\n  rules:\n"
+               "    - {name: key, when: 'credentials.found(args.body)', action: deny}\n"
+               "    - {name: host, when: 'url(args.u).getHost() == \"x.test\"', action: warn}\n")
+    for pattern in (lib_text._DIRECT, lib_text._BEARER, *lib_net._URL_PATTERNS):
+        assert pattern in lib_common._RE2_CACHE
+    assert lib_text._EMAIL_RE not in lib_common._RE2_CACHE  # emails.* is not called
+    call = {"body": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123", "u": "http://x.test/"}
+    prepared = record(ps.evaluate("t", call))
+    lib_common._RE2_CACHE.clear()  # as if nothing were prepared
+    assert record(ps.evaluate("t", call)) == prepared
+    assert [r.rule for r in ps.evaluate("t", call).rules] == ["key", "host"]

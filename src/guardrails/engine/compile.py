@@ -44,6 +44,7 @@ from guardrails.expr import (
 from guardrails.expr import ast as cel
 from guardrails.expr.compiler import compile_ast, fused_rules
 from guardrails.expr.inline import Function, inline, uses_functions
+from guardrails.expr.lib_common import prepare_patterns
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
@@ -191,32 +192,61 @@ def _prepare_patterns(policies: Sequence[CompiledPolicy]) -> None:
     params are known at load, so those texts are compiled here, into the same cache,
     which a call then finds them in; the call's decision is the same (its charge for a
     pattern does not depend on the cache: ``limits.pattern_charge``). An invalid text
-    stays what it was, an error of the call that uses it.
+    stays what it was, an error of the call that uses it. The same for the patterns of
+    their own that library functions the policies call compile (``fixed_patterns``:
+    ``credentials.found``, ``url``...).
     """
     left = _PREPARED_PATTERNS
+    library: set[Any] = set()
     for policy in policies:
         names: set[str] = set()
         for _, _, program in policy.expressions():
-            if program.ast is not None:
-                names |= _pattern_params(program.ast)
+            params, functions = _patterns_used(program)
+            names |= params
+            library |= functions
         for name in sorted(names):
             value = policy.params.get(name)
             for text in [value] if type(value) is str else (
                     value if type(value) is list else []):
-                if type(text) is not str:
+                if type(text) is not str or left <= 0:
                     continue
-                if left <= 0:
-                    return
                 left -= 1
                 with contextlib.suppress(CelError):
                     pattern_tester(text)
+    for fn in library:  # the library functions' own patterns (``fixed_patterns``)
+        prepare_patterns(fn)
 
 
-def _pattern_params(root: cel.Node) -> set[str]:
+_USED: dict[Any, tuple[frozenset[str], frozenset[Any]]] = {}
+"""``_patterns_used`` by tree shape (``Program.shape``): a policy set repeats shapes, and
+walking every tree again was a tenth of a 10,000-rule load."""
+_USED_MAX = 20_000
+
+
+def _patterns_used(program: Program) -> tuple[frozenset[str], frozenset[Any]]:
+    """The ``params`` fields an expression uses as patterns, and the library functions it
+    calls."""
+    if program.ast is None:
+        return frozenset(), frozenset()
+    key = None if program.shape is None else program.shape[0]
+    found = None if key is None else _USED.get(key)
+    if found is None:
+        params, by_index = _pattern_params(program.ast)
+        found = frozenset(params), frozenset(_library_calls(program.ast))
+        if key is not None and not by_index:  # ``params["x"]``: "x" is not in the shape
+            if len(_USED) >= _USED_MAX:
+                _USED.clear()
+            _USED[key] = found
+    return found
+
+
+def _pattern_params(root: cel.Node) -> tuple[set[str], bool]:
     """The ``params`` fields whose values an expression uses as a ``matches`` pattern: the
-    pattern is ``params.x`` (or ``params["x"]``), or a macro's variable over ``params.x``.
-    One walk with a stack (a tree may be as deep as the parser allows)."""
+    pattern is ``params.x`` (or ``params["x"]``), or a macro's variable over ``params.x``;
+    and whether one was named by an index. One walk with a stack (a tree may be as deep as
+    the parser allows)."""
     found: set[str] = set()
+    by_index = False
     stack: list[tuple[cel.Node, Mapping[str, str]]] = [(root, {})]
     while stack:
         node, scope = stack.pop()  # scope: the macro variables over a params field
@@ -229,17 +259,33 @@ def _pattern_params(root: cel.Node) -> set[str]:
                 name = _reference(pattern, "params")
                 if name is not None:
                     found.add(name)
+                    by_index = by_index or isinstance(pattern, cel.Call)
         if isinstance(node, cel.Comprehension):
             inner = {k: v for k, v in scope.items()
                      if k not in (node.iter_var, node.iter_var2, node.accu_var)}
             over = _reference(node.iter_range, "params")
             if over is not None and not node.iter_var2:
                 inner[node.iter_var] = over
+                by_index = by_index or isinstance(node.iter_range, cel.Call)
             stack.append((node.iter_range, scope))
             stack.extend((part, inner) for part in (node.accu_init, node.loop_condition,
                                                      node.loop_step, node.result))
         else:
             stack.extend((child, scope) for child in _children(node))
+    return found, by_index
+
+
+def _library_calls(root: cel.Node) -> set[Any]:
+    """The library functions (``library.FUNCTIONS``) an expression calls."""
+    found = set()
+    for node in cel.walk(root):
+        if isinstance(node, cel.Call):
+            name = node.function if node.target is None else (
+                f"{node.target.name}.{node.function}" if isinstance(node.target, cel.Ident)
+                else "")
+            fn = FUNCTIONS.get(name)
+            if fn is not None:
+                found.add(fn)
     return found
 
 

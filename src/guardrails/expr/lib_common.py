@@ -107,6 +107,24 @@ def compiles_pattern(index: int,
     return mark
 
 
+def fixed_patterns(*patterns: str) -> Callable[[F], F]:
+    """Mark a library function that compiles these patterns of its own when it runs
+    (``compile_re2``, cached): a load whose policies call it compiles them then
+    (``prepare_patterns``), not the first call that runs it."""
+
+    def mark(fn: F) -> F:
+        fn.cel_fixed_patterns = patterns  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def prepare_patterns(fn: Callable[..., Any]) -> None:
+    """Compile library function ``fn``'s own patterns (``fixed_patterns``), if any."""
+    for pattern in getattr(fn, "cel_fixed_patterns", ()):
+        compile_re2(pattern)
+
+
 def compile_re2(pattern: str) -> Any:
     """Compile (and cache, bounded) an RE2 pattern; an invalid pattern is a ``CelError``."""
     try:

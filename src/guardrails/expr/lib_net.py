@@ -16,7 +16,7 @@ import ipaddress
 from typing import Any, ClassVar, Final
 from urllib.parse import unquote_to_bytes
 
-from guardrails.expr.lib_common import compile_re2, guarded, no_overload
+from guardrails.expr.lib_common import compile_re2, fixed_patterns, guarded, no_overload
 from guardrails.expr.values import CelError, CelType
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -149,6 +149,7 @@ def ip_is_canonical(s: Any) -> bool:
     return str(parse_ip(s)) == s
 
 
+@fixed_patterns(_BITS_RE)
 @guarded("cidr")
 def cidr(s: Any) -> CIDR:
     if type(s) is not str:
@@ -156,6 +157,7 @@ def cidr(s: Any) -> CIDR:
     return parse_cidr(s)
 
 
+@fixed_patterns(_BITS_RE)
 @guarded("isCIDR")
 def is_cidr(s: Any) -> bool:
     if type(s) is not str:
@@ -564,6 +566,12 @@ def _parse_url_cached(s: str) -> URL:
     return parse_url(s)
 
 
+_URL_PATTERNS: Final = (_SCHEME_RE, _PORT_LIKE_RE, _LABEL_RE, _NUMERIC_LABEL_RE, _DEC_OCTET_RE,
+                        _USERINFO_RE, _BAD_ESCAPE_RE)
+"""What parsing a URL compiles (``parse_url``)."""
+
+
+@fixed_patterns(*_URL_PATTERNS)
 @guarded("url")
 def url(s: Any) -> URL:
     """URL values are immutable, so the same text (common across the rules of a
@@ -573,6 +581,7 @@ def url(s: Any) -> URL:
     return _parse_url_cached(s) if len(s) <= _CACHE_MAX_LEN else parse_url(s)
 
 
+@fixed_patterns(*_URL_PATTERNS)
 @guarded("isURL")
 def is_url(s: Any) -> bool:
     if type(s) is not str:

@@ -12,7 +12,13 @@ from typing import Any, Final
 
 import re2
 
-from guardrails.expr.lib_common import compile_re2, compiles_pattern, guarded, no_overload
+from guardrails.expr.lib_common import (
+    compile_re2,
+    compiles_pattern,
+    fixed_patterns,
+    guarded,
+    no_overload,
+)
 from guardrails.expr.limits import MAX_MATCHES
 from guardrails.expr.values import CelError, MatchBoundExceeded
 
@@ -169,6 +175,7 @@ def _parse_email(s: str) -> tuple[str, str] | None:
     return local, domain
 
 
+@fixed_patterns(_EMAIL_RE)
 @guarded("emails.valid")
 def emails_valid(s: Any) -> bool:
     """A practical subset of RFC 5322 addr-spec: ASCII only, no display name, comments,
@@ -179,6 +186,7 @@ def emails_valid(s: Any) -> bool:
     return _parse_email(s) is not None
 
 
+@fixed_patterns(_EMAIL_RE)
 @guarded("emails.domain")
 def emails_domain(s: Any) -> str:
     """The lower-cased domain (trailing dot removed) of a valid address; any string
@@ -241,6 +249,7 @@ def _secret_value(v: str) -> bool:
     return _mixed(v) or classes >= 3
 
 
+@fixed_patterns(_DIRECT, _LONG_ALNUM, _OPENAI, _BEARER, _ASSIGNMENT)
 @guarded("credentials.found")
 def _credentials_found_work(s: Any) -> tuple[bool, int]:
     """``credentials_found`` and the candidate matches it checked in Python (each a few
@@ -277,6 +286,7 @@ def _credentials_found_work(s: Any) -> tuple[bool, int]:
     return False, seen
 
 
+@fixed_patterns(_DIRECT, _LONG_ALNUM, _OPENAI, _BEARER, _ASSIGNMENT)
 @guarded("credentials.found")
 def credentials_found(s: Any) -> bool:
     """Heuristic credential detector (RE2, linear time); see docs/functions.md for the
