@@ -185,3 +185,25 @@ def test_entries_of_calls_that_did_not_run_or_were_cut_in_evaluate(
     cut = {"tool": "add_contact", "args": {}, "effect": "allow", "result": "",
            "truncated": True}
     assert decide(cut) == "require_approval"
+
+
+@tool
+def transfer_funds(recipient: str, amount: float) -> str:
+    """Another payment tool the same policy guards."""
+    paid.append(recipient)
+    return f"transferred {amount} to {recipient}"
+
+
+async def test_payments_alternating_between_payment_tools_count_together(
+        policies: guardrails.PolicySet) -> None:
+    """Structuring: the library's three payments a session were counted per tool, so
+    alternating ``send_money`` and ``transfer_funds`` doubled the payments past the limit."""
+    known = "GB82WEST12345698765432"  # a known payee: nothing but the count stops it
+    turns = [[call(name, recipient=known, amount=300)]
+             for name in ("send_money", "transfer_funds", "send_money", "transfer_funds")]
+    client = ScriptedChatClient([*turns, [text("done")]])
+    agent = Agent(client=client, tools=[*TOOLS, transfer_funds], middleware=guard(policies))
+    response = await agent.run("pay the rent in parts", session=agent.create_session())
+    assert paid == [known] * 3
+    [request] = response.user_input_requests
+    assert "Too many payments" in request.additional_properties["reason"]
