@@ -212,3 +212,47 @@ async def test_an_approval_answered_for_another_tool_or_changed_arguments_runs_n
     assert sorted(CALLS, key=str) == [("send_money", {"recipient": "UK12", "amount": a})
                                       for a in (5000.0, 7000.0, 8000.0)]
     CALLS.clear()
+
+
+# -- telemetry whose exporter fails ------------------------------------------------------------
+
+async def test_a_failing_span_exporter_hides_no_halt_and_leaks_no_secret(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held: the guard's own tracer provider exports through an exporter that raises (with
+    the span's attributes in its text) on every span: the halt still ends the run with
+    ``PolicyViolation``, nothing after it runs, and no injected value reaches a log."""
+    import logging
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+
+    import guardrails
+    from tests.af_support import load_fixture
+    from tests.af_tools import CALLS, call_api, send_money
+
+    class Failing(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> Any:
+            raise RuntimeError(f"collector down: {[dict(s.attributes or {}) for s in spans]}")
+
+    secret = "sk-export-" + "Q7w" * 12
+    monkeypatch.setenv("GR_AF_TEST_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Failing()))
+    CALLS.clear()
+    client = ScriptedChatClient([
+        [call("call_api", endpoint="https://api.internal/v1")],
+        [Content.from_function_call(call_id="h", name="send_money",
+                                    arguments={"recipient": "UK12", "amount": 500000})],
+        [call("send_money", recipient="UK12", amount=5)],
+    ], default=[text("done")])
+    agent = agent_with(client, [call_api, send_money],
+                       guard(load_fixture(), tracer_provider=provider))
+    with pytest.raises(guardrails.PolicyViolation):
+        await agent.run("call the api, then pay", session=agent.create_session())
+    assert [name for name, _ in CALLS] == ["call_api"]
+    texts = [r.getMessage() for r in caplog.records] + [caplog.text]
+    assert "collector down" in caplog.text  # the exporter did fail, and the SDK logged it
+    assert not [t for t in texts if secret in t or secret[:16] in t]
+    CALLS.clear()
