@@ -174,3 +174,31 @@ def test_the_scrubber_knows_pydantics_cut_form_of_every_value(secret: str) -> No
     quoted = Scrubber([secret])(message).split("input_value=", 1)[1].split(", input_type")[0]
     # Quoted whole (short) it is removed inside its quotes; cut (long), with them.
     assert quoted in {"[REDACTED]", "'[REDACTED]'", '"[REDACTED]"'}
+
+
+@STREAMING
+async def test_with_instrumentation_off_the_frameworks_argument_log_is_scrubbed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        stream: bool) -> None:
+    """Held: with its OpenTelemetry instrumentation off, the framework logs every tool's
+    arguments at DEBUG ("Function arguments: {...}"), the injected key among them."""
+    from agent_framework.observability import OBSERVABILITY_SETTINGS
+
+    monkeypatch.setattr(OBSERVABILITY_SETTINGS, "enable_instrumentation", False)
+    assert not OBSERVABILITY_SETTINGS.ENABLED
+    policy = POLICY.replace('"pin_login"]', '"pin_login", "plain_key"]')
+
+    @tool(name="plain_key")
+    def plain_key(endpoint: str, api_key: str) -> str:
+        """Uses the key."""
+        SEEN.append(api_key)
+        return "ok"
+
+    obs = Observer()
+    client = ScriptedChatClient([[call("plain_key", endpoint="https://api.internal/x")],
+                                 [text("done")]])
+    agent = agent_with(client, [plain_key], obs.guard(load_text(tmp_path, policy)))
+    await run(agent, "use the vault", stream=stream)
+    assert SEEN == [KEY]
+    assert any("Function arguments" in r.getMessage() for r in caplog.records)
+    assert _found(KEY, obs.places(caplog)) == []
