@@ -256,3 +256,46 @@ async def test_a_failing_span_exporter_hides_no_halt_and_leaks_no_secret(
     assert "collector down" in caplog.text  # the exporter did fail, and the SDK logged it
     assert not [t for t in texts if secret in t or secret[:16] in t]
     CALLS.clear()
+
+
+# -- a streaming client that sends each fragment in an update of its own ----------------------
+
+class _Fragments(ScriptedChatClient):
+    """Streams every content of a turn in its own update, as a provider streams argument
+    text (the framework joins them by call id when the stream ends)."""
+
+    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any,
+                            **kwargs: Any) -> Any:
+        if not stream:
+            return super()._inner_get_response(messages=messages, stream=stream,
+                                               options=options, **kwargs)
+        from agent_framework import ChatResponseUpdate
+
+        self.received.append(list(messages))
+        contents = list(self.turns.pop(0) if self.turns else self.default)  # type: ignore[arg-type]
+
+        async def updates() -> Any:
+            for content in contents:
+                yield ChatResponseUpdate(role="assistant", contents=[content], message_id="m1")
+
+        return self._build_response_stream(updates())
+
+
+_DEEP_TEXT = '{"data": ' + "[" * 1500 + "]" * 1500 + "}"
+
+
+@pytest.mark.parametrize("later_id", ["bad", ""], ids=["same call id", "no call id"])
+async def test_fragments_streamed_in_updates_of_their_own_are_judged_whole(
+        tmp_path: Path, later_id: str) -> None:
+    """Held: 700-character fragments, each in its own update (the later ones with the call
+    id or none, as providers send them), are judged as the joined text."""
+    fragments = [_DEEP_TEXT[i:i + 700] for i in range(0, len(_DEEP_TEXT), 700)]
+    first = Content.from_function_call(call_id="bad", name="take_any", arguments=fragments[0])
+    rest = [Content.from_function_call(call_id=later_id, name="", arguments=f)
+            for f in fragments[1:]]
+    client = _Fragments([[first, *rest], [text("final answer")]])
+    agent = agent_with(client, [take_map, take_any, note], guard(load_text(tmp_path, POLICY)))
+    response = await run(agent, "go", stream=True)
+    [result] = [result_text(r) for r in client.tool_results()]
+    assert _DEEP in result
+    assert RAN == [] and response.text == "final answer"
