@@ -299,3 +299,27 @@ async def test_fragments_streamed_in_updates_of_their_own_are_judged_whole(
     [result] = [result_text(r) for r in client.tool_results()]
     assert _DEEP in result
     assert RAN == [] and response.text == "final answer"
+
+
+async def test_an_approval_a_guarded_sub_agent_needs_runs_nothing() -> None:
+    """Held: a guarded sub-agent (``agent.as_tool()``) whose call needs an approval cannot
+    hold it (its run is the caller's tool call): the framework fails the tool, nothing is
+    paid, and no approval request surfaces that could be answered to run it."""
+    from agent_framework import Agent
+
+    from tests.af_support import load_fixture
+    from tests.af_tools import CALLS, send_money
+
+    CALLS.clear()
+    policies = load_fixture()
+    sub_client = ScriptedChatClient([[call("send_money", recipient="UK12", amount=5000)]],
+                                    default=[text("sub done")])
+    sub = Agent(client=sub_client, tools=[send_money], middleware=guard(policies),
+                name="payer", description="Pays.")
+    top_client = ScriptedChatClient([[call("payer", task="pay UK12 5000")]],
+                                    default=[text("top done")])
+    top = Agent(client=top_client, tools=[sub.as_tool()], middleware=guard(policies))
+    response = await top.run("pay UK12 5000", session=top.create_session())
+    assert CALLS == [] and response.user_input_requests == []
+    [result] = top_client.tool_results()
+    assert result_text(result).startswith("Error")
