@@ -271,7 +271,7 @@ def _pattern_params(root: cel.Node) -> tuple[set[str], bool]:
             stack.extend((part, inner) for part in (node.accu_init, node.loop_condition,
                                                      node.loop_step, node.result))
         else:
-            stack.extend((child, scope) for child in _children(node))
+            stack.extend((child, scope) for child in cel.children(node))
     return found, by_index
 
 
@@ -287,21 +287,6 @@ def _library_calls(root: cel.Node) -> set[Any]:
             if fn is not None:
                 found.add(fn)
     return found
-
-
-def _children(node: cel.Node) -> list[cel.Node]:
-    """The nodes directly under ``node`` (a comprehension's: see ``_pattern_params``)."""
-    if isinstance(node, cel.Select):
-        return [node.operand]
-    if isinstance(node, cel.Call):
-        return [*node.args] + ([node.target] if node.target is not None else [])
-    if isinstance(node, cel.ListLit):
-        return list(node.elements)
-    if isinstance(node, cel.MapLit):
-        return [n for entry in node.entries for n in entry]
-    if isinstance(node, cel.StructLit):
-        return [v for _, v in node.fields]
-    return []
 
 
 def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backend: Backend,

@@ -357,7 +357,7 @@ def _arg_accesses(node: ast.Node, shadowed: bool = False) -> list[_Access]:
             stack.extend((child, hidden, _tool_facts(facts, h)) for child, h in zip(
                 rest, held, strict=True))
             continue
-        stack.extend((child, hidden, facts) for child in _children(n))
+        stack.extend((child, hidden, facts) for child in ast.children(n))
     out.sort(key=lambda a: a.offset)
     return out
 
@@ -397,20 +397,6 @@ def _is_args(n: ast.Node) -> bool:
 
 def _is_str(n: ast.Node) -> bool:
     return isinstance(n, ast.Literal) and isinstance(n.value, str)
-
-
-def _children(n: ast.Node) -> list[ast.Node]:
-    if isinstance(n, ast.Select):
-        return [n.operand]
-    if isinstance(n, ast.Call):
-        return [*n.args, *([n.target] if n.target is not None else [])]
-    if isinstance(n, ast.ListLit):
-        return list(n.elements)
-    if isinstance(n, ast.MapLit):
-        return [x for kv in n.entries for x in kv]
-    if isinstance(n, ast.StructLit):
-        return [v for _, v in n.fields]
-    return []
 
 
 # -- checks that need no tool schemas ---------------------------------------------------

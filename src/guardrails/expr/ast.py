@@ -95,6 +95,22 @@ class Comprehension(Node):
     key; "" for the one-variable macros."""
 
 
+def children(node: Node) -> list[Node]:
+    """The nodes directly under ``node``, but a comprehension's (its parts are read in
+    scopes of their own: a caller that needs them takes them by name)."""
+    if isinstance(node, Select):
+        return [node.operand]
+    if isinstance(node, Call):
+        return [*node.args, *([node.target] if node.target is not None else [])]
+    if isinstance(node, ListLit):
+        return list(node.elements)
+    if isinstance(node, MapLit):
+        return [x for kv in node.entries for x in kv]
+    if isinstance(node, StructLit):
+        return [v for _, v in node.fields]
+    return []
+
+
 def walk(node: Node) -> list[Node]:
     """All nodes of a tree, parents before children (for load-time checks)."""
     out: list[Node] = []
