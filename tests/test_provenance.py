@@ -33,6 +33,11 @@ MATCH = [
     ("12345678", "ref 12,345,678"),
     # e-mail addresses, case-insensitive
     ("Bob@Example.com", "mail bob@example.com."),
+    # ... also quoted, as users write them and as a Python dict prints them
+    ("janeLong@google.com", "send it to my wife at 'janeLong@google.com', thanks"),
+    ("bob@example.com", "{'email': 'bob@example.com', 'name': 'Bob'}"),
+    ("bob@example.com", "'bob@example.com'"),
+    ("bob@example.com", "use `bob@example.com`"),
     # URLs with or without scheme, trailing slash, sentence punctuation
     ("https://www.evil.com/x", "see www.evil.com/x."),
     ("www.evil.com/x/", "go to https://www.evil.com/x"),
@@ -67,6 +72,9 @@ NO_MATCH = [
     ("0123456", "123456"),
     ("bob@example.com", "bob@example.com.evil.net"),
     ("alice@example.com", "malice@example.com"),
+    ("brien@example.com", "o'brien@example.com"),
+    ("brien@example.com", "o`brien@example.com"),
+    ("bob@example.com", "x'bob@example.com"),
     ("https://www.evil.com/x", "www.evil.com/xy"),
     ("https://www.evil.com/x", "www.evil.com/x/y"),
     ("evil.com", "notevil.com"),

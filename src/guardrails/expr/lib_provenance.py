@@ -99,6 +99,12 @@ _B_L = r"(?:^|[^\pL\pN])"
 _B_R = r"(?:$|[^\pL\pN])"
 
 _EMAIL = re.compile(r"[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_EMAIL_LEFT = (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-]"
+               r"|(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])['`])")
+"""What may precede an address: a character no address holds, or a quote that opens a
+quoted address (itself after such a character): ``'bob@x.com'`` in a request, and every
+address in a result printed as a Python dict (``{'email': 'bob@x.com'}``). A quote inside
+a local part stays part of it: ``brien@x.com`` is not in ``o'brien@x.com``."""
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+")
 _HOST = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?")
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\d{2})?)?")
@@ -206,7 +212,7 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
     if not low:
         return None
     if _EMAIL.fullmatch(low):
-        return "email", low, (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])" + re.escape(low)
+        return "email", low, (_EMAIL_LEFT + re.escape(low)
                               + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
     if _URL.fullmatch(low):
         rest = re.sub(r"^[a-z][a-z0-9+.-]*://", "", low).rstrip("/")
