@@ -1,0 +1,165 @@
+"""The outsider's AgentDojo policies (benchmarks/agentdojo/outsider/, written from the docs
+alone) stay valid, strict-clean against the suites' tool schemas and tested; and the fixes
+their writing led to hold: a library's functions are named by their qualified name in
+error hints, quoted e-mail addresses are found by provenance in the real loop."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from agent_framework import Agent, Content
+
+import guardrails
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import text
+from guardrails.engine.lint import lint
+from guardrails.testing import run_tests
+from tests.af_support import load_text
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTSIDER = ROOT / "benchmarks" / "agentdojo" / "outsider"
+SUITES = ("banking", "slack", "travel", "workspace")
+
+
+def _replay() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "agentdojo_replay_outsider", ROOT / "benchmarks" / "agentdojo" / "replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+replay = _replay()
+
+
+@pytest.fixture(scope="module")
+def data() -> Any:
+    return replay.load()
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_policies_are_strict_clean_against_the_tools(suite: str, data: Any) -> None:
+    policies = guardrails.load(OUTSIDER / f"{suite}.yaml")
+    tools = {t["name"]: t["parameters"] for t in data["suites"][suite]["tools"]}
+    findings = [f for f in lint(policies, tools) if f.severity != "info"]
+    assert findings == []
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_policy_tests_pass_and_cover_every_rule(suite: str) -> None:
+    report = run_tests(OUTSIDER / f"{suite}.tests.yaml")
+    assert report.passed and report.results
+    assert not report.uncovered
+
+
+def test_replay_takes_another_policy_directory(data: Any) -> None:
+    run = next(r for r in data["suites"]["travel"]["runs"]
+               if r["user_task"] == "user_task_3" and r["injection_task"] is None)
+    figures = asyncio.run(replay.replay_suite("travel", data, runs=[run], policy_dir=OUTSIDER))
+    # The wife's address the user quoted ('janeLong@google.com') is hers: the mail is sent.
+    assert figures["all"]["legit_calls"] == len(run["calls"])
+    assert figures["all"]["legit_calls_denied"] == 0
+
+
+LIBRARY = """
+apiVersion: guardrails/v1
+kind: Library
+metadata: {name: origin}
+spec:
+  functions:
+    - name: named
+      params: [{name: v}]
+      expression: 'request.mentions(v)'
+    - name: both
+      params: [{name: a}, {name: b}]
+      expression: BODY
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [send]}
+  rules:
+    - {name: r, when: WHEN, action: deny}
+"""
+
+
+def _problems(tmp_path: Path, body: str, when: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(LIBRARY.replace("BODY", json.dumps(body)).replace("WHEN", json.dumps(when)))
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(path)
+    return str(e.value)
+
+
+def test_an_unqualified_call_in_a_library_body_says_the_qualified_name(tmp_path: Path) -> None:
+    message = _problems(tmp_path, "named(a) && origin.named(b)", "origin.both(args.a, args.b)")
+    assert "library function origin.both: unknown function 'named'" in message
+    assert "write 'origin.named'" in message
+
+
+def test_an_unqualified_call_in_a_rule_says_the_qualified_name(tmp_path: Path) -> None:
+    message = _problems(tmp_path, "origin.named(a)", "!named(args.to)")
+    assert "unknown function 'named'" in message and "write 'origin.named'" in message
+
+
+def test_an_unknown_function_no_library_defines_gets_no_library_hint(tmp_path: Path) -> None:
+    message = _problems(tmp_path, "origin.named(a)", "!nameless(args.to)")
+    assert "unknown function 'nameless'" in message and "qualified" not in message
+
+
+MAIL = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: book}
+spec:
+  match: {tools: [contacts]}
+  results: trusted
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: mail}
+spec:
+  match: {tools: [send_email]}
+  rules:
+    - name: unknown
+      when: '!provenance(args.to).exists(p, p.source == "result" && p.trusted)'
+      action: deny
+"""
+
+
+@pytest.mark.parametrize(("to", "sent"), [("sarah.baker@gmail.com", True),
+                                          ("Sarah.Baker@gmail.com", True),
+                                          ("brien@x.com", False)])
+def test_quoted_addresses_in_results_are_found_in_the_real_loop(
+        tmp_path: Path, to: str, sent: bool) -> None:
+    """A trusted address book printed as a Python dict vouches for its addresses; a quote
+    inside a local part does not split an address (``brien@x.com`` is not
+    ``o'brien@x.com``)."""
+    policies = load_text(tmp_path, MAIL)
+    outbox: list[str] = []
+
+    def contacts() -> str:
+        return "[{'name': 'Sarah', 'email': 'sarah.baker@gmail.com'}, {'email': \"o'brien@x.com\"}]"
+
+    def send_email(to: str) -> str:
+        outbox.append(to)
+        return "sent"
+
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="c0", name="contacts", arguments={})],
+        [Content.from_function_call(call_id="c1", name="send_email", arguments={"to": to})],
+        [text("done")]])
+    agent = Agent(client=client, tools=[contacts, send_email], middleware=guard(policies))
+    asyncio.run(agent.run("mail my contact"))
+    assert outbox == ([to] if sent else [])
