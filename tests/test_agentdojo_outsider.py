@@ -14,7 +14,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
 from agent_framework import Agent, Content
 
 import guardrails
