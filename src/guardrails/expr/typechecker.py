@@ -244,6 +244,8 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
                 reads = args[1]
             elif n.target is None and f == "@in" and len(args) == 2:
                 reads = args[0]
+            elif f == "@select" and len(args) == 2:
+                reads = args[1]  # args.?x: a field path, and a fact under hasValue()
             elif not (n.target is None and f in _OPERATORS):
                 name = call_name(n)
                 if name in _REGEX_ARG:
@@ -298,6 +300,9 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
         read = Facts(_reads(node))
         p = _path(node.operand)
         return read | Facts(frozenset({(*p, node.field)})) if p and positive else read
+    present = _optional_presence(node, positive)
+    if present is not None:
+        return Facts(_reads(node) | {present})
     if isinstance(node, ast.Call) and node.target is None:
         f, a = node.function, node.args
         if f == "!_" and len(a) == 1:
@@ -326,6 +331,37 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
                         return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
     reads = _reads(node)
     return Facts(reads) if reads else NONE
+
+
+def _optional_presence(node: ast.Node, positive: bool) -> Path | None:
+    """The path that ``args.?x.hasValue()`` or ``args.?x.orValue(null) != null`` (when
+    true; ``... == null`` when false) shows is there: the optional spellings of
+    ``has(args.x)``."""
+    if (positive and isinstance(node, ast.Call) and node.function == "hasValue"
+            and not node.args and node.target is not None):
+        return _optional_path(node.target)
+    if not (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2
+            and node.function == ("_!=_" if positive else "_==_")):
+        return None
+    for x, y in (node.args, node.args[::-1]):
+        if (isinstance(y, ast.Literal) and y.value is None and isinstance(x, ast.Call)
+                and x.function == "orValue" and len(x.args) == 1
+                and isinstance(x.args[0], ast.Literal) and x.args[0].value is None
+                and x.target is not None):
+            return _optional_path(x.target)
+    return None
+
+
+def _optional_path(node: ast.Node) -> Path | None:
+    """``("args", "x")`` for ``args.?x`` (also ``args.a.?x``), else None."""
+    if (isinstance(node, ast.Call) and node.function == "@select" and len(node.args) == 2
+            and isinstance(node.target, ast.Ident) and node.target.name == "optional"
+            and _is_str(node.args[1])):
+        p = _path(node.args[0])
+        field = node.args[1]
+        assert isinstance(field, ast.Literal)
+        return (*p, field.value) if p else None
+    return None
 
 
 def tool_args_key(tool: str) -> str:
