@@ -212,9 +212,9 @@ def _half(run: dict[str, Any]) -> str:
 
 async def replay_suite(name: str, data: dict[str, Any], limit: int | None = None,
                        runs: Iterable[dict[str, Any]] | None = None,
-                       policy_dir: Path = POLICIES) -> dict[str, Any]:
+                       policy_dir: Path | None = None) -> dict[str, Any]:
     suite = data["suites"][name]
-    policies = guardrails.load(policy_dir / f"{name}.yaml")
+    policies = guardrails.load((policy_dir or POLICIES) / f"{name}.yaml")
     writes = WRITES[name]
     tallies = {"even": Tally(), "odd": Tally(), "all": Tally()}
     selected = list(runs if runs is not None else suite["runs"])[:limit]
@@ -238,7 +238,7 @@ async def main(argv: Sequence[str]) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(WRITES))
     parser.add_argument("--limit", type=int)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--policies", type=Path, default=POLICIES, metavar="DIR",
+    parser.add_argument("--policies", type=Path, metavar="DIR",
                         help="the directory holding <suite>.yaml (default: policies/; "
                              "outsider/ holds policies written from the docs alone)")
     args = parser.parse_args(argv)
