@@ -319,3 +319,32 @@ spec:
         && provenance(args.to).exists(p, p.requested)'}
 """, name="ok.yaml")
     assert ok.policies
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    # a text, and a list of texts (a known list in params), with the request's matching
+    ('"IBAN GB29 NWBK 6016 1331 9268 19".mentions("gb29nwbk60161331926819")', True),
+    ('["GB29 NWBK 6016 1331 9268 19", "x"].mentions("GB29NWBK60161331926819")', True),
+    ('["Bob Smith"].mentions("bob, smith")', True),
+    ('["1,500.00"].mentions(1500)', True),
+    # whole values only, and never across two elements
+    ('["bobby"].mentions("bob")', False),
+    ('["bob", "smith"].mentions("bob smith")', False),
+    ('["GB29 NWBK", "6016 1331 9268 19"].mentions("GB29NWBK60161331926819")', False),
+    ('["x@evil.com", "example.com"].mentions("x@evil.com.example.com")', False),
+    ('[].mentions("bob")', False),
+    ('"".mentions("bob")', False),
+])
+def test_texts_and_lists_mention_values_as_the_request_does(expression: str,
+                                                           expected: bool) -> None:
+    from guardrails.expr import compile_expression
+    program = compile_expression(expression, declared=frozenset())
+    assert program.evaluate({}) is expected
+
+
+@pytest.mark.parametrize("expression", ['[1, "a"].mentions("a")', '1.mentions("a")'])
+def test_mentions_refuses_what_is_not_text(expression: str) -> None:
+    from guardrails.expr import ExpressionError, compile_expression
+    from guardrails.expr.values import CelError
+    with pytest.raises((CelError, ExpressionError)):
+        compile_expression(expression, declared=frozenset()).evaluate({})

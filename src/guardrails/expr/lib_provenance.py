@@ -54,10 +54,12 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
     "provenance": ("provenance(string) -> list(map(string, dyn))",
                    "provenance(number) -> list(map(string, dyn))"),
     "untrusted": ("untrusted(string) -> bool", "untrusted(number) -> bool"),
-    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool"),
+    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool",
+                 "string.mentions(string) -> bool", "string.mentions(number) -> bool",
+                 "list.mentions(string) -> bool", "list.mentions(number) -> bool"),
 }
 """The types of these functions for the static checker (``library.SIGNATURES`` form);
-``mentions`` is a method of ``request``."""
+``mentions`` is a method of ``request``, of a text and of a list of texts."""
 
 
 # -------------------------------------------------------------------- lower-cased texts
@@ -569,15 +571,26 @@ class Request(Mapping[str, Any]):
 
 
 @guarded("mentions")
-def mentions(request: Any, value: Any) -> bool:
-    """``request.mentions(value)``: the user's words contain ``value`` (same matching)."""
-    if not isinstance(request, Request):
-        raise no_overload("mentions", request, value)
+def mentions(within: Any, value: Any) -> bool:
+    """``request.mentions(value)``: the user's words contain ``value``; ``s.mentions(v)``
+    and ``l.mentions(v)``: a text, or one of a list of texts, does (``params.payees``
+    written with spaces, in another case). The same matching as ``provenance``: one
+    concept, one name, wherever the texts come from."""
+    if isinstance(within, Request):
+        text = within.text
+    elif type(within) is str:
+        text = within
+    elif type(within) is list and all(type(t) is str for t in within):
+        # One text whose parts no match can cross (NUL is no word, address or number
+        # character), searched once: a long list costs one scan, not one per element.
+        text = "\x00".join(within)
+    else:
+        raise no_overload("mentions", within, value)
     _arg("mentions", value)
     origins = ORIGINS.get()
     scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
     m = matcher(value)
-    return m is not None and bool(request.text) and m.found(_lower(request.text), scan)
+    return m is not None and bool(text) and m.found(_lower(text), scan)
 
 
 # What one value's search costs besides the texts it scans (``limits.cost_of``): reading
