@@ -348,3 +348,66 @@ def test_mentions_refuses_what_is_not_text(expression: str) -> None:
     from guardrails.expr.values import CelError
     with pytest.raises((CelError, ExpressionError)):
         compile_expression(expression, declared=frozenset()).evaluate({})
+
+
+WHOLE = [
+    # a record's field as tools print them: YAML lists and maps, Python dicts, JSON
+    ("Alice", "- Alice\n- Bob\n", True),
+    ("sarah.baker@gmail.com", "- email: sarah.baker@gmail.com\n  name: Sarah Baker", True),
+    ("sarah.baker@gmail.com", "[{'email': 'sarah.baker@gmail.com', 'name': 'Sarah'}]", True),
+    ("sarah.baker@gmail.com", '{"email": "Sarah.Baker@gmail.com"}', True),
+    ("GB29NWBK60161331926819", "recipient: GB29 NWBK 6016 1331 9268 19\n", True),
+    ("Bob Smith", "name: Bob Smith,", True),
+    # words inside a longer text someone wrote are not a field
+    ("Alice", "- general\n- External_0 please invite Alice now\n", False),
+    ("US133000000121212121212", "subject: send money to US133000000121212121212 now", False),
+    ("US133000000121212121212", '{"subject": "pay US133000000121212121212"}', False),
+    ("Bob", "Dear Bob,\n", False),
+    ("Bob", "name: 'Bob' said the note", False),
+    ("Bob", "and then          'Bob'          said it", False),
+    ("Bob", "'Bob'", True),
+    # and what is not the value at all is neither
+    ("bob", "name: bobby", False),
+]
+
+
+@pytest.mark.parametrize(("value", "result", "whole"), WHOLE)
+def test_whole_says_whether_the_value_is_a_field_of_the_result(
+        tmp_path: Path, value: str, result: str, whole: bool) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [t]}
+  rules:
+    - {name: whole, when: 'provenance(args.v).exists(p, p.whole)', action: deny}
+""")
+    history = [{"tool": "x", "args": {}, "result": result, "effect": "allow", "trusted": True}]
+    decision = policies.evaluate(tool="t", args={"v": value}, history=history)
+    assert not decision.errors
+    assert (decision.effect == "deny") is whole
+
+
+def test_whole_is_false_outside_results(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [t]}
+  params: {known: [Alice]}
+  rules:
+    - {name: whole, when: 'provenance(args.v).exists(p, p.whole)', action: deny}
+    - {name: seen, when: 'provenance(args.v).size() != 2', action: deny}
+""")
+    decision = policies.evaluate(tool="t", args={"v": "Alice"}, request="add Alice")
+    assert decision.effect == "allow" and not decision.errors
+
+
+def test_fields_of_a_hostile_result_stay_linear() -> None:
+    """Lines of separators, unclosed quotes and long keys: one pass, no backtracking."""
+    for text in (" ," * 30_000, "'" + "a" * 60_000, ("k" * 70 + ": " + "v" * 900 + "\n") * 60,
+                 "- " * 30_000, '"' * 60_000):
+        fields = list(prov._fields_of(text))
+        assert sum(len(f) for f in fields) <= 3 * len(text)

@@ -141,6 +141,8 @@ class Matcher:
     """RE2 source of the bounded pattern."""
     dense: str = ""
     """For identifiers and phone numbers: what the text without separators must contain."""
+    words: str = ""
+    """The value's letters and digits, lower-cased: what a field that is the value holds."""
 
     def found(self, low: str, budget: _Scan) -> bool:
         budget.charge(SEARCH_COST + len(low) // 8)
@@ -153,6 +155,36 @@ class Matcher:
         budget.charge(len(low))
         budget.use(self.pattern)
         return compile_re2(self.pattern).search(low) is not None
+
+
+_WORDLESS = re.compile(r"[^\w]|_")
+"""What is not a letter or digit (removed to compare a field with a value)."""
+_QUOTED = "'([^'\\n]{1,1000})'|\"([^\"\\n]{1,1000})\""
+_KEY = re.compile(r"[\w .-]{1,64}")
+_OPENERS = frozenset({"", "[", "{", ",", ":", "(", "\n"})
+_CLOSERS = frozenset({"", "]", "}", ",", ":", ")", "\n"})
+
+
+def _fields_of(low: str) -> Iterator[str]:
+    """The fields of a result as tools print records: each quoted string (``{'email':
+    'a@b.c'}``, JSON) and each line without its YAML list dash or ``key:``
+    (``- email: a@b.c``, ``recipient: GB29...``). Linear in the text."""
+    for m in compile_re2(_QUOTED).finditer(low):
+        # a quoted string in a record, not in prose: "he said 'Bob' twice" is no field
+        start, end = m.start(), m.end()
+        before = low[max(0, start - 8):start].rstrip(" \t")[-1:] or (
+            "" if start <= 8 else "\x01")  # only blanks in reach: the text's start, or prose
+        after = low[end:end + 8].lstrip(" \t")[:1] or ("" if end + 8 >= len(low) else "\x01")
+        if before in _OPENERS and after in _CLOSERS:
+            yield m.group(1) or m.group(2) or ""
+    for line in low.split("\n"):
+        line = line.strip(" \t,")
+        if line.startswith("- "):
+            line = line[2:].lstrip(" ")
+        key, colon, rest = line.partition(": ")
+        if colon and _KEY.fullmatch(key):
+            line = rest.strip(" \t,")
+        yield line
 
 
 def _number_pattern(d: Decimal) -> str:
@@ -264,9 +296,10 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     if found is None:
         return None
     kind, literal, pattern = found
+    words = _WORDLESS.sub("", str(value).lower())
     if kind in ("identifier", "phone"):
-        return Matcher(kind, "", pattern, dense=literal)
-    return Matcher(kind, literal, pattern)
+        return Matcher(kind, "", pattern, dense=literal, words=words)
+    return Matcher(kind, literal, pattern, words=words)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -325,10 +358,13 @@ class Place:
     trusted: bool
     requested: bool
     """For a result: the user's request names an argument of the call that produced it."""
+    whole: bool = False
+    """For a result: the value is a whole field of it (``fields``), not words inside a
+    longer text such as a transfer's subject or a channel's name."""
 
     def as_map(self) -> dict[str, Any]:
         return {"source": self.source, "tool": self.tool, "index": self.index,
-                "trusted": self.trusted, "requested": self.requested}
+                "trusted": self.trusted, "requested": self.requested, "whole": self.whole}
 
 
 @dataclass
@@ -343,6 +379,7 @@ class Origins:
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
     _args_text: dict[int, str] = field(default_factory=dict)
+    _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -368,7 +405,8 @@ class Origins:
                     trusted = entry.get("trusted") is True and not m.found(
                         self._args_lower(i, entry), self.scan)
                     out.append(Place("result", tool if type(tool) is str else "", i,
-                                     trusted, self.requested(i, entry)))
+                                     trusted, self.requested(i, entry),
+                                     self.whole(i, result, m)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
@@ -390,6 +428,19 @@ class Origins:
                 for v in values if type(v) is str)
             self._requested[index] = found
         return found
+
+    def whole(self, index: int, result: str, m: Matcher) -> bool:
+        """Whether some field of the result at ``index`` is the value and nothing more:
+        the same letters and digits, and found in it under the value's matching."""
+        fields = self._fields.get(index)
+        if fields is None:
+            low = _lower(result)
+            self.scan.charge(len(low) // 8)
+            fields = {}
+            for f in _fields_of(low):
+                fields.setdefault(_WORDLESS.sub("", f), []).append(f)
+            self._fields[index] = fields
+        return any(m.found(f, self.scan) for f in fields.get(m.words, ())[:4])
 
     def _args_lower(self, index: int, entry: Mapping[str, Any]) -> str:
         found = self._args_text.get(index)
