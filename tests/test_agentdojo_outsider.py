@@ -162,3 +162,21 @@ def test_quoted_addresses_in_results_are_found_in_the_real_loop(
     agent = Agent(client=client, tools=[contacts, send_email], middleware=guard(policies))
     asyncio.run(agent.run("mail my contact"))
     assert outbox == ([to] if sent else [])
+
+
+def test_a_name_defined_in_two_files_says_they_load_as_one_set(tmp_path: Path) -> None:
+    """Two deployments' policy files in one directory: the duplicate says why it is one."""
+    doc = ("apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: origin}\n"
+           "spec:\n  functions:\n    - {name: f, expression: 'true'}\n")
+    (tmp_path / "a.yaml").write_text(doc)
+    (tmp_path / "b.yaml").write_text(doc)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(tmp_path)
+    assert "duplicate library name 'origin'" in str(e.value)
+    assert "load the policies of different deployments separately" in str(e.value)
+    (tmp_path / "b.yaml").unlink()
+    (tmp_path / "a.yaml").write_text(doc + "---\n" + doc)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(tmp_path)
+    assert "duplicate library name 'origin'" in str(e.value)
+    assert "deployments" not in str(e.value)
