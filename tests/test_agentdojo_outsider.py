@@ -6,11 +6,8 @@ error hints, quoted e-mail addresses are found by provenance in the real loop.""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,23 +19,14 @@ from guardrails.agent_framework.scripted import text
 from guardrails.engine.lint import lint
 from guardrails.testing import run_tests
 from tests.af_support import load_text
+from tests.agentdojo_support import load_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDER = ROOT / "benchmarks" / "agentdojo" / "outsider"
 SUITES = ("banking", "slack", "travel", "workspace")
 
 
-def _replay() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "agentdojo_replay_outsider", ROOT / "benchmarks" / "agentdojo" / "replay.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-replay = _replay()
+replay = load_replay()
 
 
 @pytest.fixture(scope="module")
