@@ -168,3 +168,72 @@ def test_a_name_defined_in_two_files_says_they_load_as_one_set(tmp_path: Path) -
         guardrails.load(tmp_path)
     assert "duplicate library name 'origin'" in str(e.value)
     assert "deployments" not in str(e.value)
+
+
+PATTERNS = """
+apiVersion: guardrails/v1
+kind: Library
+metadata: {name: o}
+spec:
+  params: {bad: '(?<=x)'}
+  functions:
+    - name: asked
+      params: [{name: pattern, type: string}]
+      expression: 'request.text.matches("(?i)" + pattern)'
+    - name: askedAny
+      params: [{name: pattern}]
+      expression: 'o.asked(pattern)'
+---
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [x]}
+  uses: [o]
+  params: {ok: book, lookbehind: '(?<=x)'}
+  rules:
+    - {name: literal, when: WHEN, action: deny}
+"""
+
+
+@pytest.mark.parametrize(("when", "bad"), [
+    # a pattern a library function builds from a constant argument is a constant
+    ('o.asked("(?<=book)")', True),
+    ('o.asked(params.lookbehind)', True),
+    ('o.askedAny(params.bad)', True),
+    # ... and so is a concatenation of literals and params written in the rule
+    ('request.text.matches("(?i)" + "(?<=book)")', True),
+    ('request.text.matches("(?i)" + params.lookbehind)', True),
+    # valid, or not constant: nothing to report
+    ('o.asked("\\\\b(book|reserv)")', False),
+    ('o.asked(params.ok)', False),
+    ('o.asked(args.x)', False),
+    ('request.text.matches("(?i)" + "book")', False),
+])
+def test_a_constant_pattern_re2_rejects_is_a_load_error(tmp_path: Path, when: str,
+                                                        bad: bool) -> None:
+    """It would fail every call (and so deny every call, fail closed), however the
+    pattern reaches the regex function."""
+    path = tmp_path / "p.yaml"
+    path.write_text(PATTERNS.replace("WHEN", json.dumps(when)))
+    if not bad:
+        guardrails.load(path)
+        return
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(path)
+    assert "invalid regular expression" in str(e.value)
+    assert "RE2 has no lookahead or lookbehind" in str(e.value)
+
+
+def test_patterns_of_one_shape_are_checked_apart(tmp_path: Path) -> None:
+    """Two rules that differ only in a literal joined into the pattern: the checker's
+    cache by tree shape must not let the invalid one pass because the valid one did."""
+    rules = ("    - {name: a, when: 'request.text.matches(\"(?i)\" + \"book\")', action: deny}\n"
+             "    - {name: b, when: 'request.text.matches(\"(?i)\" + \"(?<=x)\")', "
+             "action: deny}\n")
+    path = tmp_path / "p.yaml"
+    path.write_text(PATTERNS.split("  rules:\n")[0] + "  rules:\n" + rules)
+    with pytest.raises(guardrails.PolicyError) as e:
+        guardrails.load(path)
+    assert "rules.b.when: invalid regular expression '(?i)(?<=x)'" in str(e.value)
+    assert "rules.a" not in str(e.value)

@@ -57,7 +57,7 @@ Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
 __all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "article", "call_name",
-           "check", "close_name", "facts_of", "has_enums", "may_be_absent",
+           "check", "close_name", "constant_text", "facts_of", "has_enums", "may_be_absent",
            "pattern_argument", "regex_problem", "shape", "suggest", "tool_args_key",
            "tool_names"]
 
@@ -255,7 +255,8 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
             if n.target is not None:
                 walk(n.target, False)
             for a in args:
-                walk(a, a is reads)
+                # a pattern made of literals joined with + (constant_text) is read whole
+                walk(a, a is reads or (read and f == "_+_" and n.target is None))
         elif t is ast.ListLit:
             assert isinstance(n, ast.ListLit)
             out.append(("list", len(n.elements)))
@@ -984,11 +985,13 @@ def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
         pattern = pattern_argument(name, node)
         args = (pattern,) if pattern is not None else ()
     literal: ast.Literal | None = None
-    if args and isinstance(args[0], ast.Literal) and isinstance(args[0].value, str):
-        literal = args[0]
+    text = ""
+    if args:
+        folded = constant_text(args[0])
+        if folded is not None:
+            text, literal = folded
     if literal is None:
         return
-    text = literal.value
     problem: str | None = None
     if name in _REGEX_ARG:
         problem = regex_problem(text)
@@ -996,6 +999,21 @@ def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
         problem = _parse_problem(name, text)
     if problem:
         c.error(literal, problem)
+
+
+def constant_text(node: ast.Node, depth: int = 0) -> tuple[str, ast.Literal] | None:
+    """The text of a string literal, or of ``+`` of them (``"(?i)" + "..."``, as a
+    library function's body builds a pattern from its argument, params included), with
+    the first literal to report at; None for anything else."""
+    if isinstance(node, ast.Literal):
+        return (node.value, node) if isinstance(node.value, str) else None
+    if (depth < 16 and isinstance(node, ast.Call) and node.function == "_+_"
+            and node.target is None and len(node.args) == 2):
+        left = constant_text(node.args[0], depth + 1)
+        right = constant_text(node.args[1], depth + 1) if left is not None else None
+        if left is not None and right is not None and len(left[0]) + len(right[0]) <= 100_000:
+            return left[0] + right[0], left[1]
+    return None
 
 
 def regex_problem(pattern: str) -> str | None:
