@@ -411,3 +411,15 @@ def test_fields_of_a_hostile_result_stay_linear() -> None:
                  "- " * 30_000, '"' * 60_000):
         fields = list(prov._fields_of(text))
         assert sum(len(f) for f in fields) <= 3 * len(text)
+
+
+def test_a_long_list_is_searched_in_its_first_65536_characters() -> None:
+    from guardrails.expr import compile_expression
+    program = compile_expression("params.known.mentions(args.v)",
+                                 declared=frozenset({"params", "args"}))
+    known = ["x" * 99] * 700 + ["GB29NWBK60161331926819"]  # 70,000 characters before it
+    prov._LOWER.clear()
+    assert program.evaluate({"params": {"known": known[:600] + known[-1:]},
+                             "args": {"v": "GB29 NWBK 6016 1331 9268 19"}}) is True
+    assert program.evaluate({"params": {"known": known}, "args": {"v": known[-1]}}) is False
+    assert max(len(k) for k in prov._LOWER) <= prov.MAX_TEXT

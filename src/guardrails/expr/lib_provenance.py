@@ -630,11 +630,17 @@ def mentions(within: Any, value: Any) -> bool:
     if isinstance(within, Request):
         text = within.text
     elif type(within) is str:
-        text = within
+        text = within[:MAX_TEXT]  # the searched part only: the text cache keys on it
     elif type(within) is list and all(type(t) is str for t in within):
         # One text whose parts no match can cross (NUL is no word, address or number
         # character), searched once: a long list costs one scan, not one per element.
-        text = "\x00".join(within)
+        parts, size = [], 0
+        for t in within:
+            if size >= MAX_TEXT:
+                break
+            parts.append(t)
+            size += len(t) + 1
+        text = "\x00".join(parts)[:MAX_TEXT]
     else:
         raise no_overload("mentions", within, value)
     _arg("mentions", value)
