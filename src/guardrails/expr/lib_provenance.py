@@ -1,4 +1,5 @@
-"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``).
+"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``,
+and ``mentions`` on a text or a list of texts).
 
 A tool argument that an e-mail put in front of the model looks the same as one the user
 typed; these functions tell them apart by looking the value up in the user's request, the
@@ -494,8 +495,8 @@ def _arg(name: str, value: Any) -> None:
 
 @guarded("provenance")
 def provenance(value: Any) -> list[dict[str, Any]]:
-    """Every place ``value`` appears: ``{source, tool, index, trusted, requested}`` maps, in
-    the order request, params, then tool results oldest first."""
+    """Every place ``value`` appears: ``{source, tool, index, trusted, requested, whole}``
+    maps, in the order request, params, then tool results oldest first."""
     _arg("provenance", value)
     return [p.as_map() for p in _origins("provenance").places(value)]
 
