@@ -182,6 +182,18 @@ def _failed(e: Exception) -> NoReturn:
 _MISS: Final = object()
 """A fused function's field not read yet (``MEMO_ROOTS``)."""
 
+def _untraced(error: BaseException) -> BaseException:
+    """A caught error to keep in a local: without its traceback (see ``_UNTRACED``)."""
+    return error.with_traceback(None)
+
+
+def _again(error: CelError) -> CelError:
+    """An error kept in a local (the first of ``&&``, ``||``, a comprehension's), raised as a
+    new exception of its type and message: raised itself, its traceback would hold the frame
+    that holds it (a reference cycle keeping the call's inputs for the cyclic collector)."""
+    return type(error)(error.message)
+
+
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
@@ -198,6 +210,8 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_predicate_error": predicate_error,
     "_too_deep": _too_deep,
     "_failed": _failed,
+    "_again": _again,
+    "_untraced": _untraced,
     "_no_overload": std.no_overload,
     "_select": std.select,
     "_MISS": _MISS,
@@ -270,6 +284,10 @@ _STD_CALLS: Final[Mapping[str, str]] = {
     "-_": "_neg",
 }
 _MAX_DEPTH: Final = 40
+_UNTRACED: Final = "_untraced(_x)"
+"""A caught error kept as a value (``_ErrorValue``, the first error of ``&&``, ``||`` or a
+comprehension): without its traceback, which holds the generated function's frame, which
+holds the value (a reference cycle keeping the call's inputs for the cyclic collector)."""
 """Indentation levels of generated code before falling back to closures (Python's
 compiler refuses more than 20 nested blocks and 100 indentation levels)."""
 
@@ -444,7 +462,7 @@ class _Gen:
             raise _TooDeep(f"unscoped local {ref.name}")  # unreachable: scoped by the checker
         local, accu = scoped
         if accu:
-            self.emit(f"if type({local}) is _ErrorValue: raise {local}.error")
+            self.emit(f"if type({local}) is _ErrorValue: raise _again({local}.error)")
         return local
 
     def select(self, node: ast.Select) -> str:
@@ -625,7 +643,7 @@ class _Gen:
             v = self.expr(node)
             self.emit(f"{target} = {v}")
 
-        self.try_catch_errors(body, [f"{target} = _ErrorValue(_x)"])
+        self.try_catch_errors(body, [f"{target} = _ErrorValue({_UNTRACED})"])
 
     # ------------------------------------------------------------------ operators
 
@@ -809,14 +827,14 @@ class _Gen:
                 def body(operand: ast.Node = operand) -> None:
                     self.emit(f"{v} = {self.expr(operand)}")
 
-                self.try_catch_errors(body, [f"if {err} is None: {err} = _x"])
+                self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}"])
                 self.emit("else:")
                 self.emit(f"    if {v} is {stop}:")
                 self.emit(f"        {t} = {stop}")
                 self.emit("        break")
                 self.emit(f"    if {v} is not {other} and {err} is None:")
                 self.emit(f"        {err} = _logic_error({op}, {v})")
-            self.emit(f"if {err} is not None: raise {err}")
+            self.emit(f"if {err} is not None: raise _again({err})")
             self.emit(f"{t} = {other}")
             self.emit("break")
         return t
@@ -912,7 +930,7 @@ class _Gen:
             def body() -> None:
                 self.emit(f"{p} = {self.expr(pred)}")
 
-            self.try_catch_errors(body, [f"if {err} is None: {err} = _x", "continue"])
+            self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}", "continue"])
             self.emit(f"if {p} is {decided}:")
             self.emit(f"    {t} = {decided}")
             self.emit("    break")
@@ -920,7 +938,7 @@ class _Gen:
             self.emit(f"    {err} = _predicate_error({macro}, {p})")
         self.scopes.pop()
         self.emit("else:")
-        self.emit(f"    if {err} is not None: raise {err}")
+        self.emit(f"    if {err} is not None: raise _again({err})")
         return t
 
     def exists_one(self, node: ast.Comprehension, pred: ast.Node) -> str:
@@ -1527,7 +1545,9 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
             lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
         lines += [pad + "except Exception as _e:",
                   pad + "    if _hits is None: _hits = []",
-                  pad + f"    _hits.append(({i}, None, _e))",
+                  # Without its traceback: it holds this frame, which holds ``_hits``
+                  # (a cycle keeping the call's inputs for the cyclic collector).
+                  pad + f"    _hits.append(({i}, None, _untraced(_e)))",
                   pad + "else:",
                   pad + "    if _v is not False:",
                   pad + "        if _hits is None: _hits = []",

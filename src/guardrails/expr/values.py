@@ -182,8 +182,12 @@ class Variables(Mapping[str, Any]):
 
     Generated code reads an entry as it reads a dict's (``v._done[k]`` once computed,
     else ``v[k]`` when ``k in v._defs``), not through the generic ``select``: the same
-    value or error, three or four calls less for every read. A failure is remembered and raised again on every read, as one
+    value or error, three or four calls less for every read. A failure is remembered and raised again on every read, as a
     ``CelError`` naming the variable.
+
+    A failure is remembered by its message, never as the exception: a raised exception holds
+    its traceback, whose frames hold this map (a reference cycle that would keep the whole
+    call's inputs for the cyclic collector).
     """
 
     __slots__ = ("_defs", "_done", "_errors", "bindings")
@@ -191,7 +195,7 @@ class Variables(Mapping[str, Any]):
     def __init__(self, defs: Mapping[str, _Evaluates]) -> None:
         self._defs = defs
         self._done: dict[str, Any] = {}
-        self._errors: dict[str, CelError] = {}
+        self._errors: dict[str, str] = {}
         self.bindings: Mapping[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
@@ -199,19 +203,20 @@ class Variables(Mapping[str, Any]):
             return self._done[name]
         except KeyError:
             pass
-        if name in self._errors:
-            raise self._errors[name]
-        program = self._defs.get(name)
-        if program is None:
-            raise KeyError(name)
-        try:
-            value = program.evaluate(self.bindings)
-        except Exception as e:
-            err = CelError(f"variable {name}: {error_message(e)}")
-            self._errors[name] = err
-            raise err from None
-        self._done[name] = value
-        return value
+        failed = self._errors.get(name)
+        if failed is None:
+            program = self._defs.get(name)
+            if program is None:
+                raise KeyError(name)
+            try:
+                value = program.evaluate(self.bindings)
+            except Exception as e:
+                failed = f"variable {name}: {error_message(e)}"
+                self._errors[name] = failed
+            else:
+                self._done[name] = value
+                return value
+        raise CelError(failed)  # outside the handler: no context chained
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._defs)
