@@ -3,10 +3,11 @@
 Objects in a reference cycle are not freed when the call ends: they wait for a collection
 (one per 700 left over), with everything they hold (the call's inputs, its bindings). The
 guard's own cycles were a policy's ``Variables`` and the bindings holding each other, a
-failed variable remembered as its exception (whose traceback holds the map), and a fused
-rule function's failure kept in a list of its own frame. Each test runs with the collector
+failed variable remembered as its exception (whose traceback holds the map), and caught
+errors kept in a local, a list or a slot of the frame their traceback holds (a fused rule
+function's failures, the first error of ``&&``, ``||`` and macros, both backends). Each test runs with the collector
 off and counts what one collection finds afterwards: zero for ``evaluate`` (both paths,
-generated code), and, in the real agent loop, exactly what the same agent with pass-through
+both backends), and, in the real agent loop, exactly what the same agent with pass-through
 middleware of the three kinds ``guard()`` returns leaves (the framework's own dispatch
 closures, which are not ours).
 """
@@ -78,13 +79,12 @@ CALLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def policies(tmp_path_factory: pytest.TempPathFactory) -> guardrails.PolicySet:
-    """Generated code, the default backend. (The closures backend, for expressions too deep
-    for Python's compiler, still keeps a caught error in a local on its error paths.)"""
-    folder: Path = tmp_path_factory.mktemp("garbage")
+@pytest.fixture(scope="module", params=["compiled", "closures"])
+def policies(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> guardrails.PolicySet:
+    folder: Path = tmp_path_factory.mktemp(f"garbage-{request.param}")
     (folder / "pay.yaml").write_text(POLICY)
-    return guardrails.load(folder)
+    return guardrails.load(folder, backend=request.param)
 
 
 @pytest.fixture

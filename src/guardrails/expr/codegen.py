@@ -62,6 +62,8 @@ from guardrails.expr.values import (
     MatchBoundExceeded,
     UInt,
     Variables,
+    again,
+    untraced,
 )
 
 Run = Callable[[Mapping[str, Any]], Any]
@@ -182,18 +184,6 @@ def _failed(e: Exception) -> NoReturn:
 _MISS: Final = object()
 """A fused function's field not read yet (``MEMO_ROOTS``)."""
 
-def _untraced(error: BaseException) -> BaseException:
-    """A caught error to keep in a local: without its traceback (see ``_UNTRACED``)."""
-    return error.with_traceback(None)
-
-
-def _again(error: CelError) -> CelError:
-    """An error kept in a local (the first of ``&&``, ``||``, a comprehension's), raised as a
-    new exception of its type and message: raised itself, its traceback would hold the frame
-    that holds it (a reference cycle keeping the call's inputs for the cyclic collector)."""
-    return type(error)(error.message)
-
-
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
@@ -210,8 +200,8 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_predicate_error": predicate_error,
     "_too_deep": _too_deep,
     "_failed": _failed,
-    "_again": _again,
-    "_untraced": _untraced,
+    "_again": again,
+    "_untraced": untraced,
     "_no_overload": std.no_overload,
     "_select": std.select,
     "_MISS": _MISS,
@@ -286,8 +276,7 @@ _STD_CALLS: Final[Mapping[str, str]] = {
 _MAX_DEPTH: Final = 40
 _UNTRACED: Final = "_untraced(_x)"
 """A caught error kept as a value (``_ErrorValue``, the first error of ``&&``, ``||`` or a
-comprehension): without its traceback, which holds the generated function's frame, which
-holds the value (a reference cycle keeping the call's inputs for the cyclic collector)."""
+comprehension): ``values.untraced``; a kept error is raised by ``values.again``."""
 """Indentation levels of generated code before falling back to closures (Python's
 compiler refuses more than 20 nested blocks and 100 indentation levels)."""
 
@@ -1545,8 +1534,7 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
             lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
         lines += [pad + "except Exception as _e:",
                   pad + "    if _hits is None: _hits = []",
-                  # Without its traceback: it holds this frame, which holds ``_hits``
-                  # (a cycle keeping the call's inputs for the cyclic collector).
+                  # Without its traceback (``values.untraced``): this frame holds ``_hits``.
                   pad + f"    _hits.append(({i}, None, _untraced(_e)))",
                   pad + "else:",
                   pad + "    if _v is not False:",

@@ -15,7 +15,7 @@ cel-spec says. Raising keeps the error-free path (almost every call) free of che
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -28,6 +28,24 @@ class CelError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+_Error = TypeVar("_Error", bound=BaseException)
+
+
+def untraced(error: _Error) -> _Error:
+    """A caught error to keep (as a value, or as the first error of ``&&``, ``||`` or a
+    macro): without its traceback and the exceptions it was raised while handling, whose
+    frames hold the one that keeps it (a reference cycle that would hold the call's inputs
+    for the cyclic collector). Only its type and message are ever read."""
+    error.__context__ = error.__cause__ = None
+    return error.with_traceback(None)
+
+
+def again(error: CelError) -> CelError:
+    """A kept error raised as a new exception of its type and message: raised itself, its
+    traceback would hold the frame that keeps it (the cycle ``untraced`` avoids)."""
+    return type(error)(error.message)
 
 
 class CostLimitExceeded(CelError):
