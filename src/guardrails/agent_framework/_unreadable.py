@@ -80,6 +80,25 @@ def parse_depth() -> int:
     return max(0, min(PARSE_DEPTH, sys.getrecursionlimit() - used - _SLACK))
 
 
+def _beyond_parse_depth(brackets: int) -> bool:
+    """``brackets > parse_depth()`` for a caller at the same level, without walking the
+    stack frame by frame: the stack is shallow enough exactly when it has no frame at
+    the index where ``brackets`` more levels would reach the limit (``sys._getframe``
+    finds that in C)."""
+    if brackets <= 0:
+        return False
+    if brackets > PARSE_DEPTH:
+        return True
+    index = sys.getrecursionlimit() - _SLACK - brackets
+    if index < 1:  # parse_depth counts this frame: at least one
+        return True
+    try:
+        sys._getframe(index)
+    except ValueError:
+        return False  # at most ``index`` frames: brackets <= limit - frames - slack
+    return True
+
+
 def unreadable(text: str, depth: int | None = None) -> str | None:
     """Why ``json.loads(text)`` would raise something other than a ``JSONDecodeError`` (a
     reason in ``_REASONS``), else None. Linear in the text's length; short text (fewer
@@ -88,8 +107,10 @@ def unreadable(text: str, depth: int | None = None) -> str | None:
     text = str.__str__(text)
     brackets = text.count("[") + text.count("{")
     if depth is None:
-        depth = parse_depth() if brackets else PARSE_DEPTH
-    deep = brackets > depth
+        deep = _beyond_parse_depth(brackets)
+        depth = parse_depth() if deep else PARSE_DEPTH
+    else:
+        deep = brackets > depth
     limit = sys.get_int_max_str_digits()
     long = 0 < limit < len(text)
     if not (deep or long):
@@ -150,15 +171,12 @@ def _no_mapping(arguments: Any) -> bool:
 
 
 def _repair(response: ChatResponse) -> ChatResponse:
-    depth: int | None = None
     for item in response.messages:
         for content in item.contents:
             if content.type != "function_call":
                 continue
             if isinstance(content.arguments, str):
-                if depth is None:
-                    depth = parse_depth()
-                reason = unreadable(content.arguments, depth)
+                reason = unreadable(content.arguments)
                 if reason is not None:
                     content.arguments = marker(reason)
             elif _no_mapping(content.arguments):
