@@ -418,14 +418,14 @@ def _timestamp(text: Any) -> datetime.datetime:
 
 def _no_match_hint(policies: Any, tool: str) -> str:
     """Why a call was allowed without any rule: no policy's ``match.tools`` names it."""
-    import difflib
+    from guardrails.expr.spelling import closest
 
     globs = sorted({g for p in policies.policies for g in p.tools or ()})
-    close = difflib.get_close_matches(tool, globs, n=1, cutoff=0.6)
+    close = closest(tool, globs)
     text = (f"no policy names tool {tool!r} (only catch-all policies, if any, decided "
             "this call)")
     if close:
-        return text + f"; did you mean {close[0]!r}?"
+        return text + f"; did you mean {close!r}?"
     shown = ", ".join(globs[:8]) + (", ..." if len(globs) > 8 else "")
     return text + (f" (policies match: {shown})" if globs else " (no policies loaded)")
 
@@ -473,8 +473,9 @@ def _read_data_file(flag: str, path: str) -> Any:
 
 def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
     """`` (--args has 'amount')`` for ``no such key: Amount``."""
-    import difflib
     import re
+
+    from guardrails.expr.spelling import closest
 
     found = re.search(r"no such key: (\S+)", error)
     if found is None:
@@ -482,12 +483,9 @@ def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
     key = found[1]
     for flag, value in data.items():
         if isinstance(value, Mapping):
-            keys = [str(k) for k in value]
-            lowered = {k.lower(): k for k in keys}
-            close = [lowered[key.lower()]] if key.lower() in lowered else \
-                difflib.get_close_matches(key, keys, n=1)
-            if close and close[0] != key:
-                return f" (--{flag} has '{close[0]}': did you mean it?)"
+            close = closest(key, [str(k) for k in value])
+            if close and close != key:
+                return f" (--{flag} has '{close}': did you mean it?)"
     return ""
 
 

@@ -41,11 +41,11 @@ from guardrails.engine.decision import Action, Effect
 from guardrails.engine.policy import CompiledPolicy, CompiledRule
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
+from guardrails.expr.spelling import closest
 from guardrails.expr.typechecker import (
     NONE,
     Facts,
     call_name,
-    close_name,
     facts_of,
     pattern_argument,
     suggest,
@@ -175,7 +175,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         if any(fnmatch.fnmatchcase(t, glob) for t in names):
             matched_any = True
             continue
-        close = close_name(glob, unguarded)
+        close = closest(glob, unguarded, cutoff=0.8)
         if close:
             at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
             out.append(_at(at, severity,
@@ -190,7 +190,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         # A policy set shared by several agents is checked against one agent's tools at
         # a time: a policy for another agent's tools matching none of them is normal. A
         # glob close to a known tool is the likely typo (send_mony): a warning.
-        near = [(i, c) for i, g in enumerate(globs) if (c := close_name(g, names))]
+        near = [(i, c) for i, g in enumerate(globs) if (c := closest(g, names, cutoff=0.8))]
         i = near[0][0] if near else 0
         at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
         if near:

@@ -24,13 +24,13 @@ Function types come from ``SIGNATURES`` next to the functions (``stdlib``, ``lib
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from guardrails.expr import ast, library, stdlib
+from guardrails.expr.spelling import closest
 from guardrails.expr.types import (
     BOOL,
     DOUBLE,
@@ -57,7 +57,7 @@ Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
 __all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "article", "call_name",
-           "check", "close_name", "facts_of", "has_enums", "may_be_absent",
+           "check", "facts_of", "has_enums", "may_be_absent",
            "pattern_argument", "regex_problem", "shape", "suggest", "tool_args_key",
            "tool_names"]
 
@@ -403,23 +403,10 @@ def _path(node: ast.Node) -> Path | None:
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
-    """``; did you mean 'x'?`` for the known name closest to ``name`` (case ignored
-    first: ``args.Amount`` for ``amount``), or ``""``."""
-    lowered = {k.lower(): k for k in known}
-    close = [lowered[name.lower()]] if name.lower() in lowered else \
-        difflib.get_close_matches(name, list(known), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-def close_name(name: str, known: Sequence[str]) -> str | None:
-    """The known name ``name`` likely misspells: the same but for case, ``_`` and ``-``
-    (``sendEmail`` for ``send_email``), or a close spelling (``send_mony``); else None."""
-    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
-    found = folded.get(name.lower().replace("_", "").replace("-", ""))
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-    return close[0] if close else None
+    """``; did you mean 'x'?`` for the known name closest to ``name`` (``args.Amount``
+    for ``amount``), or ``""``."""
+    close = closest(name, known)
+    return f"; did you mean '{close}'?" if close else ""
 
 
 def _is_str(n: ast.Node) -> bool:

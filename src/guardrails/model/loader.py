@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import json
 import os
 import re
@@ -52,6 +51,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import TypeAdapter, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from guardrails.expr.spelling import closest
 from guardrails.model import _yaml
 from guardrails.model._yaml import SourceFile, describe
 from guardrails.model.documents import (
@@ -443,11 +443,8 @@ def _walk(directory: str, problems: list[Problem]) -> Iterator[str]:
 
 
 def _suggest(key: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    if not close:
-        lowered = {k.lower(): k for k in known}
-        close = [lowered[key.lower()]] if key.lower() in lowered else []
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    close = closest(key, known)
+    return f" (did you mean '{close}'?)" if close else ""
 
 
 _FOREIGN_FIELDS: Mapping[str, str] = {
