@@ -216,21 +216,15 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | None:
-    """The policy set of every YAML file under ``paths`` but the ``broken`` ones, when it
-    loads on its own (it may not: a file can need a Library the broken one defines)."""
+    """The policy set of every file the loader reads under ``paths`` but the ``broken``
+    ones, when it loads on its own (it may not: a file can need a Library the broken one
+    defines)."""
     from guardrails import PolicyError
     from guardrails.engine.compile import load_with_warnings
+    from guardrails.model.loader import document_files
 
-    files: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs.sort()
-                files.extend(os.path.normpath(os.path.join(root, f)) for f in sorted(names)
-                             if f.endswith((".yaml", ".yml")))
-        else:
-            files.append(os.path.normpath(path))
-    rest = [f for f in files if f not in broken and os.path.normpath(f) not in broken]
+    files = document_files(paths)
+    rest = [f for f in files if f not in broken]
     if not rest or len(rest) == len(files):
         return None
     try:

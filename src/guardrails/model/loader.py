@@ -405,6 +405,13 @@ def _check_unique(problems: list[Problem], what: str,
             first[name] = pos
 
 
+def document_files(paths: PathArg | Sequence[PathArg]) -> list[str]:
+    """The files ``read_documents`` reads for ``paths``, named and ordered as its problems
+    name them (for a caller that loads again all but some of them: ``guardrails check``
+    checks what loads without the broken files); a missing path is left out."""
+    return _discover(paths, [])
+
+
 def _discover(paths: PathArg | Sequence[PathArg], problems: list[Problem]) -> list[str]:
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not items:
