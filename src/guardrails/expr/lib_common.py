@@ -20,9 +20,10 @@ from guardrails.expr.values import CelError, Optional, UInt, type_names
 F = TypeVar("F", bound=Callable[..., Any])
 
 RE2_OPTIONS = re2.Options()
-"""Every expression regex is compiled with these: ``log_errors = False`` because an
-invalid pattern is reported as a ``CelError`` (or a load error), and RE2's C++ logging
-would otherwise write a line to stderr on every evaluation."""
+"""Every policy regex is compiled with these, in expressions and in ``redact`` patterns
+(the loader checks those with them): ``log_errors = False`` because an invalid pattern
+is reported as a ``CelError`` (or a load error), and RE2's C++ logging would otherwise
+write a line to stderr on every evaluation."""
 RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS = RE2_OPTIONS
 

@@ -51,6 +51,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import TypeAdapter, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from guardrails.expr.lib_common import RE2_OPTIONS
 from guardrails.expr.spelling import closest
 from guardrails.model import _yaml
 from guardrails.model._yaml import SourceFile, describe
@@ -81,7 +82,6 @@ from guardrails.model.errors import PolicyError, Problem
 from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
-    RE2_OPTIONS,
     LibraryDocument,
     PolicyBindingDocument,
     PolicyTestDocument,

@@ -35,16 +35,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic import model_validator as _model_validator
 from pydantic_core import PydanticCustomError
 
+from guardrails.expr.lib_common import RE2_OPTIONS
 from guardrails.model.documents import (
     API_VERSION,
     DEFAULT_REPLACEMENT,
 )
-
-RE2_OPTIONS = re2.Options()
-"""The options every policy regex is compiled with (the engine compiles the same way).
-``log_errors = False``: RE2 must never write to stderr (its C++ logging would otherwise
-print a line for every rejected pattern)."""
-RE2_OPTIONS.log_errors = False
 
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 ELEMENT_NAME = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
