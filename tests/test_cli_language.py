@@ -119,6 +119,30 @@ def test_fmt_missing_path_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "no such file" in one_line_error(run("fmt", tmp_path / "nope.yaml"))
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fmt_refuses_a_fifo_in_the_tree_without_reading_it(tmp_path: Path) -> None:
+    """fmt reads as the loader reads: a FIFO named like a policy would block a plain
+    open() forever; it is refused, and (all or nothing) no other file is rewritten."""
+    ugly = tmp_path / "a.yaml"
+    ugly.write_text(UGLY, encoding="utf-8")
+    os.mkfifo(tmp_path / "b.yaml")
+    line = one_line_error(run("fmt", tmp_path))
+    assert f"{tmp_path / 'b.yaml'}: cannot read: not a regular file" in line, line
+    assert ugly.read_text(encoding="utf-8") == UGLY
+
+
+def test_fmt_names_the_files_once_as_the_loader_does(tmp_path: Path) -> None:
+    f = tmp_path / "d" / "p.yaml"
+    f.parent.mkdir()
+    f.write_text(UGLY, encoding="utf-8")
+    proc = run("fmt", "--check", "./d/", "d/p.yaml", "d/../d", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == ["d/p.yaml"]
+    assert run("fmt", "--check", "./empty", cwd=tmp_path).returncode == 2
+    (tmp_path / "empty").mkdir()
+    assert run("fmt", "--check", "./empty", cwd=tmp_path).returncode == 0
+
+
 # --- test -k / --run, --fail-fast, --format junit ---------------------------------------
 
 

@@ -223,7 +223,7 @@ def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | 
     from guardrails.engine.compile import load_with_warnings
     from guardrails.model.loader import document_files
 
-    files = document_files(paths)
+    files = document_files(paths, [])
     rest = [f for f in files if f not in broken]
     if not rest or len(rest) == len(files):
         return None
@@ -547,15 +547,16 @@ def _fmt(args: argparse.Namespace, out: TextIO) -> int:
     import difflib
 
     from guardrails.cli.fmt import FormatError, format_text
+    from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     files = _yaml_files(args.paths)
     changed: list[tuple[str, str, str]] = []
     problems: list[str] = []
     for name in files:
         try:
-            with open(name, encoding="utf-8", newline="") as f:
-                before = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+            # As the loader reads it: a FIFO or a device is refused, not read (it would hang).
+            before = read_regular_file(name, MAX_FILE_BYTES).decode("utf-8")
+        except (OSError, UnreadableFile, UnicodeDecodeError) as e:
             problems.append(f"{name}: cannot read: {getattr(e, 'strerror', None) or e}")
             continue
         try:
@@ -586,18 +587,14 @@ def _fmt(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _yaml_files(paths: Sequence[str]) -> list[str]:
-    out: list[str] = []
+    """The files the loader reads for ``paths`` (a folder without YAML files is no error
+    here: ``fmt --check`` runs over whole trees)."""
+    from guardrails.model.loader import document_files
+
     for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs.sort()
-                out.extend(os.path.join(root, n) for n in sorted(names)
-                           if n.endswith((".yaml", ".yml")))
-        elif os.path.isfile(path):
-            out.append(path)
-        else:
+        if not os.path.isdir(path) and not os.path.isfile(path):
             raise UsageError(f"{path}: no such file or directory")
-    return list(dict.fromkeys(out))
+    return document_files(paths, [])
 
 
 # --- schema and demo -----------------------------------------------------------------

@@ -135,7 +135,7 @@ def read_documents(paths: PathArg | Sequence[PathArg]) -> tuple[Documents, list[
     """
     problems: list[Problem] = []
     loader = _Loader(problems)
-    for name in _discover(paths, problems):
+    for name in document_files(paths, problems):
         loader.read_document_file(name)
     documents = loader.finish()
     return documents, list(dict.fromkeys(problems))
@@ -405,14 +405,10 @@ def _check_unique(problems: list[Problem], what: str,
             first[name] = pos
 
 
-def document_files(paths: PathArg | Sequence[PathArg]) -> list[str]:
-    """The files ``read_documents`` reads for ``paths``, named and ordered as its problems
-    name them (for a caller that loads again all but some of them: ``guardrails check``
-    checks what loads without the broken files); a missing path is left out."""
-    return _discover(paths, [])
-
-
-def _discover(paths: PathArg | Sequence[PathArg], problems: list[Problem]) -> list[str]:
+def document_files(paths: PathArg | Sequence[PathArg], problems: list[Problem]) -> list[str]:
+    """The files ``read_documents`` reads for ``paths``, in its order and named as its
+    problems name them (``guardrails check`` loads again all but the broken ones;
+    ``guardrails fmt`` formats them); a missing path or an empty directory is a problem."""
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not items:
         problems.append(Problem("<arguments>", 0, 0, "no policy paths given"))
