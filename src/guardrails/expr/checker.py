@@ -374,7 +374,7 @@ class _Checker:
             return  # has() is never folded: it is cheap and its operand rarely constant
         operand = self.value(node.operand)
         if operand is not _MISSING:
-            self.fold(node, lambda: _select(operand, node.field))
+            self.fold(node, lambda: std.select(operand, node.field))
 
     def comprehension(self, node: ast.Comprehension) -> None:
         self.check(node.iter_range)
@@ -530,15 +530,6 @@ class _Checker:
         else:
             fn = _BINARY[name]
             self.fold(node, lambda: fn(found[0], found[1]))
-
-
-def _select(value: Any, name: str) -> Any:
-    if type(value) is dict:
-        try:
-            return value[name]
-        except KeyError:
-            raise CelError(f"no such key: {name}") from None
-    return std.select(value, name)
 
 
 def _logical(op: str, left: Any, right: Any) -> bool:
