@@ -632,22 +632,26 @@ class PolicyTestSpec(Shape):
         description="Test cases.", json_schema_extra={"minItems": 1})
 
 
-class ToolPolicyDocument(Shape):
-    """Guardrail rules for tool calls."""
+class _Document(Shape):
+    """What every document starts with; each kind adds its ``kind``, ``metadata`` and
+    ``spec`` (in that order after it, as pydantic puts a base's fields first)."""
 
     api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
                                                   description=f"Always {API_VERSION}.")
+
+
+class ToolPolicyDocument(_Document):
+    """Guardrail rules for tool calls."""
+
     kind: Literal["ToolPolicy"] = Field(description="The document kind.")
     metadata: PolicyMetadata = Field(description="Name and description of the document.")
     spec: ToolPolicySpec = Field(description="The document's content.")
 
 
-class PolicyTestDocument(Shape):
+class PolicyTestDocument(_Document):
     """Tests run by `guardrails test`."""
 
     __test__ = False  # not a pytest class
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["PolicyTest"] = Field(description="The document kind.")
     metadata: TestMetadata = Field(description="Name and description of the document.")
     spec: PolicyTestSpec = Field(description="The document's content.")
@@ -660,11 +664,9 @@ class LibraryMetadata(PolicyMetadata):
                                           "namespace of its functions.")
 
 
-class LibraryDocument(Shape):
+class LibraryDocument(_Document):
     """Functions and params shared by policies."""
 
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["Library"] = Field(description="The document kind.")
     metadata: LibraryMetadata = Field(description="Name and description of the document.")
     spec: LibrarySpec = Field(description="The document's content.")
@@ -698,11 +700,9 @@ class PolicyBindingSpec(Shape):
                                                     "default the policy's.")
 
 
-class PolicyBindingDocument(Shape):
+class PolicyBindingDocument(_Document):
     """Applies a policy to selected agents or principals, with its own params and mode."""
 
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["PolicyBinding"] = Field(description="The document kind.")
     metadata: BindingMetadata = Field(description="Name and description of the document.")
     spec: PolicyBindingSpec = Field(description="The document's content.")
