@@ -230,6 +230,34 @@ def test_eval_input_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "--input" in line
 
 
+@pytest.mark.parametrize("flag", ["--input", "--args", "--history", "--principal"])
+@pytest.mark.parametrize("content, text", [
+    ("[" * 20_000 + "]" * 20_000, "nested too deeply to read"),
+    (b"args: {a: '\xff'}\n", "cannot read"),
+    (None, "cannot read"),  # a FIFO: refused, not read (reading it would hang)
+])
+def test_eval_unreadable_data_file_is_one_line_exit_2(
+        tmp_path: Path, flag: str, content: str | bytes | None, text: str) -> None:
+    """Every file a flag names is read as the loader reads a policy (one reader for
+    --input, --args, --principal, --history, check's --tools and --principal)."""
+    f = tmp_path / "data.yaml"
+    if content is None:
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(f)
+    elif isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content, encoding="utf-8")
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "send_money", flag, f))
+    assert f"{flag} file {f}" in line and text in line, line
+
+
+def test_a_flag_value_neither_json_nor_a_file_says_so() -> None:
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "x", "--args", "amount"))
+    assert "--args: 'amount' is neither JSON nor a readable file" in line, line
+
+
 NOW_POLICY = """\
 apiVersion: guardrails/v1
 kind: ToolPolicy

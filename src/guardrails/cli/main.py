@@ -233,7 +233,11 @@ def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | 
         return None
 
 
-def _read_check_file(path: str, what: str) -> Any:
+def _read_data_file(path: str, what: str) -> Any:
+    """A JSON or YAML file named on the command line (``what``: the flag or the kind of
+    file, for the messages): read as the loader reads a policy, so a FIFO, a device, a
+    huge file, broken UTF-8 or deep nesting is one line of error, never a hang or a
+    traceback."""
     import yaml
 
     from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
@@ -256,7 +260,7 @@ def _read_check_file(path: str, what: str) -> Any:
 def _read_principal(path: str) -> Any:
     from guardrails.engine.typecheck import principal_type
 
-    data = _read_check_file(path, "principal")
+    data = _read_data_file(path, "principal")
     try:
         return principal_type(data)
     except (ValueError, RecursionError) as e:
@@ -266,7 +270,7 @@ def _read_principal(path: str) -> Any:
 def _read_tools(path: str) -> dict[str, Any]:
     from guardrails.engine.lint import parse_tools
 
-    data = _read_check_file(path, "tools")
+    data = _read_data_file(path, "tools")
     try:
         return parse_tools(data)
     except ValueError as e:
@@ -356,7 +360,7 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
 def _read_input(path: str) -> dict[str, Any]:
     """The ``--input`` file: one call, keys as in a PolicyTest case's ``call``."""
-    data = _read_data_file("--input", path)
+    data = _read_data_file(path, "--input")
     if not isinstance(data, dict):
         raise UsageError(f"--input {path} must hold a JSON/YAML object, got "
                          f"{type(data).__name__}")
@@ -427,7 +431,9 @@ def _no_match_hint(policies: Any, tool: str) -> str:
 def _json_arg(flag: str, text: str, kind: type) -> Any:
     """A flag's JSON value, given inline or, when it does not start like JSON, as a file."""
     if text.lstrip()[:1] not in ("{", "[", '"') and not _is_json_scalar(text):
-        value = _read_data_file(flag, text)
+        if not os.path.exists(text):
+            raise UsageError(f"{flag}: {text!r} is neither JSON nor a readable file")
+        value = _read_data_file(text, flag)
     else:
         try:
             value = json.loads(text)
@@ -445,21 +451,6 @@ def _is_json_scalar(text: str) -> bool:
     except json.JSONDecodeError:
         return False
     return True
-
-
-def _read_data_file(flag: str, path: str) -> Any:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)  # YAML is a superset of JSON
-    except FileNotFoundError:
-        raise UsageError(f"{flag}: {path!r} is neither JSON nor a readable file") from None
-    except OSError as e:
-        raise UsageError(f"{flag}: cannot read {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise UsageError(f"{flag} file {path} is not valid JSON/YAML: "
-                         f"{_one_line(str(e))}") from None
 
 
 # --- expr ----------------------------------------------------------------------------
