@@ -253,6 +253,14 @@ def test_eval_unreadable_data_file_is_one_line_exit_2(
     assert f"{flag} file {f}" in line and text in line, line
 
 
+@pytest.mark.parametrize("flag", ["--args", "--history", "--principal"])
+def test_eval_deeply_nested_inline_json_is_one_line_exit_2(flag: str) -> None:
+    deep = "[" * 30_000 + "]" * 30_000
+    value = deep if flag == "--history" else '{"a": ' + deep + "}"
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "x", flag, value))
+    assert f"{flag} is nested too deeply to read" in line, line
+
+
 def test_a_flag_value_neither_json_nor_a_file_says_so() -> None:
     line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "x", "--args", "amount"))
     assert "--args: 'amount' is neither JSON nor a readable file" in line, line

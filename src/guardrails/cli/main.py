@@ -439,6 +439,8 @@ def _json_arg(flag: str, text: str, kind: type) -> Any:
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise UsageError(f"{flag} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise UsageError(f"{flag} is nested too deeply to read") from None
     if not isinstance(value, kind):
         want = "object" if kind is dict else "list"
         raise UsageError(f"{flag} must be a JSON {want}, got {type(value).__name__}")
@@ -448,7 +450,7 @@ def _json_arg(flag: str, text: str, kind: type) -> Any:
 def _is_json_scalar(text: str) -> bool:
     try:
         json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 
