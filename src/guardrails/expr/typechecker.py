@@ -181,7 +181,8 @@ def shape(node: ast.Node, tree: ast.TreeShape | None = None) -> tuple[object, ..
 
     Literal values are part of it where the checker reads them: a regex pattern and the
     text of ``url``/``ip``/``cidr``/``timestamp``/``duration`` (``_check_constant``), a
-    string index (a field path), the string on the left of ``in`` (a fact); ``true``,
+    string index (a field path), the string on the left of ``in`` and the tool names of
+    ``tool.name == "x"`` or ``tool.name in [...]`` (facts); ``true``,
     ``false`` and ``null`` always. Reading them elsewhere (the hint of a comparison's
     error, an enum of a tool schema) needs a diagnostic or an ``env`` with enums, which
     callers do not cache. None for a tree it does not describe.
@@ -217,10 +218,13 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
     out: list[object] = []
     read_nodes: list[ast.Literal] = []
 
+    named: set[int] = set()  # the literals of ``tool.name == "x"`` (``tool_names``)
+
     def walk(n: ast.Node, read: bool) -> None:
         t = type(n)
         if t is ast.Literal:
             assert isinstance(n, ast.Literal)
+            read = read or id(n) in named
             vt = type(n.value)
             out.append(vt if vt in _SCALARS and not read else (vt, repr(n.value)))
             if read:
@@ -236,9 +240,9 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
             assert isinstance(n, ast.Call)
             f, args = n.function, n.args
             out.append(("call", f, len(args), n.target is not None))
-            names = tool_names(n)  # a fact: args becomes that tool's
-            if names is not None:
-                out.append(("tools", tuple(sorted(names))))
+            if tool_names(n) is not None:  # a fact: args becomes that tool's
+                named.update(id(e) for a in args
+                             for e in (a.elements if isinstance(a, ast.ListLit) else (a,)))
             reads: ast.Node | None = None
             if n.target is None and f == "_[_]" and len(args) == 2:
                 reads = args[1]
