@@ -41,6 +41,7 @@ from guardrails.engine.decision import Action, Effect
 from guardrails.engine.policy import CompiledPolicy, CompiledRule
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
+from guardrails.expr.checker import qualified_name
 from guardrails.expr.spelling import closest
 from guardrails.expr.typechecker import (
     NONE,
@@ -548,7 +549,7 @@ def _bound(node: ast.Node) -> tuple[str, str, float] | None:
     op = node.function
     if isinstance(a, ast.Literal):
         a, b, op = b, a, _FLIP[op]
-    path = _dotted(a)
+    path = qualified_name(a, ())
     if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bool) \
             or not isinstance(b.value, int | float):
         return None
@@ -572,7 +573,7 @@ _ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"
 
 def _param_value(policy: CompiledPolicy, node: ast.Node) -> tuple[str, Any] | None:
     """``("params.a.b", value)`` for a read of a params path, else None."""
-    path = _dotted(node)
+    path = qualified_name(node, ())
     if path is None or not path.startswith("params."):
         return None
     value: Any = policy.params
@@ -695,7 +696,7 @@ def _contradiction(node: ast.Node) -> str | None:
         op = c.function
         if isinstance(a, ast.Literal) and not isinstance(b, ast.Literal):
             a, b, op = b, a, _FLIP[op]
-        path = _dotted(a)
+        path = qualified_name(a, ())
         if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bytes):
             continue
         tests.append((path, op, b.value, f"{path} {_SYMBOL[op]} {b.value!r}"))
@@ -740,14 +741,6 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
 
 
-def _dotted(node: ast.Node) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Select) and not node.test_only:
-        parts.append(node.field)
-        node = node.operand
-    if not isinstance(node, ast.Ident):
-        return None
-    return ".".join([node.name, *reversed(parts)])
 
 
 def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
