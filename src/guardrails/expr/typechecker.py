@@ -957,14 +957,12 @@ def regex_problem(pattern: str) -> str | None:
     """Why RE2 rejects ``pattern`` (with a hint for the usual PCRE habits), or None."""
     import re2
 
-    from guardrails.expr.lib_common import RE2_OPTIONS
+    from guardrails.expr.lib_common import RE2_OPTIONS, re2_message
 
     try:
         re2.compile(pattern, RE2_OPTIONS)
     except Exception as e:
-        detail = e.args[0] if e.args else e
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
+        detail = re2_message(e)
         hint = ""
         if any(x in pattern for x in ("(?=", "(?!", "(?<=", "(?<!")):
             hint = " (RE2 has no lookahead or lookbehind: match the parts separately " \

@@ -35,7 +35,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic import model_validator as _model_validator
 from pydantic_core import PydanticCustomError
 
-from guardrails.expr.lib_common import RE2_OPTIONS
+from guardrails.expr.lib_common import RE2_OPTIONS, re2_message
 from guardrails.model.documents import (
     API_VERSION,
     DEFAULT_REPLACEMENT,
@@ -202,10 +202,7 @@ def regex_problem(regex: str, *, redaction: bool = False) -> str | None:
     try:
         compiled = re2.compile(regex, RE2_OPTIONS)
     except re2.error as e:
-        detail = e.args[0] if e.args else e
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        return f"invalid RE2 regular expression: {detail}"
+        return f"invalid RE2 regular expression: {re2_message(e)}"
     if redaction and compiled.search("") is not None:
         return "the pattern matches the empty string, so it would redact between every character"
     return None
