@@ -10,11 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
-OK, PROBLEMS, BAD_INPUT = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr, exit 2."""
+from guardrails.cli.usage import BAD_INPUT, OK, PROBLEMS, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args, sys.stdout)
     except UsageError as e:
-        print(f"guardrails {args.command}: error: {e}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        print(f"guardrails {command}: error: {e}", file=sys.stderr)  # bundle: its action too
         return BAD_INPUT
     except BrokenPipeError:  # e.g. `guardrails schema | head`
         return OK
