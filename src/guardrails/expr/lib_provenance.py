@@ -334,7 +334,7 @@ class Origins:
     _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
-    _args_text: dict[int, str] = field(default_factory=dict)
+    _args_text: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -351,14 +351,20 @@ class Origins:
             params = self._params_lower()
             if params and m.found(params, self.scan):
                 out.append(Place("params", "", -1, True, False))
+            given: int | None = None  # the first call that ran and was given the value
             for i, entry in enumerate(self.history):
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is str and result and m.found(_lower(result), self.scan):
                     tool = entry.get("tool")
-                    # A trusted tool that echoes its own arguments ("no contact named X")
-                    # vouches for nothing it was given: the value came from the caller.
-                    trusted = entry.get("trusted") is True and not m.found(
-                        self._args_lower(i, entry), self.scan)
+                    trusted = entry.get("trusted") is True
+                    if trusted:
+                        # A trusted tool vouches for nothing the model gave it, or gave an
+                        # earlier call: an echo ("no contact named X"), or a value stored
+                        # by one tool and read back by a trusted one (an address book the
+                        # model wrote to) came from the model.
+                        if given is None:
+                            given = self._first_given(m)
+                        trusted = i < given
                     out.append(Place("result", tool if type(tool) is str else "", i,
                                      trusted, self.requested(i, entry)))
         places = tuple(out)
@@ -383,11 +389,36 @@ class Origins:
             self._requested[index] = found
         return found
 
-    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> str:
-        found = self._args_text.get(index)
-        if found is None:
-            found = "\x00".join(_strings(entry.get("args"), 0)).lower()[:MAX_TEXT]
-            self._args_text[index] = found
+    def _first_given(self, m: Matcher) -> int:
+        """The index of the first call in history that ran and may have been given the
+        value (``len(history)`` if none): it is in the call's arguments, one by one or run
+        together (a tool that joins a bank code and an account number echoes the IBAN
+        neither holds alone), or some of its arguments are not known (the entry was cut
+        for size, or they are nested deeper than ``_ARGS_DEPTH``): then it cannot be told,
+        and the answer is yes. Calls that did not run (denied, halted) were given nothing."""
+        for i, entry in enumerate(self.history):
+            if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
+                continue
+            texts = self._args_lower(i, entry)
+            if texts is None or any(m.found(t, self.scan) for t in texts if t):
+                return i
+        return len(self.history)
+
+    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The call's argument texts (names and values), lower-cased: separated, and run
+        together; None when they are not all known."""
+        if index in self._args_text:
+            return self._args_text[index]
+        args = entry.get("args")
+        found: tuple[str, ...] | None = None
+        if entry.get("truncated") is not True and isinstance(args, Mapping):
+            names: list[str] = []
+            values: list[str] = []
+            if _all_strings(args, 0, names, values):
+                separated = "\x00".join(names + values).lower()
+                if len(separated) <= MAX_TEXT:
+                    found = (separated, "".join(values).lower())
+        self._args_text[index] = found
         return found
 
     def _params_lower(self) -> str:
@@ -403,6 +434,33 @@ class Origins:
 
 def _hashable(value: Any) -> bool:
     return type(value) in (str, int, float)
+
+
+_DID_NOT_RUN: Final = ("deny", "halt", "rejected")
+"""History effects of calls that never ran (so were given nothing a tool could keep)."""
+
+_ARGS_DEPTH: Final = 8
+"""Nesting of a recorded call's arguments read to tell whether a tool echoed them."""
+
+
+def _all_strings(value: Any, depth: int, names: list[str], values: list[str]) -> bool:
+    """Append every text in a recorded call's arguments to ``values`` (strings, numbers)
+    and ``names`` (map keys); False when some part is nested deeper than ``_ARGS_DEPTH``.
+    (History keeps at most ``HISTORY_ENTRY_BYTES`` of a call's arguments: a short walk.)"""
+    if type(value) is str:
+        values.append(value)
+    elif type(value) in (int, float):
+        values.append(str(value))
+    elif isinstance(value, Mapping | list | tuple):
+        if depth >= _ARGS_DEPTH:
+            return False
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for k, v in items:
+            if type(k) is str:
+                names.append(k)
+            if not _all_strings(v, depth + 1, names, values):
+                return False
+    return True
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:
