@@ -1,4 +1,5 @@
-"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``).
+"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``,
+and ``mentions`` on a text or a list of texts).
 
 A tool argument that an e-mail put in front of the model looks the same as one the user
 typed; these functions tell them apart by looking the value up in the user's request, the
@@ -54,10 +55,12 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
     "provenance": ("provenance(string) -> list(map(string, dyn))",
                    "provenance(number) -> list(map(string, dyn))"),
     "untrusted": ("untrusted(string) -> bool", "untrusted(number) -> bool"),
-    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool"),
+    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool",
+                 "string.mentions(string) -> bool", "string.mentions(number) -> bool",
+                 "list.mentions(string) -> bool", "list.mentions(number) -> bool"),
 }
 """The types of these functions for the static checker (``library.SIGNATURES`` form);
-``mentions`` is a method of ``request``."""
+``mentions`` is a method of ``request``, of a text and of a list of texts."""
 
 
 # -------------------------------------------------------------------- lower-cased texts
@@ -99,6 +102,12 @@ _B_L = r"(?:^|[^\pL\pN])"
 _B_R = r"(?:$|[^\pL\pN])"
 
 _EMAIL = re.compile(r"[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_EMAIL_LEFT = (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-]"
+               r"|(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])['`])")
+"""What may precede an address: a character no address holds, or a quote that opens a
+quoted address (itself after such a character): ``'bob@x.com'`` in a request, and every
+address in a result printed as a Python dict (``{'email': 'bob@x.com'}``). A quote inside
+a local part stays part of it: ``brien@x.com`` is not in ``o'brien@x.com``."""
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+")
 _HOST = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?")
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\d{2})?)?")
@@ -133,6 +142,8 @@ class Matcher:
     """RE2 source of the bounded pattern."""
     dense: str = ""
     """For identifiers and phone numbers: what the text without separators must contain."""
+    words: str = ""
+    """The value's letters and digits, lower-cased: what a field that is the value holds."""
 
     def found(self, low: str, budget: _Scan) -> bool:
         budget.charge(SEARCH_COST + len(low) // 8)
@@ -145,6 +156,36 @@ class Matcher:
         budget.charge(len(low))
         budget.use(self.pattern)
         return compile_re2(self.pattern).search(low) is not None
+
+
+_WORDLESS = re.compile(r"[^\w]|_")
+"""What is not a letter or digit (removed to compare a field with a value)."""
+_QUOTED = "'([^'\\n]{1,1000})'|\"([^\"\\n]{1,1000})\""
+_KEY = re.compile(r"[\w .-]{1,64}")
+_OPENERS = frozenset({"", "[", "{", ",", ":", "(", "\n"})
+_CLOSERS = frozenset({"", "]", "}", ",", ":", ")", "\n"})
+
+
+def _fields_of(low: str) -> Iterator[str]:
+    """The fields of a result as tools print records: each quoted string (``{'email':
+    'a@b.c'}``, JSON) and each line without its YAML list dash or ``key:``
+    (``- email: a@b.c``, ``recipient: GB29...``). Linear in the text."""
+    for m in compile_re2(_QUOTED).finditer(low):
+        # a quoted string in a record, not in prose: "he said 'Bob' twice" is no field
+        start, end = m.start(), m.end()
+        before = low[max(0, start - 8):start].rstrip(" \t")[-1:] or (
+            "" if start <= 8 else "\x01")  # only blanks in reach: the text's start, or prose
+        after = low[end:end + 8].lstrip(" \t")[:1] or ("" if end + 8 >= len(low) else "\x01")
+        if before in _OPENERS and after in _CLOSERS:
+            yield m.group(1) or m.group(2) or ""
+    for line in low.split("\n"):
+        line = line.strip(" \t,")
+        if line.startswith("- "):
+            line = line[2:].lstrip(" ")
+        key, colon, rest = line.partition(": ")
+        if colon and _KEY.fullmatch(key):
+            line = rest.strip(" \t,")
+        yield line
 
 
 def _number_pattern(d: Decimal) -> str:
@@ -206,7 +247,7 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
     if not low:
         return None
     if _EMAIL.fullmatch(low):
-        return "email", low, (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])" + re.escape(low)
+        return "email", low, (_EMAIL_LEFT + re.escape(low)
                               + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
     if _URL.fullmatch(low):
         rest = re.sub(r"^[a-z][a-z0-9+.-]*://", "", low).rstrip("/")
@@ -256,9 +297,10 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     if found is None:
         return None
     kind, literal, pattern = found
+    words = _WORDLESS.sub("", str(value).lower())
     if kind in ("identifier", "phone"):
-        return Matcher(kind, "", pattern, dense=literal)
-    return Matcher(kind, literal, pattern)
+        return Matcher(kind, "", pattern, dense=literal, words=words)
+    return Matcher(kind, literal, pattern, words=words)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -317,10 +359,13 @@ class Place:
     trusted: bool
     requested: bool
     """For a result: the user's request names an argument of the call that produced it."""
+    whole: bool = False
+    """For a result: the value is a whole field of it (``fields``), not words inside a
+    longer text such as a transfer's subject or a channel's name."""
 
     def as_map(self) -> dict[str, Any]:
         return {"source": self.source, "tool": self.tool, "index": self.index,
-                "trusted": self.trusted, "requested": self.requested}
+                "trusted": self.trusted, "requested": self.requested, "whole": self.whole}
 
 
 @dataclass
@@ -335,6 +380,7 @@ class Origins:
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
     _args_text: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -366,7 +412,8 @@ class Origins:
                             given = self._first_given(m)
                         trusted = i < given
                     out.append(Place("result", tool if type(tool) is str else "", i,
-                                     trusted, self.requested(i, entry)))
+                                     trusted, self.requested(i, entry),
+                                     self.whole(i, result, m)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
@@ -388,6 +435,19 @@ class Origins:
                 for v in values if type(v) is str)
             self._requested[index] = found
         return found
+
+    def whole(self, index: int, result: str, m: Matcher) -> bool:
+        """Whether some field of the result at ``index`` is the value and nothing more:
+        the same letters and digits, and found in it under the value's matching."""
+        fields = self._fields.get(index)
+        if fields is None:
+            low = _lower(result)
+            self.scan.charge(len(low) // 8)
+            fields = {}
+            for f in _fields_of(low):
+                fields.setdefault(_WORDLESS.sub("", f), []).append(f)
+            self._fields[index] = fields
+        return any(m.found(f, self.scan) for f in fields.get(m.words, ())[:4])
 
     def _first_given(self, m: Matcher) -> int:
         """The index of the first call in history that ran and may have been given the
@@ -493,8 +553,8 @@ def _arg(name: str, value: Any) -> None:
 
 @guarded("provenance")
 def provenance(value: Any) -> list[dict[str, Any]]:
-    """Every place ``value`` appears: ``{source, tool, index, trusted, requested}`` maps, in
-    the order request, params, then tool results oldest first."""
+    """Every place ``value`` appears: ``{source, tool, index, trusted, requested, whole}``
+    maps, in the order request, params, then tool results oldest first."""
     _arg("provenance", value)
     return [p.as_map() for p in _origins("provenance").places(value)]
 
@@ -621,15 +681,32 @@ class Request(Mapping[str, Any]):
 
 
 @guarded("mentions")
-def mentions(request: Any, value: Any) -> bool:
-    """``request.mentions(value)``: the user's words contain ``value`` (same matching)."""
-    if not isinstance(request, Request):
-        raise no_overload("mentions", request, value)
+def mentions(within: Any, value: Any) -> bool:
+    """``request.mentions(value)``: the user's words contain ``value``; ``s.mentions(v)``
+    and ``l.mentions(v)``: a text, or one of a list of texts, does (``params.payees``
+    written with spaces, in another case). The same matching as ``provenance``: one
+    concept, one name, wherever the texts come from."""
+    if isinstance(within, Request):
+        text = within.text
+    elif type(within) is str:
+        text = within[:MAX_TEXT]  # the searched part only: the text cache keys on it
+    elif type(within) is list and all(type(t) is str for t in within):
+        # One text whose parts no match can cross (NUL is no word, address or number
+        # character), searched once: a long list costs one scan, not one per element.
+        parts, size = [], 0
+        for t in within:
+            if size >= MAX_TEXT:
+                break
+            parts.append(t)
+            size += len(t) + 1
+        text = "\x00".join(parts)[:MAX_TEXT]
+    else:
+        raise no_overload("mentions", within, value)
     _arg("mentions", value)
     origins = ORIGINS.get()
     scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
     m = matcher(value)
-    return m is not None and bool(request.text) and m.found(_lower(request.text), scan)
+    return m is not None and bool(text) and m.found(_lower(text), scan)
 
 
 # What one value's search costs besides the texts it scans (``limits.cost_of``): reading
