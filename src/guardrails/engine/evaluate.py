@@ -766,6 +766,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
             result = _policy_effect(acted, default) if acted else default
             if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
+    # A policy's ``Variables`` holds ``bindings``, which holds it: a cycle refcounting
+    # cannot free (it would wait for the cyclic collector with the call's inputs). Nothing
+    # reads the variables after the rules.
+    bindings["variables"] = _NO_VARIABLES
 
     if meter.left < 0:
         effect = _over_cost(policies, errors, effect)
@@ -1134,8 +1138,10 @@ def _evaluate_call(
         if pt is not None:
             for name, value in variables._done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables._errors.items():
-                pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
+            for name, failed in variables._errors.items():
+                pt.steps.append(Step(f"variables.{name}", error=scrub(failed)))
+        else:
+            bindings["variables"] = _NO_VARIABLES  # the cycle, as in ``decide``
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
             if policy.name in failed_closed and _SEVERITY[result] < _SEVERITY[Effect.DENY]:
