@@ -48,7 +48,7 @@ from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
-from guardrails.expr.values import Variables, error_message
+from guardrails.expr.values import NO_BINDINGS, Variables, error_message
 
 MAX_MESSAGE_LENGTH = 1024
 """Rule messages are cut here: they are shown to the model and written to logs."""
@@ -687,7 +687,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
 
     The same steps in the same order with the same helpers, minus the branches the case
     cannot take, and each rule's function looked up once per tool: the decision is the
-    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them).
+    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them). Its
+    common result, no rule fired, error or repair, allocates nothing but the meter, the
+    bindings, the arguments' copy and the record: a policy none of whose rules fired
+    takes its default action without a list of what fired.
     """
     plan = candidates.plan
     assert plan is not None
@@ -708,14 +711,11 @@ def decide(call: Call, candidates: Candidates, revision: str,
     fired: list[FiredRule] = []
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
-    effect = _ALLOW
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
     if scrub is None:
         scrub = candidates.scrubber(known_secrets, raw_args, args)
-    # Nothing to scrub: a static-message rule that fires shares one record (see ``Plan``).
-    clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
     matched: Plan | list[PlanEntry] = plan
@@ -737,7 +737,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         # the raw arguments from it after this (the rules below read ``args`` too).
         base["args"] = args
         base["variables"] = {}
-        _repair(policies, base, args, None, {}, scrub, errors, repairs)
+        _repair(policies, base, args, None, _NO_TRACES, scrub, errors, repairs)
         if repairs and candidates.secret_names and any(
                 name in candidates.secret_names for r in repairs if not r.audit
                 for name in r.set):
@@ -748,24 +748,34 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # path's per-policy copies hold the same entries).
     bindings = base
     bindings["args"] = args
-    for policy, _, rules, statics, fused, params, programs, enforce, default in matched:
-        bindings["params"] = params
+    effect = _ALLOW
+    for entry in matched:
+        bindings["params"] = entry.params
+        programs = entry.programs
         if programs is not None:
             variables = Variables(programs)
             variables.bindings = bindings
             bindings["variables"] = variables
         else:
+            variables = None
             bindings["variables"] = _NO_VARIABLES
-        acted: list[Action] = []
-        if fused is not None:
-            _run_fused(policy, fused, bindings, meter, statics, clean, scrub, errors, fired,
-                       acted)
+        fused = entry.fused
+        hits = fused(bindings, meter, 0) if fused is not None else _NOT_FUSED
+        if hits is None:
+            result = entry.default  # nothing fired or failed: the common case
         else:
-            _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
-        if enforce:
-            result = _policy_effect(acted, default) if acted else default
-            if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
-                effect = result
+            acted: list[Action] = []
+            clean = known_secrets is None and candidates.clean
+            if hits is _NOT_FUSED:
+                _each_rule(entry.policy, entry.rules, entry.statics, clean, bindings, scrub,
+                           errors, fired, acted)
+            else:
+                _fused_hits(entry, hits, clean, bindings, meter, scrub, errors, fired, acted)
+            result = _policy_effect(acted, entry.default)
+        if variables is not None:
+            variables.bindings = NO_BINDINGS  # no cycle left for the cyclic collector to find
+        if entry.enforce and result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
+            effect = result
 
     if meter.left < 0:
         effect = _over_cost(policies, errors, effect)
@@ -777,22 +787,31 @@ def decide(call: Call, candidates: Candidates, revision: str,
                      candidates.secret_names, scrub, ())
 
 
-def _run_fused(policy: CompiledPolicy, fused: FusedRun, bindings: Mapping[str, Any],
-               meter: Meter, statics: dict[int, FiredRule], clean: bool, scrub: Scrubber,
-               errors: list[EvaluationError], fired: list[FiredRule],
-               acted: list[Action]) -> None:
-    """A policy's rules by its fused function (``CompiledPolicy.fused``): all of them in
-    one call, whose common result, nothing fired, is None."""
+_NOT_FUSED: list[Hit] = []
+"""``decide``'s marker of a policy without a fused function (its rules run one by one)."""
+_NO_TRACES: Mapping[str, PolicyTrace] = MappingProxyType({})
+
+
+def _fused_hits(entry: PlanEntry, hits: list[Hit], clean: bool, bindings: Mapping[str, Any],
+                meter: Meter, scrub: Scrubber, errors: list[EvaluationError],
+                fired: list[FiredRule], acted: list[Action]) -> None:
+    """What a policy's fused function (``CompiledPolicy.fused``) found not false, taken
+    as ``_each_rule`` takes each rule's result; after a fired rule with a
+    ``messageExpression`` (evaluated just now, on the meter, before the next rule runs)
+    the function is run again from the next rule on."""
+    policy, fused = entry.policy, entry.fused
+    assert fused is not None
     rules = policy.rules
-    hits = fused(bindings, meter, 0)
-    while hits is not None:
-        _take_hits(policy, hits, statics, clean, bindings, scrub, errors, fired, acted)
+    while True:
+        _take_hits(policy, hits, entry.statics, clean, bindings, scrub, errors, fired, acted)
         i, value, exc = hits[-1]
-        # Stopped after a rule with a messageExpression (evaluated just now, on the meter,
-        # before the next rule runs): the rest from the next rule on.
-        hits = fused(bindings, meter, i + 1) if (
-            value is True and exc is None and i + 1 < len(rules)
-            and rules[i].message_expression is not None) else None
+        if not (value is True and exc is None and i + 1 < len(rules)
+                and rules[i].message_expression is not None):
+            return
+        found = fused(bindings, meter, i + 1)
+        if found is None:
+            return
+        hits = found
 
 
 def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, FiredRule],
@@ -909,10 +928,11 @@ def _repair(
     for policy in matched:
         if not policy.repairs:
             continue
-        pt = traces.get(policy.name)
+        pt = traces.get(policy.name) if traces else None
         if origins is not None:
             origins.params = policy.params
         bindings["params"] = policy.params
+        audit = policy.audit
         for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
             try:
                 if repair.when is not None:
@@ -942,8 +962,8 @@ def _repair(
                 continue
             repairs.append(record if record is not None else AppliedRepair(
                 policy.name, repair.name, tuple(new_values),
-                tuple([n for n in repair.unset if n in args]), policy.audit))
-            if policy.audit:
+                tuple([n for n in repair.unset if n in args]), audit))
+            if audit:
                 continue
             args.update(new_values)
             for name in repair.unset:
@@ -1136,6 +1156,8 @@ def _evaluate_call(
                 pt.steps.append(Step(f"variables.{name}", value=value))
             for name, err in variables._errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
+        if variables is not _NO_VARIABLES:
+            variables.bindings = NO_BINDINGS  # no cycle left for the cyclic collector to find
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
             if policy.name in failed_closed and _SEVERITY[result] < _SEVERITY[Effect.DENY]:

@@ -15,6 +15,7 @@ cel-spec says. Raising keeps the error-free path (almost every call) free of che
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol
 
 INT64_MIN: Final = -(2**63)
@@ -176,6 +177,12 @@ class _Evaluates(Protocol):
     def evaluate(self, bindings: Mapping[str, Any]) -> Any: ...
 
 
+_NOT_DONE: Any = object()
+"""``Variables``' marker of a variable not evaluated yet."""
+NO_BINDINGS: Mapping[str, Any] = MappingProxyType({})
+"""``Variables.bindings`` until the engine sets them (and after: no cycle to collect)."""
+
+
 class Variables(Mapping[str, Any]):
     """A policy's ``variables`` for one call: each evaluated at most once, on first read,
     against ``bindings`` (which hold this map: a variable can read earlier ones).
@@ -192,13 +199,12 @@ class Variables(Mapping[str, Any]):
         self._defs = defs
         self._done: dict[str, Any] = {}
         self._errors: dict[str, CelError] = {}
-        self.bindings: Mapping[str, Any] = {}
+        self.bindings: Mapping[str, Any] = NO_BINDINGS
 
     def __getitem__(self, name: str) -> Any:
-        try:
-            return self._done[name]
-        except KeyError:
-            pass
+        value = self._done.get(name, _NOT_DONE)  # not a KeyError caught: every first read
+        if value is not _NOT_DONE:
+            return value
         if name in self._errors:
             raise self._errors[name]
         program = self._defs.get(name)
