@@ -272,14 +272,26 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
         if type(k) is not str:
             raise InputError("map keys in inputs must be strings")
         tv = type(v)
-        if tv is str:  # the common leaves, inline
+        if tv is str:  # the common leaves, inline: kept as they are
             left -= len(k) + len(v)
-            n = v
-        elif tv is float or tv is bool or v is None or (
+            if out is not None:
+                out[k] = v
+            continue
+        if tv is float or tv is bool or v is None or (
                 tv is int and _INT64[0] <= v <= _INT64[1]):
             left -= len(k)
-            n = v
-        elif tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
+            if out is not None:
+                out[k] = v
+            continue
+        if tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
+            if not v:  # an empty map: the call's charges (its key) and check, in line
+                left -= len(k)
+                if left < 0:
+                    budget.left = left
+                    raise _over()
+                if out is not None:
+                    out[k] = v
+                continue
             budget.left = left - len(k)
             n = _map(v, v, depth + 1, budget, max_depth)
             left = budget.left
