@@ -293,7 +293,7 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
                     out[k] = v
                 continue
             budget.left = left - len(k)
-            n = _map(v, v, depth + 1, budget, max_depth)
+            n: Any = _map(v, v, depth + 1, budget, max_depth)
             left = budget.left
         else:
             n = _LEAVES
