@@ -107,3 +107,18 @@ def test_generated_code_calls_the_function_itself() -> None:
         return lib_strings.substring(*args)
 
     assert outer.cel_guarded[2] is not outer  # type: ignore[attr-defined]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.text(alphabet="0123456789.eE+-_ ٣١x", max_size=8))
+def test_double_of_text_decides_as_its_pattern(text: str) -> None:
+    """``double(string)`` reads plain decimal text without its pattern: exactly the texts
+    the pattern accepts get a number, the same number."""
+    from guardrails.expr import stdlib
+
+    expected: Any = float(text) if stdlib._FLOAT_RE.fullmatch(text) else "error"
+    try:
+        got: Any = stdlib.to_double(None, text)  # type: ignore[arg-type]
+    except CelError:
+        got = "error"
+    assert repr(got) == repr(expected)
