@@ -952,7 +952,7 @@ def _repair(
             origins.params = policy.params
         bindings["params"] = policy.params
         audit = policy.audit
-        for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
+        for repair, record in policy.repair_records:
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
