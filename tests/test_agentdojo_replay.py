@@ -3,28 +3,14 @@ real loop, with the suites' policies (the full run is ``benchmarks/agentdojo/rep
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.agentdojo_support import load_replay
 
-
-def _replay() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "agentdojo_replay", ROOT / "benchmarks" / "agentdojo" / "replay.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-replay = _replay()
+replay = load_replay()
 
 
 @pytest.fixture(scope="module")

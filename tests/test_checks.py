@@ -205,6 +205,10 @@ def test_mistakes_knowable_without_schemas_fail_the_load(tmp_path: Path, when: s
     ('has(args.limit) || args.limit > 3', "'args.limit' may be absent"),
     ('!has(args.limit) && args.limit > 3', "'args.limit' may be absent"),
     ('args["limit"] > 3', "'args.limit' may be absent"),
+    ('args.?limit.orValue(null) == null && args.limit > 3', "'args.limit' may be absent"),
+    ('args.?timeout_s.hasValue() && args.limit > 3', "'args.limit' may be absent"),
+    ('args.?limt.orValue(0) > 3', "tool 'run_sql' has no parameter 'limt'; did you mean "
+                                "'limit'?"),
 ])
 def test_mistakes_against_the_tool_schema(tmp_path: Path, when: str, message: str) -> None:
     found = [f for f in typed(tmp_path, _rule(when))
@@ -228,6 +232,11 @@ def test_mistakes_against_the_tool_schema(tmp_path: Path, when: str, message: st
     'args.exists(k, k == "limit")',
     'has(args.timeout_s) && args.timeout_s > 3 && args.timeout_s < 10',
     'dyn(args.query) > 3 || true',
+    'args.?limit.hasValue() && args.limit > 3',
+    'args.?limit.orValue(null) != null && args.limit > 3',
+    'null != args.?limit.orValue(null) && args.limit > 3',
+    'args.?limit.orValue(null) == null || args.limit > 3',
+    'args.?limit.orValue(0) > 3',
 ])
 def test_correct_expressions_stay_clean(tmp_path: Path, when: str) -> None:
     assert typed(tmp_path, _rule(when)) == []

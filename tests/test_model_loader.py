@@ -381,7 +381,9 @@ def test_duplicate_policy_names_across_files_point_at_the_second(tmp_path: Path)
     first = write(tmp_path, "a.yaml", HEADER + "  rules: []\n")
     second = write(tmp_path, "b.yaml", "# leading comment\n" + HEADER + "  rules: []\n")
     assert only_problem(str(tmp_path)) == Problem(
-        second, 5, 9, f"duplicate policy name 'p' (first defined at {first}:4)")
+        second, 5, 9, f"duplicate policy name 'p' (first defined at {first}:4); every file "
+        "loaded together is one policy set: rename one, or load the policies of different "
+        "deployments separately (one file or directory each)")
 
 
 def test_duplicate_test_names_are_reported(tmp_path: Path) -> None:

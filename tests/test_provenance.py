@@ -33,6 +33,11 @@ MATCH = [
     ("12345678", "ref 12,345,678"),
     # e-mail addresses, case-insensitive
     ("Bob@Example.com", "mail bob@example.com."),
+    # ... also quoted, as users write them and as a Python dict prints them
+    ("janeLong@google.com", "send it to my wife at 'janeLong@google.com', thanks"),
+    ("bob@example.com", "{'email': 'bob@example.com', 'name': 'Bob'}"),
+    ("bob@example.com", "'bob@example.com'"),
+    ("bob@example.com", "use `bob@example.com`"),
     # URLs with or without scheme, trailing slash, sentence punctuation
     ("https://www.evil.com/x", "see www.evil.com/x."),
     ("www.evil.com/x/", "go to https://www.evil.com/x"),
@@ -67,6 +72,9 @@ NO_MATCH = [
     ("0123456", "123456"),
     ("bob@example.com", "bob@example.com.evil.net"),
     ("alice@example.com", "malice@example.com"),
+    ("brien@example.com", "o'brien@example.com"),
+    ("brien@example.com", "o`brien@example.com"),
+    ("bob@example.com", "x'bob@example.com"),
     ("https://www.evil.com/x", "www.evil.com/xy"),
     ("https://www.evil.com/x", "www.evil.com/x/y"),
     ("evil.com", "notevil.com"),
@@ -311,3 +319,107 @@ spec:
         && provenance(args.to).exists(p, p.requested)'}
 """, name="ok.yaml")
     assert ok.policies
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    # a text, and a list of texts (a known list in params), with the request's matching
+    ('"IBAN GB29 NWBK 6016 1331 9268 19".mentions("gb29nwbk60161331926819")', True),
+    ('["GB29 NWBK 6016 1331 9268 19", "x"].mentions("GB29NWBK60161331926819")', True),
+    ('["Bob Smith"].mentions("bob, smith")', True),
+    ('["1,500.00"].mentions(1500)', True),
+    # whole values only, and never across two elements
+    ('["bobby"].mentions("bob")', False),
+    ('["bob", "smith"].mentions("bob smith")', False),
+    ('["GB29 NWBK", "6016 1331 9268 19"].mentions("GB29NWBK60161331926819")', False),
+    ('["x@evil.com", "example.com"].mentions("x@evil.com.example.com")', False),
+    ('[].mentions("bob")', False),
+    ('"".mentions("bob")', False),
+])
+def test_texts_and_lists_mention_values_as_the_request_does(expression: str,
+                                                           expected: bool) -> None:
+    from guardrails.expr import compile_expression
+    program = compile_expression(expression, declared=frozenset())
+    assert program.evaluate({}) is expected
+
+
+@pytest.mark.parametrize("expression", ['[1, "a"].mentions("a")', '1.mentions("a")'])
+def test_mentions_refuses_what_is_not_text(expression: str) -> None:
+    from guardrails.expr import ExpressionError, compile_expression
+    from guardrails.expr.values import CelError
+    with pytest.raises((CelError, ExpressionError)):
+        compile_expression(expression, declared=frozenset()).evaluate({})
+
+
+WHOLE = [
+    # a record's field as tools print them: YAML lists and maps, Python dicts, JSON
+    ("Alice", "- Alice\n- Bob\n", True),
+    ("sarah.baker@gmail.com", "- email: sarah.baker@gmail.com\n  name: Sarah Baker", True),
+    ("sarah.baker@gmail.com", "[{'email': 'sarah.baker@gmail.com', 'name': 'Sarah'}]", True),
+    ("sarah.baker@gmail.com", '{"email": "Sarah.Baker@gmail.com"}', True),
+    ("GB29NWBK60161331926819", "recipient: GB29 NWBK 6016 1331 9268 19\n", True),
+    ("Bob Smith", "name: Bob Smith,", True),
+    # words inside a longer text someone wrote are not a field
+    ("Alice", "- general\n- External_0 please invite Alice now\n", False),
+    ("US133000000121212121212", "subject: send money to US133000000121212121212 now", False),
+    ("US133000000121212121212", '{"subject": "pay US133000000121212121212"}', False),
+    ("Bob", "Dear Bob,\n", False),
+    ("Bob", "name: 'Bob' said the note", False),
+    ("Bob", "and then          'Bob'          said it", False),
+    ("Bob", "'Bob'", True),
+    # and what is not the value at all is neither
+    ("bob", "name: bobby", False),
+]
+
+
+@pytest.mark.parametrize(("value", "result", "whole"), WHOLE)
+def test_whole_says_whether_the_value_is_a_field_of_the_result(
+        tmp_path: Path, value: str, result: str, whole: bool) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [t]}
+  rules:
+    - {name: whole, when: 'provenance(args.v).exists(p, p.whole)', action: deny}
+""")
+    history = [{"tool": "x", "args": {}, "result": result, "effect": "allow", "trusted": True}]
+    decision = policies.evaluate(tool="t", args={"v": value}, history=history)
+    assert not decision.errors
+    assert (decision.effect == "deny") is whole
+
+
+def test_whole_is_false_outside_results(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [t]}
+  params: {known: [Alice]}
+  rules:
+    - {name: whole, when: 'provenance(args.v).exists(p, p.whole)', action: deny}
+    - {name: seen, when: 'provenance(args.v).size() != 2', action: deny}
+""")
+    decision = policies.evaluate(tool="t", args={"v": "Alice"}, request="add Alice")
+    assert decision.effect == "allow" and not decision.errors
+
+
+def test_fields_of_a_hostile_result_stay_linear() -> None:
+    """Lines of separators, unclosed quotes and long keys: one pass, no backtracking."""
+    for text in (" ," * 30_000, "'" + "a" * 60_000, ("k" * 70 + ": " + "v" * 900 + "\n") * 60,
+                 "- " * 30_000, '"' * 60_000):
+        fields = list(prov._fields_of(text))
+        assert sum(len(f) for f in fields) <= 3 * len(text)
+
+
+def test_a_long_list_is_searched_in_its_first_65536_characters() -> None:
+    from guardrails.expr import compile_expression
+    program = compile_expression("params.known.mentions(args.v)",
+                                 declared=frozenset({"params", "args"}))
+    known = ["x" * 99] * 700 + ["GB29NWBK60161331926819"]  # 70,000 characters before it
+    prov._LOWER.clear()
+    assert program.evaluate({"params": {"known": known[:600] + known[-1:]},
+                             "args": {"v": "GB29 NWBK 6016 1331 9268 19"}}) is True
+    assert program.evaluate({"params": {"known": known}, "args": {"v": known[-1]}}) is False
+    assert max(len(k) for k in prov._LOWER) <= prov.MAX_TEXT

@@ -17,7 +17,8 @@ looking at the even half only):
   (or never ran because of a halt);
 - legitimate writes needing approval: write calls of the attack-free runs held for a human.
 
-Usage: ``python benchmarks/agentdojo/replay.py [--suite NAME] [--limit N] [--json]``.
+Usage: ``python benchmarks/agentdojo/replay.py [--suite NAME] [--limit N] [--json]
+[--policies DIR]``.
 """
 
 from __future__ import annotations
@@ -210,9 +211,10 @@ def _half(run: dict[str, Any]) -> str:
 
 
 async def replay_suite(name: str, data: dict[str, Any], limit: int | None = None,
-                       runs: Iterable[dict[str, Any]] | None = None) -> dict[str, Any]:
+                       runs: Iterable[dict[str, Any]] | None = None,
+                       policy_dir: Path | None = None) -> dict[str, Any]:
     suite = data["suites"][name]
-    policies = guardrails.load(POLICIES / f"{name}.yaml")
+    policies = guardrails.load((policy_dir or POLICIES) / f"{name}.yaml")
     writes = WRITES[name]
     tallies = {"even": Tally(), "odd": Tally(), "all": Tally()}
     selected = list(runs if runs is not None else suite["runs"])[:limit]
@@ -236,11 +238,14 @@ async def main(argv: Sequence[str]) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(WRITES))
     parser.add_argument("--limit", type=int)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--policies", type=Path, metavar="DIR",
+                        help="the directory holding <suite>.yaml (default: policies/; "
+                             "outsider/ holds policies written from the docs alone)")
     args = parser.parse_args(argv)
     data = load()
     report = {}
     for name in args.suite or sorted(WRITES):
-        report[name] = await replay_suite(name, data, args.limit)
+        report[name] = await replay_suite(name, data, args.limit, policy_dir=args.policies)
         if not args.json:
             for half, f in report[name].items():
                 print(f"{name:9} {half:4} hijacked stopped {f['stopped_with_human_pct']}% "

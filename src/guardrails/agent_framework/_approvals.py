@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -36,7 +37,7 @@ from guardrails.engine import Action, Decision
 __all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
            "approval_id_for", "approval_matches", "approval_record", "approval_request",
            "approved_replay", "hold_approval", "is_approved_response", "new_token",
-           "response_token", "take_held"]
+           "response_token", "spend", "take_held"]
 
 APPROVAL_TOKEN_KEY = "guardrails_approval"
 """Key of the request's (and so the response's) token in ``additional_properties``."""
@@ -64,8 +65,33 @@ class ApprovalStore(Protocol):
     def take(self, key: str) -> str | None: ...
 
 
+SPENT_TOKENS = 100_000
+"""Approval tokens this process remembers as used (the oldest forgotten first): about 8 MB."""
+
+_spent: dict[str, None] = {}
+_spent_lock = threading.Lock()
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(18)
+
+
+def spend(token: str) -> bool:
+    """Mark an approval's token used; False when this process already used it.
+
+    The held record is taken out of the session state when its approval is used, but the
+    state is the host's: a copy saved before the approval and restored after it (a session
+    kept by the client, a retried request) holds the record again, MAC and all, and
+    approved the same call once per restore. Tokens are random, so one set serves every
+    guard of the process; a shared ``ApprovalStore`` is what makes it once across replicas
+    and restarts (its ``take`` is global)."""
+    with _spent_lock:
+        if token in _spent:
+            return False
+        _spent[token] = None
+        if len(_spent) > SPENT_TOKENS:
+            del _spent[next(iter(_spent))]
+        return True
 
 
 def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
@@ -176,13 +202,15 @@ def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | 
 
     The response must carry the token of the request held for this id (the request the
     human answered, not another that reused its id), and the call must have the held
-    fingerprint. A replay uses up what is held, matching or not: one approval, one call.
+    fingerprint. A replay uses up what is held, matching or not, and its token
+    (``spend``): one approval, one call.
     """
     if not is_approved_response(context):
         return False
     held = take_held(state, approval_id)
-    return approval_matches(held, approval_id, response_token(context), tool, arguments,
-                            decision, key)
+    token = response_token(context)
+    return approval_matches(held, approval_id, token, tool, arguments, decision,
+                            key) and spend(token)
 
 
 def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:

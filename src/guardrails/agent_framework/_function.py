@@ -48,6 +48,7 @@ from guardrails.agent_framework._approvals import (
     new_token,
     release_approval,
     response_token,
+    spend,
     take_held,
 )
 from guardrails.agent_framework._arguments import (
@@ -424,9 +425,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                                              _approval_key(context, approval_id))
                 else:
                     held = take_held(state, approval_id)
-                replay = approval_matches(held, self._mac_id(context, approval_id),
-                                          response_token(context), tool, arguments, decision,
-                                          self._approval_key)
+                token = response_token(context)
+                # Used once in this process too: a session state saved before the approval
+                # and restored after it holds the record again.
+                replay = approval_matches(held, self._mac_id(context, approval_id), token, tool,
+                                          arguments, decision, self._approval_key) and spend(token)
             effect = decision.effect
             if effect is Effect.REQUIRE_APPROVAL and replay:
                 effect = Effect.ALLOW  # approval satisfies require_approval, nothing else

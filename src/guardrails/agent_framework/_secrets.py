@@ -23,6 +23,7 @@ from agent_framework import (
     MiddlewareTermination,
 )
 from agent_framework.exceptions import UserInputRequiredException
+from pydantic import ValidationError
 
 from guardrails.agent_framework import _private
 from guardrails.engine.decision import REDACTED
@@ -338,10 +339,33 @@ def _safe_text(value: object) -> str:
 
 def _exception_text(exc: BaseException) -> str:
     try:
-        text = str(exc)
+        text = without_inputs(exc, str(exc))
     except Exception:
         return f"{type(exc).__name__} (its text could not be read)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def without_inputs(exc: BaseException, text: str) -> str:
+    """``text`` (the text of ``exc``) with pydantic's rendering of a validation error (``exc``
+    itself, or its cause: the framework's argument error quotes it) replaced by one that
+    quotes no input. pydantic cuts a long input (``input_value={'key': 'sk-live-ab...``),
+    and no spelling of a whole value matches a piece of it inside a larger ``repr``."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, ValidationError):
+            rendered = str(error)
+            if rendered and rendered in text:
+                text = text.replace(rendered, _validation_text(error))
+    return text
+
+
+def _validation_text(error: ValidationError) -> str:
+    """pydantic's text of a validation error, without the inputs (and links) it quotes."""
+    count = error.error_count()
+    lines = [f"{count} validation error{'' if count == 1 else 's'} for {error.title}"]
+    for item in error.errors(include_input=False, include_url=False, include_context=False):
+        lines.append(".".join(str(part) for part in item["loc"]) or "(input)")
+        lines.append(f"  {item['msg']} [type={item['type']}]")
+    return "\n".join(lines)
 
 
 def _exception_texts(exc: BaseException) -> Iterator[str]:
@@ -419,7 +443,7 @@ def scrubbed_exception(exc: Exception, scrub: Callable[[str], str]) -> Exception
     """What a tool's exception becomes: the framework's validation error keeps its type
     (so it still reports "Argument parsing failed"), anything else a ``GuardedToolError``."""
     if _private.is_argument_validation_error(exc):
-        return _private.scrubbed_validation_error(exc, scrub)
+        return _private.scrubbed_validation_error(exc, lambda text: scrub(without_inputs(exc, text)))
     return GuardedToolError(scrub(_exception_text(exc)))
 
 

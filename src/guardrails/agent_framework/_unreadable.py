@@ -10,7 +10,9 @@ text with a scan linear in its length (regular expressions and C-level counting,
 parse) and replaces the arguments with :func:`marker` (a small mapping the framework takes
 as it is). The function middleware denies a call carrying the marker (:func:`message`)
 without reading anything else: the tool never runs, the run goes on, and nothing of the
-raw text reaches the model, the logs or the spans.
+raw text reaches the model, the logs or the spans. Arguments a chat client delivered
+already parsed are checked the same way: no mapping, nested deeper than the framework's
+argument token can recurse, or containing themselves.
 """
 
 from __future__ import annotations
@@ -149,20 +151,57 @@ def _no_mapping(arguments: Any) -> bool:
     return True
 
 
+def _too_deep(arguments: Any, depth: int) -> str | None:
+    """Why arguments a chat client delivered already parsed would end the run: containers
+    nested deeper than ``depth`` ("depth": the framework's argument token, and the guard's,
+    recurse once a level; a dict 1,000 levels deep raised ``RecursionError`` out of the
+    loop), or a container met twice ("object": a cycle is endlessly deep, and JSON never
+    shares one). Level by level, each container read once: linear, no recursion."""
+    seen: set[int] = set()
+    level = [arguments]
+    for _ in range(depth + 1):
+        below: list[Any] = []
+        for value in level:
+            if isinstance(value, Mapping):
+                children: Any = value.values()
+            elif isinstance(value, (list, tuple)):
+                children = value
+            else:
+                continue
+            if id(value) in seen:
+                return "object"
+            seen.add(id(value))
+            below.extend(children)
+        if not below:
+            return None
+        level = below
+    return "depth"
+
+
+def _parsed_unreadable(arguments: Any, depth: int) -> str | None:
+    """Why parsed arguments (not text) would end the run, else None."""
+    if _no_mapping(arguments):
+        return "object"
+    try:
+        return _too_deep(arguments, depth)
+    except Exception:  # a mapping whose values cannot be read is no JSON object
+        return "object"
+
+
 def _repair(response: ChatResponse) -> ChatResponse:
     depth: int | None = None
     for item in response.messages:
         for content in item.contents:
-            if content.type != "function_call":
+            if content.type != "function_call" or content.arguments is None:
                 continue
+            if depth is None:
+                depth = parse_depth()
             if isinstance(content.arguments, str):
-                if depth is None:
-                    depth = parse_depth()
                 reason = unreadable(content.arguments, depth)
-                if reason is not None:
-                    content.arguments = marker(reason)
-            elif _no_mapping(content.arguments):
-                content.arguments = marker("object")
+            else:
+                reason = _parsed_unreadable(content.arguments, depth)
+            if reason is not None:
+                content.arguments = marker(reason)
     return response
 
 

@@ -329,7 +329,7 @@ class _Compiler:
         loaded at all (a policy file loaded without the Library file it calls)."""
         found = re.match(r"unknown function '([A-Za-z_][A-Za-z0-9_]*)\.([^']+)'", message)
         if found is None:
-            return ""
+            return qualified_hint(message, self.functions)
         namespace, name = found.groups()
         if namespace + "." in self.namespaces:
             known = sorted(q.split(".", 1)[1] for q in self.functions
@@ -496,6 +496,19 @@ def _compile_with_functions(source: str, names: frozenset[str], limits: Limits,
     return compile_ast(node, source=source, declared=names, limits=limits, backend=backend)
 
 
+def qualified_hint(message: str, functions: Mapping[str, Function]) -> str:
+    """For ``unknown function 'f'`` where a library defines ``lib.f``: library functions
+    are called by their qualified name everywhere, in a body of the same library too."""
+    found = re.match(r"unknown function '([A-Za-z_][A-Za-z0-9_]*)'", message)
+    if found is None:
+        return ""
+    names = sorted(q for q in functions if q.split(".", 1)[-1] == found[1])
+    if not names:
+        return ""
+    return (f" (library functions are called by their qualified name, also from a function "
+            f"of the same library: write '{names[0]}')")
+
+
 def library_functions(documents: Documents, limits: Limits,
                       problems: list[Problem]) -> dict[str, Function]:
     """Every library function by ``library.name``, its body parsed and checked once.
@@ -533,7 +546,8 @@ def library_functions(documents: Documents, limits: Limits,
         except ExpressionError as e:
             pos = expression.position_of(e.offset)
             problems.append(Problem(pos.file, pos.line, pos.column,
-                                    f"library function {qualified}: {e.message}"))
+                                    f"library function {qualified}: {e.message}"
+                                    + qualified_hint(e.message, functions)))
             continue
         good[qualified] = fn
     return good

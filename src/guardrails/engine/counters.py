@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "SKEW_GRACE",
     "CounterRequest",
     "CounterResult",
     "CounterStore",
@@ -82,6 +83,13 @@ class CounterStore(Protocol):
     def reserve(self, requests: Sequence[CounterRequest]) -> list[CounterResult]: ...
 
     def release(self, reservations: Sequence[Reservation]) -> None: ...
+
+
+SKEW_GRACE = 300.0
+"""Seconds an ended window's entry is kept before a store sweeps it away. The memory and
+SQLite stores take the host's clock: swept the moment its window ended, an entry was gone
+when the clock was then stepped back (an NTP correction) into that window, and the window
+admitted its whole limit again. Redis picks windows by the server's clock (``TIME``)."""
 
 
 def window_key(scope: str, key: str) -> str:
@@ -183,7 +191,7 @@ class MemoryStore:
             return self._counts.get(entry, (0, 0.0))[0]
 
     def _expire(self, now: float) -> None:
-        for entry in [e for e, (_, ends) in self._counts.items() if ends <= now]:
+        for entry in [e for e, (_, ends) in self._counts.items() if ends <= now - SKEW_GRACE]:
             del self._counts[entry]
         if len(self._counts) >= self._max_entries:
             # Still full of live windows: refuse rather than forget counts (fail closed).

@@ -380,6 +380,13 @@ def _access(n: ast.Node) -> _Access | None:
         # has(args.x) sits at "has": start looking for the name from "args".
         offset = n.operand.offset if n.test_only else n.offset
         return _Access(n.field, offset, n.test_only, True)
+    if (isinstance(n, ast.Call) and n.function == "@select" and len(n.args) == 2
+            and isinstance(n.target, ast.Ident) and n.target.name == "optional"
+            and _is_args(n.args[0]) and _is_str(n.args[1])):
+        # args.?x tolerates a missing x as has(args.x) does: a test, not a read.
+        field = n.args[1]
+        assert isinstance(field, ast.Literal)
+        return _Access(field.value, field.offset, True, False)
     if isinstance(n, ast.Call) and n.target is None and len(n.args) == 2:
         a, b = n.args
         if n.function == "_[_]" and _is_args(a) and _is_str(b):

@@ -307,6 +307,10 @@ def spellings(text: str) -> set[str]:
     of those JSON-escaped, with and without ``ensure_ascii`` (the framework serializes dict
     and list tool results with ``json.dumps``, so a ``repr`` inside one is escaped twice).
 
+    And pydantic's cut form of it: a validation error quotes a long input as the first 25
+    and the last 24 bytes of its ``repr`` (``input_value='sk-live-abcd...wxyz'``), enough of
+    a key to hurt, which no whole spelling matches (:func:`_pydantic_cut`).
+
     And the forms a tool gives a value without transforming it: percent-encoded (a signed
     link or a query string built with ``urllib.parse``), the ``repr`` of its UTF-8 bytes
     (``str(b"...")``, a bytes value in an exception or a dict's text), and each Unicode
@@ -322,6 +326,9 @@ def spellings(text: str) -> set[str]:
     base = {text, inner, inner.replace("'", "\\'"), ascii_inner,
             ascii_inner.replace("'", "\\'"), data, data.replace("'", "\\'"),
             data.replace("\\'", "'")}
+    cut = _pydantic_cut(repr(text))
+    if cut is not None:
+        base.add(cut)
     # The same characters in another normal form (composed or not), as is: raw and as JSON
     # writes it. (Not every escape of every normal form: a value's spellings are searched
     # on every call.)
@@ -337,6 +344,23 @@ def spellings(text: str) -> set[str]:
         # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
     return {f for f in forms if f}
+
+
+_PYDANTIC_INPUT_BYTES = 50
+"""pydantic-core quotes an input's ``repr`` whole up to this many UTF-8 bytes, else cut."""
+
+
+def _pydantic_cut(quoted: str) -> str | None:
+    """How pydantic-core writes ``input_value`` for a ``repr`` over
+    ``_PYDANTIC_INPUT_BYTES``: its first 25 and last 24 bytes (a character split at either
+    cut is left out), joined by ``...``; None for a shorter one, which it quotes whole.
+    (tests/test_redteam16_secrets.py checks this against pydantic on generated texts.)"""
+    data = quoted.encode("utf-8", "surrogatepass")
+    if len(data) <= _PYDANTIC_INPUT_BYTES:
+        return None
+    half = (_PYDANTIC_INPUT_BYTES + 1) // 2
+    return (data[:half].decode("utf-8", "ignore") + "..."
+            + data[len(data) - (half - 1):].decode("utf-8", "ignore"))
 
 
 _URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~"

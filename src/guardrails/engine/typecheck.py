@@ -32,6 +32,7 @@ from guardrails.expr.typechecker import (
     article,
     call_name,
     check,
+    constant_text,
     facts_of,
     has_enums,
     may_be_absent,
@@ -168,7 +169,8 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
                 if len(_RESULTS) >= _RESULTS_MAX:
                     _RESULTS.clear()
                 _RESULTS[key] = t
-        if "params" in compiled.names:
+        if any(n == "params" or n.startswith("@") for n in compiled.names):
+            # params, or a library function's parameters (inlined as @lib.fn.param)
             out.extend(_param_regexes(element, compiled, policy.params))
         return t
 
@@ -271,23 +273,73 @@ def _env_token(env: Mapping[str, Type]) -> int | None:
 
 def _param_regexes(element: str, compiled: CompiledExpression,
                    params: Mapping[str, Any]) -> list[TypeFinding]:
-    """A pattern taken from params (``args.q.matches(params.re)``) is a constant too: an
-    invalid one would fail every evaluation, so it is a load error at the reference."""
+    """A pattern taken from params (``args.q.matches(params.re)``) is a constant too, and
+    so is one a library function builds from its argument (``"(?i)" + pattern`` called
+    with a literal or a param): an invalid one would fail every evaluation, so it is a
+    load error at the reference (patterns of literals alone are the checker's)."""
     out: list[TypeFinding] = []
-    for node in ast.walk(compiled.program.ast):
-        if not isinstance(node, ast.Call):
+    stack: list[tuple[ast.Node, Mapping[str, str]]] = [(compiled.program.ast, {})]
+    while stack:
+        node, bound = stack.pop()
+        if (isinstance(node, ast.Call) and node.function == "bind" and len(node.args) == 3
+                and isinstance(node.target, ast.Ident) and node.target.name == "cel"
+                and isinstance(node.args[0], ast.Ident)):
+            # cel.bind(@f.p, value, body): the library parameter's constant, in the body
+            name, value, body = node.args[0].name, node.args[1], node.args[2]
+            text = _constant_pattern(value, bound, params)
+            inner = {k: v for k, v in bound.items() if k != name}
+            stack.extend([(value, bound), (body, {**inner, name: text} if text else inner)])
             continue
-        ref = pattern_argument(call_name(node), node)
-        if not (isinstance(ref, ast.Select) and not ref.test_only
-                and isinstance(ref.operand, ast.Ident) and ref.operand.name == "params"):
-            continue
-        value = params.get(ref.field)
-        problem = regex_problem(value) if isinstance(value, str) else None
-        if problem:
-            out.append(TypeFinding("error", element,
-                                   compiled.expression.position_of(ref.operand.offset),
-                                   f"params.{ref.field}: {problem}"))
+        ref = pattern_argument(call_name(node), node) if isinstance(node, ast.Call) else None
+        if ref is not None and constant_text(ref) is None:
+            text = _constant_pattern(ref, bound, params)
+            problem = regex_problem(text) if text is not None else None
+            if problem:
+                at = ref.operand.offset if isinstance(ref, ast.Select) else ref.offset
+                out.append(TypeFinding(
+                    "error", element, compiled.expression.position_of(at),
+                    f"params.{ref.field}: {problem}" if isinstance(ref, ast.Select)
+                    else problem))
+        stack.extend((child, bound) for child in _children(node))
     return out
+
+
+def _constant_pattern(node: ast.Node, bound: Mapping[str, str],
+                      params: Mapping[str, Any], depth: int = 0) -> str | None:
+    """The text ``node`` always has: a string literal, ``params.x`` holding a string, a
+    library parameter bound to one, or ``+`` of them; None for anything else."""
+    if isinstance(node, ast.Literal):
+        return node.value if isinstance(node.value, str) else None
+    if (isinstance(node, ast.Select) and not node.test_only
+            and isinstance(node.operand, ast.Ident) and node.operand.name == "params"):
+        value = params.get(node.field)
+        return value if isinstance(value, str) else None
+    if isinstance(node, ast.Ident):
+        return bound.get(node.name)
+    if isinstance(node, ast.Call) and node.function == "@arg" and node.args:
+        return _constant_pattern(node.args[0], bound, params, depth + 1)
+    if (depth < 16 and isinstance(node, ast.Call) and node.function == "_+_"
+            and node.target is None and len(node.args) == 2):
+        left = _constant_pattern(node.args[0], bound, params, depth + 1)
+        right = _constant_pattern(node.args[1], bound, params, depth + 1)
+        if left is not None and right is not None and len(left) + len(right) <= 100_000:
+            return left + right
+    return None
+
+
+def _children(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.Select):
+        return [node.operand]
+    if isinstance(node, ast.Call):
+        return [*node.args, *([node.target] if node.target is not None else [])]
+    if isinstance(node, ast.ListLit):
+        return list(node.elements)
+    if isinstance(node, ast.MapLit):
+        return [x for kv in node.entries for x in kv]
+    if isinstance(node, ast.Comprehension):
+        return [node.iter_range, node.accu_init, node.loop_condition, node.loop_step,
+                node.result]
+    return []
 
 
 def _finding(element: str, compiled: CompiledExpression, d: Diagnostic,

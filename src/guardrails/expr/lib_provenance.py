@@ -1,4 +1,5 @@
-"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``).
+"""Provenance: where a value came from (``provenance``, ``untrusted``, ``request.mentions``,
+and ``mentions`` on a text or a list of texts).
 
 A tool argument that an e-mail put in front of the model looks the same as one the user
 typed; these functions tell them apart by looking the value up in the user's request, the
@@ -54,10 +55,12 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
     "provenance": ("provenance(string) -> list(map(string, dyn))",
                    "provenance(number) -> list(map(string, dyn))"),
     "untrusted": ("untrusted(string) -> bool", "untrusted(number) -> bool"),
-    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool"),
+    "mentions": ("map.mentions(string) -> bool", "map.mentions(number) -> bool",
+                 "string.mentions(string) -> bool", "string.mentions(number) -> bool",
+                 "list.mentions(string) -> bool", "list.mentions(number) -> bool"),
 }
 """The types of these functions for the static checker (``library.SIGNATURES`` form);
-``mentions`` is a method of ``request``."""
+``mentions`` is a method of ``request``, of a text and of a list of texts."""
 
 
 # -------------------------------------------------------------------- lower-cased texts
@@ -99,6 +102,12 @@ _B_L = r"(?:^|[^\pL\pN])"
 _B_R = r"(?:$|[^\pL\pN])"
 
 _EMAIL = re.compile(r"[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_EMAIL_LEFT = (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-]"
+               r"|(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])['`])")
+"""What may precede an address: a character no address holds, or a quote that opens a
+quoted address (itself after such a character): ``'bob@x.com'`` in a request, and every
+address in a result printed as a Python dict (``{'email': 'bob@x.com'}``). A quote inside
+a local part stays part of it: ``brien@x.com`` is not in ``o'brien@x.com``."""
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+")
 _HOST = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?")
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\d{2})?)?")
@@ -133,6 +142,8 @@ class Matcher:
     """RE2 source of the bounded pattern."""
     dense: str = ""
     """For identifiers and phone numbers: what the text without separators must contain."""
+    words: str = ""
+    """The value's letters and digits, lower-cased: what a field that is the value holds."""
 
     def found(self, low: str, budget: _Scan) -> bool:
         budget.charge(SEARCH_COST + len(low) // 8)
@@ -145,6 +156,36 @@ class Matcher:
         budget.charge(len(low))
         budget.use(self.pattern)
         return compile_re2(self.pattern).search(low) is not None
+
+
+_WORDLESS = re.compile(r"[^\w]|_")
+"""What is not a letter or digit (removed to compare a field with a value)."""
+_QUOTED = "'([^'\\n]{1,1000})'|\"([^\"\\n]{1,1000})\""
+_KEY = re.compile(r"[\w .-]{1,64}")
+_OPENERS = frozenset({"", "[", "{", ",", ":", "(", "\n"})
+_CLOSERS = frozenset({"", "]", "}", ",", ":", ")", "\n"})
+
+
+def _fields_of(low: str) -> Iterator[str]:
+    """The fields of a result as tools print records: each quoted string (``{'email':
+    'a@b.c'}``, JSON) and each line without its YAML list dash or ``key:``
+    (``- email: a@b.c``, ``recipient: GB29...``). Linear in the text."""
+    for m in compile_re2(_QUOTED).finditer(low):
+        # a quoted string in a record, not in prose: "he said 'Bob' twice" is no field
+        start, end = m.start(), m.end()
+        before = low[max(0, start - 8):start].rstrip(" \t")[-1:] or (
+            "" if start <= 8 else "\x01")  # only blanks in reach: the text's start, or prose
+        after = low[end:end + 8].lstrip(" \t")[:1] or ("" if end + 8 >= len(low) else "\x01")
+        if before in _OPENERS and after in _CLOSERS:
+            yield m.group(1) or m.group(2) or ""
+    for line in low.split("\n"):
+        line = line.strip(" \t,")
+        if line.startswith("- "):
+            line = line[2:].lstrip(" ")
+        key, colon, rest = line.partition(": ")
+        if colon and _KEY.fullmatch(key):
+            line = rest.strip(" \t,")
+        yield line
 
 
 def _number_pattern(d: Decimal) -> str:
@@ -206,7 +247,7 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
     if not low:
         return None
     if _EMAIL.fullmatch(low):
-        return "email", low, (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-])" + re.escape(low)
+        return "email", low, (_EMAIL_LEFT + re.escape(low)
                               + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
     if _URL.fullmatch(low):
         rest = re.sub(r"^[a-z][a-z0-9+.-]*://", "", low).rstrip("/")
@@ -256,9 +297,10 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     if found is None:
         return None
     kind, literal, pattern = found
+    words = _WORDLESS.sub("", str(value).lower())
     if kind in ("identifier", "phone"):
-        return Matcher(kind, "", pattern, dense=literal)
-    return Matcher(kind, literal, pattern)
+        return Matcher(kind, "", pattern, dense=literal, words=words)
+    return Matcher(kind, literal, pattern, words=words)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -317,10 +359,13 @@ class Place:
     trusted: bool
     requested: bool
     """For a result: the user's request names an argument of the call that produced it."""
+    whole: bool = False
+    """For a result: the value is a whole field of it (``fields``), not words inside a
+    longer text such as a transfer's subject or a channel's name."""
 
     def as_map(self) -> dict[str, Any]:
         return {"source": self.source, "tool": self.tool, "index": self.index,
-                "trusted": self.trusted, "requested": self.requested}
+                "trusted": self.trusted, "requested": self.requested, "whole": self.whole}
 
 
 @dataclass
@@ -334,7 +379,8 @@ class Origins:
     _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
-    _args_text: dict[int, str] = field(default_factory=dict)
+    _args_text: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -351,16 +397,23 @@ class Origins:
             params = self._params_lower()
             if params and m.found(params, self.scan):
                 out.append(Place("params", "", -1, True, False))
+            given: int | None = None  # the first call that ran and was given the value
             for i, entry in enumerate(self.history):
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is str and result and m.found(_lower(result), self.scan):
                     tool = entry.get("tool")
-                    # A trusted tool that echoes its own arguments ("no contact named X")
-                    # vouches for nothing it was given: the value came from the caller.
-                    trusted = entry.get("trusted") is True and not m.found(
-                        self._args_lower(i, entry), self.scan)
+                    trusted = entry.get("trusted") is True
+                    if trusted:
+                        # A trusted tool vouches for nothing the model gave it, or gave an
+                        # earlier call: an echo ("no contact named X"), or a value stored
+                        # by one tool and read back by a trusted one (an address book the
+                        # model wrote to) came from the model.
+                        if given is None:
+                            given = self._first_given(m)
+                        trusted = i < given
                     out.append(Place("result", tool if type(tool) is str else "", i,
-                                     trusted, self.requested(i, entry)))
+                                     trusted, self.requested(i, entry),
+                                     self.whole(i, result, m)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
@@ -383,11 +436,49 @@ class Origins:
             self._requested[index] = found
         return found
 
-    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> str:
-        found = self._args_text.get(index)
-        if found is None:
-            found = "\x00".join(_strings(entry.get("args"), 0)).lower()[:MAX_TEXT]
-            self._args_text[index] = found
+    def whole(self, index: int, result: str, m: Matcher) -> bool:
+        """Whether some field of the result at ``index`` is the value and nothing more:
+        the same letters and digits, and found in it under the value's matching."""
+        fields = self._fields.get(index)
+        if fields is None:
+            low = _lower(result)
+            self.scan.charge(len(low) // 8)
+            fields = {}
+            for f in _fields_of(low):
+                fields.setdefault(_WORDLESS.sub("", f), []).append(f)
+            self._fields[index] = fields
+        return any(m.found(f, self.scan) for f in fields.get(m.words, ())[:4])
+
+    def _first_given(self, m: Matcher) -> int:
+        """The index of the first call in history that ran and may have been given the
+        value (``len(history)`` if none): it is in the call's arguments, one by one or run
+        together (a tool that joins a bank code and an account number echoes the IBAN
+        neither holds alone), or some of its arguments are not known (the entry was cut
+        for size, or they are nested deeper than ``_ARGS_DEPTH``): then it cannot be told,
+        and the answer is yes. Calls that did not run (denied, halted) were given nothing."""
+        for i, entry in enumerate(self.history):
+            if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
+                continue
+            texts = self._args_lower(i, entry)
+            if texts is None or any(m.found(t, self.scan) for t in texts if t):
+                return i
+        return len(self.history)
+
+    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The call's argument texts (names and values), lower-cased: separated, and run
+        together; None when they are not all known."""
+        if index in self._args_text:
+            return self._args_text[index]
+        args = entry.get("args")
+        found: tuple[str, ...] | None = None
+        if entry.get("truncated") is not True and isinstance(args, Mapping):
+            names: list[str] = []
+            values: list[str] = []
+            if _all_strings(args, 0, names, values):
+                separated = "\x00".join(names + values).lower()
+                if len(separated) <= MAX_TEXT:
+                    found = (separated, "".join(values).lower())
+        self._args_text[index] = found
         return found
 
     def _params_lower(self) -> str:
@@ -403,6 +494,33 @@ class Origins:
 
 def _hashable(value: Any) -> bool:
     return type(value) in (str, int, float)
+
+
+_DID_NOT_RUN: Final = ("deny", "halt", "rejected")
+"""History effects of calls that never ran (so were given nothing a tool could keep)."""
+
+_ARGS_DEPTH: Final = 8
+"""Nesting of a recorded call's arguments read to tell whether a tool echoed them."""
+
+
+def _all_strings(value: Any, depth: int, names: list[str], values: list[str]) -> bool:
+    """Append every text in a recorded call's arguments to ``values`` (strings, numbers)
+    and ``names`` (map keys); False when some part is nested deeper than ``_ARGS_DEPTH``.
+    (History keeps at most ``HISTORY_ENTRY_BYTES`` of a call's arguments: a short walk.)"""
+    if type(value) is str:
+        values.append(value)
+    elif type(value) in (int, float):
+        values.append(str(value))
+    elif isinstance(value, Mapping | list | tuple):
+        if depth >= _ARGS_DEPTH:
+            return False
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for k, v in items:
+            if type(k) is str:
+                names.append(k)
+            if not _all_strings(v, depth + 1, names, values):
+                return False
+    return True
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:
@@ -435,8 +553,8 @@ def _arg(name: str, value: Any) -> None:
 
 @guarded("provenance")
 def provenance(value: Any) -> list[dict[str, Any]]:
-    """Every place ``value`` appears: ``{source, tool, index, trusted, requested}`` maps, in
-    the order request, params, then tool results oldest first."""
+    """Every place ``value`` appears: ``{source, tool, index, trusted, requested, whole}``
+    maps, in the order request, params, then tool results oldest first."""
     _arg("provenance", value)
     return [p.as_map() for p in _origins("provenance").places(value)]
 
@@ -563,15 +681,32 @@ class Request(Mapping[str, Any]):
 
 
 @guarded("mentions")
-def mentions(request: Any, value: Any) -> bool:
-    """``request.mentions(value)``: the user's words contain ``value`` (same matching)."""
-    if not isinstance(request, Request):
-        raise no_overload("mentions", request, value)
+def mentions(within: Any, value: Any) -> bool:
+    """``request.mentions(value)``: the user's words contain ``value``; ``s.mentions(v)``
+    and ``l.mentions(v)``: a text, or one of a list of texts, does (``params.payees``
+    written with spaces, in another case). The same matching as ``provenance``: one
+    concept, one name, wherever the texts come from."""
+    if isinstance(within, Request):
+        text = within.text
+    elif type(within) is str:
+        text = within[:MAX_TEXT]  # the searched part only: the text cache keys on it
+    elif type(within) is list and all(type(t) is str for t in within):
+        # One text whose parts no match can cross (NUL is no word, address or number
+        # character), searched once: a long list costs one scan, not one per element.
+        parts, size = [], 0
+        for t in within:
+            if size >= MAX_TEXT:
+                break
+            parts.append(t)
+            size += len(t) + 1
+        text = "\x00".join(parts)[:MAX_TEXT]
+    else:
+        raise no_overload("mentions", within, value)
     _arg("mentions", value)
     origins = ORIGINS.get()
     scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
     m = matcher(value)
-    return m is not None and bool(request.text) and m.found(_lower(request.text), scan)
+    return m is not None and bool(text) and m.found(_lower(text), scan)
 
 
 # What one value's search costs besides the texts it scans (``limits.cost_of``): reading

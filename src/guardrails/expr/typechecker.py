@@ -57,7 +57,7 @@ Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
 __all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "article", "call_name",
-           "check", "close_name", "facts_of", "has_enums", "may_be_absent",
+           "check", "close_name", "constant_text", "facts_of", "has_enums", "may_be_absent",
            "pattern_argument", "regex_problem", "shape", "suggest", "tool_args_key",
            "tool_names"]
 
@@ -244,6 +244,8 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
                 reads = args[1]
             elif n.target is None and f == "@in" and len(args) == 2:
                 reads = args[0]
+            elif f == "@select" and len(args) == 2:
+                reads = args[1]  # args.?x: a field path, and a fact under hasValue()
             elif not (n.target is None and f in _OPERATORS):
                 name = call_name(n)
                 if name in _REGEX_ARG:
@@ -253,7 +255,8 @@ def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] 
             if n.target is not None:
                 walk(n.target, False)
             for a in args:
-                walk(a, a is reads)
+                # a pattern made of literals joined with + (constant_text) is read whole
+                walk(a, a is reads or (read and f == "_+_" and n.target is None))
         elif t is ast.ListLit:
             assert isinstance(n, ast.ListLit)
             out.append(("list", len(n.elements)))
@@ -298,6 +301,9 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
         read = Facts(_reads(node))
         p = _path(node.operand)
         return read | Facts(frozenset({(*p, node.field)})) if p and positive else read
+    present = _optional_presence(node, positive)
+    if present is not None:
+        return Facts(_reads(node) | {present})
     if isinstance(node, ast.Call) and node.target is None:
         f, a = node.function, node.args
         if f == "!_" and len(a) == 1:
@@ -326,6 +332,37 @@ def facts_of(node: ast.Node, positive: bool = True) -> Facts:
                         return Facts(frozenset({p}), ((p, TYPE_NAMES[y.name]),))
     reads = _reads(node)
     return Facts(reads) if reads else NONE
+
+
+def _optional_presence(node: ast.Node, positive: bool) -> Path | None:
+    """The path that ``args.?x.hasValue()`` or ``args.?x.orValue(null) != null`` (when
+    true; ``... == null`` when false) shows is there: the optional spellings of
+    ``has(args.x)``."""
+    if (positive and isinstance(node, ast.Call) and node.function == "hasValue"
+            and not node.args and node.target is not None):
+        return _optional_path(node.target)
+    if not (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2
+            and node.function == ("_!=_" if positive else "_==_")):
+        return None
+    for x, y in (node.args, node.args[::-1]):
+        if (isinstance(y, ast.Literal) and y.value is None and isinstance(x, ast.Call)
+                and x.function == "orValue" and len(x.args) == 1
+                and isinstance(x.args[0], ast.Literal) and x.args[0].value is None
+                and x.target is not None):
+            return _optional_path(x.target)
+    return None
+
+
+def _optional_path(node: ast.Node) -> Path | None:
+    """``("args", "x")`` for ``args.?x`` (also ``args.a.?x``), else None."""
+    if (isinstance(node, ast.Call) and node.function == "@select" and len(node.args) == 2
+            and isinstance(node.target, ast.Ident) and node.target.name == "optional"
+            and _is_str(node.args[1])):
+        p = _path(node.args[0])
+        field = node.args[1]
+        assert isinstance(field, ast.Literal)
+        return (*p, field.value) if p else None
+    return None
 
 
 def tool_args_key(tool: str) -> str:
@@ -948,11 +985,13 @@ def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
         pattern = pattern_argument(name, node)
         args = (pattern,) if pattern is not None else ()
     literal: ast.Literal | None = None
-    if args and isinstance(args[0], ast.Literal) and isinstance(args[0].value, str):
-        literal = args[0]
+    text = ""
+    if args:
+        folded = constant_text(args[0])
+        if folded is not None:
+            text, literal = folded
     if literal is None:
         return
-    text = literal.value
     problem: str | None = None
     if name in _REGEX_ARG:
         problem = regex_problem(text)
@@ -960,6 +999,21 @@ def _check_constant(c: _Checker, name: str, node: ast.Call) -> None:
         problem = _parse_problem(name, text)
     if problem:
         c.error(literal, problem)
+
+
+def constant_text(node: ast.Node, depth: int = 0) -> tuple[str, ast.Literal] | None:
+    """The text of a string literal, or of ``+`` of them (``"(?i)" + "..."``, as a
+    library function's body builds a pattern from its argument, params included), with
+    the first literal to report at; None for anything else."""
+    if isinstance(node, ast.Literal):
+        return (node.value, node) if isinstance(node.value, str) else None
+    if (depth < 16 and isinstance(node, ast.Call) and node.function == "_+_"
+            and node.target is None and len(node.args) == 2):
+        left = constant_text(node.args[0], depth + 1)
+        right = constant_text(node.args[1], depth + 1) if left is not None else None
+        if left is not None and right is not None and len(left[0]) + len(right[0]) <= 100_000:
+            return left[0] + right[0], left[1]
+    return None
 
 
 def regex_problem(pattern: str) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from guardrails.engine.counters import (
+    SKEW_GRACE,
     CounterRequest,
     CounterResult,
     Reservation,
@@ -90,7 +91,7 @@ class SQLiteStore:
 
         def work(db: sqlite3.Connection) -> list[CounterResult]:
             if sweep:
-                db.execute("DELETE FROM counters WHERE expires <= ?", (now,))
+                db.execute("DELETE FROM counters WHERE expires <= ?", (now - SKEW_GRACE,))
                 db.execute("DELETE FROM approvals WHERE expires <= ?", (now,))
             out = []
             for r in requests:

@@ -398,9 +398,14 @@ def _check_unique(problems: list[Problem], what: str,
     first: dict[str, Position] = {}
     for name, pos in names:
         if name in first:
+            elsewhere = first[name].file != pos.file
             problems.append(Problem(pos.file, pos.line, pos.column,
                                     f"duplicate {what} name '{name}' (first defined at "
-                                    f"{first[name].file}:{first[name].line})"))
+                                    f"{first[name].file}:{first[name].line})"
+                                    + ("; every file loaded together is one policy set: "
+                                       "rename one, or load the policies of different "
+                                       "deployments separately (one file or directory "
+                                       "each)" if elsewhere else "")))
         else:
             first[name] = pos
 
