@@ -261,3 +261,27 @@ spec:
                               history=[entry], request="pay the invoice").effect.value
               for entry in (plain, noted)]
     assert decide == ["allow", "require_approval"]
+
+
+@pytest.mark.parametrize("filler", ["", "İİİ ", "x" * 3000, "ẞ ǅ ﬃ "],
+                         ids=["none", "longer when lower-cased", "long", "other case folds"])
+def test_only_calls_before_the_trusted_result_take_its_trust_away(
+        policies: guardrails.PolicySet, filler: str) -> None:
+    """Which call was given the value is found in one search of every call's texts
+    together: the position must name the right call, whatever the texts before it (some
+    characters grow when lower-cased)."""
+    def entry(args: dict[str, Any]) -> dict[str, Any]:
+        return {"tool": "note", "args": args, "effect": "allow", "result": "ok"}
+
+    book = {"tool": "read_contacts", "args": {}, "effect": "allow", "trusted": True,
+            "result": f"Invoices: {FR_IBAN}"}
+    before = [entry({"text": filler}), entry({"text": filler, "other": "x"})]
+    gave = entry({"text": filler, "iban": FR_IBAN})
+
+    def decide(history: list[dict[str, Any]]) -> str:
+        return policies.evaluate("send_money", {"recipient": FR_IBAN, "amount": 5},
+                                 history=history, request="pay").effect.value
+
+    assert decide([*before, book, gave]) == "allow"  # given after the book read it
+    assert decide([*before, gave, book]) == "require_approval"
+    assert decide([gave, *before, book]) == "require_approval"

@@ -140,7 +140,8 @@ def _no_mapping(arguments: Any) -> bool:
     ``dict(content.parse_arguments() or {})`` cannot turn into a mapping (a list of numbers, a
     number, bytes): ``TypeError`` or ``ValueError`` there ended the run. Empty ones read as
     ``{}`` and a list of pairs as the mapping it spells; both are left to the framework."""
-    if arguments is None or isinstance(arguments, (str, Mapping)) or not arguments:
+    if arguments is None or type(arguments) is dict or isinstance(arguments, (str, Mapping)) \
+            or not arguments:
         return False
     if isinstance(arguments, (list, tuple)):
         try:
@@ -149,6 +150,9 @@ def _no_mapping(arguments: Any) -> bool:
             return True
         return False
     return True
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _too_deep(arguments: Any, depth: int) -> str | None:
@@ -162,9 +166,12 @@ def _too_deep(arguments: Any, depth: int) -> str | None:
     for _ in range(depth + 1):
         below: list[Any] = []
         for value in level:
-            if isinstance(value, Mapping):
+            kind = type(value)
+            if kind in _LEAVES:  # exact types first: the ABC check is the slow part
+                continue
+            if kind is dict or (kind is not list and isinstance(value, Mapping)):
                 children: Any = value.values()
-            elif isinstance(value, (list, tuple)):
+            elif kind is list or isinstance(value, tuple):
                 children = value
             else:
                 continue

@@ -20,6 +20,7 @@ one, the functions are an error.
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import functools
 import re
@@ -146,16 +147,22 @@ class Matcher:
     """The value's letters and digits, lower-cased: what a field that is the value holds."""
 
     def found(self, low: str, budget: _Scan) -> bool:
+        return self.first(low, budget) is not None
+
+    def first(self, low: str, budget: _Scan) -> int | None:
+        """Where the first match in ``low`` is (a position inside the matched value, never
+        on a boundary character), or None."""
         budget.charge(SEARCH_COST + len(low) // 8)
         if self.literal not in low:
-            return False
+            return None
         if self.dense:
             budget.charge(len(low) // 8)
             if self.dense not in _dense(low):
-                return False
+                return None
         budget.charge(len(low))
         budget.use(self.pattern)
-        return compile_re2(self.pattern).search(low) is not None
+        match = compile_re2(self.pattern).search(low)
+        return None if match is None else (match.start() + match.end()) // 2
 
 
 _WORDLESS = re.compile(r"[^\w]|_")
@@ -379,7 +386,7 @@ class Origins:
     _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
-    _args_text: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    _given: tuple[str, list[int], list[int], int] | None = None
     _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
@@ -455,30 +462,36 @@ class Origins:
         together (a tool that joins a bank code and an account number echoes the IBAN
         neither holds alone), or some of its arguments are not known (the entry was cut
         for size, or they are nested deeper than ``_ARGS_DEPTH``): then it cannot be told,
-        and the answer is yes. Calls that did not run (denied, halted) were given nothing."""
-        for i, entry in enumerate(self.history):
-            if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
-                continue
-            texts = self._args_lower(i, entry)
-            if texts is None or any(m.found(t, self.scan) for t in texts if t):
-                return i
-        return len(self.history)
+        and the answer is yes. Calls that did not run (denied, halted) were given nothing.
+        One search of every call's texts together (see ``_given_texts``)."""
+        text, ends, indices, unknown = self._given_texts()
+        at = m.first(text, self.scan) if text else None
+        return unknown if at is None else indices[bisect.bisect_right(ends, at)]
 
-    def _args_lower(self, index: int, entry: Mapping[str, Any]) -> tuple[str, ...] | None:
-        """The call's argument texts (names and values), lower-cased: separated, and run
-        together; None when they are not all known."""
-        if index in self._args_text:
-            return self._args_text[index]
-        args = entry.get("args")
-        found: tuple[str, ...] | None = None
-        if entry.get("truncated") is not True and isinstance(args, Mapping):
-            names: list[str] = []
-            values: list[str] = []
-            if _all_strings(args, 0, names, values):
-                separated = "\x00".join(names + values).lower()
-                if len(separated) <= MAX_TEXT:
-                    found = (separated, "".join(values).lower())
-        self._args_text[index] = found
+    def _given_texts(self) -> tuple[str, list[int], list[int], int]:
+        """The argument texts of the calls that ran, up to the first whose arguments are
+        not all known, in one text: per call its texts, each ended by ``\\x00``, which no
+        pattern matches across; where each call's part ends, its index, and the index of
+        that first unknown call (``len(history)`` if none). Built once per evaluated call."""
+        found = self._given
+        if found is None:
+            parts: list[str] = []
+            ends: list[int] = []
+            indices: list[int] = []
+            unknown, end = len(self.history), 0
+            for i, entry in enumerate(self.history):
+                if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
+                    continue
+                texts = _args_lower(entry)
+                if texts is None:
+                    unknown = i
+                    break
+                part = "".join(t + "\x00" for t in texts)
+                parts.append(part)
+                end += len(part)
+                ends.append(end)
+                indices.append(i)
+            found = self._given = ("".join(parts), ends, indices, unknown)
         return found
 
     def _params_lower(self) -> str:
@@ -494,6 +507,22 @@ class Origins:
 
 def _hashable(value: Any) -> bool:
     return type(value) in (str, int, float)
+
+
+def _args_lower(entry: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A recorded call's argument texts (names and values), lower-cased: separated, and
+    run together; None when they are not all known."""
+    args = entry.get("args")
+    if entry.get("truncated") is True or not isinstance(args, Mapping):
+        return None
+    names: list[str] = []
+    values: list[str] = []
+    if not _all_strings(args, 0, names, values):
+        return None
+    separated = "\x00".join(names + values).lower()
+    if len(separated) > MAX_TEXT:
+        return None
+    return separated, "".join(values).lower()
 
 
 _DID_NOT_RUN: Final = ("deny", "halt", "rejected")
