@@ -1,6 +1,7 @@
 """Cost of the guard on a whole agent run, as a ratio to the unguarded run (issue 7).
 
     .venv/bin/python benchmarks/agent_bench.py [--runs 300] [--warmup 30] [--profile]
+                                               [--clock wall|cpu]
 
 One run of ``await agent.run(...)`` on the offline scripted chat client of the tests
 (guardrails.agent_framework.ScriptedChatClient): the "model" calls ``send_money`` once, then answers. Variants:
@@ -16,7 +17,15 @@ One run of ``await agent.run(...)`` on the offline scripted chat client of the t
 - pass-through middleware: an agent, a function and a chat middleware (the three kinds
   ``guard()`` returns) that only call ``call_next``: what the framework's middleware
   dispatch costs before a guard does anything (the chat middleware runs once per model
-  request, twice a run here).
+  request, twice a run here); and each of the three alone, so the dispatch cost is known
+  per kind.
+
+Then the garbage a run leaves to the cyclic collector (objects freed by refcounting cost
+nothing there; objects in reference cycles wait for a collection, and every 700 of them
+left over trigger one): per variant, the cyclic objects one run leaves, and runs with the
+collector on against the same runs with it off (alternated run by run, in one process: the
+collector's time lands in whichever run allocates when it fires, which medians hide, so
+these are means), with the collections' own time from ``gc.callbacks``.
 
 Then a breakdown of the guarded run's extra time: framework dispatch and telemetry from the
 medians above; the engine (``evaluate``, ``redact``) and the framework's argument-snapshot
@@ -89,6 +98,11 @@ from guardrails.agent_framework._secrets import install_log_filter  # noqa: E402
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.decision import Decision  # noqa: E402
 from guardrails.telemetry import CallSpan, GuardTelemetry  # noqa: E402
+
+CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
+"""What a run is timed with: wall-clock time (the default), or with ``--clock cpu`` the
+process's CPU time (``time.process_time_ns``: every thread, the tool's worker thread
+included), which a machine busy with other work inflates far less."""
 
 
 def _engine_bench() -> Any:
@@ -208,13 +222,97 @@ async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: in
         shuffle(order)
         for name in order:
             agent, client = variants[name]
-            start = time.perf_counter_ns()
+            start = CLOCK[0]()
             await agent.run(REQUEST)
-            elapsed = time.perf_counter_ns() - start
+            elapsed = CLOCK[0]() - start
             client.received.clear()
             if i >= warmup:
                 samples[name].append(elapsed / 1000)
     return samples
+
+
+_GC_VARIANTS = ("unguarded", "pass-through middleware", "guarded (default telemetry)")
+_GC_BLOCK = 50
+"""Runs of one variant in one mode between two full collections: long enough for the
+collector's rhythm (a young collection per 700 objects left, an older one per ten)."""
+
+
+class _GcClock:
+    """``gc.callbacks`` entry: the time spent in collections, and how many there were."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.collections = 0
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = CLOCK[0]()
+        else:
+            self.ns += CLOCK[0]() - self._start
+            self.collections += 1
+
+
+async def _cyclic_left(agent: Agent, client: ScriptedChatClient) -> int:
+    """The objects one run leaves in reference cycles: what a collection right after it
+    finds unreachable, the collector off during the run."""
+    gc.collect()
+    gc.disable()
+    try:
+        await agent.run(REQUEST)
+        client.received.clear()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
+async def _garbage(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: int) -> None:
+    """What the cyclic collector costs a run, per variant: blocks of runs of one variant
+    with the collector on, and the same with it off, alternated (in a shuffled order), a
+    full collection (untimed) before each block; means per run."""
+    names = [name for name in _GC_VARIANTS if name in variants]
+    left = {name: await _cyclic_left(*variants[name]) for name in names}
+    clock = _GcClock()
+    totals = {(name, on): [0, 0, 0, 0] for name in names for on in (True, False)}
+    shuffle = random.Random(7).shuffle
+    gc.collect()
+    gc.freeze()
+    gc.callbacks.append(clock)
+    try:
+        for _ in range(max(1, runs // _GC_BLOCK)):
+            blocks = [(name, on) for name in names for on in (True, False)]
+            shuffle(blocks)
+            for name, on in blocks:
+                agent, client = variants[name]
+                gc.collect()
+                clock.ns = clock.collections = 0
+                if not on:
+                    gc.disable()
+                try:
+                    start = CLOCK[0]()
+                    for _ in range(_GC_BLOCK):
+                        await agent.run(REQUEST)
+                        client.received.clear()
+                    elapsed = CLOCK[0]() - start
+                finally:
+                    gc.enable()
+                total = totals[name, on]
+                total[0] += elapsed
+                total[1] += clock.ns
+                total[2] += clock.collections
+                total[3] += _GC_BLOCK
+    finally:
+        gc.callbacks.remove(clock)
+    print(f"garbage left to the cyclic collector (blocks of {_GC_BLOCK} runs, collector on "
+          "and off alternated; means per run):")
+    print(f"  {'variant':30} {'cyclic objects':>14} {'collections':>11} {'in gc µs':>8} "
+          f"{'on µs':>7} {'off µs':>7} {'on-off µs':>9}")
+    for name in names:
+        t_on, gc_ns, count, n = totals[name, True]
+        t_off, _, _, n_off = totals[name, False]
+        on, off = t_on / n / 1000, t_off / n_off / 1000
+        print(f"  {name:30} {left[name]:14d} {count / n:11.3f} {gc_ns / n / 1000:8.1f} "
+              f"{on:7.1f} {off:7.1f} {on - off:9.1f}")
 
 
 async def _profile(agent: Agent, client: ScriptedChatClient, runs: int, top: int) -> str:
@@ -391,13 +489,17 @@ async def main_async(opts: argparse.Namespace) -> None:
     variants = {
         "unguarded": _agent([]),
         "pass-through middleware": _agent([_PassAgent(), _PassFunction(), _PassChat()]),
+        "pass-through agent only": _agent([_PassAgent()]),
+        "pass-through function only": _agent([_PassFunction()]),
+        "pass-through chat only": _agent([_PassChat()]),
         "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
     }
     samples = await _bench(variants, opts.runs, opts.warmup)
     base = statistics.median(samples["unguarded"])
-    print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved")
+    print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved "
+          f"({opts.clock} clock)")
     print(f"{'variant':32} {'median µs':>10} {'extra µs':>9} {'ratio':>6}")
     for name, values in samples.items():
         med = statistics.median(values)
@@ -406,6 +508,11 @@ async def main_async(opts: argparse.Namespace) -> None:
     off = statistics.median(samples["guarded (telemetry off)"])
     print(f"ratio guarded/unguarded: {with_guard / base:.3f} (target <= 1.10); "
           f"telemetry off: {off / base:.3f}")
+    dispatch = {kind: statistics.median(samples[f"pass-through {kind} only"]) - base
+                for kind in ("agent", "function", "chat")}
+    print("framework dispatch per kind (pass-through alone minus unguarded): "
+          + ", ".join(f"{kind} {value:.1f} µs" for kind, value in dispatch.items()))
+    await _garbage(variants, opts.runs)
     await _breakdown(full, samples, opts.runs)
     if opts.profile:
         agent, client = variants["guarded (default telemetry)"]
@@ -418,7 +525,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="cProfile the guarded variant")
     ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
-    asyncio.run(main_async(ap.parse_args()))
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time runs by wall clock or by the process's CPU time")
+    opts = ap.parse_args()
+    if opts.clock == "cpu":
+        CLOCK[0] = time.process_time_ns
+    asyncio.run(main_async(opts))
 
 
 if __name__ == "__main__":

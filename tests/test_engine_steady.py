@@ -3,8 +3,8 @@
 A policy's ``Variables`` hold the bindings they are evaluated against, and the bindings
 hold them: a cycle per policy with variables per call, which only the cyclic collector
 could free (with the arguments, principal and history it kept alive until then). The
-engine unbinds them when the policy's rules are done, on the short path and the general
-path alike, so a decision's garbage goes by reference counting (a failed expression's
+bindings drop them when the policy's rules are done, on the short path and the general
+path (traced too) alike, so a decision's garbage goes by reference counting (a failed expression's
 exception, even one a ``||`` absorbed, still holds its frame until collected). Also pinned: the
 positional call of ``PolicySet.evaluate`` decides as the keyword one.
 """

@@ -16,7 +16,9 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
 - the tool's own argument validation (``FunctionTool._prepare_arguments``) and the
   *prepared-arguments* record that makes the final ``invoke`` run the tool with exactly the
   values prepared before it, without validating them a second time. The guard validates
-  first and evaluates what validation produced, so what the rules see is what runs;
+  first and evaluates what validation produced, so what the rules see is what runs (values
+  that validation provably returns as they are, plain scalars of the types their plain
+  fields keep, skip it: ``validated_as_they_are``);
 - the *approval response observer*: a function middleware with a method named
   ``APPROVAL_OBSERVER`` is told of approval responses that will not run their call
   (rejections), which history records with effect "rejected";
@@ -249,10 +251,152 @@ def prepare_arguments(context: FunctionInvocationContext,
     prepare = getattr(function, "_prepare_arguments", None)
     if not callable(prepare):
         return None
+    unchanged = validated_as_they_are(function, prepare, arguments)
+    if unchanged is not None:
+        return _with_defaults(function, unchanged, copied=True)
     result = prepare(dict(arguments))
     if not isinstance(result, dict):
         raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
     return _with_defaults(function, result, copied=True)  # a dict of its own
+
+
+_FRAMEWORK_PREPARE: Any = _framework_tools.FunctionTool._prepare_arguments
+"""The framework's own validation step; the shortcut below knows exactly what it does."""
+
+_SCALARS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool,
+                             "none": type(None)}
+"""Core-schema types whose lax validation returns a value of exactly that type as it is
+(``1.5`` stays ``1.5``, ``"x"`` stays ``"x"``), when the schema has no other key (no
+constraint, no strictness, no custom serializer)."""
+
+_KEPT: dict[type[BaseModel], tuple[dict[str, frozenset[type]], tuple[str, ...]] | None] = {}
+"""Per input model: per field, the exact value types its validation keeps as they are, and
+its required fields; None for a model the shortcut does not cover (models never change)."""
+
+
+def validated_as_they_are(function: Any, prepare: Any,
+                          arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``arguments`` when the tool's validation would return them unchanged (a copy), else
+    None: the framework's own ``_prepare_arguments`` (``prepare``, not an override), an
+    input model whose every field is a plain scalar, an optional scalar or a union of
+    scalars, with no constraint, alias, validator, serializer or config that changes a
+    value, every required field present, no other key, and every value of a type its field
+    keeps exactly. That is what validation then returns (``model_dump(exclude_unset=True)``
+    of the values as given); anything else (an ``int`` for a ``float``, a ``str`` subclass,
+    a nested value, a constrained field) is validated by the tool's own code.
+    ``tests/test_af_validation_shortcut.py`` compares this with the framework's validation
+    on generated models and values."""
+    if getattr(prepare, "__func__", None) is not _FRAMEWORK_PREPARE or getattr(
+            function, "_schema_supplied", True) is not False:
+        return None
+    model = getattr(function, "input_model", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    try:
+        plain = _KEPT[model]
+    except KeyError:
+        kept = _kept_types(model)
+        plain = None if kept is None else (kept, tuple(
+            name for name, info in model.model_fields.items() if info.is_required()))
+        if len(_KEPT) >= 1024:  # models are few; bounded all the same
+            _KEPT.clear()
+        _KEPT[model] = plain
+    if plain is None or type(arguments) is not dict:
+        return None
+    kept, required = plain
+    for name, value in arguments.items():
+        types = kept.get(name) if type(name) is str else None
+        if types is None or type(value) not in types:
+            return None
+    for name in required:
+        if name not in arguments:
+            return None
+    return dict(arguments)
+
+
+_MODEL_KEYS = frozenset({"type", "cls", "config", "custom_init", "metadata", "ref",
+                         "root_model", "schema"})
+_FIELDS_KEYS = frozenset({"type", "fields", "model_name", "computed_fields"})
+_CONFIG_KEYS = frozenset({"title"})
+_SCHEMA_ONLY = frozenset({"pydantic_js_updates", "pydantic_js_extra"})
+"""Field metadata that only the JSON schema reads (a description, an example)."""
+
+
+def _kept_types(model: type[BaseModel]) -> dict[str, frozenset[type]] | None:
+    """Per field of ``model``, the exact value types its validation keeps as they are;
+    None unless the whole model is plain (see ``validated_as_they_are``)."""
+    decorators = model.__pydantic_decorators__
+    if any((decorators.validators, decorators.field_validators, decorators.root_validators,
+            decorators.field_serializers, decorators.model_serializers,
+            decorators.model_validators, decorators.computed_fields)):
+        return None
+    schema: Any = model.__pydantic_core_schema__
+    if not (isinstance(schema, dict) and schema.get("type") == "model"
+            and schema.keys() <= _MODEL_KEYS and schema.get("cls") is model
+            and not schema.get("custom_init") and not schema.get("root_model")
+            and isinstance(schema.get("config", {}), dict)
+            and schema.get("config", {}).keys() <= _CONFIG_KEYS):
+        return None
+    fields_schema = schema.get("schema")
+    if not (isinstance(fields_schema, dict) and fields_schema.get("type") == "model-fields"
+            and fields_schema.keys() <= _FIELDS_KEYS
+            and not fields_schema.get("computed_fields")
+            and isinstance(fields_schema.get("fields"), dict)):
+        return None
+    kept: dict[str, frozenset[type]] = {}
+    for name, field in fields_schema["fields"].items():
+        if not (type(name) is str and isinstance(field, dict)
+                and field.get("type") == "model-field"
+                and field.keys() <= {"type", "schema", "metadata"}
+                and isinstance(field.get("metadata", {}), dict)
+                and field.get("metadata", {}).keys() <= _SCHEMA_ONLY):
+            return None
+        types = _kept_by(field.get("schema"), default_allowed=True)
+        if types is None:
+            return None
+        kept[name] = types
+    if set(kept) != set(model.model_fields):
+        return None
+    return kept
+
+
+def _kept_by(schema: Any, *, default_allowed: bool = False) -> frozenset[type] | None:
+    """The exact types of values a field schema returns as they are (lax mode); None for a
+    schema this does not know to be that plain."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    keys = schema.keys()
+    if kind == "default" and default_allowed:
+        # A default is used only when the field is missing (``validate_default`` and
+        # factories are other keys): a given value is validated by the inner schema.
+        if not keys <= {"type", "schema", "default"}:
+            return None
+        return _kept_by(schema.get("schema"))
+    if kind in _SCALARS:
+        return frozenset({_SCALARS[kind]}) if keys <= {"type"} else None
+    if kind == "nullable":
+        inner = _kept_by(schema.get("schema")) if keys <= {"type", "schema"} else None
+        return None if inner is None else inner | {type(None)}
+    if kind == "union":
+        choices = schema.get("choices")
+        if not (keys <= {"type", "choices"} and isinstance(choices, list) and choices):
+            return None
+        members = []
+        for choice in choices:
+            member = _kept_by(choice)  # (a ``(schema, label)`` pair is not a dict: None)
+            if member is None:
+                return None
+            members.append(member)
+        every = frozenset().union(*members)
+        # Kept when exactly one member keeps the type and no member could take it by
+        # conversion instead (an int by a float member, a bool by an int or float one).
+        return frozenset(
+            kind_ for kind_ in every
+            if sum(kind_ in member for member in members) == 1
+            and not (kind_ is int and float in every)
+            and not (kind_ is bool and (int in every or float in every)))
+    return None
 
 
 def _with_defaults(function: Any, arguments: dict[str, Any], *,

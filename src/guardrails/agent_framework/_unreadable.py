@@ -82,6 +82,25 @@ def parse_depth() -> int:
     return max(0, min(PARSE_DEPTH, sys.getrecursionlimit() - used - _SLACK))
 
 
+def _beyond_parse_depth(brackets: int) -> bool:
+    """``brackets > parse_depth()`` for a caller at the same level, without walking the
+    stack frame by frame: the stack is shallow enough exactly when it has no frame at
+    the index where ``brackets`` more levels would reach the limit (``sys._getframe``
+    finds that in C)."""
+    if brackets <= 0:
+        return False
+    if brackets > PARSE_DEPTH:
+        return True
+    index = sys.getrecursionlimit() - _SLACK - brackets
+    if index < 1:  # parse_depth counts this frame: at least one
+        return True
+    try:
+        sys._getframe(index)
+    except ValueError:
+        return False  # at most ``index`` frames: brackets <= limit - frames - slack
+    return True
+
+
 def unreadable(text: str, depth: int | None = None) -> str | None:
     """Why ``json.loads(text)`` would raise something other than a ``JSONDecodeError`` (a
     reason in ``_REASONS``), else None. Linear in the text's length; short text (fewer
@@ -90,8 +109,10 @@ def unreadable(text: str, depth: int | None = None) -> str | None:
     text = str.__str__(text)
     brackets = text.count("[") + text.count("{")
     if depth is None:
-        depth = parse_depth() if brackets else PARSE_DEPTH
-    deep = brackets > depth
+        deep = _beyond_parse_depth(brackets)
+        depth = parse_depth() if deep else PARSE_DEPTH
+    else:
+        deep = brackets > depth
     limit = sys.get_int_max_str_digits()
     long = 0 < limit < len(text)
     if not (deep or long):
@@ -201,11 +222,11 @@ def _repair(response: ChatResponse) -> ChatResponse:
         for content in item.contents:
             if content.type != "function_call" or content.arguments is None:
                 continue
-            if depth is None:
-                depth = parse_depth()
             if isinstance(content.arguments, str):
-                reason = unreadable(content.arguments, depth)
+                reason = unreadable(content.arguments)  # (its own check of the stack)
             else:
+                if depth is None:
+                    depth = parse_depth()
                 reason = _parsed_unreadable(content.arguments, depth)
             if reason is not None:
                 content.arguments = marker(reason)

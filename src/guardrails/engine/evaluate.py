@@ -49,7 +49,7 @@ from guardrails.engine.scrub import Scrubber
 from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
-from guardrails.expr.values import NO_BINDINGS, Variables, error_message
+from guardrails.expr.values import Variables, error_message
 
 MAX_MESSAGE_LENGTH = 1024
 """Rule messages are cut here: they are shown to the model and written to logs."""
@@ -776,7 +776,6 @@ def decide(call: Call, candidates: Candidates, revision: str,
             variables.bindings = bindings
             bindings["variables"] = variables
         else:
-            variables = None
             bindings["variables"] = _NO_VARIABLES
         fused = entry.fused
         hits = fused(bindings, meter, 0) if fused is not None else _NOT_FUSED
@@ -791,10 +790,12 @@ def decide(call: Call, candidates: Candidates, revision: str,
             else:
                 _fused_hits(entry, hits, clean, bindings, meter, scrub, errors, fired, acted)
             result = _policy_effect(acted, entry.default)
-        if variables is not None:
-            variables.bindings = NO_BINDINGS  # no cycle left for the cyclic collector to find
         if entry.enforce and result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
             effect = result
+    # A policy's ``Variables`` holds ``bindings``, which holds it: a cycle refcounting
+    # cannot free (it would wait for the cyclic collector with the call's inputs). Nothing
+    # reads the variables after the rules.
+    bindings["variables"] = _NO_VARIABLES
 
     if meter.left < 0:
         effect = _over_cost(policies, errors, effect)
@@ -1173,10 +1174,9 @@ def _evaluate_call(
         if pt is not None:
             for name, value in variables._done.items():
                 pt.steps.append(Step(f"variables.{name}", value=value))
-            for name, err in variables._errors.items():
-                pt.steps.append(Step(f"variables.{name}", error=scrub(err.message)))
-        if variables is not _NO_VARIABLES:
-            variables.bindings = NO_BINDINGS  # no cycle left for the cyclic collector to find
+            for name, failed in variables._errors.items():
+                pt.steps.append(Step(f"variables.{name}", error=scrub(failed)))
+        bindings["variables"] = _NO_VARIABLES  # the cycle, as in ``decide`` (traced too)
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
             if policy.name in failed_closed and _SEVERITY[result] < _SEVERITY[Effect.DENY]:

@@ -41,7 +41,13 @@ from guardrails.expr.limits import (
 )
 from guardrails.expr.program import Fn, Program
 from guardrails.expr.stdlib import Activation, ErrorValue, charge, no_overload
-from guardrails.expr.values import CelError, CostLimitExceeded, MatchBoundExceeded
+from guardrails.expr.values import (
+    CelError,
+    CostLimitExceeded,
+    MatchBoundExceeded,
+    again,
+    untraced,
+)
 
 
 class _Closures:
@@ -89,7 +95,7 @@ class _Closures:
             def accumulator(a: Activation) -> Any:
                 v = a.slots[slot]
                 if type(v) is ErrorValue:
-                    raise v.error
+                    raise again(v.error)
                 return v
 
             return accumulator
@@ -185,7 +191,7 @@ class _Closures:
             except CostLimitExceeded:
                 raise
             except CelError as e:
-                a.slots[slot] = ErrorValue(e)
+                a.slots[slot] = ErrorValue(untraced(e))
             return body(a)
 
         return bind
@@ -310,7 +316,7 @@ class _Closures:
             except CostLimitExceeded:
                 raise
             except CelError as e:
-                err = e
+                err = untraced(e)
             else:
                 if lv is stop:
                     return absorbing
@@ -327,10 +333,10 @@ class _Closures:
             except CostLimitExceeded:
                 raise
             except CelError:
-                raise err from None
+                raise again(err) from None
             if rv is stop:
                 return absorbing
-            raise err
+            raise again(err)
 
         return logical
 
@@ -390,7 +396,7 @@ class _Closures:
             except CostLimitExceeded:
                 raise
             except CelError as e:
-                slots[accu_slot] = ErrorValue(e)
+                slots[accu_slot] = ErrorValue(untraced(e))
             for x in items:
                 a.budget -= cost
                 if a.budget < 0:
@@ -411,7 +417,7 @@ class _Closures:
                 except CostLimitExceeded:
                     raise
                 except CelError as e:
-                    slots[accu_slot] = ErrorValue(e)
+                    slots[accu_slot] = ErrorValue(untraced(e))
             return result(a)
 
         return comprehension
@@ -544,14 +550,14 @@ def _quantifier(iter_range: Fn, pred: Fn, slot: int, cost: int, *, stop: bool) -
                 raise
             except CelError as e:
                 if err is None:
-                    err = e
+                    err = untraced(e)
                 continue
             if v is stop:
                 return decided
             if v is not (not stop) and err is None:
                 err = predicate_error(macro, v)
         if err is not None:
-            raise err
+            raise again(err)
         return not stop
 
     return quantifier

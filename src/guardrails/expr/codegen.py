@@ -62,6 +62,8 @@ from guardrails.expr.values import (
     MatchBoundExceeded,
     UInt,
     Variables,
+    again,
+    untraced,
 )
 
 Run = Callable[[Mapping[str, Any]], Any]
@@ -208,6 +210,8 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_too_deep": _too_deep,
     "_failed": _failed,
     "_library_error": _library_error,
+    "_again": again,
+    "_untraced": untraced,
     "_no_overload": std.no_overload,
     "_select": std.select,
     "_MISS": _MISS,
@@ -280,6 +284,9 @@ _STD_CALLS: Final[Mapping[str, str]] = {
     "-_": "_neg",
 }
 _MAX_DEPTH: Final = 40
+_UNTRACED: Final = "_untraced(_x)"
+"""A caught error kept as a value (``_ErrorValue``, the first error of ``&&``, ``||`` or a
+comprehension): ``values.untraced``; a kept error is raised by ``values.again``."""
 """Indentation levels of generated code before falling back to closures (Python's
 compiler refuses more than 20 nested blocks and 100 indentation levels)."""
 
@@ -454,7 +461,7 @@ class _Gen:
             raise _TooDeep(f"unscoped local {ref.name}")  # unreachable: scoped by the checker
         local, accu = scoped
         if accu:
-            self.emit(f"if type({local}) is _ErrorValue: raise {local}.error")
+            self.emit(f"if type({local}) is _ErrorValue: raise _again({local}.error)")
         return local
 
     def select(self, node: ast.Select) -> str:
@@ -645,7 +652,7 @@ class _Gen:
             v = self.expr(node)
             self.emit(f"{target} = {v}")
 
-        self.try_catch_errors(body, [f"{target} = _ErrorValue(_x)"])
+        self.try_catch_errors(body, [f"{target} = _ErrorValue({_UNTRACED})"])
 
     # ------------------------------------------------------------------ operators
 
@@ -829,14 +836,14 @@ class _Gen:
                 def body(operand: ast.Node = operand) -> None:
                     self.emit(f"{v} = {self.expr(operand)}")
 
-                self.try_catch_errors(body, [f"if {err} is None: {err} = _x"])
+                self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}"])
                 self.emit("else:")
                 self.emit(f"    if {v} is {stop}:")
                 self.emit(f"        {t} = {stop}")
                 self.emit("        break")
                 self.emit(f"    if {v} is not {other} and {err} is None:")
                 self.emit(f"        {err} = _logic_error({op}, {v})")
-            self.emit(f"if {err} is not None: raise {err}")
+            self.emit(f"if {err} is not None: raise _again({err})")
             self.emit(f"{t} = {other}")
             self.emit("break")
         return t
@@ -932,7 +939,7 @@ class _Gen:
             def body() -> None:
                 self.emit(f"{p} = {self.expr(pred)}")
 
-            self.try_catch_errors(body, [f"if {err} is None: {err} = _x", "continue"])
+            self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}", "continue"])
             self.emit(f"if {p} is {decided}:")
             self.emit(f"    {t} = {decided}")
             self.emit("    break")
@@ -940,7 +947,7 @@ class _Gen:
             self.emit(f"    {err} = _predicate_error({macro}, {p})")
         self.scopes.pop()
         self.emit("else:")
-        self.emit(f"    if {err} is not None: raise {err}")
+        self.emit(f"    if {err} is not None: raise _again({err})")
         return t
 
     def exists_one(self, node: ast.Comprehension, pred: ast.Node) -> str:
@@ -1547,7 +1554,8 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
             lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
         lines += [pad + "except Exception as _e:",
                   pad + "    if _hits is None: _hits = []",
-                  pad + f"    _hits.append(({i}, None, _e))",
+                  # Without its traceback (``values.untraced``): this frame holds ``_hits``.
+                  pad + f"    _hits.append(({i}, None, _untraced(_e)))",
                   pad + "else:",
                   pad + "    if _v is not False:",
                   pad + "        if _hits is None: _hits = []",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -29,6 +29,24 @@ class CelError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+_Error = TypeVar("_Error", bound=BaseException)
+
+
+def untraced(error: _Error) -> _Error:
+    """A caught error to keep (as a value, or as the first error of ``&&``, ``||`` or a
+    macro): without its traceback and the exceptions it was raised while handling, whose
+    frames hold the one that keeps it (a reference cycle that would hold the call's inputs
+    for the cyclic collector). Only its type and message are ever read."""
+    error.__context__ = error.__cause__ = None
+    return error.with_traceback(None)
+
+
+def again(error: CelError) -> CelError:
+    """A kept error raised as a new exception of its type and message: raised itself, its
+    traceback would hold the frame that keeps it (the cycle ``untraced`` avoids)."""
+    return type(error)(error.message)
 
 
 class CostLimitExceeded(CelError):
@@ -179,8 +197,8 @@ class _Evaluates(Protocol):
 
 _NOT_DONE: Any = object()
 """``Variables``' marker of a variable not evaluated yet."""
-NO_BINDINGS: Mapping[str, Any] = MappingProxyType({})
-"""``Variables.bindings`` until the engine sets them (and after: no cycle to collect)."""
+_NO_BINDINGS: Mapping[str, Any] = MappingProxyType({})
+"""``Variables.bindings`` until the engine sets them (one shared empty map, not one per call)."""
 
 
 class Variables(Mapping[str, Any]):
@@ -189,8 +207,12 @@ class Variables(Mapping[str, Any]):
 
     Generated code reads an entry as it reads a dict's (``v._done[k]`` once computed,
     else ``v[k]`` when ``k in v._defs``), not through the generic ``select``: the same
-    value or error, three or four calls less for every read. A failure is remembered and raised again on every read, as one
+    value or error, three or four calls less for every read. A failure is remembered and raised again on every read, as a
     ``CelError`` naming the variable.
+
+    A failure is remembered by its message, never as the exception: a raised exception holds
+    its traceback, whose frames hold this map (a reference cycle that would keep the whole
+    call's inputs for the cyclic collector).
     """
 
     __slots__ = ("_defs", "_done", "_errors", "bindings")
@@ -198,26 +220,27 @@ class Variables(Mapping[str, Any]):
     def __init__(self, defs: Mapping[str, _Evaluates]) -> None:
         self._defs = defs
         self._done: dict[str, Any] = {}
-        self._errors: dict[str, CelError] = {}
-        self.bindings: Mapping[str, Any] = NO_BINDINGS
+        self._errors: dict[str, str] = {}
+        self.bindings: Mapping[str, Any] = _NO_BINDINGS
 
     def __getitem__(self, name: str) -> Any:
         value = self._done.get(name, _NOT_DONE)  # not a KeyError caught: every first read
         if value is not _NOT_DONE:
             return value
-        if name in self._errors:
-            raise self._errors[name]
-        program = self._defs.get(name)
-        if program is None:
-            raise KeyError(name)
-        try:
-            value = program.evaluate(self.bindings)
-        except Exception as e:
-            err = CelError(f"variable {name}: {error_message(e)}")
-            self._errors[name] = err
-            raise err from None
-        self._done[name] = value
-        return value
+        failed = self._errors.get(name)
+        if failed is None:
+            program = self._defs.get(name)
+            if program is None:
+                raise KeyError(name)
+            try:
+                value = program.evaluate(self.bindings)
+            except Exception as e:
+                failed = f"variable {name}: {error_message(e)}"
+                self._errors[name] = failed
+            else:
+                self._done[name] = value
+                return value
+        raise CelError(failed)  # outside the handler: no context chained
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._defs)
