@@ -119,6 +119,30 @@ def test_fmt_missing_path_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "no such file" in one_line_error(run("fmt", tmp_path / "nope.yaml"))
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fmt_refuses_a_fifo_in_the_tree_without_reading_it(tmp_path: Path) -> None:
+    """fmt reads as the loader reads: a FIFO named like a policy would block a plain
+    open() forever; it is refused, and (all or nothing) no other file is rewritten."""
+    ugly = tmp_path / "a.yaml"
+    ugly.write_text(UGLY, encoding="utf-8")
+    os.mkfifo(tmp_path / "b.yaml")
+    line = one_line_error(run("fmt", tmp_path))
+    assert f"{tmp_path / 'b.yaml'}: cannot read: not a regular file" in line, line
+    assert ugly.read_text(encoding="utf-8") == UGLY
+
+
+def test_fmt_names_the_files_once_as_the_loader_does(tmp_path: Path) -> None:
+    f = tmp_path / "d" / "p.yaml"
+    f.parent.mkdir()
+    f.write_text(UGLY, encoding="utf-8")
+    proc = run("fmt", "--check", "./d/", "d/p.yaml", "d/../d", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == ["d/p.yaml"]
+    assert run("fmt", "--check", "./empty", cwd=tmp_path).returncode == 2
+    (tmp_path / "empty").mkdir()
+    assert run("fmt", "--check", "./empty", cwd=tmp_path).returncode == 0
+
+
 # --- test -k / --run, --fail-fast, --format junit ---------------------------------------
 
 
@@ -204,6 +228,42 @@ def test_eval_bad_input_file_is_one_line_exit_2(tmp_path: Path, content: str,
 def test_eval_input_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     line = one_line_error(run("eval", GOOD / "payments.yaml", "--input", tmp_path / "x.json"))
     assert "--input" in line
+
+
+@pytest.mark.parametrize("flag", ["--input", "--args", "--history", "--principal"])
+@pytest.mark.parametrize("content, text", [
+    ("[" * 20_000 + "]" * 20_000, "nested too deeply to read"),
+    (b"args: {a: '\xff'}\n", "cannot read"),
+    (None, "cannot read"),  # a FIFO: refused, not read (reading it would hang)
+])
+def test_eval_unreadable_data_file_is_one_line_exit_2(
+        tmp_path: Path, flag: str, content: str | bytes | None, text: str) -> None:
+    """Every file a flag names is read as the loader reads a policy (one reader for
+    --input, --args, --principal, --history, check's --tools and --principal)."""
+    f = tmp_path / "data.yaml"
+    if content is None:
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(f)
+    elif isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content, encoding="utf-8")
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "send_money", flag, f))
+    assert f"{flag} file {f}" in line and text in line, line
+
+
+@pytest.mark.parametrize("flag", ["--args", "--history", "--principal"])
+def test_eval_deeply_nested_inline_json_is_one_line_exit_2(flag: str) -> None:
+    deep = "[" * 30_000 + "]" * 30_000
+    value = deep if flag == "--history" else '{"a": ' + deep + "}"
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "x", flag, value))
+    assert f"{flag} is nested too deeply to read" in line, line
+
+
+def test_a_flag_value_neither_json_nor_a_file_says_so() -> None:
+    line = one_line_error(run("eval", GOOD / "payments.yaml", "--tool", "x", "--args", "amount"))
+    assert "--args: 'amount' is neither JSON nor a readable file" in line, line
 
 
 NOW_POLICY = """\

@@ -149,6 +149,22 @@ def test_key_for_a_plain_directory_is_an_error(tmp_path: Path, keys: tuple[str, 
         guardrails.load(_dir(tmp_path), key=keys[1])
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["bundle", "build", "{tmp}/nope", "-o", "{tmp}/b.tgz"],
+     "guardrails bundle build: error: not a directory: {tmp}/nope"),
+    (["bundle", "verify", "{tmp}/b.tgz", "--key", "{tmp}/missing.pub"],
+     "guardrails bundle verify: error: no such key file: {tmp}/missing.pub"),
+    (["eval", "{tmp}/nope", "--tool", "x"], "guardrails eval: error: "),
+])
+def test_cli_bad_usage_is_one_line_naming_the_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], line: str) -> None:
+    """bundle's bad usage goes through the one UsageError of every command, its action
+    named in the line."""
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(line.format(tmp=tmp_path)) and err.count("\n") == 1, err
+
+
 def test_cli_build_verify_keygen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _dir(tmp_path)
     key = tmp_path / "k"

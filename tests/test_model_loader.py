@@ -607,3 +607,15 @@ def test_the_fast_composer_takes_exactly_what_the_exact_one_accepts(depth: int) 
         _yaml._compose_exact(exact)
         fast = _yaml._compose_fast(text)
         assert (fast is not None) == (not exact.problems), (depth, text[:80], exact.problems)
+
+
+@pytest.mark.parametrize("regex", ["(", "(a)\\1", "a{1001}", "[z-a]"])
+def test_a_rejected_redact_pattern_writes_nothing_to_stderr(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], regex: str) -> None:
+    """The loader checks ``redact`` patterns with the options every policy regex is
+    compiled with (``expr.lib_common.RE2_OPTIONS``, quiet): RE2's C++ logging would write
+    to the process's stderr, around the loader's own message."""
+    path = write(tmp_path, "p.yaml", HEADER + f"  redact:\n    - {{name: r, regex: '{regex}'}}\n")
+    problem = only_problem(path)
+    assert "invalid RE2 regular expression" in problem.message, problem
+    assert capfd.readouterr().err == ""

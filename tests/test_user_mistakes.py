@@ -752,6 +752,22 @@ def test_findings_of_the_files_that_load_come_with_the_load_errors(tmp_path: Pat
     assert [f["file"] for f in data["findings"]] == [str(root / "loads.yaml")]
 
 
+@pytest.mark.parametrize("spelling", [["./d/"], ["d/./broken.yaml", "d/loads.yaml"],
+                                      ["d", "./d/loads.yaml", "d/../d/broken.yaml"]])
+def test_the_files_that_load_are_found_as_the_loader_names_them(
+        tmp_path: Path, spelling: list[str]) -> None:
+    """However the paths are written (``./``, ``..``, a file twice), the broken file is
+    left out and the others are checked: the same discovery as the load's."""
+    write(tmp_path / "d", {"broken": LOAD["rego-input"][0],
+                           "loads": FINDINGS["regex-dot"][0]})
+    proc = run("check", *spelling, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "undeclared reference to 'input'" in lines[0], lines
+    assert "loads.yaml:8:30: warning: policy loads: rules.r.when: regex" in lines[1], lines
+    assert lines[-1] == "1 problem; and 1 finding in the files that load without them"
+
+
 # -- principal keys, when the host says what it sends (--principal) ------------------------
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from guardrails.engine.counters import PresetCounts
 from guardrails.engine.decision import Decision
 from guardrails.engine.policyset import PolicySet
 from guardrails.expr.limits import Limits
-from guardrails.expr.typechecker import close_name
+from guardrails.expr.spelling import closest
 from guardrails.model.documents import Documents
 
 __all__ = [
@@ -372,8 +371,8 @@ def unknown_rules(expect: Mapping[str, Any], policy_set: PolicySet) -> list[Mism
     out: list[Mismatch] = []
     for name in rules:
         if str(name) not in known:
-            close = difflib.get_close_matches(str(name), sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
+            close = closest(str(name), sorted(known))
+            hint = f"; did you mean {close}?" if close else ""
             out.append(Mismatch("rules", str(name), None,
                                 f"no such rule in the policies under test{hint}"))
     return out
@@ -388,7 +387,7 @@ def unmatched_tool(tool: str, decision: Decision, policy_set: PolicySet) -> list
         return []
     names = sorted({g for p in policy_set.policies for g in p.tools or ()
                     if not any(c in g for c in "*?[")})
-    close = close_name(tool, names)
+    close = closest(tool, names, cutoff=0.8)
     if close is None:
         return []
     return [Mismatch("tool", close, tool,
@@ -407,7 +406,7 @@ def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch
             for key in dict.fromkeys(re.findall(r"no such key: ([^\s;,)]+)", m.note)):
                 for what, data in (("args", case.args), ("principal", case.principal)):
                     keys = [str(k) for k in data or {}]
-                    close = close_name(key, keys)
+                    close = closest(key, keys, cutoff=0.8)
                     if close is not None and close != key:
                         hints.append(f"'{key}' is missing, and the case's {what} has "
                                      f"'{close}': a misspelt key?")

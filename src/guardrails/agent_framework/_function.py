@@ -305,8 +305,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._injects: dict[tuple[str, tuple[str, ...]],
                             tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
         self._names: tuple[Scrubber, dict[str, str]] = (self._memory, {})
-        self._cached_for: PolicySet = first
-        """The set whose redact patterns ``_memory`` holds (rebuilt when a reload swaps it)."""
+        self._set_memory: tuple[PolicySet, Scrubber] = (first, self._memory)
+        """The set whose redact patterns ``_memory`` holds, with that memory: one pair, read
+        at once, so a thread swapping in another set's memory between reading the set and
+        reading the memory cannot hand a call the other set's patterns (``_memory_for``)."""
 
     async def process(
         self,
@@ -354,9 +356,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     async def _plan(self, context: FunctionInvocationContext) -> _Plan:
         policies = self._policies.current  # once: the whole call uses this set
-        if policies is not self._cached_for:
-            self._for_set(policies)
-        memory = self._memory  # its redact patterns, whatever a concurrent call swaps in
+        memory = self._memory_for(policies)  # its redact patterns, whatever a thread swaps in
         tool = context.function.name
         entry = as_mapping(context.arguments)
         # NaN and infinities are refused by ``json_view`` on arguments within the bounds;
@@ -592,18 +592,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return await asyncio.to_thread(call, *args)
         return call(*args)
 
-    def _for_set(self, policies: PolicySet) -> None:
-        """A reload swapped the set: the memory of injected values takes its redact
-        patterns (the values themselves are never forgotten). A set without a cost bound
-        is refused: the call is blocked (as every call on that set), never decided on it."""
-        if policies is not self._cached_for:
-            _refuse_unmetered(policies)
-            redact = _patterns(policies)
-            with self._memory_lock:  # (the values as they are, and no injection meanwhile)
-                self._memory = Scrubber(tuple(self._injected), redact)
-                self._quiet_memory = (self._memory if redact is None and not self._injected
-                                      else None)
-                self._cached_for = policies
+    def _memory_for(self, policies: PolicySet) -> Scrubber:
+        """The memory of injected values with ``policies``' redact patterns. When a reload
+        swapped the set, the memory takes its patterns (the values themselves are never
+        forgotten), and the one built is returned: re-reading ``_memory`` afterwards could
+        find another thread's set's memory, without this set's patterns. A set without a
+        cost bound is refused: the call is blocked (as every call on that set), never
+        decided on it."""
+        held, memory = self._set_memory
+        if held is policies:
+            return memory
+        _refuse_unmetered(policies)
+        redact = _patterns(policies)
+        with self._memory_lock:  # (the values as they are, and no injection meanwhile)
+            memory = Scrubber(tuple(self._injected), redact)
+            self._memory = memory
+            self._quiet_memory = memory if redact is None and not self._injected else None
+            self._set_memory = (policies, memory)
+        return memory
 
     def _release_when_done(self, reserving: asyncio.Future[Decision]) -> None:
         """The reservation of a call cancelled while the store reserved it, given back."""
@@ -640,8 +646,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                    plan: _Plan, span: Any) -> None:
         tool = context.function.name
         decision = plan.decision
-        if plan.policies is not self._cached_for:
-            self._for_set(plan.policies)
         if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
             self._release(decision)
             # The tool's validation refused the arguments: the call cannot run, and the model
@@ -674,7 +678,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
-            memory = self._memory  # (read before ``scrub`` is made of it: see _call_tool)
+            memory = self._memory_for(plan.policies)  # (before ``scrub``: see _call_tool)
             scrub = self._scrubber(plan, injected.values())
             entry = self._record(context, plan, "allow", scrub)
             await self._run_tool(context, call_next, scrub, plan.run,
@@ -883,7 +887,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _remember(self, ref: str, value: str) -> None:
         """Add an injected value to the memory, before the tool can see it. Under the
-        memory's lock: a guard shared by threads must not rebuild the memory (``_for_set``)
+        memory's lock: a guard shared by threads must not rebuild the memory (``_memory_for``)
         from the values as they were before this one and store it over the memory holding
         it (the value would never be scrubbed again)."""
         with self._memory_lock:
@@ -900,6 +904,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._memory = self._memory.with_values([value])  # a new layer on top
             else:
                 self._memory = self._memory.merged([value])
+            self._set_memory = (self._set_memory[0], self._memory)
             # Counted once the memory holds it: a call that counts it reads that memory.
             self._injected[value] = None
             self._injected_chars += len(value)
@@ -912,7 +917,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if names:
             values += [v for k, v in plan.entry_arguments.items() if k in names]
             values += [v for k, v in plan.arguments.items() if k in names]
-        return self._memory.with_values(values) if values else self._memory
+        memory = self._memory_for(plan.policies)
+        return memory.with_values(values) if values else memory
 
     def _deny_unreadable(self, context: FunctionInvocationContext, tool: str,
                          why: str) -> None:
@@ -1008,9 +1014,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 if not isinstance(response.id, str) or not release_approval(state, response.id):
                     continue  # not a call this guard held
                 arguments = call.parse_arguments() or {}
-                names = self._policies.current.secret_arguments(call.name)
-                scrub = self._memory.with_values(
-                    [v for k, v in arguments.items() if k in names]) if names else self._memory
+                policies = self._policies.current
+                names = policies.secret_arguments(call.name)
+                memory = self._memory_for(policies)
+                scrub = memory.with_values(
+                    [v for k, v in arguments.items() if k in names]) if names else memory
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))

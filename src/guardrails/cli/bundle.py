@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any, TextIO
 
-OK, PROBLEMS, BAD_INPUT = 0, 1, 2
+from guardrails.cli.usage import OK, PROBLEMS, UsageError
 
 
 def add_parser(sub: Any) -> None:
@@ -29,7 +28,7 @@ def add_parser(sub: Any) -> None:
     b.add_argument("directory", metavar="DIR", help="policy directory")
     b.add_argument("-o", "--output", required=True, metavar="FILE", help="bundle to write")
     b.add_argument("--sign", metavar="KEY", help="Ed25519 private key (PEM) to sign with")
-    b.set_defaults(run=_run(_build))
+    b.set_defaults(run=_build)
 
     v = actions.add_parser("verify", help="check a bundle's hashes (and signature)",
                            description="Check every hash, and with --key the signature; "
@@ -37,36 +36,17 @@ def add_parser(sub: Any) -> None:
     v.add_argument("file", metavar="FILE", help="bundle file")
     v.add_argument("--key", metavar="PUB", help="Ed25519 public key (PEM): the bundle must "
                    "be signed by its private key")
-    v.set_defaults(run=_run(_verify))
+    v.set_defaults(run=_verify)
 
     k = actions.add_parser("keygen", help="make an Ed25519 key pair for signing",
                            description="Write PATH (private key, mode 0600) and PATH.pub.")
     k.add_argument("path", metavar="PATH", help="private key file to create")
-    k.set_defaults(run=_run(_keygen))
-
-
-class _Usage(Exception):
-    """Bad usage: one line on stderr, exit 2 (as ``guardrails.cli.main`` reports its own)."""
-
-
-def _usage(message: str) -> Exception:
-    return _Usage(message)
-
-
-def _run(action: Any) -> Any:
-    def run(args: argparse.Namespace, out: TextIO) -> int:
-        try:
-            code: int = action(args, out)
-        except _Usage as e:
-            print(f"guardrails bundle {args.action}: error: {e}", file=sys.stderr)
-            return BAD_INPUT
-        return code
-    return run
+    k.set_defaults(run=_keygen)
 
 
 def _key_file(path: str | None) -> str | None:
     if path is not None and not os.path.isfile(path):
-        raise _usage(f"no such key file: {path}")
+        raise UsageError(f"no such key file: {path}")
     return path
 
 
@@ -85,14 +65,14 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     from guardrails.model.errors import PolicyError
 
     if not os.path.isdir(args.directory):
-        raise _usage(f"not a directory: {args.directory}")
+        raise UsageError(f"not a directory: {args.directory}")
     key = _key_file(args.sign)
     try:
         manifest = build(args.directory, args.output, sign=key)
     except PolicyError as e:
         return _problems(e, out)
     except ValueError as e:
-        raise _usage(str(e)) from None
+        raise UsageError(str(e)) from None
     signed = f", signed by key {manifest.signed_by}" if manifest.signed_by else ", unsigned"
     out.write(f"{args.output}: revision {manifest.revision[:12]}, "
               f"{len(manifest.files)} files{signed}\n")
@@ -108,14 +88,14 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
         with open(args.file, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise _usage(f"cannot read {args.file}: {e.strerror}") from None
+        raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
     try:
         bundle = read(data, key=key, origin=args.file)
         load_bundle(data, key=key, origin=args.file)
     except PolicyError as e:
         return _problems(e, out)
     except ValueError as e:
-        raise _usage(str(e)) from None
+        raise UsageError(str(e)) from None
     m = bundle.manifest
     out.write(json.dumps({"file": args.file, "revision": m.revision, "built": m.built,
                           "signed_by": m.signed_by, "files": dict(m.files)}, indent=2) + "\n")
@@ -128,6 +108,6 @@ def _keygen(args: argparse.Namespace, out: TextIO) -> int:
     try:
         private, public = generate_key(args.path)
     except FileExistsError:
-        raise _usage(f"{args.path} exists; not overwriting a key") from None
+        raise UsageError(f"{args.path} exists; not overwriting a key") from None
     out.write(f"private key: {private} (keep secret)\npublic key: {public}\n")
     return OK

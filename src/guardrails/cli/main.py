@@ -10,11 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
-OK, PROBLEMS, BAD_INPUT = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr, exit 2."""
+from guardrails.cli.usage import BAD_INPUT, OK, PROBLEMS, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args, sys.stdout)
     except UsageError as e:
-        print(f"guardrails {args.command}: error: {e}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        print(f"guardrails {command}: error: {e}", file=sys.stderr)  # bundle: its action too
         return BAD_INPUT
     except BrokenPipeError:  # e.g. `guardrails schema | head`
         return OK
@@ -216,21 +213,15 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | None:
-    """The policy set of every YAML file under ``paths`` but the ``broken`` ones, when it
-    loads on its own (it may not: a file can need a Library the broken one defines)."""
+    """The policy set of every file the loader reads under ``paths`` but the ``broken``
+    ones, when it loads on its own (it may not: a file can need a Library the broken one
+    defines)."""
     from guardrails import PolicyError
     from guardrails.engine.compile import load_with_warnings
+    from guardrails.model.loader import document_files
 
-    files: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs.sort()
-                files.extend(os.path.normpath(os.path.join(root, f)) for f in sorted(names)
-                             if f.endswith((".yaml", ".yml")))
-        else:
-            files.append(os.path.normpath(path))
-    rest = [f for f in files if f not in broken and os.path.normpath(f) not in broken]
+    files = document_files(paths, [])
+    rest = [f for f in files if f not in broken]
     if not rest or len(rest) == len(files):
         return None
     try:
@@ -239,7 +230,11 @@ def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | 
         return None
 
 
-def _read_check_file(path: str, what: str) -> Any:
+def _read_data_file(path: str, what: str) -> Any:
+    """A JSON or YAML file named on the command line (``what``: the flag or the kind of
+    file, for the messages): read as the loader reads a policy, so a FIFO, a device, a
+    huge file, broken UTF-8 or deep nesting is one line of error, never a hang or a
+    traceback."""
     import yaml
 
     from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
@@ -262,7 +257,7 @@ def _read_check_file(path: str, what: str) -> Any:
 def _read_principal(path: str) -> Any:
     from guardrails.engine.typecheck import principal_type
 
-    data = _read_check_file(path, "principal")
+    data = _read_data_file(path, "principal")
     try:
         return principal_type(data)
     except (ValueError, RecursionError) as e:
@@ -272,7 +267,7 @@ def _read_principal(path: str) -> Any:
 def _read_tools(path: str) -> dict[str, Any]:
     from guardrails.engine.lint import parse_tools
 
-    data = _read_check_file(path, "tools")
+    data = _read_data_file(path, "tools")
     try:
         return parse_tools(data)
     except ValueError as e:
@@ -362,7 +357,7 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
 def _read_input(path: str) -> dict[str, Any]:
     """The ``--input`` file: one call, keys as in a PolicyTest case's ``call``."""
-    data = _read_data_file("--input", path)
+    data = _read_data_file(path, "--input")
     if not isinstance(data, dict):
         raise UsageError(f"--input {path} must hold a JSON/YAML object, got "
                          f"{type(data).__name__}")
@@ -418,14 +413,14 @@ def _timestamp(text: Any) -> datetime.datetime:
 
 def _no_match_hint(policies: Any, tool: str) -> str:
     """Why a call was allowed without any rule: no policy's ``match.tools`` names it."""
-    import difflib
+    from guardrails.expr.spelling import closest
 
     globs = sorted({g for p in policies.policies for g in p.tools or ()})
-    close = difflib.get_close_matches(tool, globs, n=1, cutoff=0.6)
+    close = closest(tool, globs)
     text = (f"no policy names tool {tool!r} (only catch-all policies, if any, decided "
             "this call)")
     if close:
-        return text + f"; did you mean {close[0]!r}?"
+        return text + f"; did you mean {close!r}?"
     shown = ", ".join(globs[:8]) + (", ..." if len(globs) > 8 else "")
     return text + (f" (policies match: {shown})" if globs else " (no policies loaded)")
 
@@ -433,12 +428,16 @@ def _no_match_hint(policies: Any, tool: str) -> str:
 def _json_arg(flag: str, text: str, kind: type) -> Any:
     """A flag's JSON value, given inline or, when it does not start like JSON, as a file."""
     if text.lstrip()[:1] not in ("{", "[", '"') and not _is_json_scalar(text):
-        value = _read_data_file(flag, text)
+        if not os.path.exists(text):
+            raise UsageError(f"{flag}: {text!r} is neither JSON nor a readable file")
+        value = _read_data_file(text, flag)
     else:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise UsageError(f"{flag} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise UsageError(f"{flag} is nested too deeply to read") from None
     if not isinstance(value, kind):
         want = "object" if kind is dict else "list"
         raise UsageError(f"{flag} must be a JSON {want}, got {type(value).__name__}")
@@ -448,24 +447,9 @@ def _json_arg(flag: str, text: str, kind: type) -> Any:
 def _is_json_scalar(text: str) -> bool:
     try:
         json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
-
-
-def _read_data_file(flag: str, path: str) -> Any:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)  # YAML is a superset of JSON
-    except FileNotFoundError:
-        raise UsageError(f"{flag}: {path!r} is neither JSON nor a readable file") from None
-    except OSError as e:
-        raise UsageError(f"{flag}: cannot read {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise UsageError(f"{flag} file {path} is not valid JSON/YAML: "
-                         f"{_one_line(str(e))}") from None
 
 
 # --- expr ----------------------------------------------------------------------------
@@ -473,8 +457,9 @@ def _read_data_file(flag: str, path: str) -> Any:
 
 def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
     """`` (--args has 'amount')`` for ``no such key: Amount``."""
-    import difflib
     import re
+
+    from guardrails.expr.spelling import closest
 
     found = re.search(r"no such key: (\S+)", error)
     if found is None:
@@ -482,12 +467,9 @@ def _missing_key_hint(error: str, data: Mapping[str, Any]) -> str:
     key = found[1]
     for flag, value in data.items():
         if isinstance(value, Mapping):
-            keys = [str(k) for k in value]
-            lowered = {k.lower(): k for k in keys}
-            close = [lowered[key.lower()]] if key.lower() in lowered else \
-                difflib.get_close_matches(key, keys, n=1)
-            if close and close[0] != key:
-                return f" (--{flag} has '{close[0]}': did you mean it?)"
+            close = closest(key, [str(k) for k in value])
+            if close and close != key:
+                return f" (--{flag} has '{close}': did you mean it?)"
     return ""
 
 
@@ -555,15 +537,16 @@ def _fmt(args: argparse.Namespace, out: TextIO) -> int:
     import difflib
 
     from guardrails.cli.fmt import FormatError, format_text
+    from guardrails.model.loader import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 
     files = _yaml_files(args.paths)
     changed: list[tuple[str, str, str]] = []
     problems: list[str] = []
     for name in files:
         try:
-            with open(name, encoding="utf-8", newline="") as f:
-                before = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+            # As the loader reads it: a FIFO or a device is refused, not read (it would hang).
+            before = read_regular_file(name, MAX_FILE_BYTES).decode("utf-8")
+        except (OSError, UnreadableFile, UnicodeDecodeError) as e:
             problems.append(f"{name}: cannot read: {getattr(e, 'strerror', None) or e}")
             continue
         try:
@@ -594,18 +577,14 @@ def _fmt(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _yaml_files(paths: Sequence[str]) -> list[str]:
-    out: list[str] = []
+    """The files the loader reads for ``paths`` (a folder without YAML files is no error
+    here: ``fmt --check`` runs over whole trees)."""
+    from guardrails.model.loader import document_files
+
     for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs.sort()
-                out.extend(os.path.join(root, n) for n in sorted(names)
-                           if n.endswith((".yaml", ".yml")))
-        elif os.path.isfile(path):
-            out.append(path)
-        else:
+        if not os.path.isdir(path) and not os.path.isfile(path):
             raise UsageError(f"{path}: no such file or directory")
-    return list(dict.fromkeys(out))
+    return document_files(paths, [])
 
 
 # --- schema and demo -----------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import gc
 import hashlib
 import os
@@ -41,6 +40,7 @@ from guardrails.expr.inline import Function, inline, uses_functions
 from guardrails.expr.library import FUNCTIONS
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.parser import CelSyntaxError, parse
+from guardrails.expr.spelling import closest
 from guardrails.expr.typechecker import suggest
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
@@ -334,8 +334,8 @@ class _Compiler:
         if namespace + "." in self.namespaces:
             known = sorted(q.split(".", 1)[1] for q in self.functions
                            if q.startswith(namespace + "."))
-            close = difflib.get_close_matches(name, known, n=1)
-            return (f" (did you mean '{namespace}.{close[0]}'?)" if close
+            close = closest(name, known)
+            return (f" (did you mean '{namespace}.{close}'?)" if close
                     else f" (library '{namespace}' has: {', '.join(known)})")
         if any(q.startswith(namespace + ".") for q in FUNCTIONS):
             return ""  # a built-in namespace (sets, paths, ...): a misspelt function

@@ -41,11 +41,12 @@ from guardrails.engine.decision import Action, Effect
 from guardrails.engine.policy import CompiledPolicy, CompiledRule
 from guardrails.engine.typecheck import TypeFinding, args_type, typecheck
 from guardrails.expr import ast
+from guardrails.expr.checker import qualified_name
+from guardrails.expr.spelling import closest
 from guardrails.expr.typechecker import (
     NONE,
     Facts,
     call_name,
-    close_name,
     facts_of,
     pattern_argument,
     suggest,
@@ -175,7 +176,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         if any(fnmatch.fnmatchcase(t, glob) for t in names):
             matched_any = True
             continue
-        close = close_name(glob, unguarded)
+        close = closest(glob, unguarded, cutoff=0.8)
         if close:
             at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
             out.append(_at(at, severity,
@@ -190,7 +191,7 @@ def _unmatched_globs(policy: CompiledPolicy, tools: Iterable[str],
         # A policy set shared by several agents is checked against one agent's tools at
         # a time: a policy for another agent's tools matching none of them is normal. A
         # glob close to a known tool is the likely typo (send_mony): a warning.
-        near = [(i, c) for i, g in enumerate(globs) if (c := close_name(g, names))]
+        near = [(i, c) for i, g in enumerate(globs) if (c := closest(g, names, cutoff=0.8))]
         i = near[0][0] if near else 0
         at = policy.tool_positions[i] if i < len(policy.tool_positions) else policy.position
         if near:
@@ -555,7 +556,7 @@ def _bound(node: ast.Node) -> tuple[str, str, float] | None:
     op = node.function
     if isinstance(a, ast.Literal):
         a, b, op = b, a, _FLIP[op]
-    path = _dotted(a)
+    path = qualified_name(a, ())
     if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bool) \
             or not isinstance(b.value, int | float):
         return None
@@ -579,7 +580,7 @@ _ORDER_OPS = frozenset({"_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_"
 
 def _param_value(policy: CompiledPolicy, node: ast.Node) -> tuple[str, Any] | None:
     """``("params.a.b", value)`` for a read of a params path, else None."""
-    path = _dotted(node)
+    path = qualified_name(node, ())
     if path is None or not path.startswith("params."):
         return None
     value: Any = policy.params
@@ -702,7 +703,7 @@ def _contradiction(node: ast.Node) -> str | None:
         op = c.function
         if isinstance(a, ast.Literal) and not isinstance(b, ast.Literal):
             a, b, op = b, a, _FLIP[op]
-        path = _dotted(a)
+        path = qualified_name(a, ())
         if path is None or not isinstance(b, ast.Literal) or isinstance(b.value, bytes):
             continue
         tests.append((path, op, b.value, f"{path} {_SYMBOL[op]} {b.value!r}"))
@@ -747,14 +748,6 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
 
 
-def _dotted(node: ast.Node) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Select) and not node.test_only:
-        parts.append(node.field)
-        node = node.operand
-    if not isinstance(node, ast.Ident):
-        return None
-    return ".".join([node.name, *reversed(parts)])
 
 
 def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,

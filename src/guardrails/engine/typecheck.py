@@ -52,7 +52,6 @@ from guardrails.expr.types import (
     Type,
     list_of,
     map_of,
-    of_example,
     of_json_schema,
     of_value,
     record_union,
@@ -113,7 +112,7 @@ def principal_type(data: Any) -> Type:
         t = of_json_schema(data)
         strict = data.get("additionalProperties") is False
     else:
-        t = of_example(data)
+        t = of_value(data, example=True)
         strict = False
     if t.name != "map":
         raise ValueError("a principal is an object (an example, or a JSON Schema)")

@@ -23,7 +23,6 @@ in, or raises ``ExpressionError``. The list is empty until a typed checker regis
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import Any, Final, Literal
 from guardrails.expr import ast, library
 from guardrails.expr import stdlib as std
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
+from guardrails.expr.spelling import closest
 from guardrails.expr.stdlib import Activation
 from guardrails.expr.values import CelError, CelType, type_names
 
@@ -228,12 +228,9 @@ def _head(node: ast.Node) -> ast.Ident:
 def name_hint(name: str, declared: Collection[str], *, foreign: bool = True) -> str:
     """`` (did you mean 'args'?)`` for an undeclared name, or what a name brought from
     Rego or Kubernetes is called here."""
-    known = sorted(d for d in declared if "." not in d)
-    lowered = {k.lower(): k for k in known}
-    close = [lowered[name.lower()]] if name.lower() in lowered else \
-        difflib.get_close_matches(name, known, n=1)
+    close = closest(name, sorted(d for d in declared if "." not in d))
     if close:
-        return f" (did you mean '{close[0]}'?)"
+        return f" (did you mean '{close}'?)"
     found = _FOREIGN_NAMES.get(name) if foreign else None
     return f" ({found})" if found else ""
 
@@ -245,10 +242,8 @@ def function_hint(name: str, *, method: bool = False) -> str:
         return f" (in CEL: {foreign})"
     known = sorted({*std.METHODS, *LIB_METHODS} if method else
                    {*std.GLOBALS, *LIB_FUNCTIONS, *std.METHODS, *LIB_METHODS})
-    lowered = {k.lower(): k for k in known}
-    close = [lowered[name.lower()]] if name.lower() in lowered else \
-        difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    close = closest(name, known, cutoff=0.8)
+    return f" (did you mean '{close}'?)" if close else ""
 
 
 class _Checker:
@@ -379,7 +374,7 @@ class _Checker:
             return  # has() is never folded: it is cheap and its operand rarely constant
         operand = self.value(node.operand)
         if operand is not _MISSING:
-            self.fold(node, lambda: _select(operand, node.field))
+            self.fold(node, lambda: std.select(operand, node.field))
 
     def comprehension(self, node: ast.Comprehension) -> None:
         self.check(node.iter_range)
@@ -535,15 +530,6 @@ class _Checker:
         else:
             fn = _BINARY[name]
             self.fold(node, lambda: fn(found[0], found[1]))
-
-
-def _select(value: Any, name: str) -> Any:
-    if type(value) is dict:
-        try:
-            return value[name]
-        except KeyError:
-            raise CelError(f"no such key: {name}") from None
-    return std.select(value, name)
 
 
 def _logical(op: str, left: Any, right: Any) -> bool:

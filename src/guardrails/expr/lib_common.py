@@ -20,9 +20,10 @@ from guardrails.expr.values import CelError, Optional, UInt, type_names
 F = TypeVar("F", bound=Callable[..., Any])
 
 RE2_OPTIONS = re2.Options()
-"""Every expression regex is compiled with these: ``log_errors = False`` because an
-invalid pattern is reported as a ``CelError`` (or a load error), and RE2's C++ logging
-would otherwise write a line to stderr on every evaluation."""
+"""Every policy regex is compiled with these, in expressions and in ``redact`` patterns
+(the loader checks those with them): ``log_errors = False`` because an invalid pattern
+is reported as a ``CelError`` (or a load error), and RE2's C++ logging would otherwise
+write a line to stderr on every evaluation."""
 RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS = RE2_OPTIONS
 
@@ -121,15 +122,18 @@ def compiles_pattern(index: int,
     return mark
 
 
+def re2_message(error: Exception) -> str:
+    """RE2's reason for rejecting a pattern (its errors carry bytes or text)."""
+    detail = error.args[0] if error.args else error
+    return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+
+
 def compile_re2(pattern: str) -> Any:
     """Compile (and cache, bounded) an RE2 pattern; an invalid pattern is a ``CelError``."""
     try:
         return _compile_cached(pattern)
     except re2.error as exc:
-        msg = exc.args[0] if exc.args else exc
-        if isinstance(msg, bytes):
-            msg = msg.decode("utf-8", "replace")
-        raise CelError(f"invalid regular expression {pattern!r}: {msg}") from None
+        raise CelError(f"invalid regular expression {pattern!r}: {re2_message(exc)}") from None
     except UnicodeError:
         raise CelError("invalid regular expression: not valid Unicode") from None
 

@@ -24,13 +24,13 @@ Function types come from ``SIGNATURES`` next to the functions (``stdlib``, ``lib
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from guardrails.expr import ast, library, stdlib
+from guardrails.expr.spelling import closest
 from guardrails.expr.types import (
     BOOL,
     DOUBLE,
@@ -51,13 +51,12 @@ from guardrails.expr.types import (
     parse_signature,
     record_union,
 )
-from guardrails.expr.values import UInt
 
 Severity = Literal["error", "warning"]
 Path = tuple[str, ...]
 
 __all__ = ["FAILS_CLOSED", "REGEX_FUNCTIONS", "Diagnostic", "Facts", "article", "call_name",
-           "check", "close_name", "constant_text", "facts_of", "has_enums", "may_be_absent",
+           "check", "constant_text", "facts_of", "has_enums", "may_be_absent",
            "pattern_argument", "regex_problem", "shape", "suggest", "tool_args_key",
            "tool_names"]
 
@@ -165,12 +164,7 @@ def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None
     return t, c.diagnostics
 
 
-_SCALARS = frozenset({int, float, str, bytes, UInt})
 _PARSED_LITERALS = frozenset({"url", "ip", "cidr", "timestamp", "duration"})
-
-
-class _Unshaped(Exception):
-    pass
 
 
 def shape(node: ast.Node, tree: ast.TreeShape | None = None) -> tuple[object, ...] | None:
@@ -181,106 +175,70 @@ def shape(node: ast.Node, tree: ast.TreeShape | None = None) -> tuple[object, ..
 
     Literal values are part of it where the checker reads them: a regex pattern and the
     text of ``url``/``ip``/``cidr``/``timestamp``/``duration`` (``_check_constant``), a
-    string index (a field path), the string on the left of ``in`` (a fact); ``true``,
+    string index (a field path), the string on the left of ``in`` and the tool names of
+    ``tool.name == "x"`` or ``tool.name in [...]`` (facts); ``true``,
     ``false`` and ``null`` always. Reading them elsewhere (the hint of a comparison's
     error, an enum of a tool schema) needs a diagnostic or an ``env`` with enums, which
     callers do not cache. None for a tree it does not describe.
 
-    ``tree``: the tree's ``ast.shape`` when known; the key is then that shape and the
-    values of the literals read (where those are is worked out once per tree shape).
+    The key is the tree's ``ast.shape`` (``tree``, when the caller has it) and the values
+    of the literals read; where those are is worked out once per tree shape.
     """
-    if tree is not None:
-        key, literals = tree
-        positions = _READ_POSITIONS.get(key)
-        if positions is None:
-            walked = _walk_shape(node)
-            if walked is None:
-                return None
-            index = {id(n): i for i, n in enumerate(literals)}
-            # a literal read that the tree's shape holds by value (true, null) is in `key`
-            positions = tuple(sorted({index[id(n)] for n in walked[1] if id(n) in index}))
-            if len(_READ_POSITIONS) >= 20_000:
-                _READ_POSITIONS.clear()
-            _READ_POSITIONS[key] = positions
-        return ("tree", key, tuple((type(literals[i].value), repr(literals[i].value))
-                                   for i in positions))
-    walked = _walk_shape(node)
-    return None if walked is None else walked[0]
+    if tree is None:
+        tree = ast.shape(node)
+        if tree is None:
+            return None
+    key, literals = tree
+    positions = _READ_POSITIONS.get(key)
+    if positions is None:
+        index = {id(n): i for i, n in enumerate(literals)}
+        # a literal read that the tree's shape holds by value (true, null) is in `key`
+        positions = tuple(sorted({index[id(n)] for n in _read_literals(node)
+                                  if id(n) in index}))
+        if len(_READ_POSITIONS) >= 20_000:
+            _READ_POSITIONS.clear()
+        _READ_POSITIONS[key] = positions
+    return ("tree", key, tuple((type(literals[i].value), repr(literals[i].value))
+                               for i in positions))
 
 
 _READ_POSITIONS: dict[tuple[object, ...], tuple[int, ...]] = {}
 """For each tree shape, which of its literals ``check`` reads (by index)."""
 
 
-def _walk_shape(node: ast.Node) -> tuple[tuple[object, ...], list[ast.Literal]] | None:
-    """``shape``'s key of ``node`` and the literals read, in the order met."""
-    out: list[object] = []
-    read_nodes: list[ast.Literal] = []
-
-    def walk(n: ast.Node, read: bool) -> None:
-        t = type(n)
-        if t is ast.Literal:
-            assert isinstance(n, ast.Literal)
-            vt = type(n.value)
-            out.append(vt if vt in _SCALARS and not read else (vt, repr(n.value)))
-            if read:
-                read_nodes.append(n)
-        elif t is ast.Ident:
-            assert isinstance(n, ast.Ident)
-            out.append(("ident", n.name))
-        elif t is ast.Select:
-            assert isinstance(n, ast.Select)
-            out.append(("select", n.field, n.test_only))
-            walk(n.operand, False)
-        elif t is ast.Call:
-            assert isinstance(n, ast.Call)
-            f, args = n.function, n.args
-            out.append(("call", f, len(args), n.target is not None))
-            names = tool_names(n)  # a fact: args becomes that tool's
-            if names is not None:
-                out.append(("tools", tuple(sorted(names))))
-            reads: ast.Node | None = None
-            if n.target is None and f == "_[_]" and len(args) == 2:
-                reads = args[1]
-            elif n.target is None and f == "@in" and len(args) == 2:
+def _read_literals(node: ast.Node) -> list[ast.Literal]:
+    """The literals of ``node`` whose values ``check`` reads (``shape`` lists them)."""
+    out: list[ast.Literal] = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        f, args = n.function, n.args
+        if tool_names(n) is not None:  # a fact: args becomes that tool's
+            out.extend(e for a in args
+                       for e in (a.elements if isinstance(a, ast.ListLit) else (a,))
+                       if isinstance(e, ast.Literal))
+        reads: ast.Node | None = None
+        if n.target is None and f == "_[_]" and len(args) == 2:
+            reads = args[1]
+        elif n.target is None and f == "@in" and len(args) == 2:
+            reads = args[0]
+        elif f == "@select" and len(args) == 2:
+            reads = args[1]  # args.?x: a field path, and a fact under hasValue()
+        elif not (n.target is None and f in _OPERATORS):
+            name = call_name(n)
+            if name in _REGEX_ARG:
+                reads = pattern_argument(name, n)
+            elif name in _PARSED_LITERALS and n.target is None and args:
                 reads = args[0]
-            elif f == "@select" and len(args) == 2:
-                reads = args[1]  # args.?x: a field path, and a fact under hasValue()
-            elif not (n.target is None and f in _OPERATORS):
-                name = call_name(n)
-                if name in _REGEX_ARG:
-                    reads = pattern_argument(name, n)
-                elif name in _PARSED_LITERALS and n.target is None and args:
-                    reads = args[0]
-            if n.target is not None:
-                walk(n.target, False)
-            for a in args:
-                # a pattern made of literals joined with + (constant_text) is read whole
-                walk(a, a is reads or (read and f == "_+_" and n.target is None))
-        elif t is ast.ListLit:
-            assert isinstance(n, ast.ListLit)
-            out.append(("list", len(n.elements)))
-            for e in n.elements:
-                walk(e, False)
-        elif t is ast.MapLit:
-            assert isinstance(n, ast.MapLit)
-            out.append(("map", len(n.entries)))
-            for k, v in n.entries:
-                walk(k, False)
-                walk(v, False)
-        elif t is ast.Comprehension:
-            assert isinstance(n, ast.Comprehension)
-            out.append(("comprehension", n.macro, n.iter_var, n.iter_var2, n.accu_var))
-            for child in (n.iter_range, n.accu_init, n.loop_condition, n.loop_step, n.result):
-                walk(child, False)
-        else:
-            raise _Unshaped
-
-    try:
-        walk(node, False)
-    except (_Unshaped, RecursionError):
-        return None
-    return tuple(out), read_nodes
+        # a pattern made of literals joined with + (constant_text) is read whole
+        stack = [reads] if reads is not None else []
+        while stack:
+            r = stack.pop()
+            if isinstance(r, ast.Literal):
+                out.append(r)
+            elif isinstance(r, ast.Call) and r.function == "_+_" and r.target is None:
+                stack.extend(r.args)
+    return out
 
 
 def has_enums(t: Type, depth: int = 0) -> bool:
@@ -440,23 +398,10 @@ def _path(node: ast.Node) -> Path | None:
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
-    """``; did you mean 'x'?`` for the known name closest to ``name`` (case ignored
-    first: ``args.Amount`` for ``amount``), or ``""``."""
-    lowered = {k.lower(): k for k in known}
-    close = [lowered[name.lower()]] if name.lower() in lowered else \
-        difflib.get_close_matches(name, list(known), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-def close_name(name: str, known: Sequence[str]) -> str | None:
-    """The known name ``name`` likely misspells: the same but for case, ``_`` and ``-``
-    (``sendEmail`` for ``send_email``), or a close spelling (``send_mony``); else None."""
-    folded = {k.lower().replace("_", "").replace("-", ""): k for k in known}
-    found = folded.get(name.lower().replace("_", "").replace("-", ""))
-    if found is not None:
-        return found
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-    return close[0] if close else None
+    """``; did you mean 'x'?`` for the known name closest to ``name`` (``args.Amount``
+    for ``amount``), or ``""``."""
+    close = closest(name, known)
+    return f"; did you mean '{close}'?" if close else ""
 
 
 def _is_str(n: ast.Node) -> bool:
@@ -1020,14 +965,12 @@ def regex_problem(pattern: str) -> str | None:
     """Why RE2 rejects ``pattern`` (with a hint for the usual PCRE habits), or None."""
     import re2
 
-    from guardrails.expr.lib_common import RE2_OPTIONS
+    from guardrails.expr.lib_common import RE2_OPTIONS, re2_message
 
     try:
         re2.compile(pattern, RE2_OPTIONS)
     except Exception as e:
-        detail = e.args[0] if e.args else e
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
+        detail = re2_message(e)
         hint = ""
         if any(x in pattern for x in ("(?=", "(?!", "(?<=", "(?<!")):
             hint = " (RE2 has no lookahead or lookbehind: match the parts separately " \

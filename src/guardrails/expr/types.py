@@ -132,19 +132,27 @@ def record_union(types: Sequence[Type]) -> Type:
     return map_of(STRING, DYN, fields)
 
 
-def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
+def of_value(value: Any, depth: int = 0, *, closed: bool = False,
+             example: bool = False) -> Type:
     """The type of plain data (params): exact, since the data is there to look at.
 
     ``closed``: its maps hold exactly these keys (a policy's params once every binding
-    and library is merged in), so reading another is an error."""
+    and library is merged in), so reading another is an error.
+
+    ``example``: the data is an example of data whose real values vary (a host's
+    principal): a number is then any JSON number (``1000`` in the example may be
+    ``1234.5`` in a call) and a null says nothing of the type (``"manager": null`` holds
+    a map for other users)."""
+    if example and (value is None or depth > 32):
+        return DYN
     if isinstance(value, bool):
         return BOOL
     if isinstance(value, UInt):
         return UINT
     if isinstance(value, int):
-        return INT
+        return NUM if example else INT
     if isinstance(value, float):
-        return DOUBLE
+        return NUM if example else DOUBLE
     if isinstance(value, str):
         return STRING
     if isinstance(value, bytes):
@@ -154,7 +162,7 @@ def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
     if depth > 32:
         return DYN
     if isinstance(value, Mapping):
-        fields = {str(k): Field(of_value(v, depth + 1, closed=closed), True)
+        fields = {str(k): Field(of_value(v, depth + 1, closed=closed, example=example), True)
                   for k, v in value.items()}
         vt = DYN
         for i, f in enumerate(fields.values()):
@@ -163,34 +171,10 @@ def of_value(value: Any, depth: int = 0, *, closed: bool = False) -> Type:
     if isinstance(value, Sequence):
         et = DYN
         for i, item in enumerate(value):
-            t = of_value(item, depth + 1, closed=closed)
+            t = of_value(item, depth + 1, closed=closed, example=example)
             et = t if i == 0 else join(et, t)
         return list_of(et)
     return DYN
-
-
-def of_example(value: Any, depth: int = 0) -> Type:
-    """The type of an example of data whose real values vary (a host's principal): as
-    ``of_value``, except that a number is any JSON number (``1000`` in the example may
-    be ``1234.5`` in a call) and a null says nothing of the type (``"manager": null``
-    holds a map for other users)."""
-    if value is None or depth > 32:
-        return DYN
-    if isinstance(value, int | float) and not isinstance(value, bool | UInt):
-        return NUM
-    if isinstance(value, Mapping):
-        fields = {str(k): Field(of_example(v, depth + 1), True) for k, v in value.items()}
-        vt = DYN
-        for i, f in enumerate(fields.values()):
-            vt = f.type if i == 0 else join(vt, f.type)
-        return map_of(STRING, vt if fields else DYN, fields)
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        et = DYN
-        for i, item in enumerate(value):
-            t = of_example(item, depth + 1)
-            et = t if i == 0 else join(et, t)
-        return list_of(et)
-    return of_value(value, depth)
 
 
 def of_json_schema(schema: Any) -> Type:

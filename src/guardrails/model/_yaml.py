@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -119,14 +119,20 @@ def compose(src: SourceFile) -> list[Node]:
     return fast if fast is not None else _compose_exact(src)
 
 
+def _holds_a_document(node: Node | None) -> TypeGuard[Node]:
+    """Not an empty document (``---`` alone, or only ``~`` or ``null``): skipped, as
+    PyYAML's ``safe_load_all`` would give None for it."""
+    return node is not None and not (isinstance(node, ScalarNode) and node.tag == NULL
+                                     and node.value in ("", "~", "null"))
+
+
 def _compose_fast(text: str) -> list[Node] | None:
     loader = yaml.CSafeLoader(text)
     nodes: list[Node] = []
     try:
         while loader.check_node():
             node = loader.get_node()
-            if node is not None and not (isinstance(node, ScalarNode) and node.tag == NULL
-                                         and node.value in ("", "~", "null")):
+            if _holds_a_document(node):
                 nodes.append(node)
     except Exception:
         return None
@@ -168,8 +174,7 @@ def _compose_exact(src: SourceFile) -> list[Node]:
         loader = _Loader(src.text)  # checks for unprintable characters first
         while loader.check_node():
             node = loader.get_node()
-            if node is not None and not (isinstance(node, ScalarNode) and node.tag == NULL
-                                         and node.value in ("", "~", "null")):
+            if _holds_a_document(node):
                 nodes.append(node)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

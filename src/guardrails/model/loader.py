@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import json
 import os
 import re
@@ -52,6 +51,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import TypeAdapter, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from guardrails.expr.lib_common import RE2_OPTIONS
+from guardrails.expr.spelling import closest
 from guardrails.model import _yaml
 from guardrails.model._yaml import SourceFile, describe
 from guardrails.model.documents import (
@@ -81,7 +82,6 @@ from guardrails.model.errors import PolicyError, Problem
 from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
-    RE2_OPTIONS,
     LibraryDocument,
     PolicyBindingDocument,
     PolicyTestDocument,
@@ -135,7 +135,7 @@ def read_documents(paths: PathArg | Sequence[PathArg]) -> tuple[Documents, list[
     """
     problems: list[Problem] = []
     loader = _Loader(problems)
-    for name in _discover(paths, problems):
+    for name in document_files(paths, problems):
         loader.read_document_file(name)
     documents = loader.finish()
     return documents, list(dict.fromkeys(problems))
@@ -410,7 +410,10 @@ def _check_unique(problems: list[Problem], what: str,
             first[name] = pos
 
 
-def _discover(paths: PathArg | Sequence[PathArg], problems: list[Problem]) -> list[str]:
+def document_files(paths: PathArg | Sequence[PathArg], problems: list[Problem]) -> list[str]:
+    """The files ``read_documents`` reads for ``paths``, in its order and named as its
+    problems name them (``guardrails check`` loads again all but the broken ones;
+    ``guardrails fmt`` formats them); a missing path or an empty directory is a problem."""
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not items:
         problems.append(Problem("<arguments>", 0, 0, "no policy paths given"))
@@ -448,11 +451,8 @@ def _walk(directory: str, problems: list[Problem]) -> Iterator[str]:
 
 
 def _suggest(key: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    if not close:
-        lowered = {k.lower(): k for k in known}
-        close = [lowered[key.lower()]] if key.lower() in lowered else []
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    close = closest(key, known)
+    return f" (did you mean '{close}'?)" if close else ""
 
 
 _FOREIGN_FIELDS: Mapping[str, str] = {

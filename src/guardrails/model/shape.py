@@ -35,16 +35,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic import model_validator as _model_validator
 from pydantic_core import PydanticCustomError
 
+from guardrails.expr.lib_common import RE2_OPTIONS, re2_message
 from guardrails.model.documents import (
     API_VERSION,
     DEFAULT_REPLACEMENT,
 )
-
-RE2_OPTIONS = re2.Options()
-"""The options every policy regex is compiled with (the engine compiles the same way).
-``log_errors = False``: RE2 must never write to stderr (its C++ logging would otherwise
-print a line for every rejected pattern)."""
-RE2_OPTIONS.log_errors = False
 
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 ELEMENT_NAME = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
@@ -207,10 +202,7 @@ def regex_problem(regex: str, *, redaction: bool = False) -> str | None:
     try:
         compiled = re2.compile(regex, RE2_OPTIONS)
     except re2.error as e:
-        detail = e.args[0] if e.args else e
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        return f"invalid RE2 regular expression: {detail}"
+        return f"invalid RE2 regular expression: {re2_message(e)}"
     if redaction and compiled.search("") is not None:
         return "the pattern matches the empty string, so it would redact between every character"
     return None
@@ -637,22 +629,26 @@ class PolicyTestSpec(Shape):
         description="Test cases.", json_schema_extra={"minItems": 1})
 
 
-class ToolPolicyDocument(Shape):
-    """Guardrail rules for tool calls."""
+class _Document(Shape):
+    """What every document starts with; each kind adds its ``kind``, ``metadata`` and
+    ``spec`` (in that order after it, as pydantic puts a base's fields first)."""
 
     api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
                                                   description=f"Always {API_VERSION}.")
+
+
+class ToolPolicyDocument(_Document):
+    """Guardrail rules for tool calls."""
+
     kind: Literal["ToolPolicy"] = Field(description="The document kind.")
     metadata: PolicyMetadata = Field(description="Name and description of the document.")
     spec: ToolPolicySpec = Field(description="The document's content.")
 
 
-class PolicyTestDocument(Shape):
+class PolicyTestDocument(_Document):
     """Tests run by `guardrails test`."""
 
     __test__ = False  # not a pytest class
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["PolicyTest"] = Field(description="The document kind.")
     metadata: TestMetadata = Field(description="Name and description of the document.")
     spec: PolicyTestSpec = Field(description="The document's content.")
@@ -665,11 +661,9 @@ class LibraryMetadata(PolicyMetadata):
                                           "namespace of its functions.")
 
 
-class LibraryDocument(Shape):
+class LibraryDocument(_Document):
     """Functions and params shared by policies."""
 
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["Library"] = Field(description="The document kind.")
     metadata: LibraryMetadata = Field(description="Name and description of the document.")
     spec: LibrarySpec = Field(description="The document's content.")
@@ -703,11 +697,9 @@ class PolicyBindingSpec(Shape):
                                                     "default the policy's.")
 
 
-class PolicyBindingDocument(Shape):
+class PolicyBindingDocument(_Document):
     """Applies a policy to selected agents or principals, with its own params and mode."""
 
-    api_version: Literal["guardrails/v1"] = Field(alias="apiVersion",
-                                                  description=f"Always {API_VERSION}.")
     kind: Literal["PolicyBinding"] = Field(description="The document kind.")
     metadata: BindingMetadata = Field(description="Name and description of the document.")
     spec: PolicyBindingSpec = Field(description="The document's content.")
