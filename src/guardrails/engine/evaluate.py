@@ -11,6 +11,7 @@ Every evaluation error is data: it is recorded and handled by the policy's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import functools
 import itertools
@@ -272,16 +273,28 @@ def _map(value: dict[Any, Any], original: dict[Any, Any] | None, depth: int, bud
         if type(k) is not str:
             raise InputError("map keys in inputs must be strings")
         tv = type(v)
-        if tv is str:  # the common leaves, inline
+        if tv is str:  # the common leaves, inline: kept as they are
             left -= len(k) + len(v)
-            n = v
-        elif tv is float or tv is bool or v is None or (
+            if out is not None:
+                out[k] = v
+            continue
+        if tv is float or tv is bool or v is None or (
                 tv is int and _INT64[0] <= v <= _INT64[1]):
             left -= len(k)
-            n = v
-        elif tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
+            if out is not None:
+                out[k] = v
+            continue
+        if tv is dict and depth + 1 < max_depth:  # ``_normalize``'s dict case, one call less
+            if not v:  # an empty map: the call's charges (its key) and check, in line
+                left -= len(k)
+                if left < 0:
+                    budget.left = left
+                    raise _over()
+                if out is not None:
+                    out[k] = v
+                continue
             budget.left = left - len(k)
-            n = _map(v, v, depth + 1, budget, max_depth)
+            n: Any = _map(v, v, depth + 1, budget, max_depth)
             left = budget.left
         else:
             n = _LEAVES
@@ -481,9 +494,12 @@ def _redactor(policies: Sequence[CompiledPolicy]) -> Callable[[str], str] | None
 Run = Callable[[Mapping[str, Any]], Any]
 """A compiled expression's evaluate function: bindings in, CEL value out."""
 
-class PlanEntry(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
     """One candidate policy as the common-case path (``decide``) runs it, looked up once
-    per tool instead of once per call."""
+    per tool instead of once per call. A slotted record, not a named tuple: ``decide``
+    reads five of its fields for every policy of every call, and a named tuple's field
+    read costs several times a slot's (3.11)."""
 
     policy: CompiledPolicy
     when: Run | None
@@ -502,6 +518,10 @@ class PlanEntry(NamedTuple):
     """Not in audit mode."""
     default: Effect
     """Its default action."""
+
+    def _replace(self, **changes: Any) -> PlanEntry:
+        """A copy with ``changes`` (as a named tuple's ``_replace``)."""
+        return dataclasses.replace(self, **changes)
 
 
 Plan = tuple[PlanEntry, ...]
@@ -691,41 +711,40 @@ def decide(call: Call, candidates: Candidates, revision: str,
 
     The same steps in the same order with the same helpers, minus the branches the case
     cannot take, and each rule's function looked up once per tool: the decision is the
-    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them).
+    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them). Its
+    common result, no rule fired, error or repair, allocates nothing but the meter, the
+    bindings, the arguments' copy and the record: a policy none of whose rules fired
+    takes its default action without a list of what fired.
     """
     plan = candidates.plan
     assert plan is not None
+    # One unpacking, not a named tuple's field read each (several times a local's cost).
+    tool, raw_args, principal, history, request, description, now, agent = call
     meter = Meter(max_cost, candidates.free_patterns)
-    raw_args = call.args
     args: dict[str, Any] = dict(raw_args)
     names = candidates.names
     base = {
-        "tool": {"name": call.tool, "description": call.description} if "tool" in names
-        else None,
+        "tool": {"name": tool, "description": description} if "tool" in names else None,
         "args": raw_args,
-        "principal": call.principal,
-        "history": call.history,
-        "request": Request(call.request) if "request" in names else None,
-        "now": call.now,
+        "principal": principal,
+        "history": history,
+        "request": Request(request) if "request" in names else None,
+        "now": now,
         METER: meter,
     }
     fired: list[FiredRule] = []
     repairs: list[AppliedRepair] = []
     errors: list[EvaluationError] = []
-    effect = _ALLOW
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
     if scrub is None:
         scrub = candidates.scrubber(known_secrets, raw_args, args)
-    # Nothing to scrub: a static-message rule that fires shares one record (see ``Plan``).
-    clean = known_secrets is None and candidates.clean
 
     # 1. match (every candidate, when none has a condition or an agent selector)
     matched: Plan | list[PlanEntry] = plan
     policies: Sequence[CompiledPolicy] = candidates.policies
     if candidates.conditional:
-        agent = call.agent
         matched = []
         for entry in plan:
             policy, when = entry.policy, entry.when
@@ -741,7 +760,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
         # the raw arguments from it after this (the rules below read ``args`` too).
         base["args"] = args
         base["variables"] = {}
-        _repair(policies, base, args, None, {}, scrub, errors, repairs)
+        _repair(policies, base, args, None, _NO_TRACES, scrub, errors, repairs)
         if repairs and candidates.secret_names and any(
                 name in candidates.secret_names for r in repairs if not r.audit
                 for name in r.set):
@@ -752,24 +771,31 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # path's per-policy copies hold the same entries).
     bindings = base
     bindings["args"] = args
-    for policy, _, rules, statics, fused, params, programs, enforce, default in matched:
-        bindings["params"] = params
+    effect = _ALLOW
+    for entry in matched:
+        bindings["params"] = entry.params
+        programs = entry.programs
         if programs is not None:
             variables = Variables(programs)
             variables.bindings = bindings
             bindings["variables"] = variables
         else:
             bindings["variables"] = _NO_VARIABLES
-        acted: list[Action] = []
-        if fused is not None:
-            _run_fused(policy, fused, bindings, meter, statics, clean, scrub, errors, fired,
-                       acted)
+        fused = entry.fused
+        hits = fused(bindings, meter, 0) if fused is not None else _NOT_FUSED
+        if hits is None:
+            result = entry.default  # nothing fired or failed: the common case
         else:
-            _each_rule(policy, rules, statics, clean, bindings, scrub, errors, fired, acted)
-        if enforce:
-            result = _policy_effect(acted, default) if acted else default
-            if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
-                effect = result
+            acted: list[Action] = []
+            clean = known_secrets is None and candidates.clean
+            if hits is _NOT_FUSED:
+                _each_rule(entry.policy, entry.rules, entry.statics, clean, bindings, scrub,
+                           errors, fired, acted)
+            else:
+                _fused_hits(entry, hits, clean, bindings, meter, scrub, errors, fired, acted)
+            result = _policy_effect(acted, entry.default)
+        if entry.enforce and result is not effect and _SEVERITY[result] > _SEVERITY[effect]:
+            effect = result
     # A policy's ``Variables`` holds ``bindings``, which holds it: a cycle refcounting
     # cannot free (it would wait for the cyclic collector with the call's inputs). Nothing
     # reads the variables after the rules.
@@ -779,30 +805,37 @@ def decide(call: Call, candidates: Candidates, revision: str,
         effect = _over_cost(policies, errors, effect)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors,
+    return _decision(tool, effect, MappingProxyType(args), fired, repairs, errors,
                      candidates.policy_names if len(policies) == len(plan)
                      else tuple([p.name for p in policies]), revision,
                      candidates.secret_names, scrub, ())
 
 
-def _run_fused(policy: CompiledPolicy, fused: FusedRun, bindings: Mapping[str, Any],
-               meter: Meter, statics: dict[int, FiredRule], clean: bool, scrub: Scrubber,
-               errors: list[EvaluationError], fired: list[FiredRule],
-               acted: list[Action]) -> None:
-    """A policy's rules by its fused function (``CompiledPolicy.fused``): all of them in
-    one call, whose common result, nothing fired, is None."""
-    hits = fused(bindings, meter, 0)
-    while hits is not None:
-        _take_hits(policy, hits, statics, clean, bindings, scrub, errors, fired, acted)
+_NOT_FUSED: list[Hit] = []
+"""``decide``'s marker of a policy without a fused function (its rules run one by one)."""
+_NO_TRACES: Mapping[str, PolicyTrace] = MappingProxyType({})
+
+
+def _fused_hits(entry: PlanEntry, hits: list[Hit], clean: bool, bindings: Mapping[str, Any],
+                meter: Meter, scrub: Scrubber, errors: list[EvaluationError],
+                fired: list[FiredRule], acted: list[Action]) -> None:
+    """What a policy's fused function (``CompiledPolicy.fused``) found not false, taken
+    as ``_each_rule`` takes each rule's result; after a fired rule with a
+    ``messageExpression`` (evaluated just now, on the meter, before the next rule runs)
+    the function is run again from the next rule on."""
+    policy, fused = entry.policy, entry.fused
+    assert fused is not None
+    rules = policy.rules
+    while True:
+        _take_hits(policy, hits, entry.statics, clean, bindings, scrub, errors, fired, acted)
         i, value, exc = hits[-1]
-        # Stopped after a rule with a messageExpression (evaluated just now, on the meter,
-        # before the next rule runs): the rest from the next rule on. (The policy's own
-        # record is read only here, when a rule was hit: at 10,000 rules, reading it for
-        # every policy was a cache miss each.)
-        rules = policy.rules
-        hits = fused(bindings, meter, i + 1) if (
-            value is True and exc is None and i + 1 < len(rules)
-            and rules[i].message_expression is not None) else None
+        if not (value is True and exc is None and i + 1 < len(rules)
+                and rules[i].message_expression is not None):
+            return
+        found = fused(bindings, meter, i + 1)
+        if found is None:
+            return
+        hits = found
 
 
 def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, FiredRule],
@@ -919,11 +952,12 @@ def _repair(
     for policy in matched:
         if not policy.repairs:
             continue
-        pt = traces.get(policy.name)
+        pt = traces.get(policy.name) if traces else None
         if origins is not None:
             origins.params = policy.params
         bindings["params"] = policy.params
-        for repair, record in zip(policy.repairs, policy.repair_records, strict=True):
+        audit = policy.audit
+        for repair, record in policy.repair_records:
             try:
                 if repair.when is not None:
                     cond = repair.when.program.evaluate(bindings)
@@ -952,8 +986,8 @@ def _repair(
                 continue
             repairs.append(record if record is not None else AppliedRepair(
                 policy.name, repair.name, tuple(new_values),
-                tuple([n for n in repair.unset if n in args]), policy.audit))
-            if policy.audit:
+                tuple([n for n in repair.unset if n in args]), audit))
+            if audit:
                 continue
             args.update(new_values)
             for name in repair.unset:
@@ -1146,8 +1180,7 @@ def _evaluate_call(
                 pt.steps.append(Step(f"variables.{name}", value=value))
             for name, failed in variables._errors.items():
                 pt.steps.append(Step(f"variables.{name}", error=scrub(failed)))
-        else:
-            bindings["variables"] = _NO_VARIABLES  # the cycle, as in ``decide``
+        bindings["variables"] = _NO_VARIABLES  # the cycle, as in ``decide`` (traced too)
         if not policy.audit:
             result = _policy_effect(acted, policy.default_action)
             if policy.name in failed_closed and _SEVERITY[result] < _SEVERITY[Effect.DENY]:

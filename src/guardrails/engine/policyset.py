@@ -133,7 +133,6 @@ class PolicySet:
         self,
         tool: str,
         args: Mapping[str, Any] | None = None,
-        *,
         principal: Mapping[str, Any] | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
         request: str | None = None,

@@ -36,7 +36,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error, reads_variables
 from guardrails.expr.closures import closure_program
-from guardrails.expr.lib_common import constant_pattern
+from guardrails.expr.lib_common import constant_pattern, library_error
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_SCAN_COST,
@@ -181,6 +181,15 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+def _library_error(name: str, exc: Exception, args: tuple[Any, ...]) -> NoReturn:
+    """Raise what ``lib_common.guarded`` raises for ``exc`` out of library function
+    ``name`` (generated code calls the function itself, not its wrapper)."""
+    error = library_error(name, exc, args)
+    if error is exc:
+        raise exc
+    raise error from None
+
+
 _MISS: Final = object()
 """A fused function's field not read yet (``MEMO_ROOTS``)."""
 
@@ -200,6 +209,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_predicate_error": predicate_error,
     "_too_deep": _too_deep,
     "_failed": _failed,
+    "_library_error": _library_error,
     "_again": again,
     "_untraced": untraced,
     "_no_overload": std.no_overload,
@@ -579,7 +589,6 @@ class _Gen:
     def lib_call(self, fn: Callable[..., Any], parts: list[str], *,
                  charge_pattern: bool = True) -> str:
         """Library functions know nothing of cost: charge what they scan and what they build."""
-        f = self.const(fn)
         scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
         fixed, per = cost_of(fn)
         base = self.const(fixed)
@@ -608,7 +617,18 @@ class _Gen:
                 self.emit("raise")
             self.charge(f"_match_units(b.get(_METER), {work})")
         else:
-            self.emit(f"{t} = {f}({', '.join(parts)})")
+            guard = getattr(fn, "cel_guarded", None)
+            if type(guard) is tuple and len(guard) == 3 and guard[2] is fn:
+                # ``lib_common.guarded``'s handling in line: the function itself, and its
+                # errors made what the wrapper makes them (one Python call less).
+                name, inner, _ = guard
+                self.emit("try:")
+                self.emit(f"    {t} = {self.const(inner)}({', '.join(parts)})")
+                self.emit("except Exception as _x:")
+                self.emit(f"    _library_error({self.const(name)}, _x, "
+                          f"({''.join(p + ', ' for p in parts)}))")
+            else:
+                self.emit(f"{t} = {self.const(fn)}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")
         with self.indent():
             self.charge(f"len({t})")

@@ -32,12 +32,34 @@ def no_overload(name: str, *args: Any) -> CelError:
     return CelError(f"no matching overload for {name}({type_names(args)})")
 
 
+_MAPPED_ERRORS = (ValueError, IndexError, KeyError, RecursionError, OverflowError,
+                  UnicodeError, AttributeError)
+
+
+def library_error(name: str, exc: Exception, args: tuple[Any, ...]) -> Exception:
+    """What a failure of library function ``name`` called with ``args`` is to an
+    expression (``guarded``): a ``CelError`` as it is; a ``TypeError`` (a wrong number of
+    arguments) a CEL "no matching overload"; the other errors Python's own code raises a
+    ``CelError`` naming them; anything else (an engine bug) itself, which the backends
+    turn into an evaluation error (fail closed)."""
+    if isinstance(exc, CelError):
+        return exc
+    if isinstance(exc, TypeError):
+        return no_overload(name, *args)
+    if isinstance(exc, _MAPPED_ERRORS):
+        return CelError(f"{name}: {type(exc).__name__}: {exc}")
+    return exc
+
+
 def guarded(name: str) -> Callable[[F], F]:
     """Wrap a library function so only ``CelError`` ever leaves it.
 
     A wrong number of arguments surfaces from Python as ``TypeError``; it is a CEL
     "no matching overload". Any other non-CEL exception is a library bug, but it must
     still fail closed as an evaluation error rather than crash the decision engine.
+    Generated code calls the function itself (``cel_guarded``: its name, the function and
+    the wrapper, which a wrapper of the wrapper copying its attributes is not) inside its
+    own handler of the same errors (``library_error``): one call less.
     """
 
     def decorate(fn: F) -> F:
@@ -45,21 +67,13 @@ def guarded(name: str) -> Callable[[F], F]:
         def wrapper(*args: Any) -> Any:
             try:
                 return fn(*args)
-            except CelError:
-                raise
-            except TypeError:
-                raise no_overload(name, *args) from None
-            except (
-                ValueError,
-                IndexError,
-                KeyError,
-                RecursionError,
-                OverflowError,
-                UnicodeError,
-                AttributeError,
-            ) as exc:
-                raise CelError(f"{name}: {type(exc).__name__}: {exc}") from None
+            except Exception as exc:
+                error = library_error(name, exc, args)
+                if error is exc:
+                    raise
+                raise error from None
 
+        wrapper.cel_guarded = (name, fn, wrapper)  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate

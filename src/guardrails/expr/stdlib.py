@@ -797,7 +797,9 @@ def to_double(act: Activation, x: Any) -> float:
     if t is int or t is UInt:
         return float(x)
     if t is str:
-        if not _FLOAT_RE.fullmatch(x):
+        # Plain decimal text (ASCII digits, at most one point) is what the pattern accepts
+        # most often: known a number at half the pattern's cost.
+        if not (x.isascii() and x.replace(".", "", 1).isdigit()) and not _FLOAT_RE.fullmatch(x):
             raise CelError(f"cannot convert string {x!r} to double")
         return float(x)
     no_overload("double", x)

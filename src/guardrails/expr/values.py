@@ -15,6 +15,7 @@ cel-spec says. Raising keeps the error-free path (almost every call) free of che
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 INT64_MIN: Final = -(2**63)
@@ -194,6 +195,12 @@ class _Evaluates(Protocol):
     def evaluate(self, bindings: Mapping[str, Any]) -> Any: ...
 
 
+_NOT_DONE: Any = object()
+"""``Variables``' marker of a variable not evaluated yet."""
+_NO_BINDINGS: Mapping[str, Any] = MappingProxyType({})
+"""``Variables.bindings`` until the engine sets them (one shared empty map, not one per call)."""
+
+
 class Variables(Mapping[str, Any]):
     """A policy's ``variables`` for one call: each evaluated at most once, on first read,
     against ``bindings`` (which hold this map: a variable can read earlier ones).
@@ -214,13 +221,12 @@ class Variables(Mapping[str, Any]):
         self._defs = defs
         self._done: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
-        self.bindings: Mapping[str, Any] = {}
+        self.bindings: Mapping[str, Any] = _NO_BINDINGS
 
     def __getitem__(self, name: str) -> Any:
-        try:
-            return self._done[name]
-        except KeyError:
-            pass
+        value = self._done.get(name, _NOT_DONE)  # not a KeyError caught: every first read
+        if value is not _NOT_DONE:
+            return value
         failed = self._errors.get(name)
         if failed is None:
             program = self._defs.get(name)
