@@ -314,6 +314,8 @@ def validated_as_they_are(function: Any, prepare: Any,
     return dict(arguments)
 
 
+_MODEL_VALIDATE: Any = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
+"""Pydantic's own ``model_validate`` (a classmethod: compared by its function)."""
 _MODEL_KEYS = frozenset({"type", "cls", "config", "custom_init", "metadata", "ref",
                          "root_model", "schema"})
 _FIELDS_KEYS = frozenset({"type", "fields", "model_name", "computed_fields"})
@@ -324,7 +326,13 @@ _SCHEMA_ONLY = frozenset({"pydantic_js_updates", "pydantic_js_extra"})
 
 def _kept_types(model: type[BaseModel]) -> dict[str, frozenset[type]] | None:
     """Per field of ``model``, the exact value types its validation keeps as they are;
-    None unless the whole model is plain (see ``validated_as_they_are``)."""
+    None unless the whole model is plain (see ``validated_as_they_are``).
+
+    The framework validates with the model's own ``model_validate`` and ``model_dump``:
+    a model overriding either (to normalize a value) is not plain, whatever its schema."""
+    if (getattr(model.model_validate, "__func__", None) is not _MODEL_VALIDATE
+            or model.model_dump is not BaseModel.model_dump):
+        return None
     decorators = model.__pydantic_decorators__
     if any((decorators.validators, decorators.field_validators, decorators.root_validators,
             decorators.field_serializers, decorators.model_serializers,
