@@ -20,7 +20,7 @@ from agent_framework import FunctionInvocationContext, FunctionTool
 from pydantic import BaseModel
 
 from guardrails.agent_framework import ScriptedChatClient, _private, guard
-from guardrails.agent_framework.scripted import call
+from guardrails.agent_framework.scripted import call, text
 from tests.af_support import agent_with, load_text
 
 
@@ -31,7 +31,7 @@ class _Lowered(BaseModel):
     note: str = ""
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> _Lowered:  # type: ignore[override]
+    def model_validate(cls, obj: Any, **kwargs: Any) -> _Lowered:
         if isinstance(obj, dict):
             obj = {k: v.lower() if isinstance(v, str) else v for k, v in obj.items()}
         return super().model_validate(obj, **kwargs)
@@ -43,7 +43,7 @@ class _Stripped(BaseModel):
     to: str
     note: str = ""
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         dumped = super().model_dump(**kwargs)
         return {k: v.strip() if isinstance(v, str) else v for k, v in dumped.items()}
 
@@ -93,7 +93,7 @@ async def test_the_tool_gets_what_the_rules_judged_after_a_repair(tmp_path: Path
 
     tool = FunctionTool(name="send", description="Sends.", func=send, input_model=_Lowered)
     policies = load_text(tmp_path, _POLICY)
-    client = ScriptedChatClient([[call("send", to="bob")], "done"])
+    client = ScriptedChatClient([[call("send", to="bob")], [text("done")]])
     await agent_with(client, [tool], guard(policies)).run("go")
     # Validated, "ADMIN" is "admin": denied. The tool never gets a value its validation
     # would have changed ("ADMIN" went through unvalidated before).
