@@ -14,6 +14,7 @@ import gc
 import hashlib
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
@@ -180,6 +181,10 @@ def compile_documents(
 
 _PREPARED_PATTERNS = 256
 """``params`` patterns a load compiles ahead at most (half ``stdlib``'s cache of them)."""
+_PREPARE_SECONDS = 0.25
+"""How long a load spends compiling ``params`` patterns ahead at most: one RE2 text can
+take a second to compile (``'.{0,1000}'`` repeated), and 256 of them would make a load take
+minutes. Past it the rest are compiled on first use, as before; decisions are the same."""
 
 
 def _prepare_patterns(policies: Sequence[CompiledPolicy]) -> None:
@@ -197,6 +202,7 @@ def _prepare_patterns(policies: Sequence[CompiledPolicy]) -> None:
     ``credentials.found``, ``url``...).
     """
     left = _PREPARED_PATTERNS
+    until = time.perf_counter() + _PREPARE_SECONDS
     library: set[Any] = set()
     for policy in policies:
         names: set[str] = set()
@@ -208,7 +214,7 @@ def _prepare_patterns(policies: Sequence[CompiledPolicy]) -> None:
             value = policy.params.get(name)
             for text in [value] if type(value) is str else (
                     value if type(value) is list else []):
-                if type(text) is not str or left <= 0:
+                if type(text) is not str or left <= 0 or time.perf_counter() >= until:
                     continue
                 left -= 1
                 with contextlib.suppress(CelError):
