@@ -704,25 +704,220 @@ def evaluate_call(
         ORIGINS.reset(token)
 
 
-def decide(call: Call, candidates: Candidates, revision: str,
-           known_secrets: Scrubber | None, max_cost: int) -> Decision:
-    """``evaluate_call`` for the common case: inputs within the bounds, no trace, and a
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+"""``now`` of a call no candidate reads the clock for (it is not read)."""
+
+
+def read_call(
+    limits: Limits,
+    tool: str,
+    args: Mapping[str, Any] | None,
+    principal: Mapping[str, Any] | None,
+    history: Sequence[Mapping[str, Any]] | None,
+    request: str | None,
+    description: str,
+    now: datetime.datetime | None,
+    names: frozenset[str],
+    agent: tuple[str, ...] | None = None,
+) -> tuple[Call, str | None]:
+    """Normalise and bound what the candidates read; an input error fails closed.
+
+    Every input is checked for its type before it is read, and every read of a caller's
+    object is inside the ``try``: a hostile object costs an input error, never an
+    exception out of ``evaluate``. ``decide`` reads plain inputs (exact dicts, lists and
+    texts) with the same steps in its own frame and leaves the rest to this.
+    """
+    budget = Budget(limits.max_input_bytes)
+    try:
+        if "now" not in names:
+            now = _EPOCH  # no candidate reads the clock: skip reading it
+        elif now is None:
+            now = datetime.datetime.now(datetime.UTC)
+        elif not isinstance(now, datetime.datetime):
+            raise InputError(f"now must be a datetime, got {type(now).__name__}")
+        elif now.tzinfo is None:
+            now = now.replace(tzinfo=datetime.UTC)
+        # ``type(x) is dict`` first: the ABC check costs more than a one-rule decision's
+        # rule, and nearly every caller passes a plain dict.
+        if args is not None and type(args) is not dict and not isinstance(args, Mapping):
+            raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
+        n_args = normalize(args if args is not None else {}, limits, budget)
+        # Only what some candidate policy reads is bounded and converted.
+        n_principal: Any = {}
+        if "principal" in names and principal is not None:
+            if type(principal) is not dict and not isinstance(principal, Mapping):
+                raise InputError("principal must be a map")
+            n_principal = normalize(principal, limits, budget)
+        n_history: Any = []
+        if "history" in names and history is not None:
+            if type(history) is not list and (
+                    not isinstance(history, list | tuple | Sequence) or isinstance(
+                        history, str | bytes | bytearray | Mapping)):
+                raise InputError(f"history must be a list, got {type(history).__name__}")
+            if type(history) is list or type(history) is tuple:
+                recent = history[-limits.max_history:]
+            else:  # a Sequence of its own: read by index, never more than kept
+                n = len(history)
+                recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
+            n_history = normalize_history(recent, limits, budget)
+        text = request if request is not None else ""
+        if type(text) is not str:
+            if not isinstance(text, str):
+                raise InputError("request must be text")
+            text = str.__str__(text)
+        budget.left -= len(text)
+        if type(description) is not str:
+            description = description if isinstance(description, str) else ""
+            description = str.__str__(description)
+        if budget.left < 0:
+            raise InputError("inputs exceed the size bound")
+    except Exception as e:
+        return empty_call(tool, args, agent), read_error(e)
+    # ``tuple.__new__``: the named tuple's own ``__new__`` is a Python call.
+    return _tuple_new(Call, (tool, n_args, n_principal, n_history, text, description, now,
+                             agent)), None
+
+
+_tuple_new = tuple.__new__
+
+
+def read_error(e: Exception) -> str:
+    """The input error of a call whose inputs raised ``e`` while they were read."""
+    if isinstance(e, InputError):
+        return str(e)
+    if isinstance(e, RecursionError):
+        return "input nested too deeply"
+    # a hostile object: keep its type only (its text may quote data)
+    return f"inputs could not be read ({type(e).__name__})"
+
+
+def empty_call(tool: str, args: Any = None, agent: tuple[str, ...] | None = None) -> Call:
+    """The call an input error is decided on: no input is read again."""
+    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH, agent)
+
+
+def _readable_arguments(args: Any) -> dict[str, Any]:
+    """What a decision can safely hold of arguments that failed the input bounds.
+
+    Only top-level JSON scalars: the rest may be what broke the bounds (a structure
+    nested thousands deep would make every later reader of the decision recurse).
+    """
+    if type(args) is not dict:  # anything else may raise when read
+        return {}
+    out: dict[str, Any] = {}
+    left = _READABLE_BYTES
+    for k, v in args.items():
+        if type(k) is not str:
+            continue
+        left -= NODE_COST + len(k) + (len(v) if type(v) is str else NODE_COST)
+        if left < 0:  # the rest may be what broke the size bound
+            break
+        if v is None or type(v) in (str, bool) or (
+                type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
+                type(v) is float and math.isfinite(v)):
+            out[k] = v
+    return out
+
+
+_READABLE_BYTES = 64 * 1024
+"""What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""
+
+
+def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None,
+           limits: Limits, tool: str, arguments: Mapping[str, Any] | None,
+           principal: Mapping[str, Any] | None, history: Sequence[Mapping[str, Any]] | None,
+           request: str | None, description: str, now: datetime.datetime | None,
+           agent: tuple[str, ...] | None) -> Decision:
+    """``evaluate_call`` for the common case: the inputs read here, no trace, and a
     ``Candidates.plan`` (no counters, no binding selectors, no provenance).
 
-    The same steps in the same order with the same helpers, minus the branches the case
-    cannot take, and each rule's function looked up once per tool: the decision is the
-    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them). Its
-    common result, no rule fired, error or repair, allocates nothing but the meter, the
-    bindings, the arguments' copy and the record: a policy none of whose rules fired
-    takes its default action without a list of what fired.
+    Plain inputs (exact dicts, lists and texts) are read and bounded in this frame with
+    ``read_call``'s steps and charges; any other input is read by ``read_call`` itself,
+    and a call whose inputs fail is decided by ``evaluate_call`` on what was read, as
+    ``PolicySet._decide`` does (the inputs are never read a second time). Then the same
+    steps as ``evaluate_call`` in the same order with the same helpers, minus the
+    branches the case cannot take, and each rule's function looked up once per tool: the
+    decision is the one ``evaluate_call`` returns (tests/test_engine_fast_path.py and
+    tests/test_engine_decide.py compare them). Its common result, no rule fired, error or
+    repair, allocates nothing but the meter, the bindings, the arguments' copy and the
+    record: a policy none of whose rules fired takes its default action without a list of
+    what fired.
     """
+    names = candidates.names
+    if arguments is None:
+        arguments = {}
+    if type(arguments) is dict and type(description) is str and (
+            request is None or type(request) is str) and (
+            principal is None or type(principal) is dict) and (
+            history is None or type(history) is list) and (
+            now is None or type(now) is datetime.datetime) and limits.max_input_depth > 0:
+        # ``read_call``'s steps on plain data. Nothing here runs a caller's code (exact
+        # types only), so handing the arguments to ``normalize`` after the top-level look
+        # reads nothing twice that could answer differently.
+        try:
+            if "now" not in names:
+                now = _EPOCH
+            elif now is None:
+                now = datetime.datetime.now(datetime.UTC)
+            elif now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
+            # ``normalize``'s charges for a map of plain leaves: the map, its entries (before
+            # any is read), each key and text. Anything else, or over the bound, is left to
+            # ``normalize`` from the start (it raises the bound's error).
+            raw_args: Mapping[str, Any] = arguments
+            left = limits.max_input_bytes - NODE_COST - 2 * NODE_COST * len(arguments)
+            if left >= 0:
+                for k, v in arguments.items():
+                    tv = type(v)
+                    if type(k) is not str:
+                        left = -1
+                        break
+                    if tv is str:
+                        left -= len(k) + len(v)
+                    elif tv is float or tv is bool or v is None or (
+                            tv is int and _INT64[0] <= v <= _INT64[1]):
+                        left -= len(k)
+                    else:
+                        left = -1
+                        break
+            if left < 0:
+                budget = Budget(limits.max_input_bytes)
+                raw_args = normalize(arguments, limits, budget)
+                left = budget.left
+            if principal is None or "principal" not in names:
+                principal = {}
+            else:
+                budget = Budget(left)
+                principal = normalize(principal, limits, budget)
+                left = budget.left
+            if history is None or "history" not in names:
+                history = []
+            else:
+                budget = Budget(left)
+                history = normalize_history(history, limits, budget)
+                left = budget.left
+            if request is None:
+                request = ""
+            else:
+                left -= len(request)
+            if left < 0:
+                raise InputError("inputs exceed the size bound")
+        except Exception as e:
+            return evaluate_call(empty_call(tool, arguments, agent), candidates,
+                                 revision=revision, input_error=read_error(e),
+                                 known_secrets=known_secrets, max_cost=limits.max_cost)
+    else:
+        call, error = read_call(limits, tool, arguments, principal, history, request,
+                                description, now, names, agent)
+        if error is not None:
+            # Decided on what was read (the inputs are never read a second time).
+            return evaluate_call(call, candidates, revision=revision, input_error=error,
+                                 known_secrets=known_secrets, max_cost=limits.max_cost)
+        tool, raw_args, principal, history, request, description, now, agent = call
     plan = candidates.plan
     assert plan is not None
-    # One unpacking, not a named tuple's field read each (several times a local's cost).
-    tool, raw_args, principal, history, request, description, now, agent = call
-    meter = Meter(max_cost, candidates.free_patterns)
-    args: dict[str, Any] = dict(raw_args)
-    names = candidates.names
+    meter = Meter(limits.max_cost, candidates.free_patterns)
+    args = dict(raw_args)
     base = {
         "tool": {"name": tool, "description": description} if "tool" in names else None,
         "args": raw_args,
