@@ -39,6 +39,7 @@ from guardrails.engine.decision import (
     EvaluationError,
     FiredRule,
     _decision,
+    _recorded,
 )
 from guardrails.engine.policy import (
     CompiledCounter,
@@ -918,18 +919,22 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     assert plan is not None
     meter = Meter(limits.max_cost, candidates.free_patterns)
     args = dict(raw_args)
+    # The call's own copy of the arguments from the start: matching reads what the raw
+    # arguments hold (repairs, which write the copy, come after it).
     base = {
         "tool": {"name": tool, "description": description} if "tool" in names else None,
-        "args": raw_args,
+        "args": args,
         "principal": principal,
         "history": history,
         "request": Request(request) if "request" in names else None,
         "now": now,
         METER: meter,
     }
-    fired: list[FiredRule] = []
-    repairs: list[AppliedRepair] = []
-    errors: list[EvaluationError] = []
+    # What the decision records, made when something is recorded (the common decision
+    # records nothing: no list is built).
+    fired: list[FiredRule] | None = None
+    repairs: list[AppliedRepair] | None = None
+    errors: list[EvaluationError] | None = None
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
@@ -941,6 +946,7 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     policies: Sequence[CompiledPolicy] = candidates.policies
     if candidates.conditional:
         matched = []
+        errors = []
         for entry in plan:
             policy, when = entry.policy, entry.when
             if agent is not None and policy.agents and not policy.matches_agent(agent):
@@ -951,10 +957,11 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
 
     # 2. repairs
     if candidates.repairs:
-        # ``base`` itself is the repairs' bindings: matching is done, and nothing reads
-        # the raw arguments from it after this (the rules below read ``args`` too).
-        base["args"] = args
+        # ``base`` itself is the repairs' bindings: matching is done.
         base["variables"] = {}
+        if errors is None:
+            errors = []
+        repairs = []
         _repair(policies, base, args, None, _NO_TRACES, scrub, errors, repairs)
         if repairs and candidates.secret_names and any(
                 name in candidates.secret_names for r in repairs if not r.audit
@@ -965,7 +972,6 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     # bindings in turn (nothing reads a policy's bindings after its rules, and the general
     # path's per-policy copies hold the same entries).
     bindings = base
-    bindings["args"] = args
     effect = _ALLOW
     for entry in matched:
         bindings["params"] = entry.params
@@ -981,6 +987,10 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
         if hits is None:
             result = entry.default  # nothing fired or failed: the common case
         else:
+            if fired is None:
+                fired = []
+            if errors is None:
+                errors = []
             acted: list[Action] = []
             clean = known_secrets is None and candidates.clean
             if hits is _NOT_FUSED:
@@ -997,13 +1007,18 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     bindings["variables"] = _NO_VARIABLES
 
     if meter.left < 0:
+        if errors is None:
+            errors = []
         effect = _over_cost(policies, errors, effect)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(tool, effect, MappingProxyType(args), fired, repairs, errors,
-                     candidates.policy_names if len(policies) == len(plan)
-                     else tuple([p.name for p in policies]), revision,
-                     candidates.secret_names, scrub, ())
+    decision = _decision(tool, effect, MappingProxyType(args),
+                         candidates.policy_names if len(policies) == len(plan)
+                         else tuple([p.name for p in policies]), revision,
+                         candidates.secret_names, scrub)
+    if errors is None and fired is None and repairs is None:
+        return decision
+    return _recorded(decision, fired, repairs, errors, ())
 
 
 _NOT_FUSED: list[Hit] = []
@@ -1599,5 +1614,5 @@ def _record(
              else tuple([p.name for p in matched]))
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors, names,
-                     revision, secret_names, scrub, reservations)
+    return _recorded(_decision(call.tool, effect, MappingProxyType(args), names, revision,
+                               secret_names, scrub), fired, repairs, errors, reservations)
