@@ -1,5 +1,7 @@
 """``evaluate.decide`` reads a call's inputs itself (plain data in its own frame,
-anything else through ``read_call``) and decides exactly as the general path does.
+anything else through ``read_call``), and a tool's generated short path
+(``evaluate.short_path``, taken by ``PolicySet.evaluate``) runs ``decide``'s steps for its
+plan in one function; both decide exactly as the general path does.
 
 The short path bounds plain arguments with its own top-level look and hands everything
 else to the general walkers; these tests aim at where the two could part: inputs exactly
@@ -24,12 +26,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import guardrails
-from guardrails.engine.evaluate import read_call
+from guardrails.engine.evaluate import SHORT_MAX_POLICIES, decide, read_call
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import Limits
 from tests.test_engine_fast_path import (
+    ACTIONS,
+    CONDITIONS,
+    MESSAGES,
+    VALUES,
     OddMapping,
     _load,
+    _q,
     both,
     calls,
     policy_sets,
@@ -240,3 +247,128 @@ def test_decide_reads_plain_inputs_and_refuses_the_rest_as_the_general_path(
     flat = _at(ps, max_input_depth=0)
     decision = _same(flat, {"tool": "t", "args": {}})
     assert [e.message for e in decision.errors] == ["input nested deeper than 0 levels"]
+
+
+# --- the generated short path ------------------------------------------------------
+
+
+@st.composite
+def simple_policy(draw: st.DrawFn, index: int) -> str:
+    """A policy whose tool's plan has a generated short path (no ``match.when``, agent
+    selector or repairs): variables, params, secrets, redact patterns, audit mode, both
+    failure policies, rules that fire, fail and return non-bools, message expressions."""
+    lines = ["apiVersion: guardrails/v1", "kind: ToolPolicy",
+             f"metadata: {{name: s{index}}}", "spec:",
+             f"  mode: {draw(st.sampled_from(['enforce', 'enforce', 'audit']))}",
+             f"  failurePolicy: {draw(st.sampled_from(['Fail', 'Ignore']))}",
+             f"  defaultAction: {draw(st.sampled_from(['allow', 'allow', 'deny']))}",
+             f"  match: {{tools: [{draw(st.sampled_from(['t', 't*']))}]}}",
+             "  params: {limit: 4, known: [x, y, sX]}"]
+    if draw(st.booleans()):
+        lines += ["  variables:",
+                  f"    - {{name: v1, expression: {_q(draw(st.sampled_from(VALUES)))}}}",
+                  f"    - {{name: v2, expression: {_q(draw(st.sampled_from(VALUES)))}}}"]
+    if draw(st.integers(0, 2)) == 0:
+        lines.append("  secrets: {arguments: [secret]}")
+    if draw(st.integers(0, 2)) == 0:
+        lines.append("  redact: [{name: digits, regex: '[0-9]{3}'}]")
+    lines.append("  rules:")
+    conditions = [c for c in CONDITIONS if "variables" not in c] if not any(
+        "variables:" in line for line in lines) else CONDITIONS
+    for i in range(draw(st.integers(1, 5))):
+        lines += [f"    - name: rule{i}", f"      when: {_q(draw(st.sampled_from(conditions)))}",
+                  f"      action: {draw(st.sampled_from(ACTIONS))}"]
+        if draw(st.booleans()):
+            lines.append("      message: 'static 3141 s3cret-value'")
+        if draw(st.integers(0, 2)) == 0 and "variables:" in "".join(lines):
+            lines.append(f"      messageExpression: {_q(draw(st.sampled_from(MESSAGES)))}")
+        elif draw(st.integers(0, 3)) == 0:
+            lines.append(f"      messageExpression: {_q(MESSAGES[0])}")
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def simple_sets(draw: st.DrawFn) -> str:
+    return "---\n".join(draw(simple_policy(i)) for i in range(draw(st.integers(1, 3))))
+
+
+def _three(ps: guardrails.PolicySet, call: dict[str, Any]) -> None:
+    """The generated short path (``evaluate``), ``decide`` itself and the general path."""
+    fast, general = both(ps, call)
+    assert record(fast) == record(general)
+    kw = dict(call)
+    tool, args = kw.pop("tool"), kw.pop("args")
+    candidates = ps._candidates(tool)
+    if candidates.plan is None:
+        return
+    from guardrails.engine.policyset import _agent_names
+
+    agent = kw.get("agent")
+    direct = decide(candidates, ps._revision, kw.get("known_secrets"), ps._limits, tool, args,
+                    kw.get("principal"), kw.get("history"), kw.get("request"),
+                    kw.get("description", ""), kw.get("now"),
+                    None if agent is None else _agent_names(agent))
+    assert record(direct) == record(general)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
+@given(text=simple_sets(), call_list=st.lists(st.one_of(calls(), plain_calls()), min_size=1,
+                                              max_size=4),
+       max_cost=st.sampled_from([3_000_000, 3_000_000, 400, 120, 60, 0]),
+       max_bytes=st.sampled_from([1_000_000, 1_000_000, 1_000, 250]))
+def test_the_generated_short_path_decides_as_decide_and_the_general_path(
+        backend: str, text: str, call_list: list[dict[str, Any]], max_cost: int,
+        max_bytes: int) -> None:
+    try:
+        ps = _load(text, backend, Limits(max_cost=max_cost, max_input_bytes=max_bytes))
+    except guardrails.PolicyError:
+        assume(False)
+        raise
+    if backend == "compiled":
+        assert ps._candidates("t").short is not None  # what is compared is the generated path
+    for call in call_list:
+        _three(ps, call)
+
+
+def test_which_plans_have_a_generated_short_path() -> None:
+    """Generated for plans without conditions or repairs, every policy fused, at most
+    ``SHORT_MAX_POLICIES``; otherwise ``decide`` runs (and a closures plan has none)."""
+    ps = _load(READS_ARGS, "compiled", Limits())
+    assert ps._candidates("t").short is not None
+    assert _load(READS_ARGS, "closures", Limits())._candidates("t").short is None
+    conditional = READS_ARGS.replace("tools: [t]}", "tools: [t], when: 'has(args.b)'}")
+    assert _load(conditional, "compiled", Limits())._candidates("t").short is None
+    repaired = READS_ARGS.replace("  rules:", "  repairs:\n    - {name: r, set: {a: '1'}}\n"
+                                  "  rules:")
+    assert _load(repaired, "compiled", Limits())._candidates("t").short is None
+    many = "---\n".join(READS_ARGS.replace("name: args}", f"name: a{i}}}")
+                        for i in range(SHORT_MAX_POLICIES + 1))
+    big = _load(many, "compiled", Limits())
+    assert big._candidates("t").short is None
+    assert _load("---\n".join(many.split("---\n")[1:]), "compiled",
+                 Limits())._candidates("t").short is not None
+    for text in (READS_ARGS, conditional, repaired, many):
+        for backend in BACKENDS:
+            ps = _load(text, backend, Limits())
+            for args in ({"a": 1}, {"b": 2}, {"a": {"deep": [1]}}, {3: 1}, None):
+                _three(ps, {"tool": "t", "args": args})
+
+
+def test_a_generated_short_path_is_readable_python_shared_by_shape() -> None:
+    """One template per shape (its constants are the defaults), plain Python source."""
+    import inspect
+
+    from guardrails.engine import evaluate
+
+    a = _load(READS_ARGS, "compiled", Limits())._candidates("t").short
+    b = _load(READS_ARGS.replace("has(args.a)", "args.b == 3"), "compiled",
+              Limits())._candidates("t").short
+    assert a is not None and b is not None and a is not b
+    assert a.__code__ is b.__code__  # the same shape: one compile
+    source = next(s for s, f in evaluate._SHORT_FACTORIES.items()
+                  if f.__code__.co_consts and a.__code__ in f.__code__.co_consts)
+    assert "def _short(" in source and "has(args.a)" not in source
+    assert "_F0(b, meter, 0)" in source and inspect.isfunction(a)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from guardrails.engine.counters import (
     CounterRequest,
@@ -563,6 +563,10 @@ class Candidates:
     nothing (``limits.pattern_charge``: it is the policy's own, not the call's)."""
     _shared_scrubber: tuple[Scrubber | None, Scrubber | None] | None = field(
         init=False, default=None, repr=False, compare=False)
+    short: ClassVar[ShortPath | None] = None
+    """The tool's short path as one generated function (``short_path``), when its plan
+    has one; set on the instance, not a field (two builds of one tool's candidates are
+    equal, their functions are two objects)."""
 
     def __post_init__(self) -> None:
         ps = self.policies
@@ -594,6 +598,8 @@ class Candidates:
             # ``scrubber``'s shared one for calls without known secrets, built now (at load,
             # for the tools ``PolicySet`` prepares): there is nothing of theirs to copy.
             object.__setattr__(self, "_shared_scrubber", (None, Scrubber((), self.redact)))
+        if plan is not None:
+            object.__setattr__(self, "short", short_path(self))
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
                  args: Mapping[str, Any]) -> Scrubber:
@@ -1019,6 +1025,170 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     if errors is None and fired is None and repairs is None:
         return decision
     return _recorded(decision, fired, repairs, errors, ())
+
+
+ShortPath = Callable[..., Decision]
+"""A tool's generated short path: ``decide``'s arguments but the candidates."""
+
+SHORT_MAX_POLICIES = 8
+"""Candidates a generated short path runs at most (its code grows with them)."""
+_SHORT_FACTORIES: dict[str, Callable[..., ShortPath]] = {}
+"""Compiled short-path templates by source: tools of one shape share one compile."""
+_SHORT_FACTORIES_MAX = 256
+
+
+def short_path(candidates: Candidates) -> ShortPath | None:
+    """``decide`` for one tool's plan as one generated function, or None.
+
+    ``decide`` asks of every call what the plan already answers: which inputs its policies
+    read, whether they have variables, enforce, have secrets; it loops over the plan and
+    looks each entry's fields up. For a plan without ``match`` conditions, agent
+    selectors or repairs, whose every policy has a fused function (at most
+    ``SHORT_MAX_POLICIES``), this generates the steps ``decide`` takes for it, unrolled,
+    with the answers and the entries' fields as the function's defaults (locals of one
+    frame). It reads only arguments that are an exact dict of plain leaves (strings,
+    finite-width numbers, booleans, null) within the size bound, and a plain text
+    request, with ``decide``'s charges, and nothing that runs a caller's code; any other
+    call (an input the plan reads given, nested or over-bound arguments, another type)
+    goes to ``decide`` whole, which reads and decides it. The decision is the one
+    ``decide`` returns (tests/test_engine_decide.py compares them, and every differential
+    test of ``PolicySet.evaluate`` runs it)."""
+    plan = candidates.plan
+    if plan is None or candidates.conditional or candidates.repairs or not (
+            0 < len(plan) <= SHORT_MAX_POLICIES) or any(e.fused is None for e in plan):
+        return None
+    names = candidates.names
+    source = _short_source(tuple(e.programs is not None for e in plan),
+                           tuple(e.enforce for e in plan), "tool" in names,
+                           "request" in names, "now" in names, "principal" in names,
+                           "history" in names, bool(candidates.secret_names), candidates.clean)
+    factory = _SHORT_FACTORIES.get(source)
+    if factory is None:
+        namespace: dict[str, Any] = dict(_SHORT_GLOBALS)
+        exec(compile(source, "<short path>", "exec"), namespace)
+        factory = namespace["_make"]
+        if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
+            _SHORT_FACTORIES.clear()
+        _SHORT_FACTORIES[source] = factory
+    constants: list[Any] = [candidates]
+    for e in plan:
+        constants += [e, e.fused, e.params, e.default]
+        if e.programs is not None:
+            constants.append(e.programs)
+    return factory(*constants)
+
+
+def _short_source(variables: tuple[bool, ...], enforce: tuple[bool, ...], tool: bool,
+                  request: bool, now: bool, principal: bool, history: bool, secret: bool,
+                  clean: bool) -> str:
+    """The source of a short path (``short_path``): ``decide``'s steps for a plan of
+    ``len(variables)`` policies, which of them have variables and enforce, and which
+    inputs the policies read."""
+    consts = ["_C"]
+    for i, has_variables in enumerate(variables):
+        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}"]
+        if has_variables:
+            consts.append(f"_V{i}")
+    whole = ("_decide(_C, revision, known_secrets, limits, tool, arguments, principal, "
+             "history, request, description, now, agent)")
+    refused = ["type(arguments) is not dict", "type(description) is not str",
+               "limits.max_input_depth <= 0"]
+    refused += ["principal is not None"] if principal else []
+    refused += ["history is not None"] if history else []
+    refused += ["now is not None"] if now else []
+    lines = [
+        f"def _make({', '.join(consts)}):",
+        "    def _short(revision, known_secrets, limits, tool, arguments, principal, history,",
+        "               request, description, now, agent, "
+        + ", ".join(f"{c}={c}" for c in consts) + "):",
+        "        if arguments is None:",
+        "            arguments = {}",
+        f"        if {' or '.join(refused)}:",
+        f"            return {whole}",
+        "        left = limits.max_input_bytes - _NODE_COST - 2 * _NODE_COST * len(arguments)",
+        "        if request is None:",
+        "            request = ''",
+        "        elif type(request) is str:",
+        "            left -= len(request)",
+        "        else:",
+        f"            return {whole}",
+        "        if left >= 0:",
+        "            for k, v in arguments.items():",
+        "                tv = type(v)",
+        "                if type(k) is not str:",
+        "                    left = -1",
+        "                    break",
+        "                if tv is str:",
+        "                    left -= len(k) + len(v)",
+        "                elif tv is float or tv is bool or v is None or (",
+        "                        tv is int and _INT64[0] <= v <= _INT64[1]):",
+        "                    left -= len(k)",
+        "                else:",
+        "                    left = -1",
+        "                    break",
+        "        if left < 0:",
+        f"            return {whole}",
+        "        meter = _Meter(limits.max_cost, _C.free_patterns)",
+        "        args = dict(arguments)",
+        "        b = {",
+        "            'tool': " + ("{'name': tool, 'description': description}," if tool
+                              else "None,"),
+        "            'args': args,",
+        "            'principal': {},",
+        "            'history': [],",
+        "            'request': " + ("_Request(request)," if request else "None,"),
+        "            'now': " + ("_now(_UTC)," if now else "_EPOCH,"),
+        "            _METER: meter,",
+        "        }",
+        "        fired = errors = None",
+    ]
+    if secret:
+        lines.append("        scrub = _C.scrubber(known_secrets, arguments, args)")
+    else:
+        lines += ["        shared = _C._shared_scrubber",
+                  "        scrub = shared[1] if shared is not None and shared[0] is "
+                  "known_secrets else None",
+                  "        if scrub is None:",
+                  "            scrub = _C.scrubber(known_secrets, arguments, args)"]
+    lines.append("        effect = _ALLOW")
+    for i, has_variables in enumerate(variables):
+        lines.append(f"        b['params'] = _P{i}")
+        if has_variables:
+            lines += [f"        variables = _Variables(_V{i})", "        variables.bindings = b",
+                      "        b['variables'] = variables"]
+        else:
+            lines.append("        b['variables'] = _NO_VARIABLES")
+        lines += [f"        hits = _F{i}(b, meter, 0)",
+                  "        if hits is None:",
+                  f"            result = _D{i}",
+                  "        else:",
+                  "            if fired is None:",
+                  "                fired = []",
+                  "            if errors is None:",
+                  "                errors = []",
+                  "            acted = []",
+                  f"            _fused_hits(_E{i}, hits, known_secrets is None and {clean}, b, "
+                  "meter, scrub, errors, fired, acted)",
+                  f"            result = _policy_effect(acted, _D{i})"]
+        if enforce[i]:
+            lines += ["        if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:",
+                      "            effect = result"]
+    if any(variables):
+        lines.append("        b['variables'] = _NO_VARIABLES  # the cycle (see decide)")
+    lines += [
+        "        if meter.left < 0:",
+        "            if errors is None:",
+        "                errors = []",
+        "            effect = _over_cost(_C.policies, errors, effect)",
+        "        decision = _decision(tool, effect, _MappingProxyType(args), _C.policy_names,",
+        "                             revision, _C.secret_names, scrub)",
+        "        if errors is None and fired is None:",
+        "            return decision",
+        "        return _recorded(decision, fired, None, errors, ())",
+        "    return _short",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 _NOT_FUSED: list[Hit] = []
@@ -1616,3 +1786,14 @@ def _record(
     # of it needs no second copy.
     return _recorded(_decision(call.tool, effect, MappingProxyType(args), names, revision,
                                secret_names, scrub), fired, repairs, errors, reservations)
+
+
+_SHORT_GLOBALS: dict[str, Any] = {
+    "_decide": decide, "_NODE_COST": NODE_COST, "_INT64": _INT64, "_Meter": Meter,
+    "_Request": Request, "_now": datetime.datetime.now, "_UTC": datetime.UTC,
+    "_EPOCH": _EPOCH, "_METER": METER, "_ALLOW": _ALLOW, "_Variables": Variables,
+    "_NO_VARIABLES": _NO_VARIABLES, "_fused_hits": _fused_hits,
+    "_policy_effect": _policy_effect, "_SEVERITY": _SEVERITY, "_over_cost": _over_cost,
+    "_decision": _decision, "_recorded": _recorded, "_MappingProxyType": MappingProxyType,
+}
+"""The names a generated short path reads besides its defaults: ``decide``'s helpers."""

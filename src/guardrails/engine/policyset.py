@@ -169,6 +169,11 @@ class PolicySet:
             if candidates is None:
                 candidates = self._candidates(tool, aliases)
             if candidates.plan is not None:
+                short = candidates.short
+                if short is not None:  # the plan as one generated function
+                    return short(self._revision, known_secrets, self._limits, tool, args,
+                                 principal, history, request, description, now,
+                                 None if agent is None else _agent_names(agent))
                 return decide(candidates, self._revision, known_secrets, self._limits, tool,
                               args, principal, history, request, description, now,
                               None if agent is None else _agent_names(agent))
