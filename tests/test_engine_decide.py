@@ -45,6 +45,18 @@ from tests.test_engine_fast_path import (
 
 BACKENDS = ("compiled", "closures")
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_shape_compiled() -> Any:
+    """Short paths of every shape these tests generate (a process compiles at most
+    ``_SHORT_FACTORIES_MAX``, then runs ``decide``: see the last test)."""
+    from guardrails.engine import evaluate
+
+    was = evaluate._SHORT_FACTORIES_MAX
+    evaluate._SHORT_FACTORIES_MAX = 10**6
+    yield
+    evaluate._SHORT_FACTORIES_MAX = was
+
 _INT64_MAX = 2**63 - 1
 
 
@@ -372,3 +384,19 @@ def test_a_generated_short_path_is_readable_python_shared_by_shape() -> None:
                   if f.__code__.co_consts and a.__code__ in f.__code__.co_consts)
     assert "def _short(" in source and "has(args.a)" not in source
     assert "_F0(b, meter, 0)" in source and inspect.isfunction(a)
+
+
+def test_past_the_bound_of_shapes_a_plan_runs_decide() -> None:
+    from guardrails.engine import evaluate
+
+    was = evaluate._SHORT_FACTORIES_MAX
+    evaluate._SHORT_FACTORIES_MAX = len(evaluate._SHORT_FACTORIES)
+    try:
+        text = READS_ARGS.replace("has(args.a)", 'has(args.a) && request.text == "q"')
+        text = "---\n".join(text.replace("name: args}", f"name: a{i}}}") for i in range(7))
+        ps = _load(text, "compiled", Limits())
+        assert ps._candidates("t").plan is not None and ps._candidates("t").short is None
+        for args in ({"a": 1}, {"b": 1}):
+            _three(ps, {"tool": "t", "args": args, "request": "q"})
+    finally:
+        evaluate._SHORT_FACTORIES_MAX = was

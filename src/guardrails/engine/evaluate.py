@@ -1034,7 +1034,9 @@ SHORT_MAX_POLICIES = 8
 """Candidates a generated short path runs at most (its code grows with them)."""
 _SHORT_FACTORIES: dict[str, Callable[..., ShortPath]] = {}
 """Compiled short-path templates by source: tools of one shape share one compile."""
-_SHORT_FACTORIES_MAX = 256
+_SHORT_FACTORIES_MAX = 64
+"""Shapes compiled at most, per process (a compile costs about 0.5 ms): a plan of yet
+another shape runs ``decide``, so no load, however many shapes it holds, compiles more."""
 
 
 def short_path(candidates: Candidates) -> ShortPath | None:
@@ -1058,35 +1060,35 @@ def short_path(candidates: Candidates) -> ShortPath | None:
             0 < len(plan) <= SHORT_MAX_POLICIES) or any(e.fused is None for e in plan):
         return None
     names = candidates.names
-    source = _short_source(tuple(e.programs is not None for e in plan),
-                           tuple(e.enforce for e in plan), "tool" in names,
+    source = _short_source(tuple(e.programs is not None for e in plan), "tool" in names,
                            "request" in names, "now" in names, "principal" in names,
-                           "history" in names, bool(candidates.secret_names), candidates.clean)
+                           "history" in names, bool(candidates.secret_names))
     factory = _SHORT_FACTORIES.get(source)
     if factory is None:
+        if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
+            return None
         namespace: dict[str, Any] = dict(_SHORT_GLOBALS)
         exec(compile(source, "<short path>", "exec"), namespace)
         factory = namespace["_make"]
-        if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
-            _SHORT_FACTORIES.clear()
         _SHORT_FACTORIES[source] = factory
-    constants: list[Any] = [candidates]
+    constants: list[Any] = [candidates, candidates.clean]
     for e in plan:
-        constants += [e, e.fused, e.params, e.default]
+        constants += [e, e.fused, e.params, e.default, e.enforce]
         if e.programs is not None:
             constants.append(e.programs)
     return factory(*constants)
 
 
-def _short_source(variables: tuple[bool, ...], enforce: tuple[bool, ...], tool: bool,
-                  request: bool, now: bool, principal: bool, history: bool, secret: bool,
-                  clean: bool) -> str:
+def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: bool,
+                  principal: bool, history: bool, secret: bool) -> str:
     """The source of a short path (``short_path``): ``decide``'s steps for a plan of
-    ``len(variables)`` policies, which of them have variables and enforce, and which
-    inputs the policies read."""
-    consts = ["_C"]
+    ``len(variables)`` policies, which of them have variables, which inputs the policies
+    read and whether they have secret arguments. Everything else is a default: the
+    candidates ``_C`` and whether they are clean, and per policy its entry, fused
+    function, params, default action, whether it enforces, and its variables."""
+    consts = ["_C", "_CLEAN"]
     for i, has_variables in enumerate(variables):
-        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}"]
+        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}"]
         if has_variables:
             consts.append(f"_V{i}")
     whole = ("_decide(_C, revision, known_secrets, limits, tool, arguments, principal, "
@@ -1167,12 +1169,12 @@ def _short_source(variables: tuple[bool, ...], enforce: tuple[bool, ...], tool: 
                   "            if errors is None:",
                   "                errors = []",
                   "            acted = []",
-                  f"            _fused_hits(_E{i}, hits, known_secrets is None and {clean}, b, "
+                  f"            _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, b, "
                   "meter, scrub, errors, fired, acted)",
-                  f"            result = _policy_effect(acted, _D{i})"]
-        if enforce[i]:
-            lines += ["        if result is not effect and _SEVERITY[result] > _SEVERITY[effect]:",
-                      "            effect = result"]
+                  f"            result = _policy_effect(acted, _D{i})",
+                  f"        if _N{i} and result is not effect and "
+                  "_SEVERITY[result] > _SEVERITY[effect]:",
+                  "            effect = result"]
     if any(variables):
         lines.append("        b['variables'] = _NO_VARIABLES  # the cycle (see decide)")
     lines += [
