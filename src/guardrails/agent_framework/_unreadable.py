@@ -216,6 +216,18 @@ def _parsed_unreadable(arguments: Any, depth: int) -> str | None:
         return "object"
 
 
+def _flat(arguments: Any) -> bool:
+    """Whether parsed arguments are an exact ``dict`` of scalars (JSON leaves): the usual
+    call. Such a mapping nests one level and cannot contain itself, so on any stack with
+    room for one level the framework reads it (``_parsed_unreadable`` finds nothing)."""
+    if type(arguments) is not dict:
+        return False
+    for value in arguments.values():  # noqa: SIM110 - a loop, not all(): no generator
+        if type(value) not in _LEAVES:
+            return False
+    return True
+
+
 def _repair(response: ChatResponse) -> ChatResponse:
     depth: int | None = None
     for item in response.messages:
@@ -224,6 +236,10 @@ def _repair(response: ChatResponse) -> ChatResponse:
                 continue
             if isinstance(content.arguments, str):
                 reason = unreadable(content.arguments)  # (its own check of the stack)
+            elif _flat(content.arguments) and not _beyond_parse_depth(1):
+                # One level on a stack with room for it: what ``_parsed_unreadable`` says
+                # at any depth of at least 1, without walking the stack (``parse_depth``).
+                reason = None
             else:
                 if depth is None:
                     depth = parse_depth()
