@@ -43,6 +43,10 @@ variant in one position some 50 µs slower, whatever it was, which inflated the 
 and the telemetry figure) so drift hits them alike; the
 figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
+``--steps`` instead times every step of the guard's own code inside real guarded runs
+(default telemetry): each function's own time (what it calls that is timed too, and what the
+middleware call next, left out; the timer's own cost taken off), median per run, with calls
+per run: the list of what the guard runs per call and per run, and what each costs.
 """
 
 from __future__ import annotations
@@ -50,8 +54,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import importlib.util
+import inspect
 import io
 import pstats
 import random
@@ -474,6 +480,170 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         print(f"  {name:58} {value:8.1f} µs")
 
 
+class _Steps:
+    """Each timed step's own time in one run: inclusive time minus the timed steps inside it
+    (and the middleware's ``call_next``) minus the timer's own cost for each of those."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, list[int]] = {}  # name -> [ns this run, calls this run]
+        self._children: list[list[int]] = []  # per open step: [inner ns, inner steps]
+        self.overhead = 0
+
+    def _close(self, name: str, elapsed: int, counted: bool = True) -> None:
+        inner, steps = self._children.pop()
+        if counted:
+            entry = self.own.setdefault(name, [0, 0])
+            entry[0] += elapsed - inner - steps * self.overhead
+            entry[1] += 1
+        if self._children:
+            self._children[-1][0] += elapsed
+            self._children[-1][1] += 1
+
+    def wrap(self, name: str, fn: Callable[..., Any], *, counted: bool = True) -> Any:
+        clock = time.perf_counter_ns
+        if inspect.iscoroutinefunction(fn):
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                self._children.append([0, 0])
+                start = clock()
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    self._close(name, clock() - start, counted)
+            return functools.wraps(fn)(timed_async)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._children.append([0, 0])
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._close(name, clock() - start, counted)
+        return functools.wraps(fn)(timed)
+
+    def calibrate(self) -> None:
+        """The time one timed call adds to its caller, beyond the call itself."""
+        def bare() -> None:
+            pass
+
+        timed = self.wrap("calibration", bare)
+        rounds: list[float] = []
+        for _ in range(15):
+            self._children.append([0, 0])
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                timed()
+            with_timer = time.perf_counter_ns() - start
+            self._children.pop()
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                bare()
+            rounds.append((with_timer - (time.perf_counter_ns() - start)) / 2000)
+        self.overhead = int(statistics.median(rounds))
+        self.own.clear()
+
+
+_STEP_MODULES = {
+    # module (as the guard's code looks the name up) -> functions timed there
+    "guardrails.agent_framework._function": (
+        "as_mapping", "json_view", "same_json", "apply_repairs", "history_of", "plain_entry",
+        "record", "redacted", "set_result", "tool_aliases", "plain_result", "scrub_result",
+        "scrub_host_payload", "unreadable_message", "session_state", "stored_request",
+        "approval_id_for", "is_approved_response"),
+    "guardrails.agent_framework._private": (
+        "prepared_arguments", "prepare_arguments", "record_argument_snapshot",
+        "validated_as_they_are", "_with_defaults"),
+    "guardrails.agent_framework._boundary": (
+        "run_request", "agent_names", "run_mcp_tools", "_set_mcp_tools"),
+    "guardrails.agent_framework._unreadable": ("_repair",),
+}
+_STEP_METHODS = {
+    "guardrails.agent_framework._function:GuardFunctionMiddleware": (
+        "process", "_plan", "_settle", "_validate", "_act", "_run_tool", "_call_tool",
+        "_running", "_injections", "_scrubber", "_record", "trusted", "_memory_for",
+        "_injects_of"),
+    "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
+    "guardrails.agent_framework._unreadable:GuardChatMiddleware": ("process",),
+    "guardrails.telemetry:GuardTelemetry": (
+        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled"),
+    "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
+                                      "mark_call_id_clean"),
+    "guardrails.telemetry:_QuietCall": ("__enter__", "__exit__"),
+    "guardrails.engine.policyset:PolicySet": ("evaluate", "input_error", "counts"),
+}
+_NEXT_OF = ("guardrails.agent_framework._function:GuardFunctionMiddleware",
+            "guardrails.agent_framework._boundary:GuardRunMiddleware",
+            "guardrails.agent_framework._unreadable:GuardChatMiddleware")
+
+
+@contextmanager
+def _stepped(steps: _Steps) -> Iterator[None]:
+    """Every step in ``_STEP_MODULES`` and ``_STEP_METHODS`` timed while inside; each
+    middleware's ``call_next`` timed as a step of its own that is not listed."""
+    undo: list[tuple[Any, str, Any]] = []
+
+    def swap(owner: Any, name: str, value: Any) -> None:
+        undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
+                     else getattr(owner, name)))
+        setattr(owner, name, value)
+
+    for module_name, names in _STEP_MODULES.items():
+        module = sys.modules[module_name]
+        for name in names:
+            swap(module, name, steps.wrap(f"{module_name.rsplit('.', 1)[1]}.{name}",
+                                          getattr(module, name)))
+    for where, names in _STEP_METHODS.items():
+        module_name, class_name = where.split(":")
+        cls = getattr(sys.modules[module_name], class_name)
+        for name in names:
+            raw = cls.__dict__[name]
+            label = f"{class_name}.{name}"
+            if isinstance(raw, staticmethod):
+                swap(cls, name, staticmethod(steps.wrap(label, raw.__func__)))
+            elif name == "process" and where in _NEXT_OF:
+                swap(cls, name, steps.wrap(label, _with_timed_next(steps, raw)))
+            else:
+                swap(cls, name, steps.wrap(label, raw))
+    try:
+        yield
+    finally:
+        for owner, name, value in reversed(undo):
+            setattr(owner, name, value)
+
+
+def _with_timed_next(steps: _Steps, process: Any) -> Any:
+    async def timed_process(self: Any, context: Any, call_next: Any) -> None:
+        await process(self, context, steps.wrap("call_next", call_next, counted=False))
+    return timed_process
+
+
+async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int) -> None:
+    """The guard's own steps, each timed inside real guarded runs (default telemetry)."""
+    steps = _Steps()
+    steps.calibrate()
+    with _stepped(steps):
+        agent, client = _agent(guard(policies, principal=PRINCIPAL))
+        await _check("stepped guard", agent, client)
+        per_run: dict[str, list[tuple[float, int]]] = {}
+        gc.collect()
+        for i in range(warmup + runs):
+            steps.own.clear()
+            await agent.run(REQUEST)
+            client.received.clear()
+            if i >= warmup:
+                for name, (ns, calls) in steps.own.items():
+                    per_run.setdefault(name, []).append((ns / 1000, calls))
+    rows = sorted(((statistics.median(t for t, _ in values), name,
+                    statistics.median(c for _, c in values))
+                   for name, values in per_run.items()), reverse=True)
+    engine = {"PolicySet.evaluate"}
+    own = sum(t for t, name, _ in rows if name not in engine)
+    print(f"the guard's steps, own time (median per run of {runs}; the timer's {steps.overhead} ns "
+          "a timed call taken off its caller):")
+    for t, name, calls in rows:
+        print(f"  {name:46} {t:7.2f} µs  x{calls:g}")
+    print(f"  {'sum, the engine (PolicySet.evaluate) left out':46} {own:7.2f} µs")
+
+
 async def main_async(opts: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="guardrails-agent-bench-") as tmp:
         full, only = _load(Path(tmp))
@@ -496,6 +666,9 @@ async def main_async(opts: argparse.Namespace) -> None:
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
     }
+    if opts.steps:
+        await _step_costs(full, opts.runs, opts.warmup)
+        return
     samples = await _bench(variants, opts.runs, opts.warmup)
     base = statistics.median(samples["unguarded"])
     print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved "
@@ -525,6 +698,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="cProfile the guarded variant")
     ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
+    ap.add_argument("--steps", action="store_true",
+                    help="time each step of the guard's own code instead (see the docstring)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time runs by wall clock or by the process's CPU time")
     opts = ap.parse_args()
