@@ -142,7 +142,10 @@ def message(arguments: Any) -> str | None:
     """The model's explanation for a call whose arguments are the marker, else None.
 
     Fixed texts only: a forged marker's own value is never quoted back."""
-    if not isinstance(arguments, Mapping) or MARKER not in arguments:
+    if type(arguments) is dict:  # the usual call: no ABC check
+        if MARKER not in arguments:
+            return None
+    elif not isinstance(arguments, Mapping) or MARKER not in arguments:
         return None
     reason = arguments.get(MARKER)
     if reason == "depth":
