@@ -85,7 +85,9 @@ from guardrails.agent_framework._secrets import (
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.agent_framework._unreadable import UnreadableArguments
+from guardrails.agent_framework._unreadable import marker as unreadable_marker
 from guardrails.agent_framework._unreadable import message as unreadable_message
+from guardrails.agent_framework._unreadable import replaced as replaced_arguments
 from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.engine.policy import SecretRef
@@ -326,6 +328,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         call_id = raw_call_id if isinstance(raw_call_id, str) else None
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             unreadable = unreadable_message(context.arguments)
+            if unreadable is None and run is not None and run.unreadable:
+                # Replaced by the chat middleware, and the marker dropped by the framework's
+                # validation (a tool whose every parameter has a default): denied all the same.
+                reason = replaced_arguments(run, call_id)
+                if reason is not None:
+                    unreadable = unreadable_message(unreadable_marker(reason))
             if unreadable is not None:
                 # GuardChatMiddleware replaced text the framework's parser cannot read: an
                 # input error, decided before anything reads the arguments.

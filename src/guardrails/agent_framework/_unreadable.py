@@ -27,8 +27,10 @@ from typing import Any
 
 from agent_framework import ChatContext, ChatMiddleware, ChatResponse
 
+from guardrails.agent_framework._state import RUN, RunState
+
 __all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments", "marker",
-           "message", "unreadable"]
+           "message", "replaced", "unreadable"]
 
 PARSE_DEPTH = 200
 """Nesting the guard lets through to the framework's parser: well under the ~990 levels where
@@ -231,6 +233,26 @@ def _flat(arguments: Any) -> bool:
     return True
 
 
+def _note(call_id: Any, reason: str) -> None:
+    """Tell the run's function middleware that this call's arguments were replaced: the
+    marker itself may not reach it (see ``RunState.unreadable``). Outside a guarded run
+    (no run boundary) only the marker tells."""
+    run = RUN.get()
+    if run is None or not isinstance(call_id, str):
+        return
+    if run.unreadable is None:
+        run.unreadable = {}
+    run.unreadable.setdefault(call_id, reason)
+
+
+def replaced(run: RunState | None, call_id: str | None) -> str | None:
+    """The marker's reason when the chat middleware replaced this call's arguments in
+    this run, else None."""
+    if run is None or run.unreadable is None or call_id is None:
+        return None
+    return run.unreadable.get(call_id)
+
+
 def _repair(response: ChatResponse) -> ChatResponse:
     depth: int | None = None
     for item in response.messages:
@@ -249,6 +271,7 @@ def _repair(response: ChatResponse) -> ChatResponse:
                 reason = _parsed_unreadable(content.arguments, depth)
             if reason is not None:
                 content.arguments = marker(reason)
+                _note(content.call_id, reason)
     return response
 
 
