@@ -393,6 +393,14 @@ class _TimedFunctionGuard(GuardFunctionMiddleware):
             lambda nxt: super(_TimedFunctionGuard, self).process(context, nxt), call_next)
 
 
+class _TimedChatGuard(GuardChatMiddleware):
+    watch = _TimedRunGuard.watch
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await self.watch.around(
+            lambda nxt: super(_TimedChatGuard, self).process(context, nxt), call_next)
+
+
 EVALUATE = "PolicySet.evaluate() (engine)"
 REDACT = "PolicySet.redact() (engine)"
 SNAPSHOT = "snapshot token, the guard's (framework code)"
@@ -431,7 +439,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     """Where a guarded run's extra time goes, per run (medians).
 
     Framework dispatch and telemetry: differences of the medians above. The rest is timed
-    inside real guarded runs (telemetry off): the time spent in the guard's two middleware,
+    inside real guarded runs (telemetry off): the time spent in the guard's three middleware,
     excluding what they call next, and within it the engine and the snapshot token; the
     guard's own code is what is left of that.
     """
@@ -442,7 +450,8 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         # Built inside: a guard may keep bound methods of the policies (``redact``).
         agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
                                 _TimedFunctionGuard(policies, principal=PRINCIPAL,
-                                                    telemetry=telemetry)])
+                                                    telemetry=telemetry),
+                                _TimedChatGuard()])
         clocks: dict[str, Any] = {**timers, "guard": watch}
         for _ in range(runs):
             before = {name: clock.ns for name, clock in clocks.items()}
@@ -463,7 +472,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
          med["pass-through middleware"] - base),
         ("telemetry (default minus off)",
          med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
-        ("in the guard's middleware (telemetry off), of which:", inside),
+        ("in the guard's three middleware (telemetry off), of which:", inside),
         (f"  {EVALUATE} x{calls[EVALUATE]:g}", part[EVALUATE]),
         (f"  {REDACT} x{calls[REDACT]:g}", part[REDACT]),
         (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
