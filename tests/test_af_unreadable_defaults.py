@@ -94,3 +94,16 @@ async def test_a_later_run_is_not_denied_by_an_earlier_runs_ids(tmp_path: Path) 
     await run(agent, "one")
     await run(agent, "two")
     assert RAN == ["again"]
+
+
+async def test_a_later_call_of_the_run_reusing_the_id_is_denied(tmp_path: Path) -> None:
+    """Fail closed: within the run, the id is the unreadable call's, whatever comes later
+    under it (a model cannot launder the call by sending readable arguments under its id)."""
+    client = ScriptedChatClient([
+        [Content.from_function_call(call_id="c1", name="optional_only", arguments=DEEP_TEXT)],
+        [call("optional_only", "c1", value="again")],
+        [text("done")]])
+    agent = agent_with(client, [optional_only], guard(load_text(tmp_path, POLICY)))
+    await run(agent, "go")
+    assert RAN == []
+    assert "could not be read" in result_text(client.tool_results()[0])
