@@ -659,11 +659,10 @@ def regex_tester(compiled: Any, *, translate: bool = True) -> Callable[[str], bo
         found: bool = raw_match(unanchored, b, 0, len(b))[0] != no_match
         return found
 
-    translation = safe_re.translate(compiled.pattern) if translate else None
+    translation = python_form(compiled) if translate else None
     if translation is None:
         return test
-    python_search = translation.search
-    limit = translation.max_input
+    python_search, limit = translation
 
     def test_in_python(s: str) -> bool:
         # Python's re keeps the GIL (RE2 releases it on every match, and threads then
@@ -673,6 +672,24 @@ def regex_tester(compiled: Any, *, translate: bool = True) -> Callable[[str], bo
         return test(s)
 
     return test_in_python
+
+
+_TRANSLATIONS: dict[str, tuple[Callable[[str], Any], int] | None] = {}
+
+
+def python_form(compiled: Any) -> tuple[Callable[[str], Any], int] | None:
+    """The Python ``re`` search ``regex_tester`` runs instead of RE2 for ASCII inputs of
+    at most the number of characters it gives (``safe_re``: the same answers), or None.
+    Generated code runs it in line; proved once per pattern (cached), not once per use."""
+    pattern = compiled.pattern
+    if pattern in _TRANSLATIONS:
+        return _TRANSLATIONS[pattern]
+    translation = safe_re.translate(pattern)
+    found = None if translation is None else (translation.search, translation.max_input)
+    if len(_TRANSLATIONS) >= _REGEX_CACHE_MAX:
+        _TRANSLATIONS.clear()
+    _TRANSLATIONS[pattern] = found
+    return found
 
 
 def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
