@@ -33,7 +33,8 @@ class Text(str):
 
 HOSTILE: list[Any] = [
     "", "a", "ab", "abc", "Ab,c", "KP12", "GB12ABCD", "é", "ÉCOLE", "x" * 70, "y" * 5000,
-    ",,", "a,b", "\ud800", Text("ab"), Text("KP"), 0, 1, 2, 3, -1, 5, 2**53 + 1, 2**63 - 1,
+    ",,", "a,b", "\ud800", "1500.00", "1,500.00", "12", ".5", "1.", ".", "٣", "1e5", "00",
+    "1.2.3", "-1.5", " 1", Text("12"), Text("ab"), Text("KP"), 0, 1, 2, 3, -1, 5, 2**53 + 1, 2**63 - 1,
     True, False, 0.0, -0.0, 1.0, 2.5, float("nan"), float("inf"), UInt(2), None, b"ab",
     [], ["a"], ["ab", "KP"], [1, 2], [1, 2.0], [True], {"a": 1}, {"a": {"b": ["c"]}},
 ]
@@ -49,6 +50,8 @@ SOURCES = [
     "dyn(x).replace(',', '')",
     "dyn(x).replace(dyn(y), dyn(z))",
     "double(dyn(x).replace(',', '')) > 1.0",
+    "double(dyn(x))",
+    "double(dyn(x).substring(1))",
     "size(dyn(x)) > 3",
     "size(dyn(x).lowerAscii()) == 2",
     "size(dyn(x)) + size(dyn(y)) > 2",

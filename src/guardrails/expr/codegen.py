@@ -633,8 +633,21 @@ class _Gen:
             if self.kind(x) is int:
                 self.emit(f"{t} = _float({x})")
                 return self.typed(t, float)
-            self.emit(f"if type({x}) is _float: {t} = {x}")
-            self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            text = self.kind(x) is str
+            if not text:
+                self.emit(f"if type({x}) is _float: {t} = {x}")
+                self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            units = getattr(extra_cost(fn), "text_units", None)
+            if units is not None:
+                # Plain decimal text: what ``to_double`` reads without its pattern, in line,
+                # charged what its declared cost charges a text.
+                plain = std.PLAIN_DECIMAL.format(x)
+                self.emit(f"{'el' if not text else ''}if "
+                          f"{'' if text else f'type({x}) is _str and '}{plain}:")
+                with self.indent():
+                    base, per = units
+                    self.charge(f"{self.const(base)} + {self.const(per)} * len({x})")
+                    self.emit(f"{t} = _float({x})")
             self.emit("else:")
             with self.indent():
                 self.std_charge(fn, parts)

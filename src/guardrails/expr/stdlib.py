@@ -807,6 +807,11 @@ def to_uint(act: Activation, x: Any) -> UInt:
     no_overload("uint", x)
 
 
+PLAIN_DECIMAL: Final = '{0}.isascii() and {0}.replace(".", "", 1).isdigit()'
+"""``to_double``'s test of a text it reads as a number without its pattern (Python text
+over ``{0}``, the text: the generated code's copy of that test)."""
+
+
 def to_double(act: Activation, x: Any) -> float:
     t = type(x)
     if t is float:
@@ -815,7 +820,8 @@ def to_double(act: Activation, x: Any) -> float:
         return float(x)
     if t is str:
         # Plain decimal text (ASCII digits, at most one point) is what the pattern accepts
-        # most often: known a number at half the pattern's cost.
+        # most often: known a number at half the pattern's cost (generated code tests the
+        # same in line: ``PLAIN_DECIMAL``).
         if not (x.isascii() and x.replace(".", "", 1).isdigit()) and not _FLOAT_RE.fullmatch(x):
             raise CelError(f"cannot convert string {x!r} to double")
         return float(x)
@@ -1359,6 +1365,7 @@ def _text_cost(per: int, other: int = 0) -> Callable[..., int]:
             return PARSE_COST + per * len(x)
         return other
 
+    cost.text_units = (PARSE_COST, per)  # type: ignore[attr-defined]  # generated code's
     return cost
 
 
