@@ -1077,15 +1077,21 @@ class _Gen:
         self.scopes.append((node.iter_var, x, False))
         with self.indent(1):
 
+            boolean = False
+
             def body() -> None:
-                self.emit(f"{p} = {self.expr(pred)}")
+                nonlocal boolean
+                found = self.expr(pred)
+                boolean = self.kind(found) is bool
+                self.emit(f"{p} = {found}")
 
             self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}", "continue"])
             self.emit(f"if {p} is {decided}:")
             self.emit(f"    {t} = {decided}")
             self.emit("    break")
-            self.emit(f"if {p} is not {other} and {err} is None:")
-            self.emit(f"    {err} = _predicate_error({macro}, {p})")
+            if not boolean:  # a bool that is not ``decided`` is ``other``
+                self.emit(f"if {p} is not {other} and {err} is None:")
+                self.emit(f"    {err} = _predicate_error({macro}, {p})")
         self.scopes.pop()
         self.emit("else:")
         self.emit(f"    if {err} is not None: raise _again({err})")
@@ -1100,7 +1106,8 @@ class _Gen:
         with self.indent(1):
             p = self.expr(pred)
             self.emit(f"if {p} is True: {count} += 1")
-            self.emit(f"elif {p} is not False: _no_overload({macro}, {p})")
+            if self.kind(p) is not bool:
+                self.emit(f"elif {p} is not False: _no_overload({macro}, {p})")
         self.scopes.pop()
         self.emit(f"{t} = {count} == 1")
         return self.typed(t, bool)
@@ -1117,7 +1124,8 @@ class _Gen:
             if pred is not None:
                 p = self.expr(pred)
                 self.emit(f"if {p} is False: continue")
-                self.emit(f"if {p} is not True: _no_overload({macro}, {p})")
+                if self.kind(p) is not bool:
+                    self.emit(f"if {p} is not True: _no_overload({macro}, {p})")
             v = x if value is None else self.expr(value)
             self.emit(f"{out}.append({v})")
         self.scopes.pop()
