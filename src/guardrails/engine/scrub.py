@@ -7,18 +7,21 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import re2
 
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
+__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "redact_escaped", "spellings",
+           "value_texts"]
 
 MAX_TEXTS = 2048
 """Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
@@ -202,7 +205,8 @@ class Scrubber:
         spans: list[tuple[int, int]] = []
         layer: Scrubber | None = self
         while layer is not None:
-            layer._find(text, spans)
+            if not layer._find(text, spans):
+                return REDACTED  # more occurrences than are worth finding: fail closed
             layer = layer._base
         if spans:
             text = _replaced(text, spans)
@@ -213,8 +217,9 @@ class Scrubber:
         except Exception:  # a broken pattern must not let the text out unscrubbed
             return REDACTED
 
-    def _find(self, text: str, spans: list[tuple[int, int]]) -> None:
-        """Where this layer's values occur in ``text`` (added to ``spans``).
+    def _find(self, text: str, spans: list[tuple[int, int]]) -> bool:
+        """Where this layer's values occur in ``text`` (added to ``spans``); False when all
+        layers together found more than ``MAX_OCCURRENCES`` (the text is then replaced whole).
 
         A few needles: every occurrence of each, overlapping ones included. Many (a guard's
         memory): an RE2 search per chunk of needles, leftmost-first within a chunk, so of
@@ -227,13 +232,19 @@ class Scrubber:
             for n in needles:
                 start = text.find(n)
                 while start >= 0:
+                    if len(spans) >= MAX_OCCURRENCES:
+                        return False
                     spans.append((start, start + len(n)))
                     start = text.find(n, start + 1)
-            return
+            return True
         if self._regex is None:
             self._regex = _chunked(needles)
         for _, regex in self._regex:
-            spans.extend(m.span() for m in regex.finditer(text))
+            spans.extend(itertools.islice(
+                (m.span() for m in regex.finditer(text)), MAX_OCCURRENCES + 1 - len(spans)))
+            if len(spans) > MAX_OCCURRENCES:
+                return False
+        return True
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -253,6 +264,13 @@ def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
     out += (text[pos:start], REDACTED, text[end:])
     return "".join(out)
 
+
+MAX_OCCURRENCES = 1 << 12
+"""Occurrences of known values in one text that are found and replaced one by one (each
+costs a Python step, about a microsecond: a megabyte of a four-character value repeated
+took 0.7 s, a second and more through a guard's memory). A text holding more (tool output
+the attacker wrote around a value the model chose) is replaced whole: it fails closed, and
+its cost stays bounded."""
 
 _SCAN_NEEDLES = 16
 """Up to this many needles, ``in`` tests find out whether a text needs replacing at all;
@@ -461,3 +479,161 @@ def _leaf_texts(value: Any) -> set[str]:
         texts.add(value.strip())
     texts.discard("")
     return texts
+
+
+# -- redact patterns on escaped text ------------------------------------------------------
+
+_ESCAPE = re.compile(r"(\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\/\"'bfnrtv0a]))")
+"""One escape of JSON or Python's ``repr``: a surrogate pair, ``\\uXXXX``, ``\\UXXXXXXXX``,
+``\\xXX`` or one character. Each stands for exactly one character."""
+
+_SIMPLE_ESCAPES = {"\\" + k: v for k, v in {
+    "\\": "\\", "/": "/", '"': '"', "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+    "t": "\t", "v": "\v", "0": "\0", "a": "\a"}.items()}
+
+MAX_ESCAPES = 1 << 12
+"""Escapes of one text the escaped redaction decodes exactly (a split and a lookup each).
+A text with more is searched in two rough views of it, worked out at C speed (its common
+escapes undone; every escape a space) and, if a pattern matches there, replaced whole (fail
+closed)."""
+
+_VIEWS = 3
+"""Levels of escaping undone: JSON, ``repr`` inside JSON (a dict's text in a JSON result),
+and once more."""
+
+
+class _View:
+    """A text with one level of escapes undone, and where each escape was (worked out
+    only when a pattern matches the view: most views match none)."""
+
+    __slots__ = ("_escapes", "_literals", "_where", "text")
+
+    def __init__(self, text: str, literals: list[str], escapes: list[str]) -> None:
+        self.text = text
+        self._literals = literals
+        self._escapes = escapes
+        self._where: tuple[list[int], list[int], list[int]] | None = None
+
+    def _positions(self) -> tuple[list[int], list[int], list[int]]:
+        """Where each escape's character is in ``text``, and where each escape starts and
+        ends in the escaped text."""
+        if self._where is None:
+            before = list(itertools.accumulate(map(len, self._literals[:-1])))
+            escaped = list(itertools.accumulate(map(len, self._escapes), initial=0))
+            self._where = ([b + i for i, b in enumerate(before)],
+                           [b + e for b, e in zip(before, escaped, strict=False)],
+                           [b + e for b, e in zip(before, escaped[1:], strict=True)])
+        return self._where
+
+    def source(self, start: int, end: int) -> tuple[int, int, bool]:
+        """The span of the escaped text that ``text[start:end]`` (not empty) came from, and
+        whether it holds or touches an escape."""
+        starts = self._positions()[0]
+        first = bisect.bisect_left(starts, start - 1)
+        touches = first < len(starts) and starts[first] <= end
+        return self._origin(start, True), self._origin(end - 1, False), touches
+
+    def _origin(self, pos: int, start: bool) -> int:
+        starts, origins, ends = self._positions()
+        k = bisect.bisect_left(starts, pos)
+        if k < len(starts) and starts[k] == pos:
+            return origins[k] if start else ends[k]
+        base = pos if k == 0 else ends[k - 1] + pos - starts[k - 1] - 1
+        return base if start else base + 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _unescaped_char(escape: str) -> str:
+    """The character an escape stands for (cached: a text's escapes repeat)."""
+    simple = _SIMPLE_ESCAPES.get(escape)
+    if simple is not None:
+        return simple
+    kind = escape[1]
+    if kind == "x":
+        return chr(int(escape[2:], 16))
+    if len(escape) == 12:  # a surrogate pair
+        high, low = int(escape[2:6], 16), int(escape[8:12], 16)
+        code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+    else:
+        code = int(escape[2:], 16)
+    # A lone surrogate (or no character at all) stands for a character RE2 cannot read.
+    return "\ufffd" if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
+
+
+def _view(text: str) -> _View | None:
+    """``text`` with one level of escapes undone; None if it has none. (A split and C-speed
+    lookups, not a loop per escape: a JSON text holds an escape per line.)"""
+    parts = _ESCAPE.split(text)
+    if len(parts) == 1:
+        return None
+    literals = parts[0::2]
+    escapes = parts[1::2]
+    parts[1::2] = map(_unescaped_char, escapes)
+    return _View("".join(parts), literals, escapes)
+
+
+def _rough(text: str) -> str:
+    """The common escapes of ``text`` undone, at C speed (for a text with very many)."""
+    for _ in range(_VIEWS):
+        text = (text.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
+                .replace('\\"', '"').replace("\\'", "'").replace("\\/", "/")
+                .replace("\\\\", "\\"))
+    return text
+
+
+def redact_escaped(text: str, patterns: Sequence[Any],
+                   matches: Callable[[str], bool] | None = None) -> str:
+    """``text`` with what ``patterns`` (compiled RE2) match in its unescaped forms replaced.
+
+    A redact pattern is written for text as it reads, but a text that leaves often carries
+    another text escaped: a tool's dict or list result is JSON (``"line1\\nAKIA..."``: after
+    ``n`` the ``\\b`` of a key pattern fails; ``password=\\"...\\"``: the quote is a
+    backslash), an exception's text holds a ``repr``. Up to ``_VIEWS`` levels of JSON and
+    ``repr`` escapes are undone; a match in an unescaped form that holds or touches an
+    escape is replaced, in the text as it is, by one ``[REDACTED]`` over the characters it
+    came from (the pattern's replacement could not be written back escaped). A match
+    touching no escape was in the text itself, where the patterns already applied; so was
+    one next to an escape that the pattern also matches there as the text is (a
+    replacement the pattern matches again, such as ``://user:[REDACTED:password]@``).
+    ``matches`` (all patterns at once) skips a view none of them matches.
+    """
+    if "\\" not in text:
+        return text
+
+    def any_match(view: str) -> bool:
+        if matches is not None:
+            return matches(view)
+        return any(p.search(view) is not None for p in patterns)
+
+    if text.count("\\") > MAX_ESCAPES:
+        rough = any_match(_rough(text)) or any_match(_ESCAPE.sub(" ", text))
+        return REDACTED if rough else text
+    views: list[_View] = []
+    current = text
+    while len(views) < _VIEWS:
+        view = _view(current)
+        if view is None:
+            break
+        views.append(view)
+        current = view.text
+    spans: list[tuple[int, int]] = []
+    seen = 0
+    for level, view in enumerate(views):
+        if not any_match(view.text):
+            continue
+        for pattern in patterns:
+            for m in pattern.finditer(view.text):
+                if len(spans) >= MAX_OCCURRENCES or (seen := seen + 1) > 4 * MAX_OCCURRENCES:
+                    return REDACTED  # more matches than are worth mapping: fail closed
+                start, end = m.span()
+                if start == end:
+                    continue
+                touches = False
+                for below in reversed(views[:level + 1]):
+                    start, end, near = below.source(start, end)
+                    touches = touches or near
+                if touches and ("\\" in text[start:end] or pattern.search(
+                        text[max(0, start - 1):end + 1]) is None):
+                    spans.append((start, end))
+    return _replaced(text, spans) if spans else text
