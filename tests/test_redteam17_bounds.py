@@ -100,5 +100,9 @@ def test_the_escaped_redaction_stops_at_the_bound() -> None:
     again = '{"u": "\\"https://u:pw12345@h\\""}'
     assert policies.redact(again) == '{"u": "\\"https://u:[REDACTED:password]@h\\""}'
     # ...but every match is looked at: past the bound the text is replaced whole.
-    many = "\\n" + "https://u:pw12345@h " * (4 * scrub_module.MAX_OCCURRENCES + 1)
+    many = "\\n" + "https://u:pw12345@h " * (scrub_module._MAX_ESCAPED_MATCHES + 1)
     assert policies.redact(many) == "[REDACTED]"
+    keys = ("\\n" + key) * (scrub_module._MAX_ESCAPED_MATCHES + 1)
+    assert policies.redact(keys) == "[REDACTED]"
+    fewer = ("\\n" + key) * scrub_module._MAX_ESCAPED_MATCHES
+    assert policies.redact(fewer) == "\\n[REDACTED]" * scrub_module._MAX_ESCAPED_MATCHES

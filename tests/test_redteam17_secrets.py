@@ -14,8 +14,10 @@ as it is.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from hypothesis import strategies as st
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient
-from guardrails.agent_framework.scripted import call, text
+from guardrails.agent_framework.scripted import call, result_text, text
 from guardrails.engine import scrub as scrub_module
 from guardrails.engine.scrub import Scrubber
 from tests.af_support import STREAMING, agent_with, run
@@ -183,3 +185,150 @@ def test_the_scrubber_applies_it_with_known_values_too(policies: guardrails.Poli
     form = json.dumps({"a": "x\nknown-secret-value\n" + AWS})
     out = scrub(form)
     assert "known-secret-value" not in out and AWS not in out
+
+
+# --- known values in the escapes of other serializers -------------------------------------
+#
+# The scrubber removes every spelling our own serializers give a value. Other serializers
+# escape otherwise: PHP's json_encode writes ``/`` as ``\/`` (an AWS secret key holds
+# slashes), Java's as ``\u00E9`` (upper-case hex), a web page as HTML character references
+# (``&amp;``, ``&#39;``), and JSON inside JSON escapes twice. Each went out whole; now the
+# scrubber also searches a text with its escapes undone (up to three levels).
+
+SLASHED = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY+EXAMPLEKEY"
+AMPERSAND = "Tr0ub4dor&3-h'orse<x>"
+ACCENTED = "clé-secrète-42"
+INJECTED = {"GR_RT17_SLASHED": SLASHED, "GR_RT17_AMP": AMPERSAND, "GR_RT17_ACCENT": ACCENTED}
+INJECT_POLICY = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: vault}
+spec:
+  match: {tools: ["php_api", "html_page", "java_api", "nested_json"]}
+  secrets:
+    inject:
+      aws_secret: {env: GR_RT17_SLASHED}
+      password: {env: GR_RT17_AMP}
+      token: {env: GR_RT17_ACCENT}
+"""
+
+
+def _upper_u(text: str) -> str:
+    return re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), text)
+
+
+@tool
+def php_api(user: str, aws_secret: str, password: str, token: str) -> str:
+    """An API written in PHP: json_encode escapes every slash."""
+    return json.dumps({"user": user, "secret": aws_secret, "password": password,
+                       "token": token}).replace("/", "\\/")
+
+
+@tool
+def html_page(user: str, aws_secret: str, password: str, token: str) -> str:
+    """An admin page: the values HTML-escaped."""
+    return html.escape(f'<input value="{aws_secret}"> <b>{password}</b> {token}')
+
+
+@tool
+def java_api(user: str, aws_secret: str, password: str, token: str) -> str:
+    """A Java service: non-ASCII written as upper-case \\uXXXX."""
+    return _upper_u(json.dumps({"secret": aws_secret, "password": password, "token": token}))
+
+
+@tool
+def nested_json(user: str, aws_secret: str, password: str, token: str) -> dict[str, Any]:
+    """A result holding a JSON document as text (escaped again by the framework)."""
+    return {"body": json.dumps({"secret": aws_secret, "password": password,
+                                "token": token})}
+
+
+def _decoded_forms(text_: str) -> list[str]:
+    """``text_`` and what the serializers above make readable again."""
+    out = [text_, html.unescape(text_), text_.replace("\\/", "/")]
+    for _ in range(3):
+        try:
+            text_ = json.loads(text_) if text_.startswith(("{", '"')) else text_
+        except ValueError:
+            break
+        if isinstance(text_, dict):
+            text_ = json.dumps(text_, ensure_ascii=False)
+        out.append(str(text_))
+    return out
+
+
+@STREAMING
+@pytest.mark.parametrize("tool_name", ["php_api", "html_page", "java_api", "nested_json"])
+async def test_injected_values_escaped_by_other_serializers_are_scrubbed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        stream: bool, tool_name: str) -> None:
+    for name, value in INJECTED.items():
+        monkeypatch.setenv(name, value)
+    obs = Observer()
+    client = ScriptedChatClient([[call(tool_name, user="ops")], [text("done")]])
+    path = tmp_path / "vault.yaml"
+    path.write_text(INJECT_POLICY, encoding="utf-8")
+    agent = agent_with(client, [php_api, html_page, java_api, nested_json],
+                       obs.guard(guardrails.load(path)))
+    session = AgentSession()
+    response = await run(agent, "check the vault", stream=stream, session=session)
+    [result] = client.tool_results()
+    seen = result_text(result)
+    assert "[REDACTED]" in seen
+    places = {"model": [seen, client.model_saw()], **response_places(response, session),
+              **obs.places(caplog)}
+    for place, value in places.items():
+        for s in strings_in(value):
+            for form in _decoded_forms(s):
+                assert not any(v in form for v in INJECTED.values()), (place, s[:300])
+
+
+_SECRET_CHARS = st.sampled_from([*"aZ09/+=&<>\"'\\-_ ", "é", "ß", "€", "😀"])
+
+
+def _serialized(kind: str, value: str) -> str:
+    doc = {"k": value, "n": [value]}
+    if kind == "php":
+        return json.dumps(doc).replace("/", "\\/")
+    if kind == "java":
+        return _upper_u(json.dumps(doc))
+    if kind == "html":
+        return html.escape(f"<p title='{value}'>{value}</p>")
+    if kind == "json-in-json":
+        return json.dumps({"body": json.dumps(doc)})
+    if kind == "json-in-json-ascii":
+        return json.dumps({"body": json.dumps(doc)}, ensure_ascii=False)
+    return json.dumps([repr(doc)])  # a repr inside JSON
+
+
+def _readable(kind: str, text_: str) -> str:
+    if kind == "html":
+        return html.unescape(text_)
+    data = json.loads(text_)
+    if kind.startswith("json-in-json"):
+        data = json.loads(data["body"]) if data["body"].startswith("{") else data
+    return json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data
+
+
+@settings(max_examples=400, deadline=None)
+@given(secret=st.text(_SECRET_CHARS, min_size=6, max_size=24).filter(
+           lambda s: s.strip() == s and len(set(s)) > 3),
+       kind=st.sampled_from(["php", "java", "html", "json-in-json", "json-in-json-ascii",
+                             "repr-in-json"]),
+       around=st.text(st.sampled_from([*"ab /&\\\"'\n", "é"]), max_size=6))
+def test_a_known_value_is_gone_from_what_the_serializer_would_decode(
+        secret: str, kind: str, around: str) -> None:
+    """Scrubbed in the escaped text, the value is not in the text decoded either."""
+    scrub = Scrubber([secret])
+    form = _serialized(kind, around + secret + around)
+    out = scrub(form)
+    assert secret not in out
+    if kind != "repr-in-json":
+        assert secret not in _readable(kind, out)
+
+
+def test_many_escapes_fail_closed_for_known_values() -> None:
+    scrub = Scrubber([SLASHED])
+    many = json.dumps({"pad": "\n" * (scrub_module.MAX_ESCAPES + 1), "k": SLASHED})
+    assert scrub(many.replace("/", "\\/")) == "[REDACTED]"
+    clean = json.dumps({"pad": "\n" * (scrub_module.MAX_ESCAPES + 1), "k": "nothing"})
+    assert scrub(clean) == clean

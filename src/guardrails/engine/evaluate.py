@@ -45,7 +45,7 @@ from guardrails.engine.policy import (
     CompiledPolicy,
     CompiledRule,
 )
-from guardrails.engine.scrub import Scrubber, redact_escaped
+from guardrails.engine.scrub import Scrubber, may_escape, redact_escaped
 from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
@@ -469,7 +469,7 @@ class Redactor:
         if found is None or found(text):
             for r in self._patterns:
                 text = r.pattern.sub(r.replacement, text)
-        if "\\" in text:  # what the patterns match once JSON or repr escapes are undone
+        if may_escape(text):  # what the patterns match once escapes are undone
             text = redact_escaped(text, [r.pattern for r in self._patterns], found)
         return text
 
