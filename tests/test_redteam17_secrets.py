@@ -18,6 +18,7 @@ import html
 import json
 import logging
 import re
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -203,7 +204,7 @@ INJECT_POLICY = """apiVersion: guardrails/v1
 kind: ToolPolicy
 metadata: {name: vault}
 spec:
-  match: {tools: ["php_api", "html_page", "java_api", "nested_json"]}
+  match: {tools: ["php_api", "html_page", "java_api", "nested_json", "dotnet_link"]}
   secrets:
     inject:
       aws_secret: {env: GR_RT17_SLASHED}
@@ -242,9 +243,21 @@ def nested_json(user: str, aws_secret: str, password: str, token: str) -> dict[s
                                 "token": token})}
 
 
+@tool
+def dotnet_link(user: str, aws_secret: str, password: str, token: str) -> str:
+    """A signed link as .NET's UrlEncode writes it: percent-encoding in lower-case hex."""
+    query = urllib.parse.urlencode({"s": aws_secret, "p": password, "t": token})
+    return "https://files.example/get?" + _lower_hex(query)
+
+
+def _lower_hex(text_: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text_)
+
+
 def _decoded_forms(text_: str) -> list[str]:
     """``text_`` and what the serializers above make readable again."""
-    out = [text_, html.unescape(text_), text_.replace("\\/", "/")]
+    out = [text_, html.unescape(text_), text_.replace("\\/", "/"),
+           urllib.parse.unquote_plus(text_)]
     for _ in range(3):
         try:
             text_ = json.loads(text_) if text_.startswith(("{", '"')) else text_
@@ -257,7 +270,8 @@ def _decoded_forms(text_: str) -> list[str]:
 
 
 @STREAMING
-@pytest.mark.parametrize("tool_name", ["php_api", "html_page", "java_api", "nested_json"])
+@pytest.mark.parametrize("tool_name", ["php_api", "html_page", "java_api", "nested_json",
+                                       "dotnet_link"])
 async def test_injected_values_escaped_by_other_serializers_are_scrubbed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         stream: bool, tool_name: str) -> None:
@@ -267,7 +281,7 @@ async def test_injected_values_escaped_by_other_serializers_are_scrubbed(
     client = ScriptedChatClient([[call(tool_name, user="ops")], [text("done")]])
     path = tmp_path / "vault.yaml"
     path.write_text(INJECT_POLICY, encoding="utf-8")
-    agent = agent_with(client, [php_api, html_page, java_api, nested_json],
+    agent = agent_with(client, [php_api, html_page, java_api, nested_json, dotnet_link],
                        obs.guard(guardrails.load(path)))
     session = AgentSession()
     response = await run(agent, "check the vault", stream=stream, session=session)
@@ -293,6 +307,8 @@ def _serialized(kind: str, value: str) -> str:
         return _upper_u(json.dumps(doc))
     if kind == "html":
         return html.escape(f"<p title='{value}'>{value}</p>")
+    if kind == "percent-lower":
+        return "https://x.example/?" + _lower_hex(urllib.parse.urlencode(doc, doseq=True))
     if kind == "json-in-json":
         return json.dumps({"body": json.dumps(doc)})
     if kind == "json-in-json-ascii":
@@ -303,6 +319,8 @@ def _serialized(kind: str, value: str) -> str:
 def _readable(kind: str, text_: str) -> str:
     if kind == "html":
         return html.unescape(text_)
+    if kind == "percent-lower":
+        return urllib.parse.unquote_plus(text_)
     data = json.loads(text_)
     if kind.startswith("json-in-json"):
         data = json.loads(data["body"]) if data["body"].startswith("{") else data
@@ -312,8 +330,8 @@ def _readable(kind: str, text_: str) -> str:
 @settings(max_examples=400, deadline=None)
 @given(secret=st.text(_SECRET_CHARS, min_size=6, max_size=24).filter(
            lambda s: s.strip() == s and len(set(s)) > 3),
-       kind=st.sampled_from(["php", "java", "html", "json-in-json", "json-in-json-ascii",
-                             "repr-in-json"]),
+       kind=st.sampled_from(["php", "java", "html", "percent-lower", "json-in-json",
+                             "json-in-json-ascii", "repr-in-json"]),
        around=st.text(st.sampled_from([*"ab /&\\\"'\n", "é"]), max_size=6))
 def test_a_known_value_is_gone_from_what_the_serializer_would_decode(
         secret: str, kind: str, around: str) -> None:
@@ -332,3 +350,17 @@ def test_many_escapes_fail_closed_for_known_values() -> None:
     assert scrub(many.replace("/", "\\/")) == "[REDACTED]"
     clean = json.dumps({"pad": "\n" * (scrub_module.MAX_ESCAPES + 1), "k": "nothing"})
     assert scrub(clean) == clean
+
+
+def test_credentials_in_url_encoded_text_are_redacted(policies: guardrails.PolicySet) -> None:
+    """A redirect or callback URL carrying a header or an assignment URL-encoded."""
+    token = "abcdefghijklmnopqrstuvwxyz0123"
+    for link in (f"https://cb.example/r?auth=Bearer%20{token}&x=1",
+                 f"https://cb.example/r?q=password%3D{PASSWORD}&y=2",
+                 f"https://cb.example/r?q=password%3d{PASSWORD}",
+                 "https://cb.example/r?k=%0A" + AWS):
+        out = policies.redact(link)
+        assert token not in out and PASSWORD not in out and AWS not in out, out
+        assert out.startswith("https://cb.example/r?")
+    plain = "50% off, 100%, caf%C3%A9 %e2%82%ac"
+    assert policies.redact(plain) == plain

@@ -532,7 +532,14 @@ _HTML = re.compile(r"(&(?:quot|amp|apos|lt|gt|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6})
 Undone in a view of its own: a text is HTML or JSON, and a backslash in HTML is a
 backslash."""
 
-_ANY_ESCAPE = re.compile(f"{_ESCAPE.pattern}|{_HTML.pattern}")
+_PERCENT = re.compile(r"(%(?:[0-7][0-9A-Fa-f]|[CDcd][0-9A-Fa-f]%[89ABab][0-9A-Fa-f]"
+                      r"|[Ee][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){2}"
+                      r"|[Ff][0-7](?:%[89ABab][0-9A-Fa-f]){3})|\+)")
+"""A percent-encoded character (its UTF-8 bytes, in either case of hex: ``%2F``, ``%2f``,
+``%C3%A9``) or a ``+`` (a space in a query), one character each. Undone in a view of its
+own (a URL or a form body), for a text holding a ``%XX``."""
+
+_ANY_ESCAPE = re.compile(f"{_ESCAPE.pattern}|{_HTML.pattern}|{_PERCENT.pattern}")
 
 _HTML_NAMES = {"&quot;": '"', "&amp;": "&", "&apos;": "'", "&lt;": "<", "&gt;": ">"}
 
@@ -605,6 +612,11 @@ def _unescaped_char(escape: str) -> str:
     simple = _SIMPLE_ESCAPES.get(escape) or _HTML_NAMES.get(escape)
     if simple is not None:
         return simple
+    if escape == "+":
+        return " "
+    if escape[0] == "%":
+        char = bytes.fromhex(escape.replace("%", "")).decode("utf-8", "replace")
+        return char if len(char) == 1 and char != "\ufffd" else "\ufffd"
     kind = escape[1]
     if kind == "x":
         return chr(int(escape[2:], 16))
@@ -634,43 +646,74 @@ def _view(text: str, escape: re.Pattern[str], parent: int) -> _View | None:
 
 _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"),
           ("\\/", "/"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"), ("&lt;", "<"),
-          ("&gt;", ">"), ("&amp;", "&"), ("\\\\", "\\"))
+          ("&gt;", ">"), ("&amp;", "&"), ("%20", " "), ("%3D", "="), ("%3d", "="),
+          ("%3A", ":"), ("%3a", ":"), ("%2F", "/"), ("%2f", "/"), ("%2B", "+"), ("%2b", "+"),
+          ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
 
 
 def _rough(text: str) -> str:
     """The common escapes of ``text`` undone once, at C speed (for a text with very many),
     cached for the last text (the values and the patterns read it one after the other)."""
-    global _LAST_ROUGH
-    last = _LAST_ROUGH
-    if last[0] is text:
-        return last[1]
+    found = _RECENT_ROUGH.get(text)
+    if isinstance(found, str):
+        return found
     rough = text
     for escaped, char in _ROUGH:
         rough = rough.replace(escaped, char)
-    _LAST_ROUGH = (text, rough)
+    _RECENT_ROUGH.put(text, rough)
     return rough
 
 
-_LAST_ROUGH: tuple[str, str] = ("", "")
+class _Recent:
+    """What a function made of the last few texts, by the text's identity (each text kept
+    alive with it): the scrubber's values and the redact patterns read the same text one
+    after the other, and a JSON text's strings once more."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[str, Any]] = {}
+
+    def get(self, text: str) -> Any:
+        item = self._items.get(id(text))
+        return item[1] if item is not None and item[0] is text else None
+
+    def put(self, text: str, value: Any) -> None:
+        if len(self._items) >= 8:
+            self._items.clear()
+        self._items[id(text)] = (text, value)
+
+
+_JSON_FIRST = 2048
+"""Characters from which a JSON document is read as JSON before any view is made (a short
+one's views cost less than walking what ``json`` made of it)."""
+
+_RECENT_ROUGH = _Recent()
+_RECENT_VIEWS = _Recent()
+_RECENT_JSON = _Recent()
+_NONE = object()
+"""What ``_Recent`` holds for a text whose answer is None."""
 
 
 def may_escape(text: str) -> bool:
     """Whether ``text`` may hold an escape: a backslash, or an HTML character reference (an
     ampersand alone, as in "Q&A" or a query string, is none)."""
-    return "\\" in text or ("&" in text and _HTML.search(text) is not None)
+    return "\\" in text or ("&" in text and _HTML.search(text) is not None) or (
+        "%" in text and _PERCENT.search(text) is not None)
 
 
 def _views(text: str) -> list[_View] | None:
     """``text`` with one, two, ... ``_VIEWS`` levels of JSON and ``repr`` escapes undone (as
-    far as each level still has escapes), and with its HTML character references undone;
-    None when it holds more than ``MAX_ESCAPES`` backslashes and ampersands (too many to
-    decode one by one: see ``_rough``)."""
-    global _LAST_VIEWS
-    last = _LAST_VIEWS
-    if last[0] is text:
-        return last[1]
-    if text.count("\\") + text.count("&") > MAX_ESCAPES:
-        _LAST_VIEWS = (text, None)
+    far as each level still has escapes), with its HTML character references undone, and
+    with its percent-encoding undone;
+    None when it holds more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus
+    signs (too many to decode one by one: see ``_rough``)."""
+    found = _RECENT_VIEWS.get(text)
+    if found is not None:
+        return None if found is _NONE else found
+    if (text.count("\\") + text.count("&") + text.count("%") + text.count("+")
+            > MAX_ESCAPES):
+        _RECENT_VIEWS.put(text, _NONE)
         return None
     views: list[_View] = []
     if "\\" in text:
@@ -681,22 +724,13 @@ def _views(text: str) -> list[_View] | None:
                 break
             views.append(view)
             current, parent = view.text, len(views) - 1
-    if "&" in text:
-        view = _view(text, _HTML, -1)
-        if view is not None:
-            views.append(view)
-    _LAST_VIEWS = (text, views)
+    for mark, escape in (("&", _HTML), ("%", _PERCENT)):
+        if mark in text:
+            view = _view(text, escape, -1)
+            if view is not None:
+                views.append(view)
+    _RECENT_VIEWS.put(text, views)
     return views
-
-
-_LAST_VIEWS: tuple[str, list[_View] | None] = ("", None)
-"""The last text ``_views`` worked out, and its views (the scrubber's values and the redact
-patterns search the same text one after the other)."""
-
-
-_LAST_JSON: tuple[str, str | None] = ("", None)
-"""The last text ``_json_strings`` read, and what it found (the scrubber and the redact
-patterns read the same text one after the other)."""
 
 
 def _json_strings(text: str) -> str | None:
@@ -704,12 +738,11 @@ def _json_strings(text: str) -> str | None:
     document (a dict or list result as the framework serializes it); else None. ``json``
     undoes its escapes at C speed: a text whose strings hold no value and no pattern match
     and no further escape needs no view worked out."""
-    global _LAST_JSON
-    last = _LAST_JSON
-    if last[0] is text:
-        return last[1]
+    recent = _RECENT_JSON.get(text)
+    if recent is not None:
+        return None if recent is _NONE else recent
     found: str | None = None
-    if text[:1] in ("{", "[", '"'):
+    if len(text) >= _JSON_FIRST and text[:1] in ("{", "[", '"'):
         try:
             data = json.loads(text)
         except Exception:  # not JSON (or too deep to parse): the views decide
@@ -727,7 +760,7 @@ def _json_strings(text: str) -> str | None:
                 elif isinstance(item, list):
                     stack.extend(item)
             found = "\n".join(strings)
-    _LAST_JSON = (text, found)
+    _RECENT_JSON.put(text, _NONE if found is None else found)
     return found
 
 
