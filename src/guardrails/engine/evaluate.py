@@ -46,7 +46,7 @@ from guardrails.engine.policy import (
     CompiledPolicy,
     CompiledRule,
 )
-from guardrails.engine.scrub import Scrubber
+from guardrails.engine.scrub import Scrubber, may_escape, redact_escaped
 from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
@@ -450,7 +450,11 @@ class Redactor:
     first, and a text it finds nothing in is returned as it is. That is exact: a pattern
     that matches somewhere makes the alternation match there, and if none matches the
     original text, no ``sub`` changes it, so none matches the next one either. Patterns RE2
-    cannot join (duplicate group names) are applied one by one, as before."""
+    cannot join (duplicate group names) are applied one by one, as before.
+
+    A text holding a backslash is then searched with its JSON and ``repr`` escapes undone
+    (``scrub.redact_escaped``): a dict result reaches the model as JSON, where a key after
+    ``\\n`` fails the pattern's ``\\b`` (red team 17)."""
 
     __slots__ = ("_any", "_patterns")
 
@@ -463,10 +467,11 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         found = self._any
-        if found is not None and not found(text):
-            return text
-        for r in self._patterns:
-            text = r.pattern.sub(r.replacement, text)
+        if found is None or found(text):
+            for r in self._patterns:
+                text = r.pattern.sub(r.replacement, text)
+        if may_escape(text):  # what the patterns match once escapes are undone
+            text = redact_escaped(text, [r.pattern for r in self._patterns], found)
         return text
 
 
