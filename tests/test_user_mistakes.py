@@ -244,6 +244,43 @@ LOAD: dict[str, tuple[str, str]] = {
                     "limit: 10}\n" + rule("counters.sent.exceeded")),
         "counter-window.yaml:7:51: spec.counters[0].window: expected a duration such as "
         "60s, 10m, 24h, 7d or 1w, not '1 day': one whole number and a unit, with no space"),
+    "counter-key-map": (
+        policy("p", "counters:\n  - {name: sent, key: 'args', window: 1h, limit: 10}\n"
+               + rule("counters.sent.exceeded")),
+        "counter-key-map.yaml:7:26: counters.sent.key: gives a map(string, dyn), but a "
+        "counter's key is a string or an int (what is counted apart, e.g. principal.user or "
+        "args.to): every call it counts would fail closed"),
+    "counter-key-list": (
+        policy("p", "counters:\n  - {name: sent, key: '[principal.user, args.to]', "
+                    "window: 1h, limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-key-list.yaml:7:26: counters.sent.key: gives a list(dyn), but a counter's "
+        "key is a string or an int"),
+    # provenance places: {source, tool, index, trusted, requested, whole}
+    "provenance-source-typo": (
+        policy("p", rule("provenance(args.to).exists(p, p.source == \"results\" && "
+                         "!p.trusted)")),
+        "provenance-source-typo.yaml:8:56: rules.r.when: 'results' is never the source of a "
+        "provenance place: source is one of 'request', 'params', 'result'; did you mean "
+        "'result'?"),
+    "provenance-source-tool": (
+        policy("p", rule("provenance(args.to).exists(p, p.source == \"read_inbox\")")),
+        "provenance-source-tool.yaml:8:56: rules.r.when: 'read_inbox' is never the source of "
+        "a provenance place: source is one of 'request', 'params', 'result'; the tool a "
+        "result came from is p.tool"),
+    "provenance-field-typo": (
+        policy("p", rule("provenance(args.to).exists(p, p.trust)")),
+        "provenance-field-typo.yaml:8:46: rules.r.when: 'p.trust' does not exist (p has "
+        "source, tool, index, trusted, requested, whole); did you mean 'trusted'?"),
+    "provenance-as-condition": (
+        policy("p", rule("provenance(args.to)")),
+        "provenance-as-condition.yaml:8:14: rules.r.when: must be a bool, but this "
+        "expression gives a list(map(string, dyn)) (provenance(v) lists where v appears: "
+        "test its places, e.g. provenance(v).exists(p, p.source == \"result\" && "
+        "!p.trusted), or use untrusted(v))"),
+    "untrusted-whole-args": (
+        policy("p", rule("untrusted(args)")),
+        "untrusted-whole-args.yaml:8:14: rules.r.when: no overload of untrusted(map(string, "
+        "dyn)); it takes: untrusted(string) -> bool; untrusted(number) -> bool"),
     "counter-limit": (
         policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
                     "limit: -1}\n" + rule("counters.sent.exceeded")),
@@ -348,6 +385,20 @@ FINDINGS: dict[str, tuple[str, str]] = {
                          "param-flow-comma.yaml:6:24: warning: spec.params: YAML reads '1,000' "
                          "in a flow mapping as 1 and a key '000': the comma separates entries; "
                          "write 1000"),
+    # counters
+    "counter-key-quoted": (
+        policy("p", "counters:\n  - {name: sent, key: '\"principal.user\"', window: 1h, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-key-quoted.yaml:7:26: warning: policy p: counters.sent.key is the text "
+        "'principal.user', the same for every call: all calls share one count (write it "
+        "without the inner quotes, key: 'principal.user', to count each value apart)"),
+    "counter-unread": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: 10}\n  - {name: big, key: 'principal.user', window: 1h, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-unread.yaml:8:25: warning: policy p: counters.big is never read: no rule or "
+        "variable uses it, so its limit stops nothing (a counter only counts; a rule acts, "
+        "e.g. when: 'counters.big.exceeded', action: deny)"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -527,6 +578,18 @@ CLEAN = {
     "trailing-slashes": policy("p", rule("args.subject.matches(r\"^/api/v1/users/*$\")")),
     "ip-version": policy("p", rule("args.body.matches(r\"\\b10\\.0\\.0\\.1\\b\") || "
                                    "args.body.matches(\"v[0-9]+[.][0-9]+[.]\")")),
+    "provenance": policy("p", rule("untrusted(args.to) || provenance(args.to).exists(p, "
+                                   "p.source == \"result\" && !p.trusted && !p.requested "
+                                   "&& p.tool != \"read_inbox\" && p.index >= 0) || "
+                                   "provenance(args.subject).all(p, p.source != \"request\""
+                                   " || p.whole)")),
+    # One count for all calls, on purpose; a counter read through a variable.
+    "counter-global": policy("p", "counters:\n  - {name: all, key: '\"all\"', window: 1d, "
+                                  "limit: 1000}\n  - {name: mine, key: 'principal.user', "
+                                  "window: 1h, limit: 10, cost: 'size(args.to)'}\n"
+                                  "variables:\n  - {name: busy, expression: "
+                                  "'counters.mine.remaining < 2'}\n"
+                             + rule("counters.all.exceeded || variables.busy")),
     # A policy switched off with a literal, as a rule is.
     "disabled": policy("p", rule("size(args.to) > 3")).replace(
         "match: {tools: [send_email]}",

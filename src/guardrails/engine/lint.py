@@ -427,7 +427,8 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
       (``h.tol``); a regex literal whose ``.`` between words is not escaped
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
       start only and ends in a domain or file extension (``^.*\\.pdf`` matches
-      ``x.pdf.exe``).
+      ``x.pdf.exe``); a counter no expression reads, or whose ``key`` is quoted text
+      naming a value (``'"principal.user"'``: one count for every call).
 
     ``principal``: its type (``typecheck.principal_type``), when the host said what it
     sends (``guardrails check --principal``): a key outside it is reported.
@@ -469,6 +470,22 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                        f"fires; add allow rules for an allowlist, or leave it allow)"))
     for element, expression, program in policy.expressions():
         out.extend(_numeric_text_params(policy, element, expression, program.ast))
+    for c in policy.counters:
+        quoted = _quoted_path(c.key.program.ast)
+        if quoted is not None and isinstance(c.key.program.ast, ast.Literal):
+            out.append(_at(c.key.expression.position, "warning",
+                           f"policy {name}: counters.{c.name}.key is the text {quoted!r}, "
+                           f"the same for every call: all calls share one count (write it "
+                           f"without the inner quotes, key: '{quoted}', to count each "
+                           f"value apart)"))
+    read = _counters_read(policy)
+    for c in policy.counters:
+        if read is not None and c.name not in read:
+            out.append(_at(c.key.expression.position, "warning",
+                           f"policy {name}: counters.{c.name} is never read: no rule or "
+                           f"variable uses it, so its limit stops nothing (a counter only "
+                           f"counts; a rule acts, e.g. when: 'counters.{c.name}.exceeded', "
+                           f"action: deny)"))
     first: dict[str, str] = {}
     for rule in policy.rules:
         node = rule.when.program.ast
@@ -513,6 +530,24 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
     return out
+
+
+def _counters_read(policy: CompiledPolicy) -> set[str] | None:
+    """The counters the policy's expressions read (``counters.x``); None when one reads
+    ``counters`` otherwise (``counters[name]``), which could be any of them."""
+    read: set[str] = set()
+    for _, _, program in policy.expressions():
+        whole = 0
+        for n in ast.walk(program.ast):
+            if isinstance(n, ast.Select) and isinstance(n.operand, ast.Ident) \
+                    and n.operand.name == "counters":
+                read.add(n.field)
+                whole -= 1
+            elif isinstance(n, ast.Ident) and n.name == "counters":
+                whole += 1
+        if whole > 0:
+            return None
+    return read
 
 
 def _shadowed(rule: CompiledRule, rules: Sequence[CompiledRule]) -> CompiledRule | None:

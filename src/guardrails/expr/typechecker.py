@@ -43,6 +43,7 @@ from guardrails.expr.types import (
     TIMESTAMP,
     TYPE,
     TYPE_NAMES,
+    Field,
     Type,
     join,
     list_of,
@@ -143,6 +144,16 @@ def _table() -> dict[tuple[str, bool], list[_Overload]]:
 
 _OVERLOADS = _table()
 
+PROVENANCE_SOURCES = ("request", "params", "result")
+_SOURCE = Type("string", values=PROVENANCE_SOURCES)
+PLACE = map_of(STRING, DYN, {"source": Field(_SOURCE, True), "tool": Field(STRING, True),
+                             "index": Field(INT, True), "trusted": Field(BOOL, True),
+                             "requested": Field(BOOL, True), "whole": Field(BOOL, True)},
+               "error")
+"""One element of ``provenance(v)`` (``lib_provenance.Place.as_map``): exactly these keys,
+and ``source`` is one of three words, so ``p.trust`` or ``p.source == "results"`` (never
+true) is a load error rather than a rule that silently never fires."""
+
 
 def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None,
           facts: Facts = NONE, guards: bool | None = None) -> tuple[Type, list[Diagnostic]]:
@@ -224,6 +235,10 @@ def _read_literals(node: ast.Node) -> list[ast.Literal]:
             reads = args[0]
         elif f == "@select" and len(args) == 2:
             reads = args[1]  # args.?x: a field path, and a fact under hasValue()
+        elif n.target is None and f in ("_==_", "_!=_") and len(args) == 2 and any(
+                isinstance(a, ast.Select) and a.field == "source" for a in args):
+            # p.source == "result": checked against PROVENANCE_SOURCES
+            reads = args[1] if isinstance(args[1], ast.Literal) else args[0]
         elif not (n.target is None and f in _OPERATORS):
             name = call_name(n)
             if name in _REGEX_ARG:
@@ -420,6 +435,10 @@ def _condition_hint(node: ast.Node, t: Type, expect: Type) -> str:
                "or test that it is there with has(args.x))"
     if expect == STRING and t.name != "string":
         return " (convert it with string(...))"
+    if expect == BOOL and t == list_of(PLACE):
+        return (" (provenance(v) lists where v appears: test its places, e.g. "
+                "provenance(v).exists(p, p.source == \"result\" && !p.trusted), or use "
+                "untrusted(v))")
     return ""
 
 
@@ -763,6 +782,8 @@ class _Checker:
                 and (o.receiver is None or _accepts(o.receiver, receiver_t or DYN))
                 and all(_accepts(p, t) for p, t in zip(o.params, types, strict=True))]
         if fits:
+            if name == "provenance" and node.target is None:
+                return list_of(PLACE)
             results = {str(o.result): o.result for o in fits}
             return next(iter(results.values())) if len(results) == 1 else DYN
         if any(len(o.params) == len(types) for o in overloads):
@@ -880,6 +901,11 @@ def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
             and other.value not in t.values and type(other.value) is not bool:
         allowed = ", ".join(repr(v) for v in t.values)
         close = suggest(str(other.value), [str(v) for v in t.values])
+        if t is _SOURCE:  # the engine's own word: certain, not a schema's promise
+            hint = close or "; the tool a result came from is p.tool"
+            c.error(other, f"{other.value!r} is never the source of a provenance place: "
+                           f"source is one of {allowed}{hint}")
+            return
         c.warning(other, f"{other.value!r} is not one of the values the tool schema "
                          f"allows ({allowed}){close}")
 
