@@ -127,6 +127,13 @@ LOAD: dict[str, tuple[str, str]] = {
                       "test-decision.yaml:8:16: unknown field 'decision' in "
                       "spec.cases[0].expect (the expected outcome is effect: allow | deny | "
                       "halt | require_approval)"),
+    "test-rule-unqualified": (
+        "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t3}\nspec:\n"
+        "  cases:\n    - name: a\n      call: {tool: send_email, args: {to: x}}\n"
+        "      expect: {effect: deny, rules: [blocked-domain]}\n",
+        "test-rule-unqualified.yaml:8:38: spec.cases[0].expect.rules[0]: 'blocked-domain' is "
+        "not 'policy/rule': name its policy too, as fired rules are reported "
+        "('<policy>/blocked-domain', '<policy>@<binding>/blocked-domain' through a binding)"),
     # YAML indentation
     "indent-dedented-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                         "  action: deny\n"),
@@ -1147,3 +1154,98 @@ def test_a_repair_for_one_of_the_tools_sets_that_tools_argument(tmp_path: Path) 
     assert "repairs.nights sets argument 'nights', which no matched tool declares" in \
         findings[0], findings
     assert "'days'" not in findings[0] and "berth" not in findings[0]
+
+
+# -- guardrails test: the platform engineer's counters and agents -------------------------
+
+OPS_POLICY = """\
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: ops}
+spec:
+  match: {tools: [run_command], agents: [ops-agent]}
+  counters:
+    - {name: calls, key: 'principal.user', window: 1h, limit: 5}
+  rules:
+    - {name: rm, when: 'args.command.startsWith("rm ")', action: deny}
+    - {name: many, when: 'counters.calls.exceeded', action: deny}
+"""
+
+OPS_SUITE = """\
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: ops-tests}
+spec:
+  policies: [ops.yaml]
+  cases:
+    - name: agent typo
+      call: {tool: run_command, args: {command: rm -rf /}, agent: ops-agnet}
+      expect: {effect: allow}
+    - name: agent cased
+      call: {tool: run_command, args: {command: rm -rf /}, agent: Ops-Agent}
+      expect: {effect: allow}
+    - name: counter typo
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {call: 9}}
+      expect: {effect: allow}
+    - name: scoped counter typo
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {opz/calls: 9}}
+      expect: {effect: allow}
+    - name: other agent is not matched
+      call: {tool: run_command, args: {command: rm -rf /}, agent: billing}
+      expect: {effect: allow}
+    - name: over the limit
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {calls: 9}}
+      expect: {effect: deny, rules: [ops/many]}
+    - name: over the limit, scoped
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {ops/calls: 4}}
+      expect: {effect: allow}
+"""
+
+
+@pytest.fixture(scope="module")
+def ops_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    root = write(tmp_path_factory.mktemp("ops"), {"ops": OPS_POLICY,
+                                                   "ops.tests": OPS_SUITE})
+    proc = run("test", root)
+    return output(proc, root), proc.returncode
+
+
+def _ops_case(out: str, name: str) -> list[str]:
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("FAIL ") and line.endswith(f": ops-tests: {name}"):
+            return [line, *lines[i + 1:i + 4]]
+    return []
+
+
+@pytest.mark.parametrize("name, line, note", [
+    ("agent typo", 7, "agent: no policy for tool 'run_command' names agent 'ops-agnet', so "
+                      "those policies do not apply; one names 'ops-agent': a typo in the "
+                      "case's agent or in match.agents?"),
+    ("agent cased", 10, "names agent 'Ops-Agent', so those policies do not apply; one "
+                        "names 'ops-agent'"),
+    ("counter typo", 13, "counters: no counter of the policies under test is named 'call', "
+                         "so the count is set for nothing; did you mean 'calls'?"),
+    ("scoped counter typo", 17, "is named 'opz/calls', so the count is set for nothing; did "
+                                "you mean 'ops/calls'?"),
+])
+def test_a_case_that_sets_up_nothing_fails(ops_run: tuple[str, int], name: str, line: int,
+                                           note: str) -> None:
+    """A case for an agent no policy names, or with counts for a counter that does not
+    exist, passes only because nothing it set up was used."""
+    out, code = ops_run
+    assert code == 1
+    block = _ops_case(out, name)
+    assert block and block[0] == f"FAIL ops.tests.yaml:{line}:7: ops-tests: {name}", out
+    assert note in block[1], block
+
+
+def test_correct_agent_and_counter_cases_pass(ops_run: tuple[str, int]) -> None:
+    out, _ = ops_run
+    for name in ("other agent is not matched", "over the limit", "over the limit, scoped"):
+        assert _ops_case(out, name) == [], out
+    assert out.splitlines()[-1] == "3 passed, 4 failed (7 cases in 1 suite)"
