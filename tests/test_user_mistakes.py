@@ -406,6 +406,40 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "counter-unread.yaml:8:25: warning: policy p: counters.big is never read: no rule or "
         "variable uses it, so its limit stops nothing (a counter only counts; a rule acts, "
         "e.g. when: 'counters.big.exceeded', action: deny)"),
+    # params that override a library's or a policy's and change nothing
+    "uses-param-typo": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: typolib}\nspec:\n"
+        "  params: {known: []}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [typolib]\nparams: {know: [bob@example.com]}\n"
+                 + rule("!typolib.vouched(args.to)")),
+        "uses-param-typo.yaml:17:12: warning: spec.params.know: no expression of policy "
+        "uses-param-typo reads params.know; did you mean 'known'? (params.known is read, "
+        "and keeps the value library typolib gives it)"),
+    "uses-param-kind": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: kindlib}\nspec:\n"
+        "  params: {known: []}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [kindlib]\nparams:\n  known: bob@example.com\n"
+                 + rule("!kindlib.vouched(args.to)")),
+        "uses-param-kind.yaml:18:5: warning: spec.params.known: a text, but library kindlib "
+        "gives a list there: the expressions written for a list would test something else, "
+        "or fail; write a list (a list of one: [...])"),
+    "binding-param-typo": (
+        policy("p", "params: {cap: 3}\n" + rule("size(args.cc) > params.cap"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+          "spec:\n  policy: binding-param-typo\n  params: {capp: 10}\n",
+        "binding-param-typo.yaml:17:12: warning: spec.params.capp: no expression of policy "
+        "binding-param-typo reads params.capp; did you mean 'cap'? (params.cap is read, and "
+        "keeps the value policy binding-param-typo gives it)"),
+    "binding-param-kind": (
+        policy("p", "params: {blocked: [evil.example]}\n"
+               + rule("args.to.split(\"@\")[1] in params.blocked"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: beta}\n"
+          "spec:\n  policy: binding-param-kind\n  params: {blocked: {evil.example: 1}}\n",
+        "binding-param-kind.yaml:17:12: warning: spec.params.blocked: a map, but policy "
+        "binding-param-kind gives a list there: the expressions written for a list would "
+        "test something else, or fail; write a list"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -597,6 +631,18 @@ CLEAN = {
                                   "variables:\n  - {name: busy, expression: "
                                   "'counters.mine.remaining < 2'}\n"
                              + rule("counters.all.exceeded || variables.busy")),
+    # A library's list overridden by a list, a binding's cap by a number, and params the
+    # policy does not read (documentation for people) beside ones it does.
+    "overrides": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: cleanlib}\nspec:\n"
+        "  params: {known: [], cap: 3}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [cleanlib]\nparams: {known: [bob@example.com], cap: 5, "
+                      "owner: secops, caps: {}}\n"
+                 + rule("!cleanlib.vouched(args.to) && size(args.to) > params.cap"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+          "spec:\n  policy: overrides\n  params: {cap: 10, known: [ann@example.com], "
+          "region: eu}\n"),
     # A policy switched off with a literal, as a rule is.
     "disabled": policy("p", rule("size(args.to) > 3")).replace(
         "match: {tools: [send_email]}",
