@@ -251,6 +251,12 @@ LOAD: dict[str, tuple[str, str]] = {
                     "limit: 10}\n" + rule("counters.sent.exceeded")),
         "counter-window.yaml:7:51: spec.counters[0].window: expected a duration such as "
         "60s, 10m, 24h, 7d or 1w, not '1 day': one whole number and a unit, with no space"),
+    "startswith-list": (policy("p", "params: {domains: [\"@example.com\"]}\n"
+                                    + rule("!args.to.endsWith(params.domains)")),
+                        "startswith-list.yaml:9:23: rules.r.when: no overload of "
+                        "dyn.endsWith(list(string)); it takes: string.endsWith(string) -> "
+                        "bool (to test each element of a list: list.exists(p, "
+                        "x.endsWith(p)))"),
     "counter-key-map": (
         policy("p", "counters:\n  - {name: sent, key: 'args', window: 1h, limit: 10}\n"
                + rule("counters.sent.exceeded")),
@@ -392,6 +398,28 @@ FINDINGS: dict[str, tuple[str, str]] = {
                          "param-flow-comma.yaml:6:24: warning: spec.params: YAML reads '1,000' "
                          "in a flow mapping as 1 and a key '000': the comma separates entries; "
                          "write 1000"),
+    # time windows counted as other languages count
+    "month-from-one": (policy("p", rule("now.getMonth() == 12 && args.attachments > 0")),
+                       "month-from-one.yaml:8:32: warning: policy p: rules.r.when: "
+                       "getMonth() == 12 is never true: getMonth() gives 0 (January) to 11 "
+                       "(December)"),
+    "weekday-seven": (policy("p", rule("now.getDayOfWeek() == 7 || now.getDayOfWeek() == 6")),
+                      "weekday-seven.yaml:8:36: warning: policy p: rules.r.when: "
+                      "getDayOfWeek() == 7 is never true: getDayOfWeek() gives 0 (Sunday) to "
+                      "6 (Saturday)"),
+    "hours-24": (policy("p", rule("now.getHours(\"Europe/Paris\") >= 24")),
+                 "hours-24.yaml:8:46: warning: policy p: rules.r.when: getHours() >= 24 is "
+                 "never true: getHours() gives 0 to 23"),
+    "history-weekday": (policy("p", rule("history.exists(h, h.at.getDayOfWeek() != 7)")),
+                        "history-weekday.yaml:8:55: warning: policy p: rules.r.when: "
+                        "getDayOfWeek() != 7 is always true"),
+    # Rego's `in` on an object tests values; CEL's on a map tests keys
+    "value-in-map": (policy("p", "params: {roles: {alice: admin, carl: dev}}\n"
+                                 + rule("\"admin\" in params.roles")),
+                     "value-in-map.yaml:9:14: warning: policy p: rules.r.when: 'admin' is a "
+                     "value of params.roles, not a key: 'in' on a map tests its keys (unlike "
+                     "Rego's 'in' on an object), so this is false on every call; for its "
+                     "values write params.roles.exists(k, params.roles[k] == 'admin')"),
     # counters
     "counter-key-quoted": (
         policy("p", "counters:\n  - {name: sent, key: '\"principal.user\"', window: 1h, "
@@ -643,6 +671,15 @@ CLEAN = {
         + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
           "spec:\n  policy: overrides\n  params: {cap: 10, known: [ann@example.com], "
           "region: eu}\n"),
+    "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
+                                       "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
+                                       "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
+                                       "now.getDate() == 31")),
+    "duration-hours": policy("p", rule("history.exists(h, (now - h.at).getHours() > 30 "
+                                       "&& (now - h.at).getMinutes() < 100000)")),
+    "key-in-map": policy("p", "params: {roles: {alice: admin, admin: root}}\n"
+                              + rule("\"alice\" in params.roles && \"admin\" in "
+                                     "params.roles")),
     # A policy switched off with a literal, as a rule is.
     "disabled": policy("p", rule("size(args.to) > 3")).replace(
         "match: {tools: [send_email]}",

@@ -470,6 +470,7 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                        f"fires; add allow rules for an allowlist, or leave it allow)"))
     for element, expression, program in policy.expressions():
         out.extend(_numeric_text_params(policy, element, expression, program.ast))
+        out.extend(_value_in_map(policy, element, expression, program.ast))
     for c in policy.counters:
         quoted = _quoted_path(c.key.program.ast)
         if quoted is not None and isinstance(c.key.program.ast, ast.Literal):
@@ -769,6 +770,35 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
 
 
+
+
+def _value_in_map(policy: CompiledPolicy, element: str, expression: Expression,
+                  node: ast.Node) -> list[Finding]:
+    """``"admin" in params.roles`` where ``admin`` is one of the map's values and not a
+    key: ``in`` on a CEL map tests its keys (Rego's ``in`` on an object tests values), so
+    the test is false on every call."""
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.target is None and n.function == "@in"
+                and len(n.args) == 2 and isinstance(n.args[0], ast.Literal)
+                and isinstance(n.args[0].value, str)):
+            continue
+        found = _param_value(policy, n.args[1])
+        if found is None or not isinstance(found[1], Mapping):
+            continue
+        path, value = found
+        literal = n.args[0].value
+        values = {v for item in value.values()
+                  for v in (item if isinstance(item, list) else [item])
+                  if isinstance(v, str)}
+        if literal in value or literal not in values:
+            continue
+        out.append(_at(expression.position_of(n.args[0].offset), "warning",
+                       f"policy {policy.name}: {element}: '{literal}' is a value of {path}, "
+                       f"not a key: 'in' on a map tests its keys (unlike Rego's 'in' on an "
+                       f"object), so this is false on every call; for its values write "
+                       f"{path}.exists(k, {path}[k] == '{literal}')"))
+    return out
 
 
 def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,

@@ -239,6 +239,10 @@ def _read_literals(node: ast.Node) -> list[ast.Literal]:
                 isinstance(a, ast.Select) and a.field == "source" for a in args):
             # p.source == "result": checked against PROVENANCE_SOURCES
             reads = args[1] if isinstance(args[1], ast.Literal) else args[0]
+        elif n.target is None and f in _OPERATORS and len(args) == 2 and any(
+                isinstance(a, ast.Call) and a.function in TIME_RANGES for a in args):
+            # now.getHours() > 17: checked against TIME_RANGES
+            reads = args[1] if isinstance(args[1], ast.Literal) else args[0]
         elif not (n.target is None and f in _OPERATORS):
             name = call_name(n)
             if name in _REGEX_ARG:
@@ -794,6 +798,11 @@ class _Checker:
             if name == "contains" and receiver_t is not None and receiver_t.name in (
                     "list", "map"):
                 hint = " (for a list or a map write x in list)"
+            elif name in ("startsWith", "endsWith", "contains", "matches") and types \
+                    and types[0].name == "list" and receiver_t is not None \
+                    and receiver_t.name in ("string", "dyn"):
+                hint = (f" (to test each element of a list: list.exists(p, "
+                        f"x.{name}(p)))")
             self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}{hint}")
         return DYN
 
@@ -882,6 +891,7 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             else:
                 _enum_check(c, a, y)
                 _enum_check(c, b, x)
+                _time_range_check(c, symbol, x, y)
             return BOOL
         ok = ("dyn" in (a.name, b.name)
               or (a.name in NUMERIC and b.name in NUMERIC)
@@ -892,8 +902,53 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             c.error(bad, f"cannot compare {a} {symbol} {b}: CEL does not convert between "
                          f"types{_params_hint(x, y, a, b) or _literal_hint(bad, want)}"
                          f"{_record_hint(x if bad is y else y, want)}")
+        else:
+            _time_range_check(c, symbol, x, y)
         return BOOL
     return rule
+
+
+TIME_RANGES: Mapping[str, tuple[int, int, str]] = {
+    "getMonth": (0, 11, "0 (January) to 11 (December)"),
+    "getDate": (1, 31, "1 to 31 (getDayOfMonth() counts from 0)"),
+    "getDayOfMonth": (0, 30, "0 to 30 (getDate() counts from 1)"),
+    "getDayOfWeek": (0, 6, "0 (Sunday) to 6 (Saturday)"),
+    "getDayOfYear": (0, 365, "0 to 365"),
+    "getHours": (0, 23, "0 to 23"),
+    "getMinutes": (0, 59, "0 to 59"),
+    "getSeconds": (0, 59, "0 to 59"),
+    "getMilliseconds": (0, 999, "0 to 999"),
+}
+"""What each timestamp accessor gives (on a duration they are totals, unbounded)."""
+
+_COMPARE: Mapping[str, Callable[[float, float], bool]] = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _time_range_check(c: _Checker, symbol: str, x: ast.Node, y: ast.Node) -> None:
+    """``now.getDayOfWeek() == 7``, ``now.getMonth() == 12``, ``getHours() > 23``: a
+    comparison that no value the accessor gives can change (a rule that never fires, or
+    always does), usually from counting as another language does (months from 1)."""
+    for call, lit, op in ((x, y, symbol), (y, x, _FLIPPED[symbol])):
+        if not (isinstance(call, ast.Call) and call.target is not None
+                and call.function in TIME_RANGES and isinstance(lit, ast.Literal)
+                and isinstance(lit.value, int | float) and not isinstance(lit.value, bool)):
+            continue
+        scratch = _Checker(c.env)
+        scratch._locals = c._locals
+        if scratch.infer(call.target, NONE).name != "timestamp":
+            return  # a duration's getHours() is its whole length in hours
+        lo, hi, says = TIME_RANGES[call.function]
+        outcomes = {_COMPARE[op](v, lit.value) for v in range(lo, hi + 1)}
+        if len(outcomes) == 1:
+            always = outcomes.pop()
+            c.warning(lit, f"{call.function}() {op} {lit.value} is "
+                           f"{'always' if always else 'never'} true: {call.function}() "
+                           f"gives {says}")
+        return
 
 
 def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
