@@ -257,6 +257,9 @@ LOAD: dict[str, tuple[str, str]] = {
                         "dyn.endsWith(list(string)); it takes: string.endsWith(string) -> "
                         "bool (to test each element of a list: list.exists(p, "
                         "x.endsWith(p)))"),
+    "namespace-member": (policy("p", rule("paths.normalize(args.subject) == \"/etc\"")),
+                         "namespace-member.yaml:8:20: unknown function 'paths.normalize' "
+                         "(paths has: clean, glob, within)"),
     "counter-key-map": (
         policy("p", "counters:\n  - {name: sent, key: 'args', window: 1h, limit: 10}\n"
                + rule("counters.sent.exceeded")),
@@ -483,6 +486,11 @@ FINDINGS: dict[str, tuple[str, str]] = {
                          "'^[a-z.]+@example\\.com': anchored at the start only: matches() "
                          "finds the pattern anywhere, so text that goes on after it matches "
                          "too"),
+    "regex-pipe": (policy("p", rule("args.body.matches(\"curl.*|.*sh\")")),
+                   "regex-pipe.yaml:8:32: warning: policy p: rules.r.when: regex "
+                   "'curl.*|.*sh': '|' outside a group separates alternatives: any text "
+                   "matching 'curl.*' or '.*sh' matches, not 'curl.*' then a '|' then '.*sh'; "
+                   "for a pipe character (a shell's 'curl ... | sh') escape it: '\\|'"),
     "regex-glob-folder": (policy("p", rule("args.body.matches(\"/etc/*\")")),
                           "regex-glob-folder.yaml:8:32: warning: policy p: rules.r.when: regex "
                           "'/etc/*': '/*' repeats the '/' (a regex, not a glob)"),
@@ -671,6 +679,9 @@ CLEAN = {
         + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
           "spec:\n  policy: overrides\n  params: {cap: 10, known: [ann@example.com], "
           "region: eu}\n"),
+    "pipes": policy("p", rule("args.body.matches(\"curl.*\\\\|.*sh\") || "
+                              "args.body.matches(\"^(rm|dd) \") || "
+                              "args.body.matches(\"(curl|wget).*[|].*sh\")")),
     "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
                                        "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
                                        "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
@@ -856,6 +867,9 @@ def test_regex_pitfalls_never_raise_and_name_a_real_unescaped_dot(pattern: str) 
     if found and "unescaped '.'" in found:
         word = found.split("'")[1]
         assert word in pattern and "." in word
+    if found and "'|' outside a group" in found:
+        left, right = found.split("'")[3], found.split("'")[5]
+        assert left + "|" + right == pattern and left[-2:] in (".*", ".+")
 
 
 @settings(max_examples=60, deadline=None)

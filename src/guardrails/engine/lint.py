@@ -818,6 +818,30 @@ def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
     return out
 
 
+def _pipe_meant(pattern: str) -> tuple[str, str] | None:
+    """``curl.*|.*sh``: a top-level ``|`` with ``.*`` (or ``.+``) on both sides, where a
+    literal pipe between two commands was meant; the two alternatives, or None."""
+    depth, in_class, i = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif (c == "|" and depth == 0 and pattern[max(i - 2, 0):i] in (".*", ".+")
+              and (i < 3 or pattern[i - 3] != "\\") and pattern[i + 1:i + 3] in (".*", ".+")):
+            return pattern[:i], pattern[i + 1:]
+        i += 1
+    return None
+
+
 _SUFFIX = re.compile(r"[A-Za-z]+(?![A-Za-z0-9*+?{])")
 _SUFFIXES = frozenset({
     "com", "org", "net", "io", "co", "uk", "de", "fr", "eu", "gov", "edu", "mil", "int",
@@ -878,6 +902,13 @@ def regex_pitfall(pattern: str) -> str | None:
     if re.search(r"/\*(?![$)])", pattern.replace("\\/", "")):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
                 "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
+    pipe = _pipe_meant(pattern)
+    if pipe is not None:
+        left, right = pipe
+        return (f"'|' outside a group separates alternatives: any text matching '{left}' "
+                f"or '{right}' matches, not '{left}' then a '|' then '{right}'; for a pipe "
+                f"character (a shell's 'curl ... | sh') escape it: '\\|' (in a CEL "
+                f"string \"\\\\|\")")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
             and re.search(r"\\\.[A-Za-z]{2,}\)?$", pattern)):
         return ("anchored at the start only: matches() finds the pattern anywhere, so "
