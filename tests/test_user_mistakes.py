@@ -471,6 +471,22 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "binding-param-kind.yaml:17:12: warning: spec.params.blocked: a map, but policy "
         "binding-param-kind gives a list there: the expressions written for a list would "
         "test something else, or fail; write a list"),
+    # MCP tools answer to mcp:<server>/<tool>
+    "mcp-colon": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[send_email, \"mcp:mail:send_email\"]"),
+        "mcp-colon.yaml:5:31: warning: policy p: match.tools 'mcp:mail:send_email' matches "
+        "no tool: an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, "
+        "mcp:bank/*); the server and the tool are separated by '/'"),
+    "mcp-cased": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[\"MCP:mail/send_email\"]"),
+        "mcp-cased.yaml:5:19: warning: policy p: match.tools 'MCP:mail/send_email' matches "
+        "no tool: an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, "
+        "mcp:bank/*), in lower case with a ':'"),
+    "mcp-no-prefix": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[mail/send_email]"),
+        "mcp-no-prefix.yaml:5:19: warning: policy p: match.tools 'mail/send_email' matches "
+        "no tool (tool names have no '/'): an MCP tool answers to mcp:<server>/<tool> "
+        "(mcp:bank/send_money, mcp:bank/*): mcp:mail/send_email?"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -682,6 +698,9 @@ CLEAN = {
     "pipes": policy("p", rule("args.body.matches(\"curl.*\\\\|.*sh\") || "
                               "args.body.matches(\"^(rm|dd) \") || "
                               "args.body.matches(\"(curl|wget).*[|].*sh\")")),
+    "mcp-names": policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[send_email, \"mcp:mail/send_email\", \"mcp:*/send_email\", "
+                        "\"mcp:mail/*\", \"mcp:*\", \"mcp:/send_email\"]"),
     "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
                                        "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
                                        "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "

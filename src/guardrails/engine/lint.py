@@ -479,6 +479,10 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"the same for every call: all calls share one count (write it "
                            f"without the inner quotes, key: '{quoted}', to count each "
                            f"value apart)"))
+    for glob, at in zip(policy.tools or (), policy.tool_positions, strict=False):
+        problem = _mcp_glob_problem(glob)
+        if problem:
+            out.append(_at(at, "warning", f"policy {name}: match.tools '{glob}' {problem}"))
     read = _counters_read(policy)
     for c in policy.counters:
         if read is not None and c.name not in read:
@@ -531,6 +535,25 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
     return out
+
+
+def _mcp_glob_problem(glob: str) -> str | None:
+    """Why a glob written as an MCP tool's name (``mcp:<server>/<tool>``) matches none:
+    tool names have no ':' or '/' but that alias (``agent_framework._mcp``)."""
+    form = "an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, mcp:bank/*)"
+    if glob.startswith("mcp:"):
+        rest = glob[4:]
+        if rest.startswith("//"):
+            return f"matches no tool: {form}, with no '//': mcp:{rest[2:]}"
+        if "/" not in rest and "*" not in rest:
+            return (f"matches no tool: {form}; the server and the tool are separated by "
+                    f"'/'")
+        return None
+    if glob[:4].lower() in ("mcp:", "mcp/", "mcp.") or glob[:5].lower() == "mcp::":
+        return f"matches no tool: {form}, in lower case with a ':'"
+    if "/" in glob and ":" not in glob and "*" not in glob.split("/", 1)[0]:
+        return f"matches no tool (tool names have no '/'): {form}: mcp:{glob}?"
+    return None
 
 
 def _counters_read(policy: CompiledPolicy) -> set[str] | None:
