@@ -160,6 +160,13 @@ LOAD: dict[str, tuple[str, str]] = {
                              "    action: deny\n"),
                  "yaml-tag.yaml:8:13: unsupported YAML tag '!has(args.cc)' (a plain value "
                  "starting with '!' is a YAML tag: quote the expression"),
+    "yaml-merge-key": (policy("p", "rules:\n  - <<: {action: deny}\n    name: r\n"
+                                   "    when: 'args.to == \"x\"'\n"),
+                       "yaml-merge-key.yaml:7:7: YAML merge keys (<<) are not supported: "
+                       "write the fields out in each mapping"),
+    "yaml-alias": (policy("p", "params: {a: &d [x], b: *d}\n" + rule("args.to in params.b")),
+                   "yaml-alias.yaml:6:26: YAML aliases (*name) are not supported: write the "
+                   "value out"),
     "misspelt-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                  "    action: deny\n    messageExpresion: '\"no\"'\n"),
                      "misspelt-key.yaml:10:7: unknown field 'messageExpresion' in "
