@@ -479,6 +479,10 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"the same for every call: all calls share one count (write it "
                            f"without the inner quotes, key: '{quoted}', to count each "
                            f"value apart)"))
+    for glob, at in zip(policy.tools or (), policy.tool_positions, strict=False):
+        problem = _mcp_glob_problem(glob)
+        if problem:
+            out.append(_at(at, "warning", f"policy {name}: match.tools '{glob}' {problem}"))
     read = _counters_read(policy)
     for c in policy.counters:
         if read is not None and c.name not in read:
@@ -531,6 +535,25 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
     return out
+
+
+def _mcp_glob_problem(glob: str) -> str | None:
+    """Why a glob written as an MCP tool's name (``mcp:<server>/<tool>``) matches none:
+    tool names have no ':' or '/' but that alias (``agent_framework._mcp``)."""
+    form = "an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, mcp:bank/*)"
+    if glob.startswith("mcp:"):
+        rest = glob[4:]
+        if rest.startswith("//"):
+            return f"matches no tool: {form}, with no '//': mcp:{rest[2:]}"
+        if "/" not in rest and "*" not in rest:
+            return (f"matches no tool: {form}; the server and the tool are separated by "
+                    f"'/'")
+        return None
+    if glob[:4].lower() in ("mcp:", "mcp/", "mcp.") or glob[:5].lower() == "mcp::":
+        return f"matches no tool: {form}, in lower case with a ':'"
+    if "/" in glob and ":" not in glob and "*" not in glob.split("/", 1)[0]:
+        return f"matches no tool (tool names have no '/'): {form}: mcp:{glob}?"
+    return None
 
 
 def _counters_read(policy: CompiledPolicy) -> set[str] | None:
@@ -818,6 +841,30 @@ def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
     return out
 
 
+def _pipe_meant(pattern: str) -> tuple[str, str] | None:
+    """``curl.*|.*sh``: a top-level ``|`` with ``.*`` (or ``.+``) on both sides, where a
+    literal pipe between two commands was meant; the two alternatives, or None."""
+    depth, in_class, i = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif (c == "|" and depth == 0 and pattern[max(i - 2, 0):i] in (".*", ".+")
+              and (i < 3 or pattern[i - 3] != "\\") and pattern[i + 1:i + 3] in (".*", ".+")):
+            return pattern[:i], pattern[i + 1:]
+        i += 1
+    return None
+
+
 _SUFFIX = re.compile(r"[A-Za-z]+(?![A-Za-z0-9*+?{])")
 _SUFFIXES = frozenset({
     "com", "org", "net", "io", "co", "uk", "de", "fr", "eu", "gov", "edu", "mil", "int",
@@ -878,6 +925,13 @@ def regex_pitfall(pattern: str) -> str | None:
     if re.search(r"/\*(?![$)])", pattern.replace("\\/", "")):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
                 "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
+    pipe = _pipe_meant(pattern)
+    if pipe is not None:
+        left, right = pipe
+        return (f"'|' outside a group separates alternatives: any text matching '{left}' "
+                f"or '{right}' matches, not '{left}' then a '|' then '{right}'; for a pipe "
+                f"character (a shell's 'curl ... | sh') escape it: '\\|' (in a CEL "
+                f"string \"\\\\|\")")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
             and re.search(r"\\\.[A-Za-z]{2,}\)?$", pattern)):
         return ("anchored at the start only: matches() finds the pattern anywhere, so "
