@@ -49,6 +49,11 @@ MATCH = [
     ("2022-04-15", "due 15/04/2022"),
     ("2022-04-15", "due 15th of Apr. 2022"),
     ("2022-04-15T10:00:00Z", "2022-04-15"),
+    # ... and as people write them without a year: any year
+    ("2025-01-11", "from January 11th to January 15th 2025"),
+    ("2024-05-01", "book May 1st to May 5th."),
+    ("2024-04-15", "on 15 April at 10:00"),
+    ("2023-10-15", "a reminder for October 15th"),
     # phone numbers
     ("+1 (555) 123-4567", "call +1 555 123 4567"),
     ("555-123-4567", "(555) 123.4567"),
@@ -59,6 +64,12 @@ MATCH = [
 ]
 
 NO_MATCH = [
+    # a month and day followed by another year are that year's
+    ("2024-05-01", "May 1st, 2023"),
+    ("2024-05-01", "on May 1st 2023"),
+    ("2024-05-01", "May 12th"),
+    ("2024-05-01", "May 1stly"),
+    ("2024-05-01", "10 May"),
     ("5", "1500"),
     (5, "5.5"),
     (1500, "1,500,000"),
