@@ -43,6 +43,10 @@ variant in one position some 50 µs slower, whatever it was, which inflated the 
 and the telemetry figure) so drift hits them alike; the
 figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
+``--steps`` instead times every step of the guard's own code inside real guarded runs
+(default telemetry): each function's own time (what it calls that is timed too, and what the
+middleware call next, left out; the timer's own cost taken off), median per run, with calls
+per run: the list of what the guard runs per call and per run, and what each costs.
 """
 
 from __future__ import annotations
@@ -50,8 +54,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import importlib.util
+import inspect
 import io
 import pstats
 import random
@@ -387,6 +393,14 @@ class _TimedFunctionGuard(GuardFunctionMiddleware):
             lambda nxt: super(_TimedFunctionGuard, self).process(context, nxt), call_next)
 
 
+class _TimedChatGuard(GuardChatMiddleware):
+    watch = _TimedRunGuard.watch
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await self.watch.around(
+            lambda nxt: super(_TimedChatGuard, self).process(context, nxt), call_next)
+
+
 EVALUATE = "PolicySet.evaluate() (engine)"
 REDACT = "PolicySet.redact() (engine)"
 SNAPSHOT = "snapshot token, the guard's (framework code)"
@@ -425,7 +439,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     """Where a guarded run's extra time goes, per run (medians).
 
     Framework dispatch and telemetry: differences of the medians above. The rest is timed
-    inside real guarded runs (telemetry off): the time spent in the guard's two middleware,
+    inside real guarded runs (telemetry off): the time spent in the guard's three middleware,
     excluding what they call next, and within it the engine and the snapshot token; the
     guard's own code is what is left of that.
     """
@@ -436,7 +450,8 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         # Built inside: a guard may keep bound methods of the policies (``redact``).
         agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
                                 _TimedFunctionGuard(policies, principal=PRINCIPAL,
-                                                    telemetry=telemetry)])
+                                                    telemetry=telemetry),
+                                _TimedChatGuard()])
         clocks: dict[str, Any] = {**timers, "guard": watch}
         for _ in range(runs):
             before = {name: clock.ns for name, clock in clocks.items()}
@@ -457,7 +472,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
          med["pass-through middleware"] - base),
         ("telemetry (default minus off)",
          med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
-        ("in the guard's middleware (telemetry off), of which:", inside),
+        ("in the guard's three middleware (telemetry off), of which:", inside),
         (f"  {EVALUATE} x{calls[EVALUATE]:g}", part[EVALUATE]),
         (f"  {REDACT} x{calls[REDACT]:g}", part[REDACT]),
         (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
@@ -472,6 +487,189 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
           f"{installed_tokens}):")
     for name, value in rows:
         print(f"  {name:58} {value:8.1f} µs")
+
+
+class _Steps:
+    """Each timed step's own time in one run: inclusive time minus the timed steps inside it
+    (and the middleware's ``call_next``) minus the timer's own cost for each of those (a
+    timed coroutine costs its caller more than a timed function: each is calibrated)."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, list[int]] = {}  # name -> [ns this run, calls this run]
+        # Per open step: [inner ns, timed functions inside, timed coroutines inside].
+        self._children: list[list[int]] = []
+        self.overhead = 0
+        self.overhead_async = 0
+
+    def _close(self, name: str, elapsed: int, counted: bool, kind: int) -> None:
+        inner, functions, coroutines = self._children.pop()
+        if counted:
+            entry = self.own.setdefault(name, [0, 0])
+            entry[0] += (elapsed - inner - functions * self.overhead
+                         - coroutines * self.overhead_async)
+            entry[1] += 1
+        if self._children:
+            self._children[-1][0] += elapsed
+            self._children[-1][kind] += 1
+
+    def wrap(self, name: str, fn: Callable[..., Any], *, counted: bool = True) -> Any:
+        clock = time.perf_counter_ns
+        if inspect.iscoroutinefunction(fn):
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                self._children.append([0, 0, 0])
+                start = clock()
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    self._close(name, clock() - start, counted, 2)
+            return functools.wraps(fn)(timed_async)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._children.append([0, 0, 0])
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._close(name, clock() - start, counted, 1)
+        return functools.wraps(fn)(timed)
+
+    async def calibrate(self) -> None:
+        """The time one timed call (function, coroutine) adds to its caller beyond the call."""
+        def bare() -> None:
+            pass
+
+        async def bare_async() -> None:
+            pass
+
+        timed, timed_async = self.wrap("calibration", bare), self.wrap("calibration", bare_async)
+        rounds: list[float] = []
+        rounds_async: list[float] = []
+        for _ in range(15):
+            self._children.append([0, 0, 0])
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                timed()
+            with_timer = time.perf_counter_ns() - start
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                await timed_async()
+            with_timer_async = time.perf_counter_ns() - start
+            self._children.pop()
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                bare()
+            plain = time.perf_counter_ns() - start
+            start = time.perf_counter_ns()
+            for _ in range(2000):
+                await bare_async()
+            plain_async = time.perf_counter_ns() - start
+            rounds.append((with_timer - plain) / 2000)
+            rounds_async.append((with_timer_async - plain_async) / 2000)
+        self.overhead = int(statistics.median(rounds))
+        self.overhead_async = int(statistics.median(rounds_async))
+        self.own.clear()
+
+
+_STEP_MODULES = {
+    # module (as the guard's code looks the name up) -> functions timed there
+    "guardrails.agent_framework._function": (
+        "as_mapping", "json_view", "same_json", "apply_repairs", "history_of", "plain_entry",
+        "record", "redacted", "set_result", "tool_aliases", "plain_result", "scrub_result",
+        "scrub_host_payload", "unreadable_message", "session_state", "stored_request",
+        "approval_id_for", "is_approved_response"),
+    "guardrails.agent_framework._private": (
+        "prepared_arguments", "prepare_arguments", "record_argument_snapshot",
+        "validated_as_they_are", "_with_defaults"),
+    "guardrails.agent_framework._boundary": (
+        "run_request", "agent_names", "run_mcp_tools", "_set_mcp_tools"),
+    "guardrails.agent_framework._unreadable": ("_repair",),
+}
+_STEP_METHODS = {
+    "guardrails.agent_framework._function:GuardFunctionMiddleware": (
+        "process", "_plan", "_settle", "_validate", "_act", "_run_tool", "_call_tool",
+        "_running", "_injections", "_scrubber", "_record", "trusted", "_memory_for",
+        "_injects_of"),
+    "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
+    "guardrails.agent_framework._unreadable:GuardChatMiddleware": ("process",),
+    "guardrails.telemetry:GuardTelemetry": (
+        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled"),
+    "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
+                                      "mark_call_id_clean"),
+    "guardrails.telemetry:_QuietCall": ("__enter__", "__exit__"),
+    "guardrails.engine.policyset:PolicySet": ("evaluate", "input_error", "counts"),
+}
+_NEXT_OF = ("guardrails.agent_framework._function:GuardFunctionMiddleware",
+            "guardrails.agent_framework._boundary:GuardRunMiddleware",
+            "guardrails.agent_framework._unreadable:GuardChatMiddleware")
+
+
+@contextmanager
+def _stepped(steps: _Steps) -> Iterator[None]:
+    """Every step in ``_STEP_MODULES`` and ``_STEP_METHODS`` timed while inside; each
+    middleware's ``call_next`` timed as a step of its own that is not listed."""
+    undo: list[tuple[Any, str, Any]] = []
+
+    def swap(owner: Any, name: str, value: Any) -> None:
+        undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
+                     else getattr(owner, name)))
+        setattr(owner, name, value)
+
+    for module_name, names in _STEP_MODULES.items():
+        module = sys.modules[module_name]
+        for name in names:
+            swap(module, name, steps.wrap(f"{module_name.rsplit('.', 1)[1]}.{name}",
+                                          getattr(module, name)))
+    for where, names in _STEP_METHODS.items():
+        module_name, class_name = where.split(":")
+        cls = getattr(sys.modules[module_name], class_name)
+        for name in names:
+            raw = cls.__dict__[name]
+            label = f"{class_name}.{name}"
+            if isinstance(raw, staticmethod):
+                swap(cls, name, staticmethod(steps.wrap(label, raw.__func__)))
+            elif name == "process" and where in _NEXT_OF:
+                swap(cls, name, steps.wrap(label, _with_timed_next(steps, raw)))
+            else:
+                swap(cls, name, steps.wrap(label, raw))
+    try:
+        yield
+    finally:
+        for owner, name, value in reversed(undo):
+            setattr(owner, name, value)
+
+
+def _with_timed_next(steps: _Steps, process: Any) -> Any:
+    async def timed_process(self: Any, context: Any, call_next: Any) -> None:
+        await process(self, context, steps.wrap("call_next", call_next, counted=False))
+    return timed_process
+
+
+async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int) -> None:
+    """The guard's own steps, each timed inside real guarded runs (default telemetry)."""
+    steps = _Steps()
+    await steps.calibrate()
+    with _stepped(steps):
+        agent, client = _agent(guard(policies, principal=PRINCIPAL))
+        await _check("stepped guard", agent, client)
+        per_run: dict[str, list[tuple[float, int]]] = {}
+        gc.collect()
+        for i in range(warmup + runs):
+            steps.own.clear()
+            await agent.run(REQUEST)
+            client.received.clear()
+            if i >= warmup:
+                for name, (ns, calls) in steps.own.items():
+                    per_run.setdefault(name, []).append((ns / 1000, calls))
+    rows = sorted(((statistics.median(t for t, _ in values), name,
+                    statistics.median(c for _, c in values))
+                   for name, values in per_run.items()), reverse=True)
+    engine = {"PolicySet.evaluate"}
+    own = sum(t for t, name, _ in rows if name not in engine)
+    print(f"the guard's steps, own time (median per run of {runs}; the timer's {steps.overhead} ns "
+          f"a timed function, {steps.overhead_async} ns a timed coroutine, taken off its caller):")
+    for t, name, calls in rows:
+        print(f"  {name:46} {t:7.2f} µs  x{calls:g}")
+    print(f"  {'sum, the engine (PolicySet.evaluate) left out':46} {own:7.2f} µs")
 
 
 async def main_async(opts: argparse.Namespace) -> None:
@@ -496,6 +694,9 @@ async def main_async(opts: argparse.Namespace) -> None:
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
     }
+    if opts.steps:
+        await _step_costs(full, opts.runs, opts.warmup)
+        return
     samples = await _bench(variants, opts.runs, opts.warmup)
     base = statistics.median(samples["unguarded"])
     print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved "
@@ -525,6 +726,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="cProfile the guarded variant")
     ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
+    ap.add_argument("--steps", action="store_true",
+                    help="time each step of the guard's own code instead (see the docstring)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time runs by wall clock or by the process's CPU time")
     opts = ap.parse_args()

@@ -85,7 +85,9 @@ from guardrails.agent_framework._secrets import (
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.agent_framework._unreadable import UnreadableArguments
+from guardrails.agent_framework._unreadable import marker as unreadable_marker
 from guardrails.agent_framework._unreadable import message as unreadable_message
+from guardrails.agent_framework._unreadable import replaced as replaced_arguments
 from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore, MemoryStore
 from guardrails.engine.policy import SecretRef
@@ -326,6 +328,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         call_id = raw_call_id if isinstance(raw_call_id, str) else None
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             unreadable = unreadable_message(context.arguments)
+            if unreadable is None and run is not None and run.unreadable:
+                # Replaced by the chat middleware, and the marker dropped by the framework's
+                # validation (a tool whose every parameter has a default): denied all the same.
+                reason = replaced_arguments(run, call_id)
+                if reason is not None:
+                    unreadable = unreadable_message(unreadable_marker(reason))
             if unreadable is not None:
                 # GuardChatMiddleware replaced text the framework's parser cannot read: an
                 # input error, decided before anything reads the arguments.
@@ -334,7 +342,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return
             started = time.perf_counter()
             try:
-                plan = await self._plan(context)
+                plan = await self._plan(context, run)
                 if call_id is not None:
                     # (A quiet call knows no secret: its decision leaves every text as it is.)
                     if not plan.quiet and plan.decision.scrub(call_id) != call_id:
@@ -354,7 +362,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     # -- evaluation ---------------------------------------------------------------------
 
-    async def _plan(self, context: FunctionInvocationContext) -> _Plan:
+    async def _plan(self, context: FunctionInvocationContext, run: RunState | None) -> _Plan:
+        """What to do with the call, decided on one policy set. ``run``: the run's state,
+        as ``process`` read it (a call's context does not change while it is decided)."""
         policies = self._policies.current  # once: the whole call uses this set
         memory = self._memory_for(policies)  # its redact patterns, whatever a thread swaps in
         tool = context.function.name
@@ -364,7 +374,6 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         principal = self._fixed_principal
         if principal is None:
             principal = await self._resolve_principal(context)
-        run = RUN.get()
         state = session_state(context.session)
         request = run.request if run is not None else stored_request(state)
         # The engine copies what it reads; an empty history is no history (None: the engine
@@ -820,8 +829,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             _CALLERS.reset(callers)
             CURRENT_SCRUBBER.reset(token)
             # Attached by the framework after the guard returns (an MCP tool's raw result).
-            with contextlib.suppress(Exception):
+            # (A handler, not ``contextlib.suppress``: no object to build on every call.)
+            try:  # noqa: SIM105
                 scrub_host_payload(context, scrub)
+            except Exception:  # (it fails closed inside: the host loses its copy)
+                pass
         if failure is not None:
             raise failure
         result_scrub: Callable[[str], str] = own() if enclosing is None else scrub

@@ -42,6 +42,11 @@ class RunState:
 
     agent: tuple[str, ...] | None = None
     """The running agent's name and id, for ``match.agents`` and bindings."""
+    unreadable: dict[str, str] | None = None
+    """Call ids whose arguments the chat middleware replaced (``_unreadable.marker``), with
+    the reason. The framework's validation drops the marker as an unknown key when every
+    parameter of the tool has a default, and the call would run with the defaults: the
+    function middleware denies these calls by their id too. None until there is one."""
 
     def halt(self, decision: Decision) -> None:
         """Record a genuine halt of this run, and of every run it is nested in: a halt in a

@@ -27,8 +27,10 @@ from typing import Any
 
 from agent_framework import ChatContext, ChatMiddleware, ChatResponse
 
+from guardrails.agent_framework._state import RUN, RunState
+
 __all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments", "marker",
-           "message", "unreadable"]
+           "message", "replaced", "unreadable"]
 
 PARSE_DEPTH = 200
 """Nesting the guard lets through to the framework's parser: well under the ~990 levels where
@@ -142,7 +144,10 @@ def message(arguments: Any) -> str | None:
     """The model's explanation for a call whose arguments are the marker, else None.
 
     Fixed texts only: a forged marker's own value is never quoted back."""
-    if not isinstance(arguments, Mapping) or MARKER not in arguments:
+    if type(arguments) is dict:  # the usual call: no ABC check
+        if MARKER not in arguments:
+            return None
+    elif not isinstance(arguments, Mapping) or MARKER not in arguments:
         return None
     reason = arguments.get(MARKER)
     if reason == "depth":
@@ -216,6 +221,38 @@ def _parsed_unreadable(arguments: Any, depth: int) -> str | None:
         return "object"
 
 
+def _flat(arguments: Any) -> bool:
+    """Whether parsed arguments are an exact ``dict`` of scalars (JSON leaves): the usual
+    call. Such a mapping nests one level and cannot contain itself, so on any stack with
+    room for one level the framework reads it (``_parsed_unreadable`` finds nothing)."""
+    if type(arguments) is not dict:
+        return False
+    for value in arguments.values():  # noqa: SIM110 - a loop, not all(): no generator
+        if type(value) not in _LEAVES:
+            return False
+    return True
+
+
+def _note(call_id: Any, reason: str) -> None:
+    """Tell the run's function middleware that this call's arguments were replaced: the
+    marker itself may not reach it (see ``RunState.unreadable``). Outside a guarded run
+    (no run boundary) only the marker tells."""
+    run = RUN.get()
+    if run is None or not isinstance(call_id, str):
+        return
+    if run.unreadable is None:
+        run.unreadable = {}
+    run.unreadable.setdefault(call_id, reason)
+
+
+def replaced(run: RunState | None, call_id: str | None) -> str | None:
+    """The marker's reason when the chat middleware replaced this call's arguments in
+    this run, else None."""
+    if run is None or run.unreadable is None or call_id is None:
+        return None
+    return run.unreadable.get(call_id)
+
+
 def _repair(response: ChatResponse) -> ChatResponse:
     depth: int | None = None
     for item in response.messages:
@@ -224,12 +261,17 @@ def _repair(response: ChatResponse) -> ChatResponse:
                 continue
             if isinstance(content.arguments, str):
                 reason = unreadable(content.arguments)  # (its own check of the stack)
+            elif _flat(content.arguments) and not _beyond_parse_depth(1):
+                # One level on a stack with room for it: what ``_parsed_unreadable`` says
+                # at any depth of at least 1, without walking the stack (``parse_depth``).
+                reason = None
             else:
                 if depth is None:
                     depth = parse_depth()
                 reason = _parsed_unreadable(content.arguments, depth)
             if reason is not None:
                 content.arguments = marker(reason)
+                _note(content.call_id, reason)
     return response
 
 

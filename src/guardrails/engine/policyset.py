@@ -452,7 +452,22 @@ _READABLE_BYTES = 64 * 1024
 def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
     """The calling agent's non-empty names, or None when it has none: an agent without a
     name is unidentified and matches every agent selector (fail closed), never none of
-    them (which would let it escape every agent-scoped policy)."""
+    them (which would let it escape every agent-scoped policy).
+
+    A tuple of plain non-empty strings (what the guard passes on every call: the agent's
+    name and id) is that already; anything else takes ``_agent_names_read``
+    (tests/test_engine_agent_names.py compares the two)."""
+    if type(agent) is tuple and 0 < len(agent) <= _MAX_AGENT_NAMES:
+        for name in agent:
+            if type(name) is not str or not name:
+                break
+        else:
+            return agent
+    return _agent_names_read(agent)
+
+
+def _agent_names_read(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``_agent_names`` of anything: a name, or names read from any iterable, bounded."""
     if agent is None:
         return None
     try:

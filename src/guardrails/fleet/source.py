@@ -45,7 +45,7 @@ from guardrails.fleet.bundle import (
 )
 from guardrails.model import load_documents
 from guardrails.model.errors import PolicyError, Problem
-from guardrails.model.loader import UnreadableFile, read_regular_file
+from guardrails.model.loader import UnreadableFile, read_at_most, read_regular_file
 from guardrails.telemetry import POLICY_RELOADS, RELOAD_OUTCOME, SOURCE_LOGGER
 
 __all__ = ["PolicySource", "SourceStatus", "load", "watch"]
@@ -525,17 +525,10 @@ def _fetch(url: str, etag: str | None, timeout: float) -> tuple[bytes | None, st
                         "timeout)")
     try:
         with opener.open(request, timeout=timeout) as response:
-            chunks: list[bytes] = []
-            size = 0
-            while size <= MAX_BUNDLE_BYTES:
-                chunk = response.read1(min(1 << 16, MAX_BUNDLE_BYTES + 1 - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            body = read_at_most(response.read1, MAX_BUNDLE_BYTES, 1 << 16)
             if watchdog.fired:  # the body ended because its socket was shut down
                 raise late
-            return b"".join(chunks), response.headers.get("ETag")
+            return body, response.headers.get("ETag")
     except urllib.error.HTTPError as e:
         if e.code == 304:
             return None, etag

@@ -43,7 +43,7 @@ import os
 import re
 import stat
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -347,18 +347,27 @@ def read_regular_file(name: str, limit: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableFile(f"not a regular file ({_kind(st.st_mode)}); refused without "
                                "reading it")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_at_most(lambda n: os.read(fd, n), limit, 1 << 20)
     finally:
         os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise UnreadableFile(f"file is over the {limit}-byte bound")
+    return data
+
+
+def read_at_most(read: Callable[[int], bytes], limit: int, chunk: int) -> bytes:
+    """What ``read`` gives, in pieces of at most ``chunk`` bytes, until it ends or one byte
+    past ``limit``: the caller tells "exactly at the bound" from "over it" without ever
+    holding more than ``limit + 1`` bytes of a source that does not end (a file that grows,
+    a server that keeps sending)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        piece = read(min(chunk, limit + 1 - size))
+        if not piece:
+            break
+        chunks.append(piece)
+        size += len(piece)
     return b"".join(chunks)
 
 
