@@ -171,3 +171,41 @@ def test_what_the_nullable_finding_warns_of_happens(tmp_path: Path) -> None:
                          "p == \"x\")', action: warn}\n", head="", tools="[create_event]")
     d = ps.evaluate(tool="create_event", args={"title": "t", "participants": None})
     assert d.effect == "deny" and d.errors  # the error fails closed: an allowed event denied
+
+
+def _catch_all(tmp_path: Path, rules: str, when: str = "") -> list[str]:
+    path = tmp_path / "all.yaml"
+    path.write_text("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: tools}\n"
+                    f"spec:\n  defaultAction: deny\n{when}"
+                    "  params: {tools: [get_balance, send_money]}\n"
+                    f"  rules:\n{rules}", encoding="utf-8")
+    tools = {t: {"type": "object", "properties": {}} for t in
+             ("get_balance", "send_money", "read_file")}
+    return [f.message for f in lint(guardrails.load(path), tools)
+            if "every call of" in f.message]
+
+
+def test_a_tool_missing_from_a_catch_all_allowlist_is_reported(tmp_path: Path) -> None:
+    found = _catch_all(tmp_path, "    - {name: known, when: 'tool.name in params.tools', "
+                                 "action: allow}\n")
+    assert len(found) == 1 and "'read_file'" in found[0]
+    assert "'send_money'" not in found[0]
+
+
+@pytest.mark.parametrize("rules", [
+    "    - {name: a, when: 'tool.name == \"send_money\"', action: allow}\n"
+    "    - {name: b, when: 'tool.name in [\"get_balance\"] && true', action: allow}\n"
+    "    - {name: c, when: '!(tool.name in params.tools)', action: require_approval}\n",
+    "    - {name: a, when: 'tool.name in params.tools || tool.name == \"read_file\"', "
+    "action: allow}\n",
+    "    - {name: a, when: 'request.text != \"\"', action: allow}\n",
+])
+def test_an_allowlist_that_can_permit_every_tool_is_not_reported(
+        tmp_path: Path, rules: str) -> None:
+    assert _catch_all(tmp_path, rules) == []
+
+
+def test_a_tool_the_match_condition_leaves_out_is_not_reported(tmp_path: Path) -> None:
+    assert _catch_all(tmp_path, "    - {name: known, when: 'tool.name in params.tools', "
+                                "action: allow}\n",
+                      when="  match: {when: 'tool.name != \"read_file\"'}\n") == []

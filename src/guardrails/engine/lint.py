@@ -216,6 +216,7 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     findings: list[Finding] = []
     if policy.tools is not None and params:
         findings.extend(_unmatched_globs(policy, params, unguarded, unguarded_typo))
+    findings.extend(_never_permitted(policy, matched))
     declared: dict[str, frozenset[str]] = {}
     for t in matched:
         ps = params[t]
@@ -292,6 +293,47 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
                policy.position)
     undeclared(sorted(policy.inject), "secrets.inject sets argument", policy.position)
     return findings
+
+
+def _never_permitted(policy: CompiledPolicy, tools: Sequence[str]) -> list[Finding]:
+    """Known tools an allowlist (``defaultAction: deny``) matches that none of its allow or
+    require_approval rules can fire for, each testing ``tool.name`` for other tools (``tool.name
+    in params.tools`` without the tool): every call of them is denied. The usual slip is a
+    tool missing from a catch-all allowlist's list."""
+    permits = [r for r in policy.rules if r.action in (Action.ALLOW, Action.REQUIRE_APPROVAL)]
+    if policy.default_action.value != "deny" or not permits:
+        return []
+    applies = facts_of(policy.when.program.ast) if policy.when is not None else NONE
+    denied = [t for t in tools if _may_be(applies, t) and not any(
+        _may_fire_for(policy, r.when.program.ast, t) for r in permits)]
+    if not denied:
+        return []
+    names = ", ".join(repr(t) for t in denied[:5]) + (" ..." if len(denied) > 5 else "")
+    return [_at(policy.position, "warning",
+                f"policy {policy.name}: every call of {names} is denied: defaultAction is "
+                f"deny and no allow or require_approval rule can fire for "
+                f"{'it' if len(denied) == 1 else 'them'} (each tests tool.name for other "
+                f"tools); add {'it' if len(denied) == 1 else 'them'} to the rule's tools, "
+                f"or leave {'it' if len(denied) == 1 else 'them'} out of match.tools")]
+
+
+def _may_be(facts: Facts, tool: str) -> bool:
+    return (facts.tools is None or tool in facts.tools) and tool not in facts.excluded
+
+
+def _may_fire_for(policy: CompiledPolicy, node: ast.Node, tool: str) -> bool:
+    """False when ``node`` holds only for other tools: ``tool.name == "x"``, ``tool.name in
+    [...]`` or ``tool.name in params.list`` as a conjunct, without ``tool``."""
+    if not _may_be(facts_of(node), tool):
+        return False
+    for c in _conjuncts(node):
+        if (isinstance(c, ast.Call) and c.target is None and c.function == "@in"
+                and len(c.args) == 2 and qualified_name(c.args[0], ()) == "tool.name"):
+            found = _param_value(policy, c.args[1])
+            if found is not None and isinstance(found[1], list) \
+                    and all(isinstance(v, str) for v in found[1]) and tool not in found[1]:
+                return False
+    return True
 
 
 def _null_defaults(policy: CompiledPolicy, element: str, expression: Expression,
