@@ -99,3 +99,36 @@ def test_one_text_object_scrubbed_by_scrubbers_of_other_values() -> None:
     assert "beta-gamma" not in Scrubber(["alpha/beta-gamma-77"])(shared)
     assert Scrubber(["nothing-here"])(shared) == shared
     assert PASSWORD not in Scrubber([PASSWORD])(shared).replace("\\u00e4", "ä")
+
+
+PAD = "\\n" * 5_000
+"""More escapes than are undone exactly (``scrub.MAX_ESCAPES``): the rough view decides."""
+KEY = "sk-live-Zq9vTx3mW2pLr8Kd4"
+
+
+@pytest.mark.parametrize("spelled", [
+    "".join(f"\\u{ord(c):04x}" for c in KEY),
+    "".join(f"\\u{ord(c):04X}" for c in KEY),
+    "".join(f"\\x{ord(c):02x}" for c in KEY),
+    KEY.replace("-", "\\u002d"),
+    KEY.replace("-", "\\x2d").replace("/", "\\/"),
+    "".join(f"\\U{ord(c):08x}" for c in KEY),
+    repr(PASSWORD)[1:-1].encode("ascii", "backslashreplace").decode(),
+], ids=["u", "U-hex", "x", "u-one", "x-one", "U8", "repr-ascii"])
+@pytest.mark.parametrize("pad", [PAD, PAD + "\\q\\N\\8 tail \\ ", "&amp;" * 5_000])
+def test_a_value_spelled_in_escapes_past_the_exact_bound_is_found(spelled: str,
+                                                                  pad: str) -> None:
+    """Padding a text past 4,096 escapes sent it to the rough view, which undid only the
+    common ones: a key spelled in ``\\u`` or ``\\x`` escapes went out whole (red team
+    17b). The rough view now undoes every JSON/``repr`` backslash escape at C speed."""
+    secret = PASSWORD if spelled.startswith("p") else KEY
+    scrub = Scrubber([secret])
+    for text_ in (pad + spelled + pad, spelled + " " + pad, '{"k": "' + spelled + '"}' + pad):
+        out = scrub(text_)
+        assert spelled not in out
+
+
+def test_a_text_past_the_exact_bound_without_the_value_is_kept() -> None:
+    scrub = Scrubber([KEY])
+    text_ = PAD + "".join(f"\\u{ord(c):04x}" for c in "harmless text") + "\\q\\N{x}\\"
+    assert scrub(text_) == text_
