@@ -1372,3 +1372,41 @@ def test_correct_agent_and_counter_cases_pass(ops_run: tuple[str, int]) -> None:
     for name in ("other agent is not matched", "over the limit", "over the limit, scoped"):
         assert _ops_case(out, name) == [], out
     assert out.splitlines()[-1] == "3 passed, 4 failed (7 cases in 1 suite)"
+
+
+_DATA = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text("abk", min_size=1, max_size=3), inner,
+                                       max_size=3), max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.sampled_from(["params.known", "params[\"cap\"]", "params", "params.?k"]))
+def test_override_checks_on_any_params_never_raise(library: dict[str, object],
+                                                   own: dict[str, object],
+                                                   bound: dict[str, object],
+                                                   read: str) -> None:
+    """A library's, a policy's and a binding's params of any shape, read in several
+    ways: the override warnings name a key of the file, and loading never fails on them."""
+    from guardrails.model.loader import read_documents
+
+    text = ("apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: lib}\nspec:\n"
+            f"  params: {json.dumps(library)}\n  functions:\n    - name: f\n"
+            f"      params: [{{name: v}}]\n      expression: 'dyn({read}) != v'\n---\n"
+            + policy("p", f"uses: [lib]\nparams: {json.dumps(own)}\n"
+                          + rule("lib.f(args.to)"))
+            + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: b}\n"
+              f"spec:\n  policy: p\n  params: {json.dumps(bound)}\n")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.yaml"
+        path.write_text(text)
+        documents, _ = read_documents([str(path)])
+        for w in documents.warnings:
+            assert w.file == str(path) and w.line >= 1 and w.message.startswith(
+                "spec.params.")
