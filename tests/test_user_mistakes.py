@@ -494,6 +494,18 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "mcp-no-prefix.yaml:5:19: warning: policy p: match.tools 'mail/send_email' matches "
         "no tool (tool names have no '/'): an MCP tool answers to mcp:<server>/<tool> "
         "(mcp:bank/send_money, mcp:bank/*): mcp:mail/send_email?"),
+    # tool names in expressions
+    "tool-name-unmatched": (policy("p", rule("tool.name == \"send_mail\" && args.to == \"x\"")),
+                            "tool-name-unmatched.yaml:8:27: warning: policy p: rules.r.when: "
+                            "tool.name is never 'send_mail' here: match.tools [send_email] does "
+                            "not match it, so the policy never sees that tool; did you mean "
+                            "'send_email'?"),
+    "history-tool-typo": (
+        policy("p", rule("history.exists(h, h.tool == \"read_inbx\")"))
+        + "---\napiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: inbox-label}\n"
+          "spec:\n  match: {tools: [read_inbox]}\n  results: untrusted\n",
+        "history-tool-typo.yaml:8:42: warning: policy p: rules.r.when: no policy matches a "
+        "tool named 'read_inbx'; did you mean 'read_inbox'? (tool names are exact)"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -708,6 +720,10 @@ CLEAN = {
     "mcp-names": policy("p", rule("args.to == \"x\"")).replace(
         "[send_email]", "[send_email, \"mcp:mail/send_email\", \"mcp:*/send_email\", "
                         "\"mcp:mail/*\", \"mcp:*\", \"mcp:/send_email\"]"),
+    "tool-names": policy("p", rule("tool.name in [\"send_email\"] && history.exists(h, "
+                                   "h.tool == \"get_weather\" || h.tool == \"send_email\")")),
+    "mcp-local-name": policy("p", rule("tool.name == \"mail_send_email\"")).replace(
+        "[send_email]", "[\"mcp:mail/*\"]"),
     "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
                                        "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
                                        "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
