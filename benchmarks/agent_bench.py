@@ -570,9 +570,9 @@ _STEP_MODULES = {
     # module (as the guard's code looks the name up) -> functions timed there
     "guardrails.agent_framework._function": (
         "as_mapping", "json_view", "same_json", "apply_repairs", "history_of", "plain_entry",
-        "record", "redacted", "set_result", "tool_aliases", "plain_result", "scrub_result",
-        "scrub_host_payload", "unreadable_message", "session_state", "stored_request",
-        "approval_id_for", "is_approved_response"),
+        "record", "record_unbuilt", "redacted", "set_result", "tool_aliases", "plain_result",
+        "scrub_result", "scrub_host_payload", "unreadable_message", "session_state",
+        "stored_request", "approval_id_for", "is_approved_response"),
     "guardrails.agent_framework._private": (
         "prepared_arguments", "prepare_arguments", "record_argument_snapshot",
         "validated_as_they_are", "_with_defaults"),
