@@ -418,6 +418,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if policies.counts(tool, aliases) and decision.effect not in (Effect.DENY, Effect.HALT):
             # The one evaluation that reserves, on the settled arguments. (A call the rules
             # block anyway is not counted: no need to ask the store.)
+            if history is not None and self._counters.blocking:
+                # Read in the store's thread while sibling calls record on the loop: a copy
+                # of its own (a run's entries not built yet never reach the engine, which
+                # reads only ``history_of``'s plain entries, and none shift as it reads).
+                history = list(history)
             decision = await self._counted(decision, lambda: evaluate(judged[0],
                                                                       self._counters))
         # From here on the call may hold a reservation: anything that fails blocks the
