@@ -141,7 +141,7 @@ values = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=12), st.integers(-
                             max_size=4))
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(source=st.sampled_from(SOURCES), bound=st.lists(values, min_size=4, max_size=4))
 def test_specialised_operations_decide_as_the_closures(source: str, bound: list[Any]) -> None:
     compiled, closures = _programs(source)
@@ -191,7 +191,7 @@ def _outcome(fn: Any, args: tuple[Any, ...]) -> Any:
 
 
 @pytest.mark.parametrize("fn", LIBRARY, ids=lambda f: f.__name__)
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(args=st.lists(arguments, min_size=3, max_size=3))
 def test_inline_forms_are_what_their_functions_return(fn: Any, args: list[Any]) -> None:
     """Where a form applies (exact types, its condition), it is the function's value."""

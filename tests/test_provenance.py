@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import guardrails
 from guardrails.expr import lib_provenance as prov
@@ -49,6 +51,11 @@ MATCH = [
     ("2022-04-15", "due 15/04/2022"),
     ("2022-04-15", "due 15th of Apr. 2022"),
     ("2022-04-15T10:00:00Z", "2022-04-15"),
+    # ... and as people write them without a year: any year
+    ("2025-01-11", "from January 11th to January 15th 2025"),
+    ("2024-05-01", "book May 1st to May 5th."),
+    ("2024-04-15", "on 15 April at 10:00"),
+    ("2023-10-15", "a reminder for October 15th"),
     # phone numbers
     ("+1 (555) 123-4567", "call +1 555 123 4567"),
     ("555-123-4567", "(555) 123.4567"),
@@ -59,6 +66,12 @@ MATCH = [
 ]
 
 NO_MATCH = [
+    # a month and day followed by another year are that year's
+    ("2024-05-01", "May 1st, 2023"),
+    ("2024-05-01", "on May 1st 2023"),
+    ("2024-05-01", "May 12th"),
+    ("2024-05-01", "May 1stly"),
+    ("2024-05-01", "10 May"),
     ("5", "1500"),
     (5, "5.5"),
     (1500, "1,500,000"),
@@ -423,3 +436,29 @@ def test_a_long_list_is_searched_in_its_first_65536_characters() -> None:
                              "args": {"v": "GB29 NWBK 6016 1331 9268 19"}}) is True
     assert program.evaluate({"params": {"known": known}, "args": {"v": known[-1]}}) is False
     assert max(len(k) for k in prov._LOWER) <= prov.MAX_TEXT
+
+
+_DAYS = st.dates(min_value=datetime.date(1900, 1, 1), max_value=datetime.date(2999, 12, 31))
+_FORMS = st.sampled_from(["{M} {d}", "{M} {d}{th}", "{d} {M}", "{d}{th} of {M}", "{m}. {d}"])
+_AFTER = st.sampled_from(["", ".", " to", ", and", " at 10:00", "!", ")", "\n", " 9am"])
+
+
+def _written(form: str, day: datetime.date) -> str:
+    month = prov._MONTHS[day.month - 1]
+    th = {1: "st", 2: "nd", 3: "rd"}.get(day.day % 10 if day.day // 10 != 1 else 0, "th")
+    return form.format(M=month.capitalize(), m=month[:3].capitalize(), d=day.day, th=th)
+
+
+@settings(max_examples=300, deadline=None)
+@given(day=_DAYS, form=_FORMS, after=_AFTER, year=st.integers(1900, 2999))
+def test_a_month_and_day_without_a_year_are_that_day_in_any_year(
+        day: datetime.date, form: str, after: str, year: int) -> None:
+    text = "on " + _written(form, day) + after
+    assert prov.mentioned(day.isoformat(), text), text
+    # ... but not when a year follows, unless it is the value's
+    with_year = "on " + _written(form, day) + f", {year}" + after
+    assert prov.mentioned(day.isoformat(), with_year) == (year == day.year), with_year
+    # ... and never another day of that month
+    other = day + datetime.timedelta(days=1)
+    if other.month == day.month:
+        assert not prov.mentioned(other.isoformat(), text), (other, text)

@@ -160,6 +160,13 @@ LOAD: dict[str, tuple[str, str]] = {
                              "    action: deny\n"),
                  "yaml-tag.yaml:8:13: unsupported YAML tag '!has(args.cc)' (a plain value "
                  "starting with '!' is a YAML tag: quote the expression"),
+    "yaml-merge-key": (policy("p", "rules:\n  - <<: {action: deny}\n    name: r\n"
+                                   "    when: 'args.to == \"x\"'\n"),
+                       "yaml-merge-key.yaml:7:7: YAML merge keys (<<) are not supported: "
+                       "write the fields out in each mapping"),
+    "yaml-alias": (policy("p", "params: {a: &d [x], b: *d}\n" + rule("args.to in params.b")),
+                   "yaml-alias.yaml:6:26: YAML aliases (*name) are not supported: write the "
+                   "value out"),
     "misspelt-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                  "    action: deny\n    messageExpresion: '\"no\"'\n"),
                      "misspelt-key.yaml:10:7: unknown field 'messageExpresion' in "
@@ -257,6 +264,9 @@ LOAD: dict[str, tuple[str, str]] = {
                         "dyn.endsWith(list(string)); it takes: string.endsWith(string) -> "
                         "bool (to test each element of a list: list.exists(p, "
                         "x.endsWith(p)))"),
+    "namespace-member": (policy("p", rule("paths.normalize(args.subject) == \"/etc\"")),
+                         "namespace-member.yaml:8:20: unknown function 'paths.normalize' "
+                         "(paths has: clean, glob, within)"),
     "counter-key-map": (
         policy("p", "counters:\n  - {name: sent, key: 'args', window: 1h, limit: 10}\n"
                + rule("counters.sent.exceeded")),
@@ -468,6 +478,22 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "binding-param-kind.yaml:17:12: warning: spec.params.blocked: a map, but policy "
         "binding-param-kind gives a list there: the expressions written for a list would "
         "test something else, or fail; write a list"),
+    # MCP tools answer to mcp:<server>/<tool>
+    "mcp-colon": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[send_email, \"mcp:mail:send_email\"]"),
+        "mcp-colon.yaml:5:31: warning: policy p: match.tools 'mcp:mail:send_email' matches "
+        "no tool: an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, "
+        "mcp:bank/*); the server and the tool are separated by '/'"),
+    "mcp-cased": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[\"MCP:mail/send_email\"]"),
+        "mcp-cased.yaml:5:19: warning: policy p: match.tools 'MCP:mail/send_email' matches "
+        "no tool: an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, "
+        "mcp:bank/*), in lower case with a ':'"),
+    "mcp-no-prefix": (policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[mail/send_email]"),
+        "mcp-no-prefix.yaml:5:19: warning: policy p: match.tools 'mail/send_email' matches "
+        "no tool (tool names have no '/'): an MCP tool answers to mcp:<server>/<tool> "
+        "(mcp:bank/send_money, mcp:bank/*): mcp:mail/send_email?"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -483,6 +509,11 @@ FINDINGS: dict[str, tuple[str, str]] = {
                          "'^[a-z.]+@example\\.com': anchored at the start only: matches() "
                          "finds the pattern anywhere, so text that goes on after it matches "
                          "too"),
+    "regex-pipe": (policy("p", rule("args.body.matches(\"curl.*|.*sh\")")),
+                   "regex-pipe.yaml:8:32: warning: policy p: rules.r.when: regex "
+                   "'curl.*|.*sh': '|' outside a group separates alternatives: any text "
+                   "matching 'curl.*' or '.*sh' matches, not 'curl.*' then a '|' then '.*sh'; "
+                   "for a pipe character (a shell's 'curl ... | sh') escape it: '\\|'"),
     "regex-glob-folder": (policy("p", rule("args.body.matches(\"/etc/*\")")),
                           "regex-glob-folder.yaml:8:32: warning: policy p: rules.r.when: regex "
                           "'/etc/*': '/*' repeats the '/' (a regex, not a glob)"),
@@ -671,6 +702,12 @@ CLEAN = {
         + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
           "spec:\n  policy: overrides\n  params: {cap: 10, known: [ann@example.com], "
           "region: eu}\n"),
+    "pipes": policy("p", rule("args.body.matches(\"curl.*\\\\|.*sh\") || "
+                              "args.body.matches(\"^(rm|dd) \") || "
+                              "args.body.matches(\"(curl|wget).*[|].*sh\")")),
+    "mcp-names": policy("p", rule("args.to == \"x\"")).replace(
+        "[send_email]", "[send_email, \"mcp:mail/send_email\", \"mcp:*/send_email\", "
+                        "\"mcp:mail/*\", \"mcp:*\", \"mcp:/send_email\"]"),
     "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
                                        "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
                                        "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
@@ -856,6 +893,9 @@ def test_regex_pitfalls_never_raise_and_name_a_real_unescaped_dot(pattern: str) 
     if found and "unescaped '.'" in found:
         word = found.split("'")[1]
         assert word in pattern and "." in word
+    if found and "'|' outside a group" in found:
+        left, right = found.split("'")[3], found.split("'")[5]
+        assert left + "|" + right == pattern and left[-2:] in (".*", ".+")
 
 
 @settings(max_examples=60, deadline=None)

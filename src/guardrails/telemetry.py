@@ -298,7 +298,7 @@ def _reason(decision: Decision) -> str:
     if decision.errors:
         failed = ", ".join(f"{e.policy}/{e.element}" for e in decision.errors)
         return f"{decision.effect.value} after evaluation error in {failed}"
-    return f"{decision.effect.value} by default action ({', '.join(decision.policies)})"
+    return f"{decision.effect.value} by default action ({', '.join(decision.by_default)})"
 
 
 # --------------------------------------------------------------------------- spans and metrics

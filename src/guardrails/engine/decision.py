@@ -212,6 +212,15 @@ class Decision:
         return tuple(r for r in self.rules if r.action.value == value and not r.audit)
 
     @property
+    def by_default(self) -> tuple[str, ...]:
+        """The matched policies whose result was their ``defaultAction``: those none of
+        whose rules fired (a fired ``warn`` or audit rule decides nothing). An allowlist
+        whose allow rule fired is not one: naming it for a denial sends the reader to the
+        wrong policy. All matched policies when every one had a rule fire."""
+        ruled = {r.policy for r in self.rules if not r.audit and r.action is not Action.WARN}
+        return tuple(p for p in self.policies if p not in ruled) or tuple(self.policies)
+
+    @property
     def message(self) -> str:
         """The messages of the rules that decided the effect, joined; "" for allow."""
         if self.effect is Effect.ALLOW:
@@ -220,7 +229,8 @@ class Decision:
         if not msgs and self.errors:
             msgs = [f"policy {e.policy}: {e.element} failed" for e in self.errors]
         if not msgs:
-            msgs = [f"{self.effect.value} by default action of policy {p}" for p in self.policies]
+            msgs = [f"{self.effect.value} by default action of policy {p}"
+                    for p in self.by_default]
         if not msgs:
             msgs = [f"no policy names the tool {self.tool}"]
         seen: dict[str, None] = dict.fromkeys(m for m in msgs if m)

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, Protocol
 
 from guardrails.engine.decision import Action, Effect
@@ -216,6 +216,7 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
     findings: list[Finding] = []
     if policy.tools is not None and params:
         findings.extend(_unmatched_globs(policy, params, unguarded, unguarded_typo))
+    findings.extend(_never_permitted(policy, matched))
     declared: dict[str, frozenset[str]] = {}
     for t in matched:
         ps = params[t]
@@ -263,6 +264,10 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
                        args_by_tool=by_tool):
         findings.append(_type_finding(policy, f))
 
+    for element, expression, program in policy.expressions():
+        findings.extend(_null_defaults(policy, element, expression, program.ast,
+                                       {t: params_schemas[t] for t in declared}))
+
     def undeclared(names: Iterable[str], what: str, at: Position,
                    known: frozenset[str] = union) -> None:
         for name in names:
@@ -288,6 +293,101 @@ def _lint_policy(policy: CompiledPolicy, params: Mapping[str, frozenset[str] | N
                policy.position)
     undeclared(sorted(policy.inject), "secrets.inject sets argument", policy.position)
     return findings
+
+
+def _never_permitted(policy: CompiledPolicy, tools: Sequence[str]) -> list[Finding]:
+    """Known tools an allowlist (``defaultAction: deny``) matches that none of its allow or
+    require_approval rules can fire for, each testing ``tool.name`` for other tools (``tool.name
+    in params.tools`` without the tool): every call of them is denied. The usual slip is a
+    tool missing from a catch-all allowlist's list."""
+    permits = [r for r in policy.rules if r.action in (Action.ALLOW, Action.REQUIRE_APPROVAL)]
+    if policy.default_action.value != "deny" or not permits:
+        return []
+    applies = facts_of(policy.when.program.ast) if policy.when is not None else NONE
+    denied = [t for t in tools if _may_be(applies, t) and not any(
+        _may_fire_for(policy, r.when.program.ast, t) for r in permits)]
+    if not denied:
+        return []
+    names = ", ".join(repr(t) for t in denied[:5]) + (" ..." if len(denied) > 5 else "")
+    return [_at(policy.position, "warning",
+                f"policy {policy.name}: every call of {names} is denied: defaultAction is "
+                f"deny and no allow or require_approval rule can fire for "
+                f"{'it' if len(denied) == 1 else 'them'} (each tests tool.name for other "
+                f"tools); add {'it' if len(denied) == 1 else 'them'} to the rule's tools, "
+                f"or leave {'it' if len(denied) == 1 else 'them'} out of match.tools")]
+
+
+def _may_be(facts: Facts, tool: str) -> bool:
+    return (facts.tools is None or tool in facts.tools) and tool not in facts.excluded
+
+
+def _may_fire_for(policy: CompiledPolicy, node: ast.Node, tool: str) -> bool:
+    """False when ``node`` holds only for other tools: ``tool.name == "x"``, ``tool.name in
+    [...]`` or ``tool.name in params.list`` as a conjunct, without ``tool``."""
+    if not _may_be(facts_of(node), tool):
+        return False
+    for c in _conjuncts(node):
+        if (isinstance(c, ast.Call) and c.target is None and c.function == "@in"
+                and len(c.args) == 2 and qualified_name(c.args[0], ()) == "tool.name"):
+            found = _param_value(policy, c.args[1])
+            if found is not None and isinstance(found[1], list) \
+                    and all(isinstance(v, str) for v in found[1]) and tool not in found[1]:
+                return False
+    return True
+
+
+def _null_defaults(policy: CompiledPolicy, element: str, expression: Expression,
+                   node: ast.Node, schemas: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+    """``args.?x.orValue(d)`` with a ``d`` other than null, where a matched tool's schema
+    lets ``x`` be null (``anyOf: [{type: array}, {type: null}]``, Python's ``list[str] |
+    None = None``). ``args.?x`` is ``none`` only when the key is missing: a model that sends
+    ``"x": null``, or a tool whose validation fills in its default ``None``, makes the
+    expression null, not ``d`` (``null.all(...)`` is an error: the rule fails closed, on
+    every call where the tool fills the default)."""
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.function == "orValue" and len(n.args) == 1
+                and n.target is not None and _access(n.target) is not None):
+            continue
+        default = n.args[0]
+        if isinstance(default, ast.Literal) and default.value is None:
+            continue
+        acc = _access(n.target)
+        assert acc is not None
+        nullable = sorted(t for t, schema in schemas.items()
+                          if _nullable(_property(schema, acc.name)))
+        if not nullable:
+            continue
+        out.append(_at(_position(expression, acc), "warning",
+                       f"policy {policy.name}: {element}: 'args.?{acc.name}.orValue(...)' is "
+                       f"null, not the default, when a call sends {acc.name}: null (the "
+                       f"schema of {nullable[0]!r} allows null; a Python tool's validation "
+                       f"fills in its default None): write (args.?{acc.name}.orValue(null) "
+                       f"!= null ? args.{acc.name} : <default>)"))
+    return out
+
+
+def _property(schema: Mapping[str, Any], name: str) -> Any:
+    props = schema.get("properties")
+    return props.get(name) if isinstance(props, Mapping) else None
+
+
+def _nullable(schema: Any) -> bool:
+    """Whether a property's JSON Schema accepts null (``type: null``, ``type: [x, "null"]``,
+    an ``anyOf``/``oneOf`` option that does)."""
+    if not isinstance(schema, Mapping):
+        return False
+    typ = schema.get("type")
+    if typ == "null" or (isinstance(typ, list) and "null" in typ):
+        return True
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and any(
+                isinstance(o, Mapping) and (o.get("type") == "null" or (
+                    isinstance(o.get("type"), list) and "null" in o["type"]))
+                for o in options):
+            return True
+    return False
 
 
 def _type_finding(policy: CompiledPolicy, f: TypeFinding) -> Finding:
@@ -468,6 +568,7 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                        f"policy {name}: defaultAction is deny and no rule allows: every "
                        f"call it matches is denied (defaultAction is the result when no rule "
                        f"fires; add allow rules for an allowlist, or leave it allow)"))
+    out.extend(_unbounded_approvals(policy))
     for element, expression, program in policy.expressions():
         out.extend(_numeric_text_params(policy, element, expression, program.ast))
         out.extend(_value_in_map(policy, element, expression, program.ast))
@@ -479,6 +580,10 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"the same for every call: all calls share one count (write it "
                            f"without the inner quotes, key: '{quoted}', to count each "
                            f"value apart)"))
+    for glob, at in zip(policy.tools or (), policy.tool_positions, strict=False):
+        problem = _mcp_glob_problem(glob)
+        if problem:
+            out.append(_at(at, "warning", f"policy {name}: match.tools '{glob}' {problem}"))
     read = _counters_read(policy)
     for c in policy.counters:
         if read is not None and c.name not in read:
@@ -533,6 +638,25 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     return out
 
 
+def _mcp_glob_problem(glob: str) -> str | None:
+    """Why a glob written as an MCP tool's name (``mcp:<server>/<tool>``) matches none:
+    tool names have no ':' or '/' but that alias (``agent_framework._mcp``)."""
+    form = "an MCP tool answers to mcp:<server>/<tool> (mcp:bank/send_money, mcp:bank/*)"
+    if glob.startswith("mcp:"):
+        rest = glob[4:]
+        if rest.startswith("//"):
+            return f"matches no tool: {form}, with no '//': mcp:{rest[2:]}"
+        if "/" not in rest and "*" not in rest:
+            return (f"matches no tool: {form}; the server and the tool are separated by "
+                    f"'/'")
+        return None
+    if glob[:4].lower() in ("mcp:", "mcp/", "mcp.") or glob[:5].lower() == "mcp::":
+        return f"matches no tool: {form}, in lower case with a ':'"
+    if "/" in glob and ":" not in glob and "*" not in glob.split("/", 1)[0]:
+        return f"matches no tool (tool names have no '/'): {form}: mcp:{glob}?"
+    return None
+
+
 def _counters_read(policy: CompiledPolicy) -> set[str] | None:
     """The counters the policy's expressions read (``counters.x``); None when one reads
     ``counters`` otherwise (``counters[name]``), which could be any of them."""
@@ -549,6 +673,72 @@ def _counters_read(policy: CompiledPolicy) -> set[str] | None:
         if whole > 0:
             return None
     return read
+
+
+def _unbounded_approvals(policy: CompiledPolicy) -> list[Finding]:
+    """In an allowlist (``defaultAction: deny`` with allow rules), a ``require_approval``
+    rule whose condition names no allow rule's condition, as such or negated.
+
+    A fired rule, not the default, is the policy's result: such a rule sends a human the
+    calls no allow rule lets through, which were meant to be denied (a "large amounts need
+    approval" restriction written into the allowlist). ``allowed && large`` (a restriction
+    of what is allowed) and ``!allowed && from_a_document`` (a permit with approval) say
+    which they mean and are not reported."""
+    allows = [r for r in policy.rules if r.action is Action.ALLOW]
+    if policy.default_action.value != "deny" or not allows:
+        return []
+    # What the allow rules test: each condition and each of its conjuncts, but not which
+    # tool it is (`tool.name == "x" && amount > 10` restricts no allow rule of x's).
+    permits = {_shape(c) for r in allows
+               for c in (r.when.program.ast, *_conjuncts(r.when.program.ast))
+               if not _about_tool(c)}
+    out: list[Finding] = []
+    for rule in policy.rules:
+        if rule.action is not Action.REQUIRE_APPROVAL:
+            continue
+        parts = _conjuncts(rule.when.program.ast)
+        named = {_shape(c) for c in parts} | {
+            _shape(c.args[0]) for c in parts if isinstance(c, ast.Call)
+            and c.target is None and c.function == "!_" and len(c.args) == 1}
+        if named & permits:
+            continue
+        out.append(_at(rule.when.expression.position, "warning",
+                       f"policy {policy.name}: rules.{rule.name} (require_approval) also "
+                       f"fires for calls no allow rule lets through, and a fired rule, not "
+                       f"defaultAction: deny, is then the result: those calls go to a human "
+                       f"instead of being denied. For a restriction on what the allow rules "
+                       f"let through, put the rule in a policy of its own (defaultAction "
+                       f"allow; policies combine, the most severe wins) or add an allow "
+                       f"rule's condition to it (`<allowed> && ...`); for a permit with "
+                       f"approval, say what it permits besides them (`!<allowed> && ...`)"))
+    return out
+
+
+def _about_tool(node: ast.Node) -> bool:
+    """``tool.name == "x"``, ``tool.name in [...]``, ``tool.name != "x"``."""
+    return (isinstance(node, ast.Call) and node.target is None and len(node.args) == 2
+            and node.function in ("_==_", "_!=_", "@in")
+            and "tool.name" in (qualified_name(node.args[0], ()),
+                                qualified_name(node.args[1], ())))
+
+
+def _shape(node: ast.Node) -> Any:
+    """A node's structure without offsets: equal for the same expression written twice."""
+    out: list[Any] = [type(node).__name__]
+    for f in fields(node):
+        if f.name == "offset":
+            continue
+        value = getattr(node, f.name)
+        out.append(_shape_of(value))
+    return tuple(out)
+
+
+def _shape_of(value: Any) -> Any:
+    if isinstance(value, ast.Node):
+        return _shape(value)
+    if isinstance(value, tuple | list):
+        return tuple(_shape_of(v) for v in value)
+    return (type(value).__name__, value if isinstance(value, Hashable) else repr(value))
 
 
 def _shadowed(rule: CompiledRule, rules: Sequence[CompiledRule]) -> CompiledRule | None:
@@ -818,6 +1008,30 @@ def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,
     return out
 
 
+def _pipe_meant(pattern: str) -> tuple[str, str] | None:
+    """``curl.*|.*sh``: a top-level ``|`` with ``.*`` (or ``.+``) on both sides, where a
+    literal pipe between two commands was meant; the two alternatives, or None."""
+    depth, in_class, i = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif (c == "|" and depth == 0 and pattern[max(i - 2, 0):i] in (".*", ".+")
+              and (i < 3 or pattern[i - 3] != "\\") and pattern[i + 1:i + 3] in (".*", ".+")):
+            return pattern[:i], pattern[i + 1:]
+        i += 1
+    return None
+
+
 _SUFFIX = re.compile(r"[A-Za-z]+(?![A-Za-z0-9*+?{])")
 _SUFFIXES = frozenset({
     "com", "org", "net", "io", "co", "uk", "de", "fr", "eu", "gov", "edu", "mil", "int",
@@ -878,6 +1092,13 @@ def regex_pitfall(pattern: str) -> str | None:
     if re.search(r"/\*(?![$)])", pattern.replace("\\/", "")):
         return ("'/*' repeats the '/' (a regex, not a glob): for anything under a folder "
                 "write '^/etc/' (matches() searches, so no '.*' is needed at the end)")
+    pipe = _pipe_meant(pattern)
+    if pipe is not None:
+        left, right = pipe
+        return (f"'|' outside a group separates alternatives: any text matching '{left}' "
+                f"or '{right}' matches, not '{left}' then a '|' then '{right}'; for a pipe "
+                f"character (a shell's 'curl ... | sh') escape it: '\\|' (in a CEL "
+                f"string \"\\\\|\")")
     if (pattern.startswith("^") and not pattern.endswith("$") and not pattern.endswith("\\b")
             and re.search(r"\\\.[A-Za-z]{2,}\)?$", pattern)):
         return ("anchored at the start only: matches() finds the pattern anywhere, so "

@@ -243,7 +243,11 @@ def function_hint(name: str, *, method: bool = False) -> str:
     known = sorted({*std.METHODS, *LIB_METHODS} if method else
                    {*std.GLOBALS, *LIB_FUNCTIONS, *std.METHODS, *LIB_METHODS})
     close = closest(name, known, cutoff=0.8)
-    return f" (did you mean '{close}'?)" if close else ""
+    if close:
+        return f" (did you mean '{close}'?)"
+    namespace = name.rpartition(".")[0]
+    members = sorted(k.rpartition(".")[2] for k in known if k.startswith(namespace + "."))
+    return f" ({namespace} has: {', '.join(members)})" if namespace and members else ""
 
 
 class _Checker:

@@ -212,6 +212,11 @@ def _identifier_pattern(compact: str) -> str:
     return _B_L + "[ -]?".join(re.escape(c) for c in compact) + _B_R
 
 
+_NO_YEAR = r"(?:$|[^\pL\pN ,]|,$|,? +(?:$|[^\pN ]|\pN{1,3}(?:$|[^\pN])))"
+"""What may follow a month and day that have no year: not a letter or digit, and after an
+optional comma and blanks no number of four digits or more (a time, "at 10:00", is fine)."""
+
+
 def _date_pattern(date: datetime.date) -> str:
     y, m, d = date.year, date.month, date.day
     month = _MONTHS[m - 1]
@@ -224,7 +229,11 @@ def _date_pattern(date: datetime.date) -> str:
         f"{day}[./-]{mon}[./-]{y}", f"{mon}/{day}/{y}",
         f"{names} {day}{nth},? {y}", f"{day}{nth} (?:of )?{names},? {y}",
     ]
-    return r"(?:^|[^\pL\pN])(?:" + "|".join(forms) + r")(?:$|[^\pL\pN])"
+    # A month and day with no year after them ("May 1st to May 5th", "on 15 April"): any
+    # year, as people write dates; not when a year follows ("May 1st, 2023" is 2023's).
+    yearless = f"(?:{names} {day}{nth}|{day}{nth} (?:of )?{names})" + _NO_YEAR
+    return (r"(?:^|[^\pL\pN])(?:(?:" + "|".join(forms) + r")(?:$|[^\pL\pN])|"
+            + yearless + ")")
 
 
 def _as_date(low: str) -> datetime.date | None:
@@ -268,7 +277,8 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
                               + r"(?:$|[^a-z0-9.-]|\.(?:$|[^a-z0-9-]))")
     date = _as_date(low)
     if date is not None:
-        return "date", str(date.year), _date_pattern(date)
+        # the day's digits are in every form, with or without a year
+        return "date", str(date.day), _date_pattern(date)
     amount = _AMOUNT.fullmatch(low)
     if amount is not None:
         digits = amount[1].replace(",", "")

@@ -220,6 +220,11 @@ def pairs(src: SourceFile, node: MappingNode) -> list[tuple[str, ScalarNode, Nod
             src.error(key_node, f"mapping keys must be strings, got {describe(key_node)}")
             continue
         key = key_node.value
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            src.error(key_node, "YAML merge keys (<<) are not supported: write the fields "
+                                "out in each mapping (a policy's shared values go in params "
+                                "or a Library)")
+            continue
         first = seen.get(key)
         if first is not None:
             src.error(key_node, f"duplicate key '{key}' (first at "
