@@ -114,13 +114,10 @@ def _one_by_one(ps: guardrails.PolicySet, call: dict[str, Any]) -> Decision | No
     agent = kw.get("agent")
     from guardrails.engine.policyset import _agent_names
 
-    made, error = ps._call(tool, args, kw.get("principal"), kw.get("history"),
-                           kw.get("request"), kw.get("description", ""), kw.get("now"),
-                           candidates.names, None if agent is None else _agent_names(agent))
-    if error is not None:
-        return None
-    return decide(made, candidates, ps._revision, kw.get("known_secrets"),
-                  ps._limits.max_cost)
+    return decide(candidates, ps._revision, kw.get("known_secrets"), ps._limits, tool, args,
+                  kw.get("principal"), kw.get("history"), kw.get("request"),
+                  kw.get("description", ""), kw.get("now"),
+                  None if agent is None else _agent_names(agent))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

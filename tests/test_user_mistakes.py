@@ -127,6 +127,13 @@ LOAD: dict[str, tuple[str, str]] = {
                       "test-decision.yaml:8:16: unknown field 'decision' in "
                       "spec.cases[0].expect (the expected outcome is effect: allow | deny | "
                       "halt | require_approval)"),
+    "test-rule-unqualified": (
+        "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t3}\nspec:\n"
+        "  cases:\n    - name: a\n      call: {tool: send_email, args: {to: x}}\n"
+        "      expect: {effect: deny, rules: [blocked-domain]}\n",
+        "test-rule-unqualified.yaml:8:38: spec.cases[0].expect.rules[0]: 'blocked-domain' is "
+        "not 'policy/rule': name its policy too, as fired rules are reported "
+        "('<policy>/blocked-domain', '<policy>@<binding>/blocked-domain' through a binding)"),
     # YAML indentation
     "indent-dedented-key": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                         "  action: deny\n"),
@@ -244,6 +251,49 @@ LOAD: dict[str, tuple[str, str]] = {
                     "limit: 10}\n" + rule("counters.sent.exceeded")),
         "counter-window.yaml:7:51: spec.counters[0].window: expected a duration such as "
         "60s, 10m, 24h, 7d or 1w, not '1 day': one whole number and a unit, with no space"),
+    "startswith-list": (policy("p", "params: {domains: [\"@example.com\"]}\n"
+                                    + rule("!args.to.endsWith(params.domains)")),
+                        "startswith-list.yaml:9:23: rules.r.when: no overload of "
+                        "dyn.endsWith(list(string)); it takes: string.endsWith(string) -> "
+                        "bool (to test each element of a list: list.exists(p, "
+                        "x.endsWith(p)))"),
+    "counter-key-map": (
+        policy("p", "counters:\n  - {name: sent, key: 'args', window: 1h, limit: 10}\n"
+               + rule("counters.sent.exceeded")),
+        "counter-key-map.yaml:7:26: counters.sent.key: gives a map(string, dyn), but a "
+        "counter's key is a string or an int (what is counted apart, e.g. principal.user or "
+        "args.to): every call it counts would fail closed"),
+    "counter-key-list": (
+        policy("p", "counters:\n  - {name: sent, key: '[principal.user, args.to]', "
+                    "window: 1h, limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-key-list.yaml:7:26: counters.sent.key: gives a list(dyn), but a counter's "
+        "key is a string or an int"),
+    # provenance places: {source, tool, index, trusted, requested, whole}
+    "provenance-source-typo": (
+        policy("p", rule("provenance(args.to).exists(p, p.source == \"results\" && "
+                         "!p.trusted)")),
+        "provenance-source-typo.yaml:8:56: rules.r.when: 'results' is never the source of a "
+        "provenance place: source is one of 'request', 'params', 'result'; did you mean "
+        "'result'?"),
+    "provenance-source-tool": (
+        policy("p", rule("provenance(args.to).exists(p, p.source == \"read_inbox\")")),
+        "provenance-source-tool.yaml:8:56: rules.r.when: 'read_inbox' is never the source of "
+        "a provenance place: source is one of 'request', 'params', 'result'; the tool a "
+        "result came from is p.tool"),
+    "provenance-field-typo": (
+        policy("p", rule("provenance(args.to).exists(p, p.trust)")),
+        "provenance-field-typo.yaml:8:46: rules.r.when: 'p.trust' does not exist (p has "
+        "source, tool, index, trusted, requested, whole); did you mean 'trusted'?"),
+    "provenance-as-condition": (
+        policy("p", rule("provenance(args.to)")),
+        "provenance-as-condition.yaml:8:14: rules.r.when: must be a bool, but this "
+        "expression gives a list(map(string, dyn)) (provenance(v) lists where v appears: "
+        "test its places, e.g. provenance(v).exists(p, p.source == \"result\" && "
+        "!p.trusted), or use untrusted(v))"),
+    "untrusted-whole-args": (
+        policy("p", rule("untrusted(args)")),
+        "untrusted-whole-args.yaml:8:14: rules.r.when: no overload of untrusted(map(string, "
+        "dyn)); it takes: untrusted(string) -> bool; untrusted(number) -> bool"),
     "counter-limit": (
         policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
                     "limit: -1}\n" + rule("counters.sent.exceeded")),
@@ -348,6 +398,76 @@ FINDINGS: dict[str, tuple[str, str]] = {
                          "param-flow-comma.yaml:6:24: warning: spec.params: YAML reads '1,000' "
                          "in a flow mapping as 1 and a key '000': the comma separates entries; "
                          "write 1000"),
+    # time windows counted as other languages count
+    "month-from-one": (policy("p", rule("now.getMonth() == 12 && args.attachments > 0")),
+                       "month-from-one.yaml:8:32: warning: policy p: rules.r.when: "
+                       "getMonth() == 12 is never true: getMonth() gives 0 (January) to 11 "
+                       "(December)"),
+    "weekday-seven": (policy("p", rule("now.getDayOfWeek() == 7 || now.getDayOfWeek() == 6")),
+                      "weekday-seven.yaml:8:36: warning: policy p: rules.r.when: "
+                      "getDayOfWeek() == 7 is never true: getDayOfWeek() gives 0 (Sunday) to "
+                      "6 (Saturday)"),
+    "hours-24": (policy("p", rule("now.getHours(\"Europe/Paris\") >= 24")),
+                 "hours-24.yaml:8:46: warning: policy p: rules.r.when: getHours() >= 24 is "
+                 "never true: getHours() gives 0 to 23"),
+    "history-weekday": (policy("p", rule("history.exists(h, h.at.getDayOfWeek() != 7)")),
+                        "history-weekday.yaml:8:55: warning: policy p: rules.r.when: "
+                        "getDayOfWeek() != 7 is always true"),
+    # Rego's `in` on an object tests values; CEL's on a map tests keys
+    "value-in-map": (policy("p", "params: {roles: {alice: admin, carl: dev}}\n"
+                                 + rule("\"admin\" in params.roles")),
+                     "value-in-map.yaml:9:14: warning: policy p: rules.r.when: 'admin' is a "
+                     "value of params.roles, not a key: 'in' on a map tests its keys (unlike "
+                     "Rego's 'in' on an object), so this is false on every call; for its "
+                     "values write params.roles.exists(k, params.roles[k] == 'admin')"),
+    # counters
+    "counter-key-quoted": (
+        policy("p", "counters:\n  - {name: sent, key: '\"principal.user\"', window: 1h, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-key-quoted.yaml:7:26: warning: policy p: counters.sent.key is the text "
+        "'principal.user', the same for every call: all calls share one count (write it "
+        "without the inner quotes, key: 'principal.user', to count each value apart)"),
+    "counter-unread": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: 10}\n  - {name: big, key: 'principal.user', window: 1h, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-unread.yaml:8:25: warning: policy p: counters.big is never read: no rule or "
+        "variable uses it, so its limit stops nothing (a counter only counts; a rule acts, "
+        "e.g. when: 'counters.big.exceeded', action: deny)"),
+    # params that override a library's or a policy's and change nothing
+    "uses-param-typo": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: typolib}\nspec:\n"
+        "  params: {known: []}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [typolib]\nparams: {know: [bob@example.com]}\n"
+                 + rule("!typolib.vouched(args.to)")),
+        "uses-param-typo.yaml:17:12: warning: spec.params.know: no expression of policy "
+        "uses-param-typo reads params.know; did you mean 'known'? (params.known is read, "
+        "and keeps the value library typolib gives it)"),
+    "uses-param-kind": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: kindlib}\nspec:\n"
+        "  params: {known: []}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [kindlib]\nparams:\n  known: bob@example.com\n"
+                 + rule("!kindlib.vouched(args.to)")),
+        "uses-param-kind.yaml:18:5: warning: spec.params.known: a text, but library kindlib "
+        "gives a list there: the expressions written for a list would test something else, "
+        "or fail; write a list (a list of one: [...])"),
+    "binding-param-typo": (
+        policy("p", "params: {cap: 3}\n" + rule("size(args.cc) > params.cap"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+          "spec:\n  policy: binding-param-typo\n  params: {capp: 10}\n",
+        "binding-param-typo.yaml:17:12: warning: spec.params.capp: no expression of policy "
+        "binding-param-typo reads params.capp; did you mean 'cap'? (params.cap is read, and "
+        "keeps the value policy binding-param-typo gives it)"),
+    "binding-param-kind": (
+        policy("p", "params: {blocked: [evil.example]}\n"
+               + rule("args.to.split(\"@\")[1] in params.blocked"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: beta}\n"
+          "spec:\n  policy: binding-param-kind\n  params: {blocked: {evil.example: 1}}\n",
+        "binding-param-kind.yaml:17:12: warning: spec.params.blocked: a map, but policy "
+        "binding-param-kind gives a list there: the expressions written for a list would "
+        "test something else, or fail; write a list"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -527,6 +647,39 @@ CLEAN = {
     "trailing-slashes": policy("p", rule("args.subject.matches(r\"^/api/v1/users/*$\")")),
     "ip-version": policy("p", rule("args.body.matches(r\"\\b10\\.0\\.0\\.1\\b\") || "
                                    "args.body.matches(\"v[0-9]+[.][0-9]+[.]\")")),
+    "provenance": policy("p", rule("untrusted(args.to) || provenance(args.to).exists(p, "
+                                   "p.source == \"result\" && !p.trusted && !p.requested "
+                                   "&& p.tool != \"read_inbox\" && p.index >= 0) || "
+                                   "provenance(args.subject).all(p, p.source != \"request\""
+                                   " || p.whole)")),
+    # One count for all calls, on purpose; a counter read through a variable.
+    "counter-global": policy("p", "counters:\n  - {name: all, key: '\"all\"', window: 1d, "
+                                  "limit: 1000}\n  - {name: mine, key: 'principal.user', "
+                                  "window: 1h, limit: 10, cost: 'size(args.to)'}\n"
+                                  "variables:\n  - {name: busy, expression: "
+                                  "'counters.mine.remaining < 2'}\n"
+                             + rule("counters.all.exceeded || variables.busy")),
+    # A library's list overridden by a list, a binding's cap by a number, and params the
+    # policy does not read (documentation for people) beside ones it does.
+    "overrides": (
+        "apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: cleanlib}\nspec:\n"
+        "  params: {known: [], cap: 3}\n  functions:\n    - name: vouched\n"
+        "      params: [{name: v}]\n      expression: 'params.known.mentions(v)'\n---\n"
+        + policy("p", "uses: [cleanlib]\nparams: {known: [bob@example.com], cap: 5, "
+                      "owner: secops, caps: {}}\n"
+                 + rule("!cleanlib.vouched(args.to) && size(args.to) > params.cap"))
+        + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: acme}\n"
+          "spec:\n  policy: overrides\n  params: {cap: 10, known: [ann@example.com], "
+          "region: eu}\n"),
+    "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
+                                       "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
+                                       "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
+                                       "now.getDate() == 31")),
+    "duration-hours": policy("p", rule("history.exists(h, (now - h.at).getHours() > 30 "
+                                       "&& (now - h.at).getMinutes() < 100000)")),
+    "key-in-map": policy("p", "params: {roles: {alice: admin, admin: root}}\n"
+                              + rule("\"alice\" in params.roles && \"admin\" in "
+                                     "params.roles")),
     # A policy switched off with a literal, as a rule is.
     "disabled": policy("p", rule("size(args.to) > 3")).replace(
         "match: {tools: [send_email]}",
@@ -1084,3 +1237,98 @@ def test_a_repair_for_one_of_the_tools_sets_that_tools_argument(tmp_path: Path) 
     assert "repairs.nights sets argument 'nights', which no matched tool declares" in \
         findings[0], findings
     assert "'days'" not in findings[0] and "berth" not in findings[0]
+
+
+# -- guardrails test: the platform engineer's counters and agents -------------------------
+
+OPS_POLICY = """\
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: ops}
+spec:
+  match: {tools: [run_command], agents: [ops-agent]}
+  counters:
+    - {name: calls, key: 'principal.user', window: 1h, limit: 5}
+  rules:
+    - {name: rm, when: 'args.command.startsWith("rm ")', action: deny}
+    - {name: many, when: 'counters.calls.exceeded', action: deny}
+"""
+
+OPS_SUITE = """\
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: ops-tests}
+spec:
+  policies: [ops.yaml]
+  cases:
+    - name: agent typo
+      call: {tool: run_command, args: {command: rm -rf /}, agent: ops-agnet}
+      expect: {effect: allow}
+    - name: agent cased
+      call: {tool: run_command, args: {command: rm -rf /}, agent: Ops-Agent}
+      expect: {effect: allow}
+    - name: counter typo
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {call: 9}}
+      expect: {effect: allow}
+    - name: scoped counter typo
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {opz/calls: 9}}
+      expect: {effect: allow}
+    - name: other agent is not matched
+      call: {tool: run_command, args: {command: rm -rf /}, agent: billing}
+      expect: {effect: allow}
+    - name: over the limit
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {calls: 9}}
+      expect: {effect: deny, rules: [ops/many]}
+    - name: over the limit, scoped
+      call: {tool: run_command, args: {command: ls}, agent: ops-agent,
+             principal: {user: a}, counters: {ops/calls: 4}}
+      expect: {effect: allow}
+"""
+
+
+@pytest.fixture(scope="module")
+def ops_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    root = write(tmp_path_factory.mktemp("ops"), {"ops": OPS_POLICY,
+                                                   "ops.tests": OPS_SUITE})
+    proc = run("test", root)
+    return output(proc, root), proc.returncode
+
+
+def _ops_case(out: str, name: str) -> list[str]:
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("FAIL ") and line.endswith(f": ops-tests: {name}"):
+            return [line, *lines[i + 1:i + 4]]
+    return []
+
+
+@pytest.mark.parametrize("name, line, note", [
+    ("agent typo", 7, "agent: no policy for tool 'run_command' names agent 'ops-agnet', so "
+                      "those policies do not apply; one names 'ops-agent': a typo in the "
+                      "case's agent or in match.agents?"),
+    ("agent cased", 10, "names agent 'Ops-Agent', so those policies do not apply; one "
+                        "names 'ops-agent'"),
+    ("counter typo", 13, "counters: no counter of the policies under test is named 'call', "
+                         "so the count is set for nothing; did you mean 'calls'?"),
+    ("scoped counter typo", 17, "is named 'opz/calls', so the count is set for nothing; did "
+                                "you mean 'ops/calls'?"),
+])
+def test_a_case_that_sets_up_nothing_fails(ops_run: tuple[str, int], name: str, line: int,
+                                           note: str) -> None:
+    """A case for an agent no policy names, or with counts for a counter that does not
+    exist, passes only because nothing it set up was used."""
+    out, code = ops_run
+    assert code == 1
+    block = _ops_case(out, name)
+    assert block and block[0] == f"FAIL ops.tests.yaml:{line}:7: ops-tests: {name}", out
+    assert note in block[1], block
+
+
+def test_correct_agent_and_counter_cases_pass(ops_run: tuple[str, int]) -> None:
+    out, _ = ops_run
+    for name in ("other agent is not matched", "over the limit", "over the limit, scoped"):
+        assert _ops_case(out, name) == [], out
+    assert out.splitlines()[-1] == "3 passed, 4 failed (7 cases in 1 suite)"

@@ -242,7 +242,9 @@ class Runner:
             used.setdefault(key, []).append(decision)
             mismatches = [*_with_key_hints(check(case.expect, decision), case),
                           *unknown_rules(case.expect, policy_set),
-                          *unmatched_tool(case.tool, decision, policy_set)]
+                          *unmatched_tool(case.tool, decision, policy_set),
+                          *unmatched_agent(case.tool, case.agent, policy_set),
+                          *unknown_counters(case.counters, policy_set)]
             results.append(CaseResult(
                 case.suite, case.name, case.file, case.line, case.column,
                 tuple(mismatches), decision.to_dict(),
@@ -394,6 +396,47 @@ def unmatched_tool(tool: str, decision: Decision, policy_set: PolicySet) -> list
                      f"no policy under test matches tool {tool!r}, so the case tests "
                      f"nothing; a policy names {close!r}: a typo in the case's tool or in "
                      f"match.tools? (tool names are case-sensitive)")]
+
+
+def unmatched_agent(tool: str, agent: str | None,
+                    policy_set: PolicySet) -> list[Mismatch]:
+    """A case whose ``call.agent`` is close to an agent a policy for its tool names, but
+    not that agent (``ops-agnet`` for ``ops-agent``): the policy does not apply, and the
+    case passes only because of that. A name far from every selector (another agent's
+    calls) is a deliberate case."""
+    if agent is None:
+        return []
+    names = sorted({name for p in policy_set.policies if p.matches_tool(tool)
+                    for selector in p.agents for name in selector})
+    if agent in names:
+        return []
+    close = closest(agent, names, cutoff=0.8)
+    if close is None:
+        return []
+    return [Mismatch("agent", close, agent,
+                     f"no policy for tool {tool!r} names agent {agent!r}, so those policies "
+                     f"do not apply; one names {close!r}: a typo in the case's agent or in "
+                     f"match.agents? (agent names are exact strings)")]
+
+
+def unknown_counters(counters: Mapping[str, int] | None,
+                     policy_set: PolicySet) -> list[Mismatch]:
+    """``call.counters`` entries naming no counter of the policies under test: the count
+    is set for nothing, and the case tests the limit it means to test only by accident."""
+    if not counters:
+        return []
+    known = sorted({n for p in policy_set.policies for c in p.counters
+                    for n in (c.name, c.scope)})
+    out: list[Mismatch] = []
+    for name in counters:
+        if name not in known:
+            close = closest(name, known)
+            hint = f"; did you mean {close!r}?" if close else (
+                f" (counters: {', '.join(known)})" if known else " (they have no counters)")
+            out.append(Mismatch("counters", name, None,
+                                f"no counter of the policies under test is named {name!r}, "
+                                f"so the count is set for nothing{hint}"))
+    return out
 
 
 def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch]:

@@ -137,13 +137,39 @@ _FRAMEWORK_PREFIXES = ("agent_framework.", "mcp.")
 def install_log_filter() -> None:
     """Idempotent. Filters act only on records created by the logger they sit on, so the
     filter goes on each framework logger (and the MCP SDK's): the known ones, and every one
-    that exists when a guard is built."""
+    that exists when a guard is built.
+
+    And every record created while a guarded tool runs, by any logger, is scrubbed as it is
+    made (the process's log record factory, wrapped): the tool's own libraries log what it
+    sends (httpx logs every request's URL at INFO, a key in its query with it; an app logs a
+    failure with the exception), and no filter on a logger of theirs is ours to add."""
     existing = [name for name in list(logging.root.manager.loggerDict)
                 if isinstance(name, str) and name.startswith(_FRAMEWORK_PREFIXES)]
     for name in (*_FRAMEWORK_LOGGERS, *existing):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+    factory = logging.getLogRecordFactory()
+    if not isinstance(factory, _ScrubbingRecordFactory):
+        logging.setLogRecordFactory(_ScrubbingRecordFactory(factory))
+
+
+class _ScrubbingRecordFactory:
+    """The process's log record factory, scrubbing each record made while a guarded tool
+    runs in this context (``CURRENT_SCRUBBER``); any other record is made as before."""
+
+    def __init__(self, inner: Callable[..., logging.LogRecord]) -> None:
+        self._inner = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self._inner(*args, **kwargs)
+        if CURRENT_SCRUBBER.get() is not None:
+            try:
+                _FILTER.filter(record)
+            except Exception:  # fail closed: the record says nothing rather than the secret
+                record.msg, record.args, record.exc_info = REDACTED, None, None
+                record.exc_text = record.stack_info = None
+        return record
 
 
 def sensitive_telemetry_enabled() -> bool:

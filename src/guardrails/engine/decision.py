@@ -275,36 +275,47 @@ def _decision(
     tool: str,
     effect: Effect,
     arguments: MappingProxyType[str, Any],
-    rules: Sequence[FiredRule],
-    repairs: Sequence[AppliedRepair],
-    errors: Sequence[EvaluationError],
     policies: tuple[str, ...],
     revision: str,
     secret_arguments: frozenset[str],
     scrubber: Callable[[str], str] | None,
-    reservations: tuple[Any, ...],
 ) -> Decision:
     """The engine's own constructor: a decision is built on every call, and ``__init__``
     (keywords, the frozen class's guarded writes, the id's spelling) cost more than a
-    rule. The same record: ``arguments`` already a read-only view, an empty ``rules``,
-    ``repairs``, ``errors`` or ``reservations`` read from the class (its default, ``()``);
-    the id is a number until it is read (see ``Decision.__getattr__``)."""
+    rule. The same record: ``arguments`` already a read-only view, ``rules``, ``repairs``,
+    ``errors`` and ``reservations`` read from the class (its default, ``()``) unless
+    ``_recorded`` writes them; the id is a number until it is read (see
+    ``Decision.__getattr__``). Seven arguments and no branch: the common decision (nothing
+    fired, failed or repaired) pays for nothing else."""
     d = _new(Decision)
     f = d.__dict__
     f["_number"] = next(_ID_COUNTER)
     f["tool"] = tool
     f["effect"] = effect
     f["arguments"] = arguments
-    if rules:  # lists from the engine become tuples here, once
+    f["policies"] = policies
+    f["revision"] = revision
+    f["secret_arguments"] = secret_arguments
+    f["_scrubber"] = scrubber
+    return d
+
+
+def _recorded(
+    d: Decision,
+    rules: Sequence[FiredRule] | None,
+    repairs: Sequence[AppliedRepair] | None,
+    errors: Sequence[EvaluationError] | None,
+    reservations: tuple[Any, ...],
+) -> Decision:
+    """``d`` (just built by ``_decision``, not yet handed out) with what the engine
+    recorded: each of them that is not empty, lists become tuples here, once."""
+    f = d.__dict__
+    if rules:
         f["rules"] = tuple(rules)
     if repairs:
         f["repairs"] = tuple(repairs)
     if errors:
         f["errors"] = tuple(errors)
-    f["policies"] = policies
-    f["revision"] = revision
-    f["secret_arguments"] = secret_arguments
-    f["_scrubber"] = scrubber
     if reservations:
         f["reservations"] = reservations
     return d

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from guardrails.engine.counters import (
     CounterRequest,
@@ -39,13 +39,14 @@ from guardrails.engine.decision import (
     EvaluationError,
     FiredRule,
     _decision,
+    _recorded,
 )
 from guardrails.engine.policy import (
     CompiledCounter,
     CompiledPolicy,
     CompiledRule,
 )
-from guardrails.engine.scrub import Scrubber
+from guardrails.engine.scrub import Scrubber, may_escape, redact_escaped
 from guardrails.expr import CelError, FusedRun, Hit, generate_pending
 from guardrails.expr.lib_provenance import ORIGINS, Origins, Request
 from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
@@ -449,7 +450,11 @@ class Redactor:
     first, and a text it finds nothing in is returned as it is. That is exact: a pattern
     that matches somewhere makes the alternation match there, and if none matches the
     original text, no ``sub`` changes it, so none matches the next one either. Patterns RE2
-    cannot join (duplicate group names) are applied one by one, as before."""
+    cannot join (duplicate group names) are applied one by one, as before.
+
+    A text holding a backslash is then searched with its JSON and ``repr`` escapes undone
+    (``scrub.redact_escaped``): a dict result reaches the model as JSON, where a key after
+    ``\\n`` fails the pattern's ``\\b`` (red team 17)."""
 
     __slots__ = ("_any", "_patterns")
 
@@ -462,10 +467,11 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         found = self._any
-        if found is not None and not found(text):
-            return text
-        for r in self._patterns:
-            text = r.pattern.sub(r.replacement, text)
+        if found is None or found(text):
+            for r in self._patterns:
+                text = r.pattern.sub(r.replacement, text)
+        if may_escape(text):  # what the patterns match once escapes are undone
+            text = redact_escaped(text, [r.pattern for r in self._patterns], found)
         return text
 
 
@@ -562,6 +568,10 @@ class Candidates:
     nothing (``limits.pattern_charge``: it is the policy's own, not the call's)."""
     _shared_scrubber: tuple[Scrubber | None, Scrubber | None] | None = field(
         init=False, default=None, repr=False, compare=False)
+    short: ClassVar[ShortPath | None] = None
+    """The tool's short path as one generated function (``short_path``), when its plan
+    has one; set on the instance, not a field (two builds of one tool's candidates are
+    equal, their functions are two objects)."""
 
     def __post_init__(self) -> None:
         ps = self.policies
@@ -593,6 +603,8 @@ class Candidates:
             # ``scrubber``'s shared one for calls without known secrets, built now (at load,
             # for the tools ``PolicySet`` prepares): there is nothing of theirs to copy.
             object.__setattr__(self, "_shared_scrubber", (None, Scrubber((), self.redact)))
+        if plan is not None:
+            object.__setattr__(self, "short", short_path(self))
 
     def scrubber(self, known_secrets: Scrubber | None, raw_args: Mapping[str, Any],
                  args: Mapping[str, Any]) -> Scrubber:
@@ -704,37 +716,236 @@ def evaluate_call(
         ORIGINS.reset(token)
 
 
-def decide(call: Call, candidates: Candidates, revision: str,
-           known_secrets: Scrubber | None, max_cost: int) -> Decision:
-    """``evaluate_call`` for the common case: inputs within the bounds, no trace, and a
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+"""``now`` of a call no candidate reads the clock for (it is not read)."""
+
+
+def read_call(
+    limits: Limits,
+    tool: str,
+    args: Mapping[str, Any] | None,
+    principal: Mapping[str, Any] | None,
+    history: Sequence[Mapping[str, Any]] | None,
+    request: str | None,
+    description: str,
+    now: datetime.datetime | None,
+    names: frozenset[str],
+    agent: tuple[str, ...] | None = None,
+) -> tuple[Call, str | None]:
+    """Normalise and bound what the candidates read; an input error fails closed.
+
+    Every input is checked for its type before it is read, and every read of a caller's
+    object is inside the ``try``: a hostile object costs an input error, never an
+    exception out of ``evaluate``. ``decide`` reads plain inputs (exact dicts, lists and
+    texts) with the same steps in its own frame and leaves the rest to this.
+    """
+    budget = Budget(limits.max_input_bytes)
+    try:
+        if "now" not in names:
+            now = _EPOCH  # no candidate reads the clock: skip reading it
+        elif now is None:
+            now = datetime.datetime.now(datetime.UTC)
+        elif not isinstance(now, datetime.datetime):
+            raise InputError(f"now must be a datetime, got {type(now).__name__}")
+        elif now.tzinfo is None:
+            now = now.replace(tzinfo=datetime.UTC)
+        # ``type(x) is dict`` first: the ABC check costs more than a one-rule decision's
+        # rule, and nearly every caller passes a plain dict.
+        if args is not None and type(args) is not dict and not isinstance(args, Mapping):
+            raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
+        n_args = normalize(args if args is not None else {}, limits, budget)
+        # Only what some candidate policy reads is bounded and converted.
+        n_principal: Any = {}
+        if "principal" in names and principal is not None:
+            if type(principal) is not dict and not isinstance(principal, Mapping):
+                raise InputError("principal must be a map")
+            n_principal = normalize(principal, limits, budget)
+        n_history: Any = []
+        if "history" in names and history is not None:
+            if type(history) is not list and (
+                    not isinstance(history, list | tuple | Sequence) or isinstance(
+                        history, str | bytes | bytearray | Mapping)):
+                raise InputError(f"history must be a list, got {type(history).__name__}")
+            if type(history) is list or type(history) is tuple:
+                recent = history[-limits.max_history:]
+            else:  # a Sequence of its own: read by index, never more than kept
+                n = len(history)
+                recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
+            n_history = normalize_history(recent, limits, budget)
+        text = request if request is not None else ""
+        if type(text) is not str:
+            if not isinstance(text, str):
+                raise InputError("request must be text")
+            text = str.__str__(text)
+        budget.left -= len(text)
+        if type(description) is not str:
+            description = description if isinstance(description, str) else ""
+            description = str.__str__(description)
+        if budget.left < 0:
+            raise InputError("inputs exceed the size bound")
+    except Exception as e:
+        return empty_call(tool, args, agent), read_error(e)
+    # ``tuple.__new__``: the named tuple's own ``__new__`` is a Python call.
+    return _tuple_new(Call, (tool, n_args, n_principal, n_history, text, description, now,
+                             agent)), None
+
+
+_tuple_new = tuple.__new__
+
+
+def read_error(e: Exception) -> str:
+    """The input error of a call whose inputs raised ``e`` while they were read."""
+    if isinstance(e, InputError):
+        return str(e)
+    if isinstance(e, RecursionError):
+        return "input nested too deeply"
+    # a hostile object: keep its type only (its text may quote data)
+    return f"inputs could not be read ({type(e).__name__})"
+
+
+def empty_call(tool: str, args: Any = None, agent: tuple[str, ...] | None = None) -> Call:
+    """The call an input error is decided on: no input is read again."""
+    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH, agent)
+
+
+def _readable_arguments(args: Any) -> dict[str, Any]:
+    """What a decision can safely hold of arguments that failed the input bounds.
+
+    Only top-level JSON scalars: the rest may be what broke the bounds (a structure
+    nested thousands deep would make every later reader of the decision recurse).
+    """
+    if type(args) is not dict:  # anything else may raise when read
+        return {}
+    out: dict[str, Any] = {}
+    left = _READABLE_BYTES
+    for k, v in args.items():
+        if type(k) is not str:
+            continue
+        left -= NODE_COST + len(k) + (len(v) if type(v) is str else NODE_COST)
+        if left < 0:  # the rest may be what broke the size bound
+            break
+        if v is None or type(v) in (str, bool) or (
+                type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
+                type(v) is float and math.isfinite(v)):
+            out[k] = v
+    return out
+
+
+_READABLE_BYTES = 64 * 1024
+"""What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""
+
+
+def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None,
+           limits: Limits, tool: str, arguments: Mapping[str, Any] | None,
+           principal: Mapping[str, Any] | None, history: Sequence[Mapping[str, Any]] | None,
+           request: str | None, description: str, now: datetime.datetime | None,
+           agent: tuple[str, ...] | None) -> Decision:
+    """``evaluate_call`` for the common case: the inputs read here, no trace, and a
     ``Candidates.plan`` (no counters, no binding selectors, no provenance).
 
-    The same steps in the same order with the same helpers, minus the branches the case
-    cannot take, and each rule's function looked up once per tool: the decision is the
-    one ``evaluate_call`` returns (tests/test_engine_fast_path.py compares them). Its
-    common result, no rule fired, error or repair, allocates nothing but the meter, the
-    bindings, the arguments' copy and the record: a policy none of whose rules fired
-    takes its default action without a list of what fired.
+    Plain inputs (exact dicts, lists and texts) are read and bounded in this frame with
+    ``read_call``'s steps and charges; any other input is read by ``read_call`` itself,
+    and a call whose inputs fail is decided by ``evaluate_call`` on what was read, as
+    ``PolicySet._decide`` does (the inputs are never read a second time). Then the same
+    steps as ``evaluate_call`` in the same order with the same helpers, minus the
+    branches the case cannot take, and each rule's function looked up once per tool: the
+    decision is the one ``evaluate_call`` returns (tests/test_engine_fast_path.py and
+    tests/test_engine_decide.py compare them). Its common result, no rule fired, error or
+    repair, allocates nothing but the meter, the bindings, the arguments' copy and the
+    record: a policy none of whose rules fired takes its default action without a list of
+    what fired.
     """
+    names = candidates.names
+    if arguments is None:
+        arguments = {}
+    if type(arguments) is dict and type(description) is str and (
+            request is None or type(request) is str) and (
+            principal is None or type(principal) is dict) and (
+            history is None or type(history) is list) and (
+            now is None or type(now) is datetime.datetime) and limits.max_input_depth > 0:
+        # ``read_call``'s steps on plain data. Nothing here runs a caller's code (exact
+        # types only), so handing the arguments to ``normalize`` after the top-level look
+        # reads nothing twice that could answer differently.
+        try:
+            if "now" not in names:
+                now = _EPOCH
+            elif now is None:
+                now = datetime.datetime.now(datetime.UTC)
+            elif now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
+            # ``normalize``'s charges for a map of plain leaves: the map, its entries (before
+            # any is read), each key and text. Anything else, or over the bound, is left to
+            # ``normalize`` from the start (it raises the bound's error).
+            raw_args: Mapping[str, Any] = arguments
+            left = limits.max_input_bytes - NODE_COST - 2 * NODE_COST * len(arguments)
+            if left >= 0:
+                for k, v in arguments.items():
+                    tv = type(v)
+                    if type(k) is not str:
+                        left = -1
+                        break
+                    if tv is str:
+                        left -= len(k) + len(v)
+                    elif tv is float or tv is bool or v is None or (
+                            tv is int and _INT64[0] <= v <= _INT64[1]):
+                        left -= len(k)
+                    else:
+                        left = -1
+                        break
+            if left < 0:
+                budget = Budget(limits.max_input_bytes)
+                raw_args = normalize(arguments, limits, budget)
+                left = budget.left
+            if principal is None or "principal" not in names:
+                principal = {}
+            else:
+                budget = Budget(left)
+                principal = normalize(principal, limits, budget)
+                left = budget.left
+            if history is None or "history" not in names:
+                history = []
+            else:
+                budget = Budget(left)
+                history = normalize_history(history, limits, budget)
+                left = budget.left
+            if request is None:
+                request = ""
+            else:
+                left -= len(request)
+            if left < 0:
+                raise InputError("inputs exceed the size bound")
+        except Exception as e:
+            return evaluate_call(empty_call(tool, arguments, agent), candidates,
+                                 revision=revision, input_error=read_error(e),
+                                 known_secrets=known_secrets, max_cost=limits.max_cost)
+    else:
+        call, error = read_call(limits, tool, arguments, principal, history, request,
+                                description, now, names, agent)
+        if error is not None:
+            # Decided on what was read (the inputs are never read a second time).
+            return evaluate_call(call, candidates, revision=revision, input_error=error,
+                                 known_secrets=known_secrets, max_cost=limits.max_cost)
+        tool, raw_args, principal, history, request, description, now, agent = call
     plan = candidates.plan
     assert plan is not None
-    # One unpacking, not a named tuple's field read each (several times a local's cost).
-    tool, raw_args, principal, history, request, description, now, agent = call
-    meter = Meter(max_cost, candidates.free_patterns)
-    args: dict[str, Any] = dict(raw_args)
-    names = candidates.names
+    meter = Meter(limits.max_cost, candidates.free_patterns)
+    args = dict(raw_args)
+    # The call's own copy of the arguments from the start: matching reads what the raw
+    # arguments hold (repairs, which write the copy, come after it).
     base = {
         "tool": {"name": tool, "description": description} if "tool" in names else None,
-        "args": raw_args,
+        "args": args,
         "principal": principal,
         "history": history,
         "request": Request(request) if "request" in names else None,
         "now": now,
         METER: meter,
     }
-    fired: list[FiredRule] = []
-    repairs: list[AppliedRepair] = []
-    errors: list[EvaluationError] = []
+    # What the decision records, made when something is recorded (the common decision
+    # records nothing: no list is built).
+    fired: list[FiredRule] | None = None
+    repairs: list[AppliedRepair] | None = None
+    errors: list[EvaluationError] | None = None
     shared = candidates._shared_scrubber  # ``Candidates.scrubber``'s common case, inline
     scrub = shared[1] if shared is not None and shared[0] is known_secrets and (
         not candidates.secret_names) else None
@@ -746,6 +957,7 @@ def decide(call: Call, candidates: Candidates, revision: str,
     policies: Sequence[CompiledPolicy] = candidates.policies
     if candidates.conditional:
         matched = []
+        errors = []
         for entry in plan:
             policy, when = entry.policy, entry.when
             if agent is not None and policy.agents and not policy.matches_agent(agent):
@@ -756,10 +968,11 @@ def decide(call: Call, candidates: Candidates, revision: str,
 
     # 2. repairs
     if candidates.repairs:
-        # ``base`` itself is the repairs' bindings: matching is done, and nothing reads
-        # the raw arguments from it after this (the rules below read ``args`` too).
-        base["args"] = args
+        # ``base`` itself is the repairs' bindings: matching is done.
         base["variables"] = {}
+        if errors is None:
+            errors = []
+        repairs = []
         _repair(policies, base, args, None, _NO_TRACES, scrub, errors, repairs)
         if repairs and candidates.secret_names and any(
                 name in candidates.secret_names for r in repairs if not r.audit
@@ -770,7 +983,6 @@ def decide(call: Call, candidates: Candidates, revision: str,
     # bindings in turn (nothing reads a policy's bindings after its rules, and the general
     # path's per-policy copies hold the same entries).
     bindings = base
-    bindings["args"] = args
     effect = _ALLOW
     for entry in matched:
         bindings["params"] = entry.params
@@ -786,6 +998,10 @@ def decide(call: Call, candidates: Candidates, revision: str,
         if hits is None:
             result = entry.default  # nothing fired or failed: the common case
         else:
+            if fired is None:
+                fired = []
+            if errors is None:
+                errors = []
             acted: list[Action] = []
             clean = known_secrets is None and candidates.clean
             if hits is _NOT_FUSED:
@@ -802,13 +1018,184 @@ def decide(call: Call, candidates: Candidates, revision: str,
     bindings["variables"] = _NO_VARIABLES
 
     if meter.left < 0:
+        if errors is None:
+            errors = []
         effect = _over_cost(policies, errors, effect)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(tool, effect, MappingProxyType(args), fired, repairs, errors,
-                     candidates.policy_names if len(policies) == len(plan)
-                     else tuple([p.name for p in policies]), revision,
-                     candidates.secret_names, scrub, ())
+    decision = _decision(tool, effect, MappingProxyType(args),
+                         candidates.policy_names if len(policies) == len(plan)
+                         else tuple([p.name for p in policies]), revision,
+                         candidates.secret_names, scrub)
+    if errors is None and fired is None and repairs is None:
+        return decision
+    return _recorded(decision, fired, repairs, errors, ())
+
+
+ShortPath = Callable[..., Decision]
+"""A tool's generated short path: ``decide``'s arguments but the candidates."""
+
+SHORT_MAX_POLICIES = 8
+"""Candidates a generated short path runs at most (its code grows with them)."""
+_SHORT_FACTORIES: dict[str, Callable[..., ShortPath]] = {}
+"""Compiled short-path templates by source: tools of one shape share one compile."""
+_SHORT_FACTORIES_MAX = 64
+"""Shapes compiled at most, per process (a compile costs about 0.5 ms): a plan of yet
+another shape runs ``decide``, so no load, however many shapes it holds, compiles more."""
+
+
+def short_path(candidates: Candidates) -> ShortPath | None:
+    """``decide`` for one tool's plan as one generated function, or None.
+
+    ``decide`` asks of every call what the plan already answers: which inputs its policies
+    read, whether they have variables, enforce, have secrets; it loops over the plan and
+    looks each entry's fields up. For a plan without ``match`` conditions, agent
+    selectors or repairs, whose every policy has a fused function (at most
+    ``SHORT_MAX_POLICIES``), this generates the steps ``decide`` takes for it, unrolled,
+    with the answers and the entries' fields as the function's defaults (locals of one
+    frame). It reads only arguments that are an exact dict of plain leaves (strings,
+    finite-width numbers, booleans, null) within the size bound, and a plain text
+    request, with ``decide``'s charges, and nothing that runs a caller's code; any other
+    call (an input the plan reads given, nested or over-bound arguments, another type)
+    goes to ``decide`` whole, which reads and decides it. The decision is the one
+    ``decide`` returns (tests/test_engine_decide.py compares them, and every differential
+    test of ``PolicySet.evaluate`` runs it)."""
+    plan = candidates.plan
+    if plan is None or candidates.conditional or candidates.repairs or not (
+            0 < len(plan) <= SHORT_MAX_POLICIES) or any(e.fused is None for e in plan):
+        return None
+    names = candidates.names
+    source = _short_source(tuple(e.programs is not None for e in plan), "tool" in names,
+                           "request" in names, "now" in names, "principal" in names,
+                           "history" in names, bool(candidates.secret_names))
+    factory = _SHORT_FACTORIES.get(source)
+    if factory is None:
+        if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
+            return None
+        namespace: dict[str, Any] = dict(_SHORT_GLOBALS)
+        exec(compile(source, "<short path>", "exec"), namespace)
+        factory = namespace["_make"]
+        _SHORT_FACTORIES[source] = factory
+    constants: list[Any] = [candidates, candidates.clean]
+    for e in plan:
+        constants += [e, e.fused, e.params, e.default, e.enforce]
+        if e.programs is not None:
+            constants.append(e.programs)
+    return factory(*constants)
+
+
+def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: bool,
+                  principal: bool, history: bool, secret: bool) -> str:
+    """The source of a short path (``short_path``): ``decide``'s steps for a plan of
+    ``len(variables)`` policies, which of them have variables, which inputs the policies
+    read and whether they have secret arguments. Everything else is a default: the
+    candidates ``_C`` and whether they are clean, and per policy its entry, fused
+    function, params, default action, whether it enforces, and its variables."""
+    consts = ["_C", "_CLEAN"]
+    for i, has_variables in enumerate(variables):
+        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}"]
+        if has_variables:
+            consts.append(f"_V{i}")
+    whole = ("_decide(_C, revision, known_secrets, limits, tool, arguments, principal, "
+             "history, request, description, now, agent)")
+    refused = ["type(arguments) is not dict", "type(description) is not str",
+               "limits.max_input_depth <= 0"]
+    refused += ["principal is not None"] if principal else []
+    refused += ["history is not None"] if history else []
+    refused += ["now is not None"] if now else []
+    lines = [
+        f"def _make({', '.join(consts)}):",
+        "    def _short(revision, known_secrets, limits, tool, arguments, principal, history,",
+        "               request, description, now, agent, "
+        + ", ".join(f"{c}={c}" for c in consts) + "):",
+        "        if arguments is None:",
+        "            arguments = {}",
+        f"        if {' or '.join(refused)}:",
+        f"            return {whole}",
+        "        left = limits.max_input_bytes - _NODE_COST - 2 * _NODE_COST * len(arguments)",
+        "        if request is None:",
+        "            request = ''",
+        "        elif type(request) is str:",
+        "            left -= len(request)",
+        "        else:",
+        f"            return {whole}",
+        "        if left >= 0:",
+        "            for k, v in arguments.items():",
+        "                tv = type(v)",
+        "                if type(k) is not str:",
+        "                    left = -1",
+        "                    break",
+        "                if tv is str:",
+        "                    left -= len(k) + len(v)",
+        "                elif tv is float or tv is bool or v is None or (",
+        "                        tv is int and _INT64[0] <= v <= _INT64[1]):",
+        "                    left -= len(k)",
+        "                else:",
+        "                    left = -1",
+        "                    break",
+        "        if left < 0:",
+        f"            return {whole}",
+        "        meter = _Meter(limits.max_cost, _C.free_patterns)",
+        "        args = dict(arguments)",
+        "        b = {",
+        "            'tool': " + ("{'name': tool, 'description': description}," if tool
+                              else "None,"),
+        "            'args': args,",
+        "            'principal': {},",
+        "            'history': [],",
+        "            'request': " + ("_Request(request)," if request else "None,"),
+        "            'now': " + ("_now(_UTC)," if now else "_EPOCH,"),
+        "            _METER: meter,",
+        "        }",
+        "        fired = errors = None",
+    ]
+    if secret:
+        lines.append("        scrub = _C.scrubber(known_secrets, arguments, args)")
+    else:
+        lines += ["        shared = _C._shared_scrubber",
+                  "        scrub = shared[1] if shared is not None and shared[0] is "
+                  "known_secrets else None",
+                  "        if scrub is None:",
+                  "            scrub = _C.scrubber(known_secrets, arguments, args)"]
+    lines.append("        effect = _ALLOW")
+    for i, has_variables in enumerate(variables):
+        lines.append(f"        b['params'] = _P{i}")
+        if has_variables:
+            lines += [f"        variables = _Variables(_V{i})", "        variables.bindings = b",
+                      "        b['variables'] = variables"]
+        else:
+            lines.append("        b['variables'] = _NO_VARIABLES")
+        lines += [f"        hits = _F{i}(b, meter, 0)",
+                  "        if hits is None:",
+                  f"            result = _D{i}",
+                  "        else:",
+                  "            if fired is None:",
+                  "                fired = []",
+                  "            if errors is None:",
+                  "                errors = []",
+                  "            acted = []",
+                  f"            _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, b, "
+                  "meter, scrub, errors, fired, acted)",
+                  f"            result = _policy_effect(acted, _D{i})",
+                  f"        if _N{i} and result is not effect and "
+                  "_SEVERITY[result] > _SEVERITY[effect]:",
+                  "            effect = result"]
+    if any(variables):
+        lines.append("        b['variables'] = _NO_VARIABLES  # the cycle (see decide)")
+    lines += [
+        "        if meter.left < 0:",
+        "            if errors is None:",
+        "                errors = []",
+        "            effect = _over_cost(_C.policies, errors, effect)",
+        "        decision = _decision(tool, effect, _MappingProxyType(args), _C.policy_names,",
+        "                             revision, _C.secret_names, scrub)",
+        "        if errors is None and fired is None:",
+        "            return decision",
+        "        return _recorded(decision, fired, None, errors, ())",
+        "    return _short",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 _NOT_FUSED: list[Hit] = []
@@ -1404,5 +1791,16 @@ def _record(
              else tuple([p.name for p in matched]))
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
-    return _decision(call.tool, effect, MappingProxyType(args), fired, repairs, errors, names,
-                     revision, secret_names, scrub, reservations)
+    return _recorded(_decision(call.tool, effect, MappingProxyType(args), names, revision,
+                               secret_names, scrub), fired, repairs, errors, reservations)
+
+
+_SHORT_GLOBALS: dict[str, Any] = {
+    "_decide": decide, "_NODE_COST": NODE_COST, "_INT64": _INT64, "_Meter": Meter,
+    "_Request": Request, "_now": datetime.datetime.now, "_UTC": datetime.UTC,
+    "_EPOCH": _EPOCH, "_METER": METER, "_ALLOW": _ALLOW, "_Variables": Variables,
+    "_NO_VARIABLES": _NO_VARIABLES, "_fused_hits": _fused_hits,
+    "_policy_effect": _policy_effect, "_SEVERITY": _SEVERITY, "_over_cost": _over_cost,
+    "_decision": _decision, "_recorded": _recorded, "_MappingProxyType": MappingProxyType,
+}
+"""The names a generated short path reads besides its defaults: ``decide``'s helpers."""

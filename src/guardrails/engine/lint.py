@@ -527,7 +527,8 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
       (``h.tol``); a regex literal whose ``.`` between words is not escaped
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
       start only and ends in a domain or file extension (``^.*\\.pdf`` matches
-      ``x.pdf.exe``).
+      ``x.pdf.exe``); a counter no expression reads, or whose ``key`` is quoted text
+      naming a value (``'"principal.user"'``: one count for every call).
 
     ``principal``: its type (``typecheck.principal_type``), when the host said what it
     sends (``guardrails check --principal``): a key outside it is reported.
@@ -570,6 +571,23 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     out.extend(_unbounded_approvals(policy))
     for element, expression, program in policy.expressions():
         out.extend(_numeric_text_params(policy, element, expression, program.ast))
+        out.extend(_value_in_map(policy, element, expression, program.ast))
+    for c in policy.counters:
+        quoted = _quoted_path(c.key.program.ast)
+        if quoted is not None and isinstance(c.key.program.ast, ast.Literal):
+            out.append(_at(c.key.expression.position, "warning",
+                           f"policy {name}: counters.{c.name}.key is the text {quoted!r}, "
+                           f"the same for every call: all calls share one count (write it "
+                           f"without the inner quotes, key: '{quoted}', to count each "
+                           f"value apart)"))
+    read = _counters_read(policy)
+    for c in policy.counters:
+        if read is not None and c.name not in read:
+            out.append(_at(c.key.expression.position, "warning",
+                           f"policy {name}: counters.{c.name} is never read: no rule or "
+                           f"variable uses it, so its limit stops nothing (a counter only "
+                           f"counts; a rule acts, e.g. when: 'counters.{c.name}.exceeded', "
+                           f"action: deny)"))
     first: dict[str, str] = {}
     for rule in policy.rules:
         node = rule.when.program.ast
@@ -680,6 +698,24 @@ def _shape_of(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return tuple(_shape_of(v) for v in value)
     return (type(value).__name__, value if isinstance(value, Hashable) else repr(value))
+
+
+def _counters_read(policy: CompiledPolicy) -> set[str] | None:
+    """The counters the policy's expressions read (``counters.x``); None when one reads
+    ``counters`` otherwise (``counters[name]``), which could be any of them."""
+    read: set[str] = set()
+    for _, _, program in policy.expressions():
+        whole = 0
+        for n in ast.walk(program.ast):
+            if isinstance(n, ast.Select) and isinstance(n.operand, ast.Ident) \
+                    and n.operand.name == "counters":
+                read.add(n.field)
+                whole -= 1
+            elif isinstance(n, ast.Ident) and n.name == "counters":
+                whole += 1
+        if whole > 0:
+            return None
+    return read
 
 
 def _shadowed(rule: CompiledRule, rules: Sequence[CompiledRule]) -> CompiledRule | None:
@@ -901,6 +937,35 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
 
 
+
+
+def _value_in_map(policy: CompiledPolicy, element: str, expression: Expression,
+                  node: ast.Node) -> list[Finding]:
+    """``"admin" in params.roles`` where ``admin`` is one of the map's values and not a
+    key: ``in`` on a CEL map tests its keys (Rego's ``in`` on an object tests values), so
+    the test is false on every call."""
+    out: list[Finding] = []
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.target is None and n.function == "@in"
+                and len(n.args) == 2 and isinstance(n.args[0], ast.Literal)
+                and isinstance(n.args[0].value, str)):
+            continue
+        found = _param_value(policy, n.args[1])
+        if found is None or not isinstance(found[1], Mapping):
+            continue
+        path, value = found
+        literal = n.args[0].value
+        values = {v for item in value.values()
+                  for v in (item if isinstance(item, list) else [item])
+                  if isinstance(v, str)}
+        if literal in value or literal not in values:
+            continue
+        out.append(_at(expression.position_of(n.args[0].offset), "warning",
+                       f"policy {policy.name}: {element}: '{literal}' is a value of {path}, "
+                       f"not a key: 'in' on a map tests its keys (unlike Rego's 'in' on an "
+                       f"object), so this is false on every call; for its values write "
+                       f"{path}.exists(k, {path}[k] == '{literal}')"))
+    return out
 
 
 def _lint_regexes(policy: CompiledPolicy, element: str, expression: Expression,

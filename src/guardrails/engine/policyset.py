@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,25 +13,21 @@ from typing import Any, Protocol
 from guardrails.engine.counters import CounterStore
 from guardrails.engine.decision import Decision, Effect
 from guardrails.engine.evaluate import (
-    _INT64,
-    NODE_COST,
-    Budget,
-    Call,
     Candidates,
     InputError,
     PolicyTrace,
     _redactor,
     decide,
+    empty_call,
     evaluate_call,
     normalize,
-    normalize_history,
+    read_call,
 )
 from guardrails.engine.policy import CompiledPolicy, Mode, SecretRef
 from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 
 _TOOL_CACHE_SIZE = 4096
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -174,16 +169,14 @@ class PolicySet:
             if candidates is None:
                 candidates = self._candidates(tool, aliases)
             if candidates.plan is not None:
-                call, error = self._call(tool, args, principal, history, request, description,
-                                         now, candidates.names,
-                                         None if agent is None else _agent_names(agent))
-                if error is None:
-                    return decide(call, candidates, self._revision, known_secrets,
-                                  self._limits.max_cost)
-                # Decided on what was read (the inputs are never read a second time).
-                return evaluate_call(call, candidates, revision=self._revision,
-                                     input_error=error, known_secrets=known_secrets,
-                                     max_cost=self._limits.max_cost, counters=counters)
+                short = candidates.short
+                if short is not None:  # the plan as one generated function
+                    return short(self._revision, known_secrets, self._limits, tool, args,
+                                 principal, history, request, description, now,
+                                 None if agent is None else _agent_names(agent))
+                return decide(candidates, self._revision, known_secrets, self._limits, tool,
+                              args, principal, history, request, description, now,
+                              None if agent is None else _agent_names(agent))
         return self._decide(tool, args, principal, history, request, description, now, None,
                             known_secrets, aliases, unmatched, agent=agent,
                             counters=counters)
@@ -233,10 +226,10 @@ class PolicySet:
         candidates = self._candidates(name, aliases)
         names = _agent_names(agent)
         try:
-            call, error = self._call(name, args, principal, history, request, description, now,
-                                     candidates.names, names)
+            call, error = read_call(self._limits, name, args, principal, history, request,
+                                    description, now, candidates.names, names)
         except Exception as e:  # fail closed: no input may make ``evaluate`` raise
-            call, error = _empty_call(name)._replace(agent=names), (
+            call, error = empty_call(name)._replace(agent=names), (
                 f"inputs could not be read ({type(e).__name__})")
         return evaluate_call(call, candidates, revision=self._revision, input_error=error,
                              trace=trace, known_secrets=known_secrets, unmatched=unmatched,
@@ -245,80 +238,6 @@ class PolicySet:
     def counts(self, tool: str, aliases: Sequence[str] = ()) -> bool:
         """Whether a policy naming ``tool`` has counters (its calls talk to the store)."""
         return self._candidates(tool, tuple(aliases)).counts
-
-    def _call(
-        self,
-        tool: str,
-        args: Mapping[str, Any] | None,
-        principal: Mapping[str, Any] | None,
-        history: Sequence[Mapping[str, Any]] | None,
-        request: str | None,
-        description: str,
-        now: datetime.datetime | None,
-        names: frozenset[str],
-        agent: tuple[str, ...] | None = None,
-    ) -> tuple[Call, str | None]:
-        """Normalise and bound what the candidates read; an input error fails closed.
-
-        Every input is checked for its type before it is read, and every read of a
-        caller's object is inside the ``try``: a hostile object costs an input error, never
-        an exception out of ``evaluate``.
-        """
-        limits = self._limits
-        budget = Budget(limits.max_input_bytes)
-        try:
-            if "now" not in names:
-                now = _EPOCH  # no candidate reads the clock: skip reading it
-            elif now is None:
-                now = datetime.datetime.now(datetime.UTC)
-            elif not isinstance(now, datetime.datetime):
-                raise InputError(f"now must be a datetime, got {type(now).__name__}")
-            elif now.tzinfo is None:
-                now = now.replace(tzinfo=datetime.UTC)
-            # ``type(x) is dict`` first: the ABC check costs more than a one-rule decision's
-            # rule, and nearly every caller passes a plain dict.
-            if args is not None and type(args) is not dict and not isinstance(args, Mapping):
-                raise InputError(f"arguments must be a JSON object, got {type(args).__name__}")
-            n_args = normalize(args if args is not None else {}, limits, budget)
-            # Only what some candidate policy reads is bounded and converted.
-            n_principal: Any = {}
-            if "principal" in names and principal is not None:
-                if type(principal) is not dict and not isinstance(principal, Mapping):
-                    raise InputError("principal must be a map")
-                n_principal = normalize(principal, limits, budget)
-            n_history: Any = []
-            if "history" in names and history is not None:
-                if type(history) is not list and (
-                        not isinstance(history, list | tuple | Sequence) or isinstance(
-                            history, str | bytes | bytearray | Mapping)):
-                    raise InputError(f"history must be a list, got {type(history).__name__}")
-                if type(history) is list or type(history) is tuple:
-                    recent = history[-limits.max_history:]
-                else:  # a Sequence of its own: read by index, never more than kept
-                    n = len(history)
-                    recent = [history[i] for i in range(max(0, n - limits.max_history), n)]
-                n_history = normalize_history(recent, limits, budget)
-            text = request if request is not None else ""
-            if type(text) is not str:
-                if not isinstance(text, str):
-                    raise InputError("request must be text")
-                text = str.__str__(text)
-            budget.left -= len(text)
-            if type(description) is not str:
-                description = description if isinstance(description, str) else ""
-                description = str.__str__(description)
-            if budget.left < 0:
-                raise InputError("inputs exceed the size bound")
-        except InputError as e:
-            return _empty_call(tool, args, agent), str(e)
-        except RecursionError:
-            return _empty_call(tool, args, agent), "input nested too deeply"
-        except Exception as e:  # a hostile object: keep its type only (its text may quote data)
-            return _empty_call(tool, args, agent), (
-                f"inputs could not be read ({type(e).__name__})")
-        # ``tuple.__new__``: the named tuple's own ``__new__`` is a Python call.
-        return _tuple_new(Call, (tool, n_args, n_principal, n_history, text, description, now,
-                                 agent)), None
 
     def input_error(self, args: Any) -> str | None:
         """Why ``args`` alone are over the input bounds or not JSON data, else None.
@@ -371,8 +290,6 @@ class PolicySet:
         return text if self._redact is None else self._redact(text)
 
 
-_tuple_new = tuple.__new__
-
 _PREPARED_MAX = 1024
 """Tool names whose candidates a load works out ahead at most (``_prepared``)."""
 _PREPARE_TESTS = 65_536
@@ -415,38 +332,6 @@ def _prepared(policies: tuple[CompiledPolicy, ...]) -> dict[Any, Candidates]:
         found.update(i for i in wild if policies[i].matches_tool(name))
         prepared[name] = Candidates(tuple(policies[i] for i in sorted(found)))
     return prepared
-
-
-def _empty_call(tool: str, args: Any = None, agent: tuple[str, ...] | None = None) -> Call:
-    """The call an input error is decided on: no input is read again."""
-    return Call(tool, _readable_arguments(args), {}, [], "", "", _EPOCH, agent)
-
-
-def _readable_arguments(args: Any) -> dict[str, Any]:
-    """What a decision can safely hold of arguments that failed the input bounds.
-
-    Only top-level JSON scalars: the rest may be what broke the bounds (a structure
-    nested thousands deep would make every later reader of the decision recurse).
-    """
-    if type(args) is not dict:  # anything else may raise when read
-        return {}
-    out: dict[str, Any] = {}
-    left = _READABLE_BYTES
-    for k, v in args.items():
-        if type(k) is not str:
-            continue
-        left -= NODE_COST + len(k) + (len(v) if type(v) is str else NODE_COST)
-        if left < 0:  # the rest may be what broke the size bound
-            break
-        if v is None or type(v) in (str, bool) or (
-                type(v) is int and _INT64[0] <= v <= _INT64[1]) or (
-                type(v) is float and math.isfinite(v)):
-            out[k] = v
-    return out
-
-
-_READABLE_BYTES = 64 * 1024
-"""What a decision on over-bound arguments keeps of them (its readers must stay cheap)."""
 
 
 def _agent_names(agent: str | Sequence[str] | None) -> tuple[str, ...] | None:

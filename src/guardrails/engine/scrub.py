@@ -7,18 +7,21 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import re2
 
 from guardrails.engine.decision import REDACTED
 
-__all__ = ["MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "spellings", "value_texts"]
+__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "redact_escaped", "spellings",
+           "value_texts"]
 
 MAX_TEXTS = 2048
 """Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
@@ -71,6 +74,10 @@ class Scrubber:
     is compiled once. Every layer's occurrences are found in the original text and the
     union of what they cover is replaced, so a value containing, overlapping or contained
     in another (of any layer) is removed whole.
+
+    A text that holds escapes is also searched with them undone (``_find_escaped``): the
+    values as another serializer escapes them (``\\/``, ``\\u00E9``, ``&amp;``, JSON inside
+    JSON), each occurrence replaced over the escapes it came from.
     """
 
     __slots__ = ("_base", "_needles", "_opaque", "_pending", "_redact", "_regex", "_texts")
@@ -200,10 +207,9 @@ class Scrubber:
         if text in self._texts:
             return REDACTED
         spans: list[tuple[int, int]] = []
-        layer: Scrubber | None = self
-        while layer is not None:
-            layer._find(text, spans)
-            layer = layer._base
+        if not self._find_all(text, spans) or (
+                may_escape(text) and not self._find_escaped(text, spans)):
+            return REDACTED  # more occurrences than are worth finding: fail closed
         if spans:
             text = _replaced(text, spans)
         if self._redact is None:
@@ -213,8 +219,46 @@ class Scrubber:
         except Exception:  # a broken pattern must not let the text out unscrubbed
             return REDACTED
 
-    def _find(self, text: str, spans: list[tuple[int, int]]) -> None:
-        """Where this layer's values occur in ``text`` (added to ``spans``).
+    def _find_all(self, text: str, spans: list[tuple[int, int]]) -> bool:
+        """Where the values of every layer occur in ``text`` (see ``_find``)."""
+        layer: Scrubber | None = self
+        while layer is not None:
+            if not layer._find(text, spans):
+                return False
+            layer = layer._base
+        return True
+
+    def _find_escaped(self, text: str, spans: list[tuple[int, int]]) -> bool:
+        """Where the values occur in ``text`` once its escapes are undone (``_views``: JSON
+        and ``repr`` escapes, HTML character references, up to three levels), as spans of
+        ``text``: a value a tool's serializer escaped other than ours (``\\/`` for ``/``,
+        ``\\u00E9``, ``&amp;``) or escaped twice (JSON inside JSON). A text with too many
+        escapes is searched in a rough view, and fails closed if a value is found there."""
+        strings = _json_strings(text)
+        if strings is not None and not may_escape(strings):
+            probe: list[tuple[int, int]] = []
+            if not self._find_all(strings, probe):
+                return False
+            if not probe:
+                return True  # JSON whose strings, escapes undone, hold no value
+        views = _views(text)
+        if views is None:
+            probe = []
+            return self._find_all(_rough(text), probe) and not probe
+        for level, view in enumerate(views):
+            found: list[tuple[int, int]] = []
+            if not self._find_all(view.text, found):
+                return False
+            for start, end in found:
+                start, end, _ = _source(views, level, start, end)
+                spans.append((start, end))
+            if len(spans) > MAX_OCCURRENCES:
+                return False
+        return True
+
+    def _find(self, text: str, spans: list[tuple[int, int]]) -> bool:
+        """Where this layer's values occur in ``text`` (added to ``spans``); False when all
+        layers together found more than ``MAX_OCCURRENCES`` (the text is then replaced whole).
 
         A few needles: every occurrence of each, overlapping ones included. Many (a guard's
         memory): an RE2 search per chunk of needles, leftmost-first within a chunk, so of
@@ -227,13 +271,19 @@ class Scrubber:
             for n in needles:
                 start = text.find(n)
                 while start >= 0:
+                    if len(spans) >= MAX_OCCURRENCES:
+                        return False
                     spans.append((start, start + len(n)))
                     start = text.find(n, start + 1)
-            return
+            return True
         if self._regex is None:
             self._regex = _chunked(needles)
         for _, regex in self._regex:
-            spans.extend(m.span() for m in regex.finditer(text))
+            spans.extend(itertools.islice(
+                (m.span() for m in regex.finditer(text)), MAX_OCCURRENCES + 1 - len(spans)))
+            if len(spans) > MAX_OCCURRENCES:
+                return False
+        return True
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -253,6 +303,13 @@ def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
     out += (text[pos:start], REDACTED, text[end:])
     return "".join(out)
 
+
+MAX_OCCURRENCES = 1 << 12
+"""Occurrences of known values in one text that are found and replaced one by one (each
+costs a Python step, about a microsecond: a megabyte of a four-character value repeated
+took 0.7 s, a second and more through a guard's memory). A text holding more (tool output
+the attacker wrote around a value the model chose) is replaced whole: it fails closed, and
+its cost stays bounded."""
 
 _SCAN_NEEDLES = 16
 """Up to this many needles, ``in`` tests find out whether a text needs replacing at all;
@@ -461,3 +518,312 @@ def _leaf_texts(value: Any) -> set[str]:
         texts.add(value.strip())
     texts.discard("")
     return texts
+
+
+# -- redact patterns on escaped text ------------------------------------------------------
+
+_ESCAPE = re.compile(r"(\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\/\"'bfnrtv0a]))")
+"""One escape of JSON or Python's ``repr``: a surrogate pair, ``\\uXXXX``, ``\\UXXXXXXXX``,
+``\\xXX`` or one character. Each stands for exactly one character."""
+
+_HTML = re.compile(r"(&(?:quot|amp|apos|lt|gt|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
+"""An HTML character reference (``&quot;``, ``&#39;``, ``&#x2F;``): one character each.
+Undone in a view of its own: a text is HTML or JSON, and a backslash in HTML is a
+backslash."""
+
+_PERCENT = re.compile(r"(%(?:[0-7][0-9A-Fa-f]|[CDcd][0-9A-Fa-f]%[89ABab][0-9A-Fa-f]"
+                      r"|[Ee][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){2}"
+                      r"|[Ff][0-7](?:%[89ABab][0-9A-Fa-f]){3})|\+)")
+"""A percent-encoded character (its UTF-8 bytes, in either case of hex: ``%2F``, ``%2f``,
+``%C3%A9``) or a ``+`` (a space in a query), one character each. Undone in a view of its
+own (a URL or a form body), for a text holding a ``%XX``."""
+
+_ANY_ESCAPE = re.compile(f"{_ESCAPE.pattern}|{_HTML.pattern}|{_PERCENT.pattern}")
+
+_HTML_NAMES = {"&quot;": '"', "&amp;": "&", "&apos;": "'", "&lt;": "<", "&gt;": ">"}
+
+_SIMPLE_ESCAPES = {"\\" + k: v for k, v in {
+    "\\": "\\", "/": "/", '"': '"', "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+    "t": "\t", "v": "\v", "0": "\0", "a": "\a"}.items()}
+
+MAX_ESCAPES = 1 << 12
+"""Backslashes and ampersands of one text whose escapes are undone exactly (a split and a
+lookup each, a Python call for a ``\\uXXXX`` not seen lately: about 3 µs; 65,536 of them took
+0.7 s). A text with more is searched in a rough view of it, worked out at C speed (its
+common escapes undone) and, if a value or pattern is found there, replaced whole (fail
+closed)."""
+
+_MAX_ESCAPED_MATCHES = 256
+"""Matches in a text's unescaped views that are mapped back one by one (each some 25 µs:
+spans, a search of its surroundings); a text with more is replaced whole (fail closed)."""
+
+_VIEWS = 3
+"""Levels of escaping undone: JSON, ``repr`` inside JSON (a dict's text in a JSON result),
+and once more."""
+
+
+class _View:
+    """A text with one level of escapes undone, and where each escape was (worked out
+    only when a pattern matches the view: most views match none)."""
+
+    __slots__ = ("_escapes", "_literals", "_where", "parent", "text")
+
+    def __init__(self, text: str, literals: list[str], escapes: list[str],
+                 parent: int) -> None:
+        self.text = text
+        self.parent = parent
+        """The view this one was made of (its index among the views; -1: the text itself)."""
+        self._literals = literals
+        self._escapes = escapes
+        self._where: tuple[list[int], list[int], list[int]] | None = None
+
+    def _positions(self) -> tuple[list[int], list[int], list[int]]:
+        """Where each escape's character is in ``text``, and where each escape starts and
+        ends in the escaped text."""
+        if self._where is None:
+            before = list(itertools.accumulate(map(len, self._literals[:-1])))
+            escaped = list(itertools.accumulate(map(len, self._escapes), initial=0))
+            self._where = ([b + i for i, b in enumerate(before)],
+                           [b + e for b, e in zip(before, escaped, strict=False)],
+                           [b + e for b, e in zip(before, escaped[1:], strict=True)])
+        return self._where
+
+    def source(self, start: int, end: int) -> tuple[int, int, bool]:
+        """The span of the escaped text that ``text[start:end]`` (not empty) came from, and
+        whether it holds or touches an escape."""
+        starts = self._positions()[0]
+        first = bisect.bisect_left(starts, start - 1)
+        touches = first < len(starts) and starts[first] <= end
+        return self._origin(start, True), self._origin(end - 1, False), touches
+
+    def _origin(self, pos: int, start: bool) -> int:
+        starts, origins, ends = self._positions()
+        k = bisect.bisect_left(starts, pos)
+        if k < len(starts) and starts[k] == pos:
+            return origins[k] if start else ends[k]
+        base = pos if k == 0 else ends[k - 1] + pos - starts[k - 1] - 1
+        return base if start else base + 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _unescaped_char(escape: str) -> str:
+    """The character an escape stands for (cached: a text's escapes repeat)."""
+    simple = _SIMPLE_ESCAPES.get(escape) or _HTML_NAMES.get(escape)
+    if simple is not None:
+        return simple
+    if escape == "+":
+        return " "
+    if escape[0] == "%":
+        char = bytes.fromhex(escape.replace("%", "")).decode("utf-8", "replace")
+        return char if len(char) == 1 and char != "\ufffd" else "\ufffd"
+    kind = escape[1]
+    if kind == "x":
+        return chr(int(escape[2:], 16))
+    if kind == "#":  # an HTML character reference by number
+        digits = escape[2:-1]
+        code = int(digits[1:], 16) if digits[:1] in "xX" else int(digits)
+    elif len(escape) == 12:  # a surrogate pair
+        high, low = int(escape[2:6], 16), int(escape[8:12], 16)
+        code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+    else:
+        code = int(escape[2:], 16)
+    # A lone surrogate (or no character at all) stands for a character RE2 cannot read.
+    return "\ufffd" if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
+
+
+def _view(text: str, escape: re.Pattern[str], parent: int) -> _View | None:
+    """``text`` with one level of ``escape`` undone; None if it has none. (A split and
+    C-speed lookups, not a loop per escape: a JSON text holds an escape per line.)"""
+    parts = escape.split(text)
+    if len(parts) == 1:
+        return None
+    literals = parts[0::2]
+    escapes = parts[1::2]
+    parts[1::2] = map(_unescaped_char, escapes)
+    return _View("".join(parts), literals, escapes, parent)
+
+
+_ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"),
+          ("\\/", "/"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"), ("&lt;", "<"),
+          ("&gt;", ">"), ("&amp;", "&"), ("%20", " "), ("%3D", "="), ("%3d", "="),
+          ("%3A", ":"), ("%3a", ":"), ("%2F", "/"), ("%2f", "/"), ("%2B", "+"), ("%2b", "+"),
+          ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
+
+
+def _rough(text: str) -> str:
+    """The common escapes of ``text`` undone once, at C speed (for a text with very many),
+    cached for the last text (the values and the patterns read it one after the other)."""
+    found = _RECENT_ROUGH.get(text)
+    if isinstance(found, str):
+        return found
+    rough = text
+    for escaped, char in _ROUGH:
+        rough = rough.replace(escaped, char)
+    _RECENT_ROUGH.put(text, rough)
+    return rough
+
+
+class _Recent:
+    """What a function made of the last few texts, by the text's identity (each text kept
+    alive with it): the scrubber's values and the redact patterns read the same text one
+    after the other, and a JSON text's strings once more."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[str, Any]] = {}
+
+    def get(self, text: str) -> Any:
+        item = self._items.get(id(text))
+        return item[1] if item is not None and item[0] is text else None
+
+    def put(self, text: str, value: Any) -> None:
+        if len(self._items) >= 8:
+            self._items.clear()
+        self._items[id(text)] = (text, value)
+
+
+_JSON_FIRST = 2048
+"""Characters from which a JSON document is read as JSON before any view is made (a short
+one's views cost less than walking what ``json`` made of it)."""
+
+_RECENT_ROUGH = _Recent()
+_RECENT_VIEWS = _Recent()
+_RECENT_JSON = _Recent()
+_NONE = object()
+"""What ``_Recent`` holds for a text whose answer is None."""
+
+
+def may_escape(text: str) -> bool:
+    """Whether ``text`` may hold an escape: a backslash, or an HTML character reference (an
+    ampersand alone, as in "Q&A" or a query string, is none)."""
+    return "\\" in text or ("&" in text and _HTML.search(text) is not None) or (
+        "%" in text and _PERCENT.search(text) is not None)
+
+
+def _views(text: str) -> list[_View] | None:
+    """``text`` with one, two, ... ``_VIEWS`` levels of JSON and ``repr`` escapes undone (as
+    far as each level still has escapes), with its HTML character references undone, and
+    with its percent-encoding undone;
+    None when it holds more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus
+    signs (too many to decode one by one: see ``_rough``)."""
+    found = _RECENT_VIEWS.get(text)
+    if found is not None:
+        return None if found is _NONE else found
+    if (text.count("\\") + text.count("&") + text.count("%") + text.count("+")
+            > MAX_ESCAPES):
+        _RECENT_VIEWS.put(text, _NONE)
+        return None
+    views: list[_View] = []
+    if "\\" in text:
+        current, parent = text, -1
+        while len(views) < _VIEWS:
+            view = _view(current, _ESCAPE, parent)
+            if view is None:
+                break
+            views.append(view)
+            current, parent = view.text, len(views) - 1
+    for mark, escape in (("&", _HTML), ("%", _PERCENT)):
+        if mark in text:
+            view = _view(text, escape, -1)
+            if view is not None:
+                views.append(view)
+    _RECENT_VIEWS.put(text, views)
+    return views
+
+
+def _json_strings(text: str) -> str | None:
+    """The strings of ``text`` (keys and values), joined by newlines, when it is a JSON
+    document (a dict or list result as the framework serializes it); else None. ``json``
+    undoes its escapes at C speed: a text whose strings hold no value and no pattern match
+    and no further escape needs no view worked out."""
+    recent = _RECENT_JSON.get(text)
+    if recent is not None:
+        return None if recent is _NONE else recent
+    found: str | None = None
+    if len(text) >= _JSON_FIRST and text[:1] in ("{", "[", '"'):
+        try:
+            data = json.loads(text)
+        except Exception:  # not JSON (or too deep to parse): the views decide
+            data = _END
+        if data is not _END:
+            strings: list[str] = []
+            stack: list[Any] = [data]
+            while stack:
+                item = stack.pop()
+                if isinstance(item, str):
+                    strings.append(item)
+                elif isinstance(item, dict):
+                    strings.extend(item)
+                    stack.extend(item.values())
+                elif isinstance(item, list):
+                    stack.extend(item)
+            found = "\n".join(strings)
+    _RECENT_JSON.put(text, _NONE if found is None else found)
+    return found
+
+
+def _source(views: list[_View], level: int, start: int, end: int) -> tuple[int, int, bool]:
+    """Where ``views[level].text[start:end]`` came from in the text the views were made of,
+    and whether it holds or touches an escape of some level."""
+    touches = False
+    while level >= 0:
+        view = views[level]
+        start, end, near = view.source(start, end)
+        touches = touches or near
+        level = view.parent
+    return start, end, touches
+
+
+def redact_escaped(text: str, patterns: Sequence[Any],
+                   matches: Callable[[str], bool] | None = None, depth: int = 0) -> str:
+    """``text`` with what ``patterns`` (compiled RE2) match in its unescaped forms replaced.
+
+    A redact pattern is written for text as it reads, but a text that leaves often carries
+    another text escaped: a tool's dict or list result is JSON (``"line1\\nAKIA..."``: after
+    ``n`` the ``\\b`` of a key pattern fails; ``password=\\"...\\"``: the quote is a
+    backslash), an exception's text holds a ``repr``. Up to ``_VIEWS`` levels of JSON and
+    ``repr`` escapes are undone; a match in an unescaped form that holds or touches an
+    escape is replaced, in the text as it is, by one ``[REDACTED]`` over the characters it
+    came from (the pattern's replacement could not be written back escaped). A match
+    touching no escape was in the text itself, where the patterns already applied; so was
+    one next to an escape that the pattern also matches there as the text is (a
+    replacement the pattern matches again, such as ``://user:[REDACTED:password]@``).
+    ``matches`` (all patterns at once) skips a view none of them matches. A JSON document
+    is first read as JSON (``_json_strings``, at C speed): when no pattern matches its
+    strings, and none matches what their own escapes hide, no view is worked out.
+    """
+    if not may_escape(text):
+        return text
+
+    def any_match(view: str) -> bool:
+        if matches is not None:
+            return matches(view)
+        return any(p.search(view) is not None for p in patterns)
+
+    strings = _json_strings(text)
+    if strings is not None and not any_match(strings) and (
+            not may_escape(strings) or depth >= _VIEWS
+            or redact_escaped(strings, patterns, matches, depth + 1) == strings):
+        return text  # JSON whose strings, escapes undone, no pattern matches
+    views = _views(text)
+    if views is None:
+        return REDACTED if any_match(_rough(text)) else text
+    spans: list[tuple[int, int]] = []
+    seen = 0
+    for level, view in enumerate(views):
+        if not any_match(view.text):
+            continue
+        for pattern in patterns:
+            for m in pattern.finditer(view.text):
+                if (seen := seen + 1) > _MAX_ESCAPED_MATCHES:
+                    return REDACTED  # more matches than are worth mapping: fail closed
+                start, end = m.span()
+                if start == end:
+                    continue
+                start, end, touches = _source(views, level, start, end)
+                if touches and (_ANY_ESCAPE.search(text, start, end) or pattern.search(
+                        text[max(0, start - 1):end + 1]) is None):
+                    spans.append((start, end))
+    return _replaced(text, spans) if spans else text

@@ -203,7 +203,13 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
                     f"removes '{arg}', which the tool requires: the repaired call fails the "
                     f"tool's validation"))
     for c in policy.counters:  # on the repaired arguments, before variables and rules
-        run(f"counters.{c.name}.key", c.key)
+        key_t = run(f"counters.{c.name}.key", c.key)
+        if key_t.name not in _COUNTER_KEYS:
+            out.append(TypeFinding(
+                "error", f"counters.{c.name}.key", c.key.expression.position,
+                f"gives {article(key_t)}, but a counter's key is a string or an int (what "
+                f"is counted apart, e.g. principal.user or args.to): every call it counts "
+                f"would fail closed"))
         if c.when is not None:
             run(f"counters.{c.name}.when", c.when, BOOL)
         if c.cost is not None:
@@ -225,6 +231,11 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
             run(f"rules.{rule.name}.messageExpression", rule.message_expression, STRING,
                 facts_of(rule.when.program.ast))
     return out
+
+
+_COUNTER_KEYS = frozenset({"dyn", "string", "int", "uint", "num"})
+"""What a counter's ``key`` may give (the engine refuses anything else at run time;
+``num`` is JSON's number, an int for some calls)."""
 
 
 def _fits(want: Type, got: Type) -> bool:

@@ -22,6 +22,7 @@ comprehension iteration and by string building/scanning, as in the closure backe
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import functools
 import re
@@ -36,7 +37,7 @@ from guardrails.expr import ast, macros
 from guardrails.expr import stdlib as std
 from guardrails.expr.checker import Checked, Local, logic_error, predicate_error, reads_variables
 from guardrails.expr.closures import closure_program
-from guardrails.expr.lib_common import constant_pattern, library_error
+from guardrails.expr.lib_common import constant_pattern, inline_form, library_error
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import (
     IN_SCAN_COST,
@@ -193,6 +194,18 @@ def _library_error(name: str, exc: Exception, args: tuple[Any, ...]) -> NoReturn
 _MISS: Final = object()
 """A fused function's field not read yet (``MEMO_ROOTS``)."""
 
+_TYPE_NAMES: Final[Mapping[type, str]] = {int: "_int", float: "_float", str: "_str",
+                                          bool: "_bool"}
+_KINDS_OF: Final[Mapping[str, type]] = {name: t for t, name in _TYPE_NAMES.items()}
+_SAME_KINDS: Final[Mapping[str, frozenset[Any]]] = {
+    "_EQ_TYPES": std.FAST_EQ_TYPES, "_ORD_TYPES": std.ORDERED_TYPES,
+    "_FLAT_EQ_TYPES": std.FLAT_EQ_TYPES, "_FLAT_ORD_TYPES": std.FLAT_ORDERED_TYPES}
+"""The type sets of the generated code's globals, by name."""
+_SEQ_KINDS: Final = frozenset({str, bytes, list, tuple})
+"""Types ``len`` measures that a library call's charge counts (``_SEQS``)."""
+_SIZED_KINDS: Final = frozenset({str, bytes, list, tuple, dict})
+"""Types ``size`` is ``len`` of (``_SIZED``)."""
+
 _GLOBALS: Final[Mapping[str, Any]] = {
     "__builtins__": builtins,
     "_CelError": CelError,
@@ -252,9 +265,10 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_lookup_cost": std.lookup_cost,
     "_membership_cost": std.membership_cost,
     "_TYPE_OF": std.TYPE_OF,
+    "_CelType": CelType,
     "_ORD_TYPES": std.ORDERED_TYPES,
-    "_SIZED": frozenset({str, bytes, list, tuple, dict}),
-    "_SEQS": frozenset({str, bytes, list, tuple}),
+    "_SIZED": _SIZED_KINDS,
+    "_SEQS": _SEQ_KINDS,
     "_BUILT": frozenset({str, bytes, list}),
     "_int": int,
     "_float": float,
@@ -277,7 +291,7 @@ _COMPARE: Final[Mapping[str, tuple[str, str]]] = {
     "_>_": (">", "_gt"),
     "_>=_": (">=", "_ge"),
 }
-_TYPE_NAMES: Final[Mapping[type, str]] = {int: "_int", float: "_float", str: "_str"}
+
 _STD_CALLS: Final[Mapping[str, str]] = {
     "_/_": "_div",
     "_%_": "_mod",
@@ -345,6 +359,11 @@ class _Gen:
         reads a policy's ``variables`` (see ``reads_variables``)."""
         self.literal_slots: list[tuple[int, ast.Literal]] = []
         """``(constant index, node)`` of every literal emitted as a constant of its own."""
+        self.kinds: dict[str, type] = {}
+        """The exact Python type of a constant or temporary whenever the code computing it
+        can only produce that type (a constant's own, ``bool`` for a comparison, ``int``
+        for ``size``...): the operations using it then skip the type tests whose answer
+        is known. It depends only on the tree's shape (a literal's type is part of it)."""
 
     # ------------------------------------------------------------------ emitting
 
@@ -371,6 +390,7 @@ class _Gen:
             value = _shared(key, value)
         self.consts.append(value)
         self.const_names[key] = name
+        self.kinds[name] = t
         return name
 
     def literal(self, node: ast.Literal) -> str:
@@ -381,7 +401,26 @@ class _Gen:
         name = f"_k{len(self.consts)}"
         self.literal_slots.append((len(self.consts), node))
         self.consts.append(_shared((type(value), repr(value)), value))
+        self.kinds[name] = type(value)
         return name
+
+    def kind(self, name: str) -> type | None:
+        """``name``'s exact Python type when the code computing it guarantees it."""
+        return self.kinds.get(name)
+
+    def typed(self, name: str, kind: type) -> str:
+        """``name``, recorded as holding a value of exactly ``kind`` (every assignment to
+        it in the code just emitted produces one, or raises)."""
+        self.kinds[name] = kind
+        return name
+
+    def seq_len(self, name: str) -> str | None:
+        """What ``(len(x) if type(x) in _SEQS else 0)`` is for ``name``, spelled with
+        what its kind makes static: ``len(x)``, or None for 0."""
+        kind = self.kind(name)
+        if kind is None:
+            return f"(len({name}) if type({name}) in _SEQS else 0)"
+        return f"len({name})" if kind in _SEQ_KINDS else None
 
     def charge(self, units: str) -> None:
         self.budget = True
@@ -443,7 +482,7 @@ class _Gen:
             parts = [self.expr(e) for e in node.elements]
             t = self.tmp()
             self.emit(f"{t} = [{', '.join(parts)}]")
-            return t
+            return self.typed(t, list)
         if isinstance(node, ast.MapLit):
             pairs = [f"({self.expr(k)}, {self.expr(v)})" for k, v in node.entries]
             t = self.tmp()
@@ -470,16 +509,16 @@ class _Gen:
         t = self.tmp()
         if node.test_only:
             self.emit(f"{t} = {k} in {v} if type({v}) is _dict else _has({v}, {k})")
-        else:
-            # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
-            # policy's variables (one already computed, then any) and ``request``: the
-            # entry itself (what ``select`` would read, directly: ``_defs`` are the keys
-            # they hold)
-            self.emit(
-                f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
-                f"else {v}._done[{k}] if type({v}) is _vars and {k} in {v}._done "
-                f"else {v}[{k}] if type({v}) in _LAZY and {k} in {v}._defs else _select({v}, {k})"
-            )
+            return self.typed(t, bool)
+        # dicts and the engine's read-only params (a mappingproxy): plain lookups; a
+        # policy's variables (one already computed, then any) and ``request``: the
+        # entry itself (what ``select`` would read, directly: ``_defs`` are the keys
+        # they hold)
+        self.emit(
+            f"{t} = {v}[{k}] if (type({v}) is _dict or type({v}) is _proxy) and {k} in {v} "
+            f"else {v}._done[{k}] if type({v}) is _vars and {k} in {v}._done "
+            f"else {v}[{k}] if type({v}) in _LAZY and {k} in {v}._defs else _select({v}, {k})"
+        )
         return t
 
     # ------------------------------------------------------------------ calls
@@ -521,25 +560,50 @@ class _Gen:
         t = self.tmp()
         rx = self.const(std.regex_tester(compiled))
         slow = self.const(std.compiled_matches(compiled))
-        self.emit(f"if type({s}) is _str:")
-        with self.indent():
+
+        python = std.python_form(compiled)
+
+        def body() -> None:
             self.charge(f"{self.const(SCAN_COST)} + len({s})")
-            self.emit(f"{t} = {rx}({s})")
+            if python is None:
+                self.emit(f"{t} = {rx}({s})")
+                return
+            # What the tester runs for short ASCII text, in line: Python's ``re`` search.
+            search, limit = python
+            self.emit(f"{t} = {self.const(search)}({s}) is not None if len({s}) <= "
+                      f"{self.const(limit)} and {s}.isascii() else {rx}({s})")
+
+        self.if_strings([s], body, f"{t} = {slow}(None, {s})")
+        return self.typed(t, bool)
+
+    def if_strings(self, parts: list[str], body: Callable[[], None], otherwise: str) -> None:
+        """``body`` when all of ``parts`` are strings, else the statement ``otherwise``;
+        the test is left out for parts known to be strings (and all of it for all)."""
+        tests = " and ".join(f"type({p}) is _str" for p in parts if self.kind(p) is not str)
+        if not tests:
+            body()
+            return
+        self.emit(f"if {tests}:")
+        with self.indent():
+            body()
         self.emit("else:")
-        self.emit(f"    {t} = {slow}(None, {s})")
-        return t
+        self.emit(f"    {otherwise}")
 
     def std_call(self, name: str, fn: Callable[..., Any], parts: list[str]) -> str:
         """Standard functions; only ``contains``, ``matches`` and ``+`` charge cost (inlined)."""
         t = self.tmp()
         if name == "size" and len(parts) == 1:
             (x,) = parts
-            self.emit(f"{t} = len({x}) if type({x}) in _SIZED else _size(None, {x})")
-            return t
+            if self.kind(x) in _SIZED_KINDS:
+                self.emit(f"{t} = len({x})")
+            else:
+                self.emit(f"{t} = len({x}) if type({x}) in _SIZED else _size(None, {x})")
+            return self.typed(t, int)
         if name in ("contains", "matches") and len(parts) == 2:
             s, arg = parts
-            self.emit(f"if type({s}) is _str and type({arg}) is _str:")
-            with self.indent():
+            helper = "_contains" if name == "contains" else "_matches"
+
+            def body() -> None:
                 self.charge(f"{self.const(SCAN_COST)} + len({s})")
                 if name == "contains":
                     self.emit(f"{t} = {arg} in {s}")
@@ -547,30 +611,48 @@ class _Gen:
                     # A pattern known only now is charged the first time it is compiled.
                     self.charge(f"_pattern_charge(_m, {arg})")
                     self.emit(f"{t} = _pattern_tester({arg})({s})")
-            self.emit("else:")
-            helper = "_contains" if name == "contains" else "_matches"
-            self.emit(f"    {t} = {helper}(None, {s}, {arg})")
-            return t
+
+            self.if_strings(parts, body, f"{t} = {helper}(None, {s}, {arg})")
+            return self.typed(t, bool)
         if name in ("startsWith", "endsWith") and len(parts) == 2:
             s, arg = parts
             method = "startswith" if name == "startsWith" else "endswith"
             helper = "_starts_with" if name == "startsWith" else "_ends_with"
             self.std_charge(fn, parts)
-            self.emit(
-                f"{t} = {s}.{method}({arg}) if type({s}) is _str and type({arg}) is _str "
-                f"else {helper}(None, {s}, {arg})"
-            )
-            return t
+            tests = " and ".join(f"type({p}) is _str" for p in parts if self.kind(p) is not str)
+            if tests:
+                self.emit(f"{t} = {s}.{method}({arg}) if {tests} else {helper}(None, {s}, {arg})")
+            else:
+                self.emit(f"{t} = {s}.{method}({arg})")
+            return self.typed(t, bool)
         f = self.const(fn)
         if fn is std.to_double and len(parts) == 1:  # what ``to_double`` does for numbers
             (x,) = parts
-            self.emit(f"if type({x}) is _float: {t} = {x}")
-            self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            if self.kind(x) is float:
+                return x
+            if self.kind(x) is int:
+                self.emit(f"{t} = _float({x})")
+                return self.typed(t, float)
+            text = self.kind(x) is str
+            if not text:
+                self.emit(f"if type({x}) is _float: {t} = {x}")
+                self.emit(f"elif type({x}) is _int: {t} = _float({x})")
+            units = getattr(extra_cost(fn), "text_units", None)
+            if units is not None:
+                # Plain decimal text: what ``to_double`` reads without its pattern, in line,
+                # charged what its declared cost charges a text.
+                plain = std.PLAIN_DECIMAL.format(x)
+                self.emit(f"{'el' if not text else ''}if "
+                          f"{'' if text else f'type({x}) is _str and '}{plain}:")
+                with self.indent():
+                    base, per = units
+                    self.charge(f"{self.const(base)} + {self.const(per)} * len({x})")
+                    self.emit(f"{t} = _float({x})")
             self.emit("else:")
             with self.indent():
                 self.std_charge(fn, parts)
                 self.emit(f"{t} = {f}(None, {x})")
-            return t
+            return self.typed(t, float)
         if fn is std.type_of and len(parts) == 1:  # what ``type_of`` does for built-in types
             (x,) = parts
             self.emit(f"{t} = _TYPE_OF.get(type({x}))")
@@ -589,7 +671,8 @@ class _Gen:
     def lib_call(self, fn: Callable[..., Any], parts: list[str], *,
                  charge_pattern: bool = True) -> str:
         """Library functions know nothing of cost: charge what they scan and what they build."""
-        scanned = " + ".join(f"(len({p}) if type({p}) in _SEQS else 0)" for p in parts)
+        # What a part's kind makes static is spelled out: an int argument scans nothing.
+        scanned = " + ".join(n for n in map(self.seq_len, parts) if n is not None)
         fixed, per = cost_of(fn)
         base = self.const(fixed)
         if scanned and per != 1:
@@ -622,11 +705,19 @@ class _Gen:
                 # ``lib_common.guarded``'s handling in line: the function itself, and its
                 # errors made what the wrapper makes them (one Python call less).
                 name, inner, _ = guard
-                self.emit("try:")
-                self.emit(f"    {t} = {self.const(inner)}({', '.join(parts)})")
-                self.emit("except Exception as _x:")
-                self.emit(f"    _library_error({self.const(name)}, _x, "
-                          f"({''.join(p + ', ' for p in parts)}))")
+                form = inline_form(fn, len(parts))
+                if form is not None:  # its common case without a call
+                    tests = [f"type({p}) is {_TYPE_NAMES[k]}" for p, k in
+                             zip(parts, form.types, strict=True) if self.kind(p) is not k]
+                    self.emit(f"if {' and '.join([*tests, form.condition.format(*parts)])}:")
+                    self.emit(f"    {t} = {form.expression.format(*parts)}")
+                    self.emit("else:")
+                with self.indent() if form is not None else contextlib.nullcontext():
+                    self.emit("try:")
+                    self.emit(f"    {t} = {self.const(inner)}({', '.join(parts)})")
+                    self.emit("except Exception as _x:")
+                    self.emit(f"    _library_error({self.const(name)}, _x, "
+                              f"({''.join(p + ', ' for p in parts)}))")
             else:
                 self.emit(f"{t} = {self.const(fn)}({', '.join(parts)})")
         self.emit(f"if type({t}) in _BUILT:")
@@ -667,8 +758,11 @@ class _Gen:
             if name == "!_":
                 x = self.expr(args[0])
                 t = self.tmp()
-                self.emit(f"{t} = {x} is False if type({x}) is _bool else _not({x})")
-                return t
+                if self.kind(x) is bool:
+                    self.emit(f"{t} = {x} is False")
+                else:
+                    self.emit(f"{t} = {x} is False if type({x}) is _bool else _not({x})")
+                return self.typed(t, bool)
             if name == "@not_strictly_false":
                 t = self.tmp()
 
@@ -677,7 +771,7 @@ class _Gen:
                     self.emit(f"{t} = {x} is not False")
 
                 self.try_catch_errors(body, [f"{t} = True"])
-                return t
+                return self.typed(t, bool)
             helper = _STD_CALLS.get(name)
             if helper is not None:
                 x = self.expr(args[0])
@@ -728,26 +822,57 @@ class _Gen:
         op, helper = _COMPARE[name]
         left, right = self.expr(args[0]), self.expr(args[1])
         t = self.tmp()
+        self.typed(t, bool)  # Python's operators on these types, and the helpers, give bools
+        same = "_EQ_TYPES" if op in ("==", "!=") else "_ORD_TYPES"
+        kl, kr = self.kind(left), self.kind(right)
         # A constant side of a known type: only that exact type takes Python's operator.
         known = None
         for node in args:
             if id(node) in self.folded:
-                known = _TYPE_NAMES.get(type(self.folded[id(node)]))
+                value = self.folded[id(node)]
+                other = right if node is args[0] else left
+                if type(value) is CelType and op in ("==", "!="):
+                    # ``type(x) == string``: the same value's identity, else the names
+                    # (what ``CelType.__eq__`` compares), without a Python-level call.
+                    k = left if other is right else right
+                    if op == "==":
+                        self.emit(f"{t} = {other} is {k} or ({other}.name == {k}.name if "
+                                  f"type({other}) is _CelType else {helper}({left}, {right}))")
+                    else:
+                        self.emit(f"{t} = {other} is not {k} and ({other}.name != {k}.name "
+                                  f"if type({other}) is _CelType else {helper}({left}, {right}))")
+                    return t
+                known = _TYPE_NAMES.get(type(value))
                 if known is not None:
-                    other = right if node is args[0] else left
                     break
         if known is not None:
+            if self.kind(other) is _KINDS_OF[known]:
+                self.emit(f"{t} = {left} {op} {right}")
+                return t
             test = f"type({other}) is {known}"
         elif any(id(node) in self.folded for node in args):
             # A constant side bounds the work (the policy's own text, list or map).
-            kinds = "_EQ_TYPES" if op in ("==", "!=") else "_ORD_TYPES"
-            test = f"type({left}) is type({right}) in {kinds}"
+            if kl is not None and kl is kr and kl in _SAME_KINDS[same]:
+                self.emit(f"{t} = {left} {op} {right}")
+                return t
+            test = f"type({left}) is type({right}) in {same}"
         else:
             # Two values the call brings: texts, lists and maps are charged by what the
             # comparison reads (``stdlib.comparison_cost``), short texts excepted.
             kinds = "_FLAT_EQ_TYPES" if op in ("==", "!=") else "_FLAT_ORD_TYPES"
-            self.emit(f"if type({left}) is type({right}) in {kinds} or type({left}) is "
-                      f"type({right}) is _str and len({left}) < {self.const(std.COMPARE_CHARS)}:")
+            flat = _SAME_KINDS[kinds]
+            if kl is not None and kl is kr and kl in flat:
+                self.emit(f"{t} = {left} {op} {right}")
+                return t
+            # One side of a known constant-time type: the first test is of the other alone.
+            one = next((f"type({o}) is {_TYPE_NAMES[k]}" for k, o in ((kr, left), (kl, right))
+                        if k is not None and k in flat and k in _TYPE_NAMES), None)
+            if one is not None:
+                self.emit(f"if {one}:")
+            else:
+                self.emit(f"if type({left}) is type({right}) in {kinds} or type({left}) is "
+                          f"type({right}) is _str and len({left}) < "
+                          f"{self.const(std.COMPARE_CHARS)}:")
             self.emit(f"    {t} = {left} {op} {right}")
             # Numbers of two types (an int argument against a double param): nothing to
             # charge (``comparison_cost`` is 0), so no meter call, as on closures.
@@ -763,31 +888,41 @@ class _Gen:
     def membership(self, args: tuple[ast.Node, ...]) -> str:
         item = self.expr(args[0])
         values = self.folded.get(id(args[1]))
-        t = self.tmp()
+        t = self.typed(self.tmp(), bool)
+        is_str = self.kind(item) is str
         if type(values) is list and values and all(type(v) is str for v in values):
+            # A constant list of texts as a set: only a text equals a text.
             strings = self.const(frozenset(values))
-            container = self.const(values)
-            self.emit(
-                f"{t} = {item} in {strings} if type({item}) is _str else _in({item}, {container})"
-            )
+            if is_str:
+                self.emit(f"{t} = {item} in {strings}")
+            else:
+                self.emit(f"{t} = {item} in {strings} if type({item}) is _str "
+                          f"else _in({item}, {self.const(values)})")
             return t
         container = self.expr(args[1])
-        self.emit(f"if type({container}) is _list and (len({container}) > {self.const(IN_FREE)} "
-                  f"or type({item}) is not _str):")
-        units = (f"{self.const(IN_SCAN_COST)} * len({container}) if type({item}) is _str "
-                 f"else _membership_cost({item}, {container})")
-        # Charged to the call's meter directly: short lists (the common case) add no
-        # budget bookkeeping to the expression. An expression with a budget of its own
-        # sees the charge when it returns, so it may run on past the bound by at most
-        # what it charges itself, once.
-        self.emit(f"    {self.call_charge(units)}")
-        self.emit(f"elif type({item}) is not _str:")
-        self.emit(f"    {self.call_charge(f'_lookup_cost({container}, {item})')}")
-        self.emit(
-            f"{t} = {item} in {container} if type({item}) is _str and "
-            f"(type({container}) is _list or type({container}) is _dict) "
-            f"else _in({item}, {container})"
-        )
+        # A text in a short list (the common ``"admin" in principal.roles``): Python's own
+        # search, no charge; the tests below are what this one case passes.
+        short = f"type({container}) is _list and len({container}) <= {self.const(IN_FREE)}"
+        self.emit(f"if {short}:" if is_str else f"if type({item}) is _str and {short}:")
+        self.emit(f"    {t} = {item} in {container}")
+        self.emit("else:")
+        with self.indent():
+            self.emit(f"if type({container}) is _list and (len({container}) > "
+                      f"{self.const(IN_FREE)} or type({item}) is not _str):")
+            units = (f"{self.const(IN_SCAN_COST)} * len({container}) if type({item}) is _str "
+                     f"else _membership_cost({item}, {container})")
+            # Charged to the call's meter directly: short lists (the common case) add no
+            # budget bookkeeping to the expression. An expression with a budget of its own
+            # sees the charge when it returns, so it may run on past the bound by at most
+            # what it charges itself, once.
+            self.emit(f"    {self.call_charge(units)}")
+            self.emit(f"elif type({item}) is not _str:")
+            self.emit(f"    {self.call_charge(f'_lookup_cost({container}, {item})')}")
+            self.emit(
+                f"{t} = {item} in {container} if type({item}) is _str and "
+                f"(type({container}) is _list or type({container}) is _dict) "
+                f"else _in({item}, {container})"
+            )
         return t
 
     def add(self, args: tuple[ast.Node, ...]) -> str:
@@ -833,20 +968,26 @@ class _Gen:
         with self.indent(1):
             for operand in operands:
 
+                boolean = False
+
                 def body(operand: ast.Node = operand) -> None:
-                    self.emit(f"{v} = {self.expr(operand)}")
+                    nonlocal boolean
+                    x = self.expr(operand)
+                    boolean = self.kind(x) is bool
+                    self.emit(f"{v} = {x}")
 
                 self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}"])
                 self.emit("else:")
                 self.emit(f"    if {v} is {stop}:")
                 self.emit(f"        {t} = {stop}")
                 self.emit("        break")
-                self.emit(f"    if {v} is not {other} and {err} is None:")
-                self.emit(f"        {err} = _logic_error({op}, {v})")
+                if not boolean:  # a bool that is not ``stop`` is ``other``
+                    self.emit(f"    if {v} is not {other} and {err} is None:")
+                    self.emit(f"        {err} = _logic_error({op}, {v})")
             self.emit(f"if {err} is not None: raise _again({err})")
             self.emit(f"{t} = {other}")
             self.emit("break")
-        return t
+        return self.typed(t, bool)
 
     def conditional(self, args: tuple[ast.Node, ...]) -> str:
         cond_node, then_node, else_node = args
@@ -936,19 +1077,25 @@ class _Gen:
         self.scopes.append((node.iter_var, x, False))
         with self.indent(1):
 
+            boolean = False
+
             def body() -> None:
-                self.emit(f"{p} = {self.expr(pred)}")
+                nonlocal boolean
+                found = self.expr(pred)
+                boolean = self.kind(found) is bool
+                self.emit(f"{p} = {found}")
 
             self.try_catch_errors(body, [f"if {err} is None: {err} = {_UNTRACED}", "continue"])
             self.emit(f"if {p} is {decided}:")
             self.emit(f"    {t} = {decided}")
             self.emit("    break")
-            self.emit(f"if {p} is not {other} and {err} is None:")
-            self.emit(f"    {err} = _predicate_error({macro}, {p})")
+            if not boolean:  # a bool that is not ``decided`` is ``other``
+                self.emit(f"if {p} is not {other} and {err} is None:")
+                self.emit(f"    {err} = _predicate_error({macro}, {p})")
         self.scopes.pop()
         self.emit("else:")
         self.emit(f"    if {err} is not None: raise _again({err})")
-        return t
+        return self.typed(t, bool)
 
     def exists_one(self, node: ast.Comprehension, pred: ast.Node) -> str:
         t, count, x = self.tmp(), self.tmp(), self.tmp()
@@ -959,10 +1106,11 @@ class _Gen:
         with self.indent(1):
             p = self.expr(pred)
             self.emit(f"if {p} is True: {count} += 1")
-            self.emit(f"elif {p} is not False: _no_overload({macro}, {p})")
+            if self.kind(p) is not bool:
+                self.emit(f"elif {p} is not False: _no_overload({macro}, {p})")
         self.scopes.pop()
         self.emit(f"{t} = {count} == 1")
-        return t
+        return self.typed(t, bool)
 
     def map_filter(
         self, node: ast.Comprehension, pred: ast.Node | None, value: ast.Node | None
@@ -976,11 +1124,12 @@ class _Gen:
             if pred is not None:
                 p = self.expr(pred)
                 self.emit(f"if {p} is False: continue")
-                self.emit(f"if {p} is not True: _no_overload({macro}, {p})")
+                if self.kind(p) is not bool:
+                    self.emit(f"if {p} is not True: _no_overload({macro}, {p})")
             v = x if value is None else self.expr(value)
             self.emit(f"{out}.append({v})")
         self.scopes.pop()
-        return out
+        return self.typed(out, list)
 
 
 MISSING_PATTERN: Final = object()

@@ -11,6 +11,7 @@ import datetime
 import functools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import re2
@@ -132,6 +133,38 @@ def fixed_patterns(*patterns: str) -> Callable[[F], F]:
         return fn
 
     return mark
+
+
+@dataclass(frozen=True, slots=True)
+class InlineForm:
+    """What a library function returns for its common arguments, as one Python expression
+    generated code runs in line (no call): when every argument has exactly its type in
+    ``types`` and ``condition`` holds, the function returns ``expression`` (both Python
+    text over ``{0}``, ``{1}``...: the arguments). Anything else calls the function. A
+    test compares each form with its function on generated arguments."""
+
+    types: tuple[type, ...]
+    condition: str
+    expression: str
+
+
+def inline(*forms: InlineForm) -> Callable[[F], F]:
+    """Declare a library function's ``InlineForm``s (one per arity at most)."""
+
+    def mark(fn: F) -> F:
+        fn.cel_inline = forms  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def inline_form(fn: Callable[..., Any], arity: int) -> InlineForm | None:
+    """``fn``'s declared form for ``arity`` arguments (``inline``), if any."""
+    for form in getattr(fn, "cel_inline", ()):
+        if len(form.types) == arity:
+            found: InlineForm = form
+            return found
+    return None
 
 
 def prepare_patterns(fn: Callable[..., Any]) -> None:

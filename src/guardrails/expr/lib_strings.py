@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from guardrails.expr.lib_common import (
+    InlineForm,
     cel_equal,
     compile_re2,
     compiles_pattern,
     guarded,
+    inline,
     is_int,
     is_list,
     no_overload,
@@ -119,6 +121,7 @@ def last_index_of(s: Any, sub: Any, *rest: Any) -> int:
     return s.rfind(sub, 0, offset + len(sub))
 
 
+@inline(InlineForm((str,), "{0}.isascii()", "{0}.lower()"))
 @guarded("lowerAscii")
 def lower_ascii(s: Any) -> str:
     if type(s) is not str:
@@ -127,6 +130,7 @@ def lower_ascii(s: Any) -> str:
     return s.lower() if s.isascii() else s.translate(_ASCII_LOWER)
 
 
+@inline(InlineForm((str,), "{0}.isascii()", "{0}.upper()"))
 @guarded("upperAscii")
 def upper_ascii(s: Any) -> str:
     if type(s) is not str:
@@ -134,6 +138,7 @@ def upper_ascii(s: Any) -> str:
     return s.upper() if s.isascii() else s.translate(_ASCII_UPPER)
 
 
+@inline(InlineForm((str, str, str), "len({2}) <= len({1})", "{0}.replace({1}, {2})"))
 @guarded("replace")
 def replace(s: Any, old: Any, new: Any, *rest: Any) -> str:
     """Go's strings.Replace: n < 0 replaces all, n == 0 none; Python's str.replace
@@ -182,6 +187,8 @@ def split(s: Any, sep: Any, *rest: Any) -> list[str]:
     return s.split(sep, n - 1)
 
 
+@inline(InlineForm((str, int), "0 <= {1} <= len({0})", "{0}[{1}:]"),
+        InlineForm((str, int, int), "0 <= {1} <= {2} <= len({0})", "{0}[{1}:{2}]"))
 @guarded("substring")
 def substring(s: Any, start: Any, *rest: Any) -> str:
     if type(s) is not str or not is_int(start) or len(rest) > 1 or (rest and not is_int(rest[0])):

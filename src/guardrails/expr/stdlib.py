@@ -659,11 +659,10 @@ def regex_tester(compiled: Any, *, translate: bool = True) -> Callable[[str], bo
         found: bool = raw_match(unanchored, b, 0, len(b))[0] != no_match
         return found
 
-    translation = safe_re.translate(compiled.pattern) if translate else None
+    translation = python_form(compiled) if translate else None
     if translation is None:
         return test
-    python_search = translation.search
-    limit = translation.max_input
+    python_search, limit = translation
 
     def test_in_python(s: str) -> bool:
         # Python's re keeps the GIL (RE2 releases it on every match, and threads then
@@ -673,6 +672,24 @@ def regex_tester(compiled: Any, *, translate: bool = True) -> Callable[[str], bo
         return test(s)
 
     return test_in_python
+
+
+_TRANSLATIONS: dict[str, tuple[Callable[[str], Any], int] | None] = {}
+
+
+def python_form(compiled: Any) -> tuple[Callable[[str], Any], int] | None:
+    """The Python ``re`` search ``regex_tester`` runs instead of RE2 for ASCII inputs of
+    at most the number of characters it gives (``safe_re``: the same answers), or None.
+    Generated code runs it in line; proved once per pattern (cached), not once per use."""
+    pattern = compiled.pattern
+    if pattern in _TRANSLATIONS:
+        return _TRANSLATIONS[pattern]
+    translation = safe_re.translate(pattern)
+    found = None if translation is None else (translation.search, translation.max_input)
+    if len(_TRANSLATIONS) >= _REGEX_CACHE_MAX:
+        _TRANSLATIONS.clear()
+    _TRANSLATIONS[pattern] = found
+    return found
 
 
 def compiled_matches(compiled: Any) -> Callable[[Activation, Any], bool]:
@@ -790,6 +807,11 @@ def to_uint(act: Activation, x: Any) -> UInt:
     no_overload("uint", x)
 
 
+PLAIN_DECIMAL: Final = '{0}.isascii() and {0}.replace(".", "", 1).isdigit()'
+"""``to_double``'s test of a text it reads as a number without its pattern (Python text
+over ``{0}``, the text: the generated code's copy of that test)."""
+
+
 def to_double(act: Activation, x: Any) -> float:
     t = type(x)
     if t is float:
@@ -798,7 +820,8 @@ def to_double(act: Activation, x: Any) -> float:
         return float(x)
     if t is str:
         # Plain decimal text (ASCII digits, at most one point) is what the pattern accepts
-        # most often: known a number at half the pattern's cost.
+        # most often: known a number at half the pattern's cost (generated code tests the
+        # same in line: ``PLAIN_DECIMAL``).
         if not (x.isascii() and x.replace(".", "", 1).isdigit()) and not _FLOAT_RE.fullmatch(x):
             raise CelError(f"cannot convert string {x!r} to double")
         return float(x)
@@ -1342,6 +1365,7 @@ def _text_cost(per: int, other: int = 0) -> Callable[..., int]:
             return PARSE_COST + per * len(x)
         return other
 
+    cost.text_units = (PARSE_COST, per)  # type: ignore[attr-defined]  # generated code's
     return cost
 
 

@@ -43,6 +43,7 @@ from guardrails.expr.types import (
     TIMESTAMP,
     TYPE,
     TYPE_NAMES,
+    Field,
     Type,
     join,
     list_of,
@@ -143,6 +144,16 @@ def _table() -> dict[tuple[str, bool], list[_Overload]]:
 
 _OVERLOADS = _table()
 
+PROVENANCE_SOURCES = ("request", "params", "result")
+_SOURCE = Type("string", values=PROVENANCE_SOURCES)
+PLACE = map_of(STRING, DYN, {"source": Field(_SOURCE, True), "tool": Field(STRING, True),
+                             "index": Field(INT, True), "trusted": Field(BOOL, True),
+                             "requested": Field(BOOL, True), "whole": Field(BOOL, True)},
+               "error")
+"""One element of ``provenance(v)`` (``lib_provenance.Place.as_map``): exactly these keys,
+and ``source`` is one of three words, so ``p.trust`` or ``p.source == "results"`` (never
+true) is a load error rather than a rule that silently never fires."""
+
 
 def check(node: ast.Node, env: Mapping[str, Type], *, expect: Type | None = None,
           facts: Facts = NONE, guards: bool | None = None) -> tuple[Type, list[Diagnostic]]:
@@ -224,6 +235,14 @@ def _read_literals(node: ast.Node) -> list[ast.Literal]:
             reads = args[0]
         elif f == "@select" and len(args) == 2:
             reads = args[1]  # args.?x: a field path, and a fact under hasValue()
+        elif n.target is None and f in ("_==_", "_!=_") and len(args) == 2 and any(
+                isinstance(a, ast.Select) and a.field == "source" for a in args):
+            # p.source == "result": checked against PROVENANCE_SOURCES
+            reads = args[1] if isinstance(args[1], ast.Literal) else args[0]
+        elif n.target is None and f in _OPERATORS and len(args) == 2 and any(
+                isinstance(a, ast.Call) and a.function in TIME_RANGES for a in args):
+            # now.getHours() > 17: checked against TIME_RANGES
+            reads = args[1] if isinstance(args[1], ast.Literal) else args[0]
         elif not (n.target is None and f in _OPERATORS):
             name = call_name(n)
             if name in _REGEX_ARG:
@@ -420,6 +439,10 @@ def _condition_hint(node: ast.Node, t: Type, expect: Type) -> str:
                "or test that it is there with has(args.x))"
     if expect == STRING and t.name != "string":
         return " (convert it with string(...))"
+    if expect == BOOL and t == list_of(PLACE):
+        return (" (provenance(v) lists where v appears: test its places, e.g. "
+                "provenance(v).exists(p, p.source == \"result\" && !p.trusted), or use "
+                "untrusted(v))")
     return ""
 
 
@@ -763,6 +786,8 @@ class _Checker:
                 and (o.receiver is None or _accepts(o.receiver, receiver_t or DYN))
                 and all(_accepts(p, t) for p, t in zip(o.params, types, strict=True))]
         if fits:
+            if name == "provenance" and node.target is None:
+                return list_of(PLACE)
             results = {str(o.result): o.result for o in fits}
             return next(iter(results.values())) if len(results) == 1 else DYN
         if any(len(o.params) == len(types) for o in overloads):
@@ -773,6 +798,11 @@ class _Checker:
             if name == "contains" and receiver_t is not None and receiver_t.name in (
                     "list", "map"):
                 hint = " (for a list or a map write x in list)"
+            elif name in ("startsWith", "endsWith", "contains", "matches") and types \
+                    and types[0].name == "list" and receiver_t is not None \
+                    and receiver_t.name in ("string", "dyn"):
+                hint = (f" (to test each element of a list: list.exists(p, "
+                        f"x.{name}(p)))")
             self.error(node, f"no overload of {where}{name}({got}); it takes: {wanted}{hint}")
         return DYN
 
@@ -861,6 +891,7 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             else:
                 _enum_check(c, a, y)
                 _enum_check(c, b, x)
+                _time_range_check(c, symbol, x, y)
             return BOOL
         ok = ("dyn" in (a.name, b.name)
               or (a.name in NUMERIC and b.name in NUMERIC)
@@ -871,8 +902,53 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
             c.error(bad, f"cannot compare {a} {symbol} {b}: CEL does not convert between "
                          f"types{_params_hint(x, y, a, b) or _literal_hint(bad, want)}"
                          f"{_record_hint(x if bad is y else y, want)}")
+        else:
+            _time_range_check(c, symbol, x, y)
         return BOOL
     return rule
+
+
+TIME_RANGES: Mapping[str, tuple[int, int, str]] = {
+    "getMonth": (0, 11, "0 (January) to 11 (December)"),
+    "getDate": (1, 31, "1 to 31 (getDayOfMonth() counts from 0)"),
+    "getDayOfMonth": (0, 30, "0 to 30 (getDate() counts from 1)"),
+    "getDayOfWeek": (0, 6, "0 (Sunday) to 6 (Saturday)"),
+    "getDayOfYear": (0, 365, "0 to 365"),
+    "getHours": (0, 23, "0 to 23"),
+    "getMinutes": (0, 59, "0 to 59"),
+    "getSeconds": (0, 59, "0 to 59"),
+    "getMilliseconds": (0, 999, "0 to 999"),
+}
+"""What each timestamp accessor gives (on a duration they are totals, unbounded)."""
+
+_COMPARE: Mapping[str, Callable[[float, float], bool]] = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _time_range_check(c: _Checker, symbol: str, x: ast.Node, y: ast.Node) -> None:
+    """``now.getDayOfWeek() == 7``, ``now.getMonth() == 12``, ``getHours() > 23``: a
+    comparison that no value the accessor gives can change (a rule that never fires, or
+    always does), usually from counting as another language does (months from 1)."""
+    for call, lit, op in ((x, y, symbol), (y, x, _FLIPPED[symbol])):
+        if not (isinstance(call, ast.Call) and call.target is not None
+                and call.function in TIME_RANGES and isinstance(lit, ast.Literal)
+                and isinstance(lit.value, int | float) and not isinstance(lit.value, bool)):
+            continue
+        scratch = _Checker(c.env)
+        scratch._locals = c._locals
+        if scratch.infer(call.target, NONE).name != "timestamp":
+            return  # a duration's getHours() is its whole length in hours
+        lo, hi, says = TIME_RANGES[call.function]
+        outcomes = {_COMPARE[op](v, lit.value) for v in range(lo, hi + 1)}
+        if len(outcomes) == 1:
+            always = outcomes.pop()
+            c.warning(lit, f"{call.function}() {op} {lit.value} is "
+                           f"{'always' if always else 'never'} true: {call.function}() "
+                           f"gives {says}")
+        return
 
 
 def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
@@ -880,6 +956,11 @@ def _enum_check(c: _Checker, t: Type, other: ast.Node) -> None:
             and other.value not in t.values and type(other.value) is not bool:
         allowed = ", ".join(repr(v) for v in t.values)
         close = suggest(str(other.value), [str(v) for v in t.values])
+        if t is _SOURCE:  # the engine's own word: certain, not a schema's promise
+            hint = close or "; the tool a result came from is p.tool"
+            c.error(other, f"{other.value!r} is never the source of a provenance place: "
+                           f"source is one of {allowed}{hint}")
+            return
         c.warning(other, f"{other.value!r} is not one of the values the tool schema "
                          f"allows ({allowed}){close}")
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from guardrails.model.errors import Problem
@@ -161,6 +162,10 @@ class _Document:
         return self.position.file
 
 
+def _no_positions() -> Mapping[str, Position]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class ToolPolicy(_Document):
     """One ``kind: ToolPolicy`` document; ``spec`` fields are flattened onto the record."""
@@ -186,6 +191,22 @@ class ToolPolicy(_Document):
     results: Trust | None = None
     """``spec.results``: whether the matched tools' results are trusted content."""
     counters: tuple[Counter, ...] = ()
+    params_positions: Mapping[str, Position] = field(default_factory=_no_positions)
+    """Where each inline ``params`` key is written (keys of a params file are not here)."""
+
+    def expressions(self) -> tuple[Expression, ...]:
+        """Every CEL expression of the policy, as written."""
+        out = [self.match.when] if self.match.when is not None else []
+        for c in self.counters:
+            out.extend(e for e in (c.key, c.when, c.cost) if e is not None)
+        out.extend(v.expression for v in self.variables)
+        for r in self.repairs:
+            out.extend([*([r.when] if r.when is not None else []), *(e for _, e in r.set)])
+        for rule in self.rules:
+            out.append(rule.when)
+            if rule.message_expression is not None:
+                out.append(rule.message_expression)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +229,8 @@ class PolicyBinding(_Document):
     mode: Mode | None
     """None keeps the policy's own mode."""
     position: Position
+    params_positions: Mapping[str, Position] = field(default_factory=_no_positions)
+    """Where each ``params`` key is written."""
 
 
 @dataclass(frozen=True, slots=True)

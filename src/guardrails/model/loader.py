@@ -79,6 +79,7 @@ from guardrails.model.documents import (
     Variable,
 )
 from guardrails.model.errors import PolicyError, Problem
+from guardrails.model.overrides import library_reads, override_warnings
 from guardrails.model.shape import (
     DOCUMENT_MODELS,
     KINDS,
@@ -276,6 +277,16 @@ class _Loader:
                     f"{_suggest(b.policy, known)}"))
         warnings = [w for r in kept for w in r.src.warnings]
         warnings += [w for p in self.params.values() for w in p.warnings]
+        by_name = {lib.name: lib for lib in libraries}
+        functions_read = library_reads(libraries)
+        bound: dict[str, list[PolicyBinding]] = {}
+        for b in bindings:
+            bound.setdefault(b.policy, []).append(b)
+        for r in kept:
+            for doc in r.policies:
+                defaults = [*r.libraries, *(by_name[n] for n, _ in doc.uses if n in by_name)]
+                warnings += override_warnings(doc, defaults, functions_read,
+                                              bound.get(doc.name, []))
         return Documents(policies=tuple(policies), tests=tuple(tests),
                          files=tuple(r.name for r in kept),
                          sources=MappingProxyType(dict(self.sources)),
@@ -892,7 +903,15 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       redact=redact, position=tree.pos(()), results=spec.results,
                       counters=counters,
                       uses=tuple((name, tree.pos((*at, "uses", i)))
-                                 for i, name in enumerate(spec.uses)))
+                                 for i, name in enumerate(spec.uses)),
+                      params_positions=_key_positions(tree, (*at, "params")))
+
+
+def _key_positions(tree: _Tree, at: Loc) -> Mapping[str, Position]:
+    """Where each key of the mapping at ``at`` is written (empty when there is none)."""
+    return MappingProxyType({str(loc[-1]): tree.src.pos(node)
+                             for loc, node in tree.keys.items()
+                             if len(loc) == len(at) + 1 and loc[:-1] == at})
 
 
 def _library_record(tree: _Tree, doc: LibraryDocument) -> Library:
@@ -919,7 +938,8 @@ def _binding_record(tree: _Tree, doc: PolicyBindingDocument) -> PolicyBinding:
         tree.pos(("spec", "policy")),
         tuple(spec.match.agents) if spec.match.agents is not None else None,
         tree.optional_expression(("spec", "match", "when")),
-        MappingProxyType(dict(spec.params)), spec.mode, tree.pos(()))
+        MappingProxyType(dict(spec.params)), spec.mode, tree.pos(()),
+        _key_positions(tree, ("spec", "params")))
 
 
 def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]) -> PolicyTest:

@@ -159,8 +159,11 @@ EnvName = Annotated[str, _name_check(IDENTIFIER, "environment variable name",
 
 def _fired_rule(value: str) -> str:
     if not re.fullmatch(FIRED_RULE, value):
-        raise PydanticCustomError("invalid_rule_ref", "'{value}' is not 'policy/rule'",
-                                  {"value": value})
+        hint = (f": name its policy too, as fired rules are reported ('<policy>/{value}', "
+                f"'<policy>@<binding>/{value}' through a binding)"
+                if "/" not in value else "")
+        raise PydanticCustomError("invalid_rule_ref", "'{value}' is not 'policy/rule'{hint}",
+                                  {"value": value, "hint": hint})
     return value
 
 
