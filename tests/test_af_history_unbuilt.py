@@ -163,8 +163,14 @@ def echo(text: str, times: int = 1) -> str:
 
 @tool(name="peek")
 def peek(text: str) -> str:
-    """Notes the history as the guard holds it while this tool runs."""
-    SEEN.append(_history_now())
+    """Notes the history as the guard holds it while this tool runs.
+
+    The framework runs a batch's sync tools in threads at once, so whether a sibling's
+    result is in yet is a race: a note taken in the parallel batch leaves results out."""
+    seen = _history_now()
+    if text == "parallel":
+        seen = [{k: v for k, v in h.items() if k != "result"} for h in seen]
+    SEEN.append(seen)
     return f"peeked {text}"
 
 
