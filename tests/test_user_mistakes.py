@@ -494,6 +494,18 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "mcp-no-prefix.yaml:5:19: warning: policy p: match.tools 'mail/send_email' matches "
         "no tool (tool names have no '/'): an MCP tool answers to mcp:<server>/<tool> "
         "(mcp:bank/send_money, mcp:bank/*): mcp:mail/send_email?"),
+    # tool names in expressions
+    "tool-name-unmatched": (policy("p", rule("tool.name == \"send_mail\" && args.to == \"x\"")),
+                            "tool-name-unmatched.yaml:8:27: warning: policy p: rules.r.when: "
+                            "tool.name is never 'send_mail' here: match.tools [send_email] does "
+                            "not match it, so the policy never sees that tool; did you mean "
+                            "'send_email'?"),
+    "history-tool-typo": (
+        policy("p", rule("history.exists(h, h.tool == \"read_inbx\")"))
+        + "---\napiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: inbox-label}\n"
+          "spec:\n  match: {tools: [read_inbox]}\n  results: untrusted\n",
+        "history-tool-typo.yaml:8:42: warning: policy p: rules.r.when: no policy matches a "
+        "tool named 'read_inbx'; did you mean 'read_inbox'? (tool names are exact)"),
     # history records
     "history-field": (policy("p", rule("history.exists(h, h.tol == \"read_inbox\")")),
                       "history-field.yaml:8:34: warning: policy p: rules.r.when: 'h.tol' does "
@@ -708,6 +720,10 @@ CLEAN = {
     "mcp-names": policy("p", rule("args.to == \"x\"")).replace(
         "[send_email]", "[send_email, \"mcp:mail/send_email\", \"mcp:*/send_email\", "
                         "\"mcp:mail/*\", \"mcp:*\", \"mcp:/send_email\"]"),
+    "tool-names": policy("p", rule("tool.name in [\"send_email\"] && history.exists(h, "
+                                   "h.tool == \"get_weather\" || h.tool == \"send_email\")")),
+    "mcp-local-name": policy("p", rule("tool.name == \"mail_send_email\"")).replace(
+        "[send_email]", "[\"mcp:mail/*\"]"),
     "business-hours": policy("p", rule("now.getHours(\"Europe/Paris\") < 9 || "
                                        "now.getHours() >= 17 || now.getDayOfWeek() == 0 || "
                                        "now.getDayOfWeek() == 6 || now.getMonth() == 11 && "
@@ -1372,3 +1388,41 @@ def test_correct_agent_and_counter_cases_pass(ops_run: tuple[str, int]) -> None:
     for name in ("other agent is not matched", "over the limit", "over the limit, scoped"):
         assert _ops_case(out, name) == [], out
     assert out.splitlines()[-1] == "3 passed, 4 failed (7 cases in 1 suite)"
+
+
+_DATA = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text("abk", min_size=1, max_size=3), inner,
+                                       max_size=3), max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.dictionaries(st.sampled_from(["known", "know", "cap", "capp", "k"]), _DATA,
+                       max_size=3),
+       st.sampled_from(["params.known", "params[\"cap\"]", "params", "params.?k"]))
+def test_override_checks_on_any_params_never_raise(library: dict[str, object],
+                                                   own: dict[str, object],
+                                                   bound: dict[str, object],
+                                                   read: str) -> None:
+    """A library's, a policy's and a binding's params of any shape, read in several
+    ways: the override warnings name a key of the file, and loading never fails on them."""
+    from guardrails.model.loader import read_documents
+
+    text = ("apiVersion: guardrails/v1\nkind: Library\nmetadata: {name: lib}\nspec:\n"
+            f"  params: {json.dumps(library)}\n  functions:\n    - name: f\n"
+            f"      params: [{{name: v}}]\n      expression: 'dyn({read}) != v'\n---\n"
+            + policy("p", f"uses: [lib]\nparams: {json.dumps(own)}\n"
+                          + rule("lib.f(args.to)"))
+            + "---\napiVersion: guardrails/v1\nkind: PolicyBinding\nmetadata: {name: b}\n"
+              f"spec:\n  policy: p\n  params: {json.dumps(bound)}\n")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.yaml"
+        path.write_text(text)
+        documents, _ = read_documents([str(path)])
+        for w in documents.warnings:
+            assert w.file == str(path) and w.line >= 1 and w.message.startswith(
+                "spec.params.")

@@ -73,6 +73,8 @@ from guardrails.agent_framework._secrets import (
     Scrubber,
     SecretProvider,
     SecretUnavailable,
+    enter_scrubbing,
+    leave_scrubbing,
     plain_result,
     scrub_host_payload,
     scrub_result,
@@ -795,6 +797,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             text = own()(text)
             return text if enclosing is None else enclosing(text)
 
+        running = enter_scrubbing(scrub)
         token = CURRENT_SCRUBBER.set(scrub)
         callers = _CALLERS.set((*_CALLERS.get(), self))
         failure: BaseException | None = None
@@ -827,6 +830,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 raise
         finally:
             _CALLERS.reset(callers)
+            leave_scrubbing(running)
             CURRENT_SCRUBBER.reset(token)
             # Attached by the framework after the guard returns (an MCP tool's raw result).
             # (A handler, not ``contextlib.suppress``: no object to build on every call.)

@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,8 +38,10 @@ __all__ = [
     "Scrubber",
     "SecretProvider",
     "SecretUnavailable",
+    "enter_scrubbing",
     "install_log_filter",
     "is_clean",
+    "leave_scrubbing",
     "plain_result",
     "scrub_content",
     "scrub_host_payload",
@@ -49,6 +52,7 @@ __all__ = [
     "scrubbed_exception",
     "scrubbed_failure",
     "scrubbed_user_input_request",
+    "scrubber_now",
     "sensitive_telemetry_enabled",
     "unchanged",
 ]
@@ -102,7 +106,7 @@ class _ScrubLogRecords(logging.Filter):
     _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        scrub = CURRENT_SCRUBBER.get()
+        scrub = scrubber_now()
         if scrub is None:
             return True
         try:
@@ -124,6 +128,55 @@ class _ScrubLogRecords(logging.Filter):
         if record.stack_info:
             record.stack_info = scrub(record.stack_info)
         return True
+
+
+_RUNNING: dict[object, Callable[[str], str]] = {}
+"""The scrubber of every guarded call running in the process, by ``enter_scrubbing``'s key."""
+_RUNNING_LOCK = threading.Lock()
+
+
+def enter_scrubbing(scrub: Callable[[str], str]) -> object:
+    """Note a guarded call's scrubber as running (``leave_scrubbing`` with the key returned
+    ends it), and put
+    the guard's log record factory back in front if it was replaced since (a host's or a
+    library's factory that does not chain the one it replaced left records unscrubbed).
+
+    A record made while the call runs in a thread that did not copy its context
+    (``loop.run_in_executor``, a ``threading.Thread``, a library's worker pool) has no
+    ``CURRENT_SCRUBBER``: it is scrubbed with every running call's scrubber (red team 17b:
+    the key went out whole). Scrubbing another thread's record too is the safe side."""
+    key = object()
+    with _RUNNING_LOCK:
+        _RUNNING[key] = scrub
+    factory = logging.getLogRecordFactory()
+    if not isinstance(factory, _ScrubbingRecordFactory):
+        logging.setLogRecordFactory(_ScrubbingRecordFactory(factory))
+    return key
+
+
+def leave_scrubbing(key: object) -> None:
+    """The guarded call ``enter_scrubbing`` gave ``key`` has ended."""
+    with _RUNNING_LOCK:
+        _RUNNING.pop(key, None)
+
+
+def scrubber_now() -> Callable[[str], str] | None:
+    """The scrubber of a log record made now: this context's guarded call's, else, while
+    any guarded call runs, all of theirs (see ``enter_scrubbing``); None outside them."""
+    scrub = CURRENT_SCRUBBER.get()
+    if scrub is not None or not _RUNNING:
+        return scrub
+    with _RUNNING_LOCK:
+        running = tuple(_RUNNING.values())
+    if not running:
+        return None
+
+    def every(text: str) -> str:
+        for one in running:
+            text = one(text)
+        return text
+
+    return every
 
 
 _FILTER = _ScrubLogRecords()
@@ -163,7 +216,7 @@ class _ScrubbingRecordFactory:
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record = self._inner(*args, **kwargs)
-        if CURRENT_SCRUBBER.get() is not None:
+        if CURRENT_SCRUBBER.get() is not None or _RUNNING:
             try:
                 _FILTER.filter(record)
             except Exception:  # fail closed: the record says nothing rather than the secret

@@ -21,6 +21,7 @@ import functools
 import operator
 import re
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import accumulate, count
 from typing import Any
@@ -245,6 +246,23 @@ def _note(call_id: Any, reason: str) -> None:
     run.unreadable.setdefault(call_id, reason)
 
 
+def _call_id_of(content: Any) -> str:
+    """The id the function middleware sees a replaced call by, given to it now when the
+    model left it empty. The framework gives a call without an id its occurrence id
+    (``Content.id``, generated when missing), but only after the chat middleware: the note
+    was made under ``""``, the call then ran under another id, and a tool whose every
+    parameter has a default ran on the marker (red team 17b). Set here first, the framework
+    keeps it, and the note and the call agree."""
+    call_id = content.call_id
+    if isinstance(call_id, str) and call_id:
+        return call_id
+    if not (isinstance(content.id, str) and content.id):
+        content.id = f"guardrails-{uuid.uuid4().hex}"
+    content.call_id = content.id
+    found: str = content.id
+    return found
+
+
 def replaced(run: RunState | None, call_id: str | None) -> str | None:
     """The marker's reason when the chat middleware replaced this call's arguments in
     this run, else None."""
@@ -271,7 +289,7 @@ def _repair(response: ChatResponse) -> ChatResponse:
                 reason = _parsed_unreadable(content.arguments, depth)
             if reason is not None:
                 content.arguments = marker(reason)
-                _note(content.call_id, reason)
+                _note(_call_id_of(content), reason)
     return response
 
 

@@ -536,6 +536,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
     compiled = _policies(policies)
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
+    named = sorted({g for p in compiled for g in p.tools or () if not any(c in g for c in "*?[")})
     for policy in compiled:
         for f in typecheck(policy, closed_params=True, principal=principal):
             findings.append(_type_finding(policy, f))
@@ -544,6 +545,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
             continue
         seen.add(key)
         findings.extend(_lint_logic(policy))
+        findings.extend(_tool_name_literals(policy, compiled, named))
         for element, expression, program in policy.expressions():
             findings.extend(_lint_regexes(policy, element, expression, program.ast))
     unique = {(f.file, f.line, f.column, f.message): f for f in findings}
@@ -635,6 +637,60 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"policy {name}: rules.{rule.name}.when is the same condition "
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
+    return out
+
+
+def _tool_name_literals(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
+                        named: Sequence[str]) -> list[Finding]:
+    """A tool name in an expression that cannot be the one meant.
+
+    - ``tool.name == "x"`` where the policy's ``match.tools`` does not match ``x``: the
+      policy never sees that tool, so the comparison is always false (``!=``: always
+      true); ``tool.name`` is the local name, never the ``mcp:`` alias.
+    - ``h.tool == "x"`` (a history entry, a provenance place) where no policy matches
+      ``x`` but one names a tool close to it (``read_inbx``): a typo that never matches.
+    """
+    out: list[Finding] = []
+    for element, expression, program in policy.expressions():
+        for n in ast.walk(program.ast):
+            if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
+                    and n.function in ("_==_", "_!=_", "@in")):
+                continue
+            side, other = n.args if n.function == "@in" else (
+                n.args if isinstance(n.args[0], ast.Select) else n.args[::-1])
+            if not (isinstance(side, ast.Select) and isinstance(side.operand, ast.Ident)
+                    and not side.test_only):
+                continue
+            literals = (other.elements if n.function == "@in" and isinstance(
+                other, ast.ListLit) else () if n.function == "@in" else (other,))
+            for lit in literals:
+                if not (isinstance(lit, ast.Literal) and isinstance(lit.value, str)):
+                    continue
+                text = lit.value
+                at = expression.position_of(lit.offset)
+                if side.operand.name == "tool" and side.field == "name":
+                    if policy.tools is None or policy.matches_tool(text) or any(
+                            g.startswith("mcp:") for g in policy.tools):
+                        continue  # an MCP alias matches tools of any local name
+                    close = closest(text, [g for g in policy.tools
+                                           if not any(c in g for c in "*?[")], cutoff=0.8)
+                    hint = f"; did you mean '{close}'?" if close else ""
+                    out.append(_at(at, "warning",
+                                   f"policy {policy.name}: {element}: tool.name is never "
+                                   f"'{text}' here: match.tools "
+                                   f"[{', '.join(policy.tools)}] does not match it, so the "
+                                   f"policy never sees that tool{hint}"))
+                elif side.field == "tool" and side.operand.name not in ("tool", "args",
+                                                                          "params"):
+                    if any(p.matches_tool(text) for p in every if p.tools is not None):
+                        continue
+                    close = closest(text, named, cutoff=0.8)
+                    if close is None or close == text:
+                        continue
+                    out.append(_at(at, "warning",
+                                   f"policy {policy.name}: {element}: no policy matches a "
+                                   f"tool named '{text}'; did you mean '{close}'? (tool "
+                                   f"names are exact)"))
     return out
 
 

@@ -651,15 +651,29 @@ _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"
           ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
 
 
+_NOT_AN_ESCAPE = re.compile(r"\\(?![\\'\"abfnrtv0-7xuU\n])")
+"""A backslash that starts no escape of Python's ``unicode_escape`` codec (``\\N`` included:
+a name is no JSON or ``repr`` escape): doubled before decoding, so the codec warns of none."""
+
+
 def _rough(text: str) -> str:
     """The common escapes of ``text`` undone once, at C speed (for a text with very many),
-    cached for the last text (the values and the patterns read it one after the other)."""
+    cached for the last text (the values and the patterns read it one after the other).
+
+    And, after it, ``text`` with every JSON and ``repr`` backslash escape undone, by the
+    ``unicode_escape`` codec (C speed too): a key spelled in ``\\u`` or ``\\x`` escapes
+    and padded past ``MAX_ESCAPES`` went out whole (red team 17b). A match across the two
+    parts only replaces the text whole, the safe side."""
     found = _RECENT_ROUGH.get(text)
     if isinstance(found, str):
         return found
     rough = text
     for escaped, char in _ROUGH:
         rough = rough.replace(escaped, char)
+    if "\\" in text:
+        plain = _NOT_AN_ESCAPE.sub(r"\\\\", text.replace("\\/", "/"))
+        rough += "\n\0\n" + plain.encode("latin-1", "backslashreplace").decode(
+            "unicode_escape", "replace")
     _RECENT_ROUGH.put(text, rough)
     return rough
 
