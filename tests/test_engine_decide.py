@@ -52,7 +52,8 @@ BACKENDS = ("compiled", "closures")
 @pytest.fixture(autouse=True, scope="module")
 def _every_shape_compiled() -> Any:
     """Short paths of every shape these tests generate (a process compiles at most
-    ``_SHORT_FACTORIES_MAX``, then runs ``decide``: see the last test)."""
+    ``_SHORT_FACTORIES_MAX``, then runs ``decide``: see the last test; conftest drops
+    them after the file)."""
     from guardrails.engine import evaluate
 
     was = evaluate._SHORT_FACTORIES_MAX
