@@ -60,9 +60,11 @@ from guardrails.agent_framework._arguments import (
 from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import (
     HISTORY_LIMIT,
+    Unbuilt,
     history_of,
     plain_entry,
     record,
+    record_unbuilt,
     redacted,
     set_result,
 )
@@ -418,6 +420,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if policies.counts(tool, aliases) and decision.effect not in (Effect.DENY, Effect.HALT):
             # The one evaluation that reserves, on the settled arguments. (A call the rules
             # block anyway is not counted: no need to ask the store.)
+            if history is not None and self._counters.blocking:
+                # Read in the store's thread while sibling calls record on the loop: a copy
+                # of its own (a run's entries not built yet never reach the engine, which
+                # reads only ``history_of``'s plain entries, and none shift as it reads).
+                history = list(history)
             decision = await self._counted(decision, lambda: evaluate(judged[0],
                                                                       self._counters))
         # From here on the call may hold a reservation: anything that fails blocks the
@@ -965,18 +972,25 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             record(history, tool, {}, "deny", self._history_limit)
 
     def _record(self, context: FunctionInvocationContext, plan: _Plan, effect: str,
-                scrub: Scrubber) -> dict[str, Any] | None:
-        history = history_of(session_state(context.session, create=True), plan.run)
+                scrub: Scrubber) -> dict[str, Any] | Unbuilt | None:
+        state = session_state(context.session, create=True)
+        tool = context.function.name
+        # The quiet memory changes no text: the walk keeps every text as it is (as the
+        # scrubber would), without a scrubber call per text.
+        quiet = scrub is self._quiet_memory and not plan.secret_names
+        if (state is None and plan.run is not None and quiet and plan.validated is not None
+                and not plan.over_bounds):
+            # A run without a session, nothing secret, and arguments that are the guard's
+            # own JSON copy: the entry is built only if the run's history is read.
+            return record_unbuilt(plan.run, tool, plan.arguments, effect, self._history_limit,
+                                  trusted=self.trusted(tool, plan.aliases))
+        history = history_of(state, plan.run)
         if history is None:
             return None
-        tool = context.function.name
         args: dict[str, Any]
         if plan.over_bounds:  # nothing of arguments over the bounds is read again
             args, truncated = {}, True
         else:
-            # The quiet memory changes no text: the walk keeps every text as it is (as the
-            # scrubber would), without a scrubber call per text.
-            quiet = scrub is self._quiet_memory and not plan.secret_names
             kept = plain_entry(plan.arguments) if quiet else None
             if kept is None:
                 kept = redacted(plan.arguments, plan.secret_names, unchanged if quiet else scrub,

@@ -8,7 +8,9 @@ the session may be saved, logged or shown, and a later decision record quotes hi
 Each entry is ``{tool, args, effect, result, trusted, at}``: ``result`` is the text the
 model got from the tool (already scrubbed, cut at ``RESULT_LIMIT``), filled in when the
 tool returns (the entry itself is appended before the tool runs, so the sibling calls of
-a parallel batch see it); ``at`` is RFC 3339 text, so a session stays JSON.
+a parallel batch see it); ``at`` is RFC 3339 text, so a session stays JSON. A quiet call
+of a run without a session is recorded unbuilt (``Unbuilt``): the same entry, built when
+the run's history is first read (never, for the run's last call).
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from typing import Any
 
 from agent_framework import Content
 
-from guardrails.agent_framework._secrets import Scrubber
+from guardrails.agent_framework._secrets import Scrubber, unchanged
 from guardrails.agent_framework._state import RunState
 from guardrails.engine.decision import REDACTED
 from guardrails.engine.evaluate import NODE_COST
 
-__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "history_of", "plain_entry",
-           "record", "redacted", "result_text", "set_result"]
+__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "Unbuilt", "history_of",
+           "plain_entry", "record", "record_unbuilt", "redacted", "result_text", "set_result"]
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
@@ -36,13 +38,19 @@ RESULT_LIMIT = 65_536
 
 
 def history_of(state: dict[str, Any] | None, run: RunState | None) -> list[dict[str, Any]] | None:
-    """The history list to read and append to: the session's, else the run's, else None."""
+    """The history list to read and append to: the session's, else the run's, else None.
+    A run's entries recorded unbuilt (``record_unbuilt``) are built first: whoever reads
+    the list reads plain entries."""
     if state is not None:
         history = state.get("history")
         if not isinstance(history, list):
             history = state["history"] = []
         return history
-    return run.history if run is not None else None
+    if run is None:
+        return None
+    if run.unbuilt:
+        _build_all(run)
+    return run.history
 
 
 HISTORY_ENTRY_BYTES = 4096
@@ -185,6 +193,73 @@ def record(history: list[dict[str, Any]] | None, tool: str, args: dict[str, Any]
     return entry
 
 
+class Unbuilt:
+    """A history entry of a run without a session, kept as what builds it until someone
+    reads the run's history (``history_of``): the run's later calls, a blocked call's
+    record. A run's last call is never read by another, so its entry (the argument copy,
+    the timestamp's text, the dict) is never built (``record_unbuilt``).
+
+    Only for a quiet call (nothing secret: the entry is ``plain_entry`` of the arguments,
+    or ``redacted`` with ``unchanged``, whatever the scrubber) whose arguments are the
+    guard's own JSON copy (``json_view`` of the validated values, which nothing else
+    holds or changes): building it later gives the very entry ``record`` gives now. The
+    trust label and the instant are taken when the call is recorded, the result when the
+    tool returned (``set_result``); tests/test_af_history_unbuilt.py compares the two."""
+
+    __slots__ = ("arguments", "effect", "entry", "micros", "result", "tool", "trusted")
+
+    def __init__(self, tool: str, arguments: Mapping[str, Any], effect: str, trusted: bool,
+                 micros: int) -> None:
+        self.tool = tool
+        self.arguments = arguments
+        self.effect = effect
+        self.trusted = trusted
+        self.micros = micros
+        self.result = ""
+        self.entry: dict[str, Any] | None = None
+        """The built entry, once built: ``set_result`` fills in its result too."""
+
+    def build(self) -> dict[str, Any]:
+        entry = self.entry
+        if entry is not None:
+            return entry
+        arguments = self.arguments
+        kept = plain_entry(arguments)
+        if kept is None:
+            kept = redacted(arguments, frozenset(), unchanged)
+        args, truncated = kept
+        entry = {"tool": self.tool, "args": args, "effect": self.effect, "result": self.result,
+                 "trusted": self.trusted, "at": utc_text(self.micros)}
+        if truncated:
+            entry["truncated"] = True
+        self.entry = entry
+        self.arguments = _BUILT  # (the arguments are no longer needed)
+        return entry
+
+
+_BUILT: Mapping[str, Any] = {}
+
+
+def record_unbuilt(run: RunState, tool: str, arguments: Mapping[str, Any], effect: str,
+                   limit: int, *, trusted: bool = False) -> Unbuilt:
+    """``record(run.history, tool, <arguments as a quiet call keeps them>, effect, limit,
+    trusted=trusted)``, the entry built only if the history is read (see ``Unbuilt``)."""
+    entry = Unbuilt(tool, arguments, effect, trusted, time.time_ns() // 1000)
+    history: list[Any] = run.history
+    history.append(entry)
+    del history[:-limit]
+    run.unbuilt = True
+    return entry
+
+
+def _build_all(run: RunState) -> None:
+    history: list[Any] = run.history
+    for i, entry in enumerate(history):
+        if type(entry) is Unbuilt:
+            history[i] = entry.build()
+    run.unbuilt = False
+
+
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _YEAR_10000 = 253_402_300_800
 """Seconds from the epoch to year 10000: ``utc_text`` spells the years 1970 to 9999 itself."""
@@ -234,11 +309,18 @@ def result_text(result: Any) -> str:
     return "\n".join(parts)[:RESULT_LIMIT]
 
 
-def set_result(entry: dict[str, Any] | None, result: Any) -> None:
+def set_result(entry: dict[str, Any] | Unbuilt | None, result: Any) -> None:
     """Fill in the result of a recorded call (never fails: history is bookkeeping)."""
     if entry is None:
         return
     try:
-        entry["result"] = result_text(result)
+        text = result_text(result)
     except Exception:  # a result with no readable text is recorded as none
-        entry["result"] = ""
+        text = ""
+    if isinstance(entry, Unbuilt):
+        entry.result = text
+        built = entry.entry
+        if built is not None:
+            built["result"] = text
+        return
+    entry["result"] = text

@@ -31,8 +31,9 @@ class RunState:
     request: str
     """The outermost human's words: a nested run (an agent used as a tool) inherits its
     parent's, never the orchestrating model's tool argument."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """History of this run, used when the run has no session."""
+    history: list[Any] = field(default_factory=list)
+    """History of this run, used when the run has no session. Read it through
+    ``_history.history_of``: it may hold entries not built yet (``unbuilt``)."""
     parent: RunState | None = None
     """The guarded run this one is nested in (through ``agent.as_tool()``), if any."""
     halted: list[Decision] = field(default_factory=list)
@@ -42,6 +43,8 @@ class RunState:
 
     agent: tuple[str, ...] | None = None
     """The running agent's name and id, for ``match.agents`` and bindings."""
+    unbuilt: bool = False
+    """Whether ``history`` holds an entry not built yet (``_history.Unbuilt``)."""
     unreadable: dict[str, str] | None = None
     """Call ids whose arguments the chat middleware replaced (``_unreadable.marker``), with
     the reason. The framework's validation drops the marker as an unknown key when every
