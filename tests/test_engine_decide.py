@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +32,10 @@ from guardrails.engine.scrub import Scrubber
 from guardrails.expr.limits import Limits
 from tests.test_engine_fast_path import (
     ACTIONS,
+    ARG_CONDITIONS,
     CONDITIONS,
     MESSAGES,
+    SAFE_VALUES,
     VALUES,
     OddMapping,
     _load,
@@ -49,7 +52,8 @@ BACKENDS = ("compiled", "closures")
 @pytest.fixture(autouse=True, scope="module")
 def _every_shape_compiled() -> Any:
     """Short paths of every shape these tests generate (a process compiles at most
-    ``_SHORT_FACTORIES_MAX``, then runs ``decide``: see the last test)."""
+    ``_SHORT_FACTORIES_MAX``, then runs ``decide``: see the last test; conftest drops
+    them after the file)."""
     from guardrails.engine import evaluate
 
     was = evaluate._SHORT_FACTORIES_MAX
@@ -266,9 +270,11 @@ def test_decide_reads_plain_inputs_and_refuses_the_rest_as_the_general_path(
 
 @st.composite
 def simple_policy(draw: st.DrawFn, index: int) -> str:
-    """A policy whose tool's plan has a generated short path (no ``match.when``, agent
-    selector or repairs): variables, params, secrets, redact patterns, audit mode, both
-    failure policies, rules that fire, fail and return non-bools, message expressions."""
+    """A policy whose tool's plan has a generated short path (no ``match.when`` or agent
+    selector): variables, params, secrets, redact patterns, audit mode, both failure
+    policies, rules that fire, fail and return non-bools, message expressions, and repairs
+    that fire, do not, fail (their ``when`` or a ``set``), change an argument's type, set
+    or unset a secret argument, and cost (``REPAIR_VALUES``)."""
     lines = ["apiVersion: guardrails/v1", "kind: ToolPolicy",
              f"metadata: {{name: s{index}}}", "spec:",
              f"  mode: {draw(st.sampled_from(['enforce', 'enforce', 'audit']))}",
@@ -284,6 +290,18 @@ def simple_policy(draw: st.DrawFn, index: int) -> str:
         lines.append("  secrets: {arguments: [secret]}")
     if draw(st.integers(0, 2)) == 0:
         lines.append("  redact: [{name: digits, regex: '[0-9]{3}'}]")
+    repairs = draw(st.integers(0, 3))
+    if repairs:
+        lines.append("  repairs:")
+    for i in range(repairs):
+        lines.append(f"    - name: r{i}")
+        if draw(st.booleans()):
+            lines.append(f"      when: {_q(draw(st.sampled_from(REPAIR_CONDITIONS)))}")
+        target = draw(st.sampled_from(["a", "a", "b", "secret", "d"]))
+        value = draw(st.sampled_from(SAFE_VALUES if draw(st.booleans()) else REPAIR_VALUES))
+        lines.append(f"      set: {{{target}: {_q(value)}}}")
+        if draw(st.integers(0, 2)) == 0:
+            lines.append(f"      unset: [{draw(st.sampled_from(['b', 'c', 'secret']))}]")
     lines.append("  rules:")
     conditions = [c for c in CONDITIONS if "variables" not in c] if not any(
         "variables:" in line for line in lines) else CONDITIONS
@@ -297,6 +315,17 @@ def simple_policy(draw: st.DrawFn, index: int) -> str:
         elif draw(st.integers(0, 3)) == 0:
             lines.append(f"      messageExpression: {_q(MESSAGES[0])}")
     return "\n".join(lines) + "\n"
+
+
+REPAIR_CONDITIONS = [*ARG_CONDITIONS, 'type(args.a) == string', 'args.a == "1,5"',
+                     '"3" + 4 == "x"']
+"""A repair's ``when``: those of the general differential tests, one that holds for a
+type, and one that fails on every call (not a bool: a type error)."""
+REPAIR_VALUES = [*VALUES, 'double(string(args.a).replace(",", ""))', 'int(args.a)',
+                 'args.c.map(x, string(x) + string(x))', 'string(args.secret) + "!"']
+"""A repair's ``set``: the general tests' values, the 20-rule benchmark's repair (a text
+with a comma to a number), one that fails on most calls, one whose cost grows with the
+arguments (to run out of budget inside a repair) and one that copies a secret."""
 
 
 @st.composite
@@ -346,7 +375,7 @@ def test_the_generated_short_path_decides_as_decide_and_the_general_path(
 
 
 def test_which_plans_have_a_generated_short_path() -> None:
-    """Generated for plans without conditions or repairs, every policy fused, at most
+    """Generated for plans without conditions (with repairs too), every policy fused, at most
     ``SHORT_MAX_POLICIES``; otherwise ``decide`` runs (and a closures plan has none)."""
     ps = _load(READS_ARGS, "compiled", Limits())
     assert ps._candidates("t").short is not None
@@ -355,7 +384,7 @@ def test_which_plans_have_a_generated_short_path() -> None:
     assert _load(conditional, "compiled", Limits())._candidates("t").short is None
     repaired = READS_ARGS.replace("  rules:", "  repairs:\n    - {name: r, set: {a: '1'}}\n"
                                   "  rules:")
-    assert _load(repaired, "compiled", Limits())._candidates("t").short is None
+    assert _load(repaired, "compiled", Limits())._candidates("t").short is not None
     many = "---\n".join(READS_ARGS.replace("name: args}", f"name: a{i}}}")
                         for i in range(SHORT_MAX_POLICIES + 1))
     big = _load(many, "compiled", Limits())
@@ -400,3 +429,117 @@ def test_past_the_bound_of_shapes_a_plan_runs_decide() -> None:
             _three(ps, {"tool": "t", "args": args, "request": "q"})
     finally:
         evaluate._SHORT_FACTORIES_MAX = was
+
+
+BENCHMARK_POLICIES = Path(__file__).resolve().parent.parent / "benchmarks" / "engine_policies.yaml"
+
+
+@st.composite
+def payments(draw: st.DrawFn) -> dict[str, Any]:
+    """Calls of the 20-rule benchmark's tool: amounts as numbers and as texts its repair
+    turns into numbers (or fails on), recipients, memos, principals, histories and
+    requests that make each rule fire or not, and the hostile inputs of ``plain_calls``."""
+    amount = draw(st.one_of(
+        st.sampled_from([1500.0, 50.0, 0.0, -3.0, 9999.0, 10001.0, 6000, 2**63, "1,500",
+                         "1,500.5", "12", "", "nan", "1e400", "x", Text("5"), None, True]),
+        st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.text(max_size=4)))
+    args: dict[str, Any] = {
+        "recipient": draw(st.sampled_from(["GB12ABCD", "KP12ABCD", "gb1", "", 5])),
+        "amount": amount,
+        "currency": draw(st.sampled_from(["EUR", "JPY", 1])),
+        "memo": draw(st.sampled_from(["rent", "URGENT http://x", "m" * 141, 3])),
+    }
+    if draw(st.booleans()):
+        args["reference"] = draw(st.sampled_from(["INV-1", "r" * 36, 7]))
+    if draw(st.integers(0, 4)) == 0:
+        args = draw(plain_calls())["args"]
+    kw: dict[str, Any] = {"tool": "send_money", "args": args}
+    if draw(st.integers(0, 5)):
+        kw["principal"] = draw(st.one_of(
+            st.fixed_dictionaries({"roles": st.sampled_from([["payments"], [], "payments"]),
+                                   "tenant": st.sampled_from(["acme", "other", 3])}),
+            st.sampled_from([{}, {"roles": [object()]}, OddMapping({"tenant": "acme"}),
+                             {"roles": ["x" * 2_000]}, "admin"])))
+    if draw(st.integers(0, 5)):
+        entry = st.fixed_dictionaries(
+            {"tool": st.sampled_from(["send_money", "read"])},
+            optional={"args": st.fixed_dictionaries({"recipient": st.just("GB12ABCD")}),
+                      "result": st.sampled_from(["", "ok"])})
+        kw["history"] = draw(st.one_of(st.lists(entry, max_size=5),
+                                       st.sampled_from([[1], ({"tool": "read"},), "no"])))
+    if draw(st.integers(0, 5)):
+        kw["request"] = draw(st.sampled_from(["pay GB12ABCD 1500", "", "x" * 2_000, 5]))
+    if draw(st.integers(0, 3)) == 0:
+        kw["known_secrets"] = Scrubber(["GB12ABCD"])
+    return kw
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(call=payments(), max_cost=st.sampled_from([3_000_000, 3_000_000, 500, 150, 40, 0]),
+       max_bytes=st.sampled_from([1_000_000, 1_000_000, 2_500, 400, 120]))
+def test_the_benchmark_plan_short_path_decides_as_decide_and_the_general_path(
+        backend: str, call: dict[str, Any], max_cost: int, max_bytes: int) -> None:
+    """The 20-rule plan (a repair; principal, history, request and the clock read) runs
+    the generated short path, at small cost budgets (which run out in the repair or the
+    rules) and size bounds (which the principal, history or request cross)."""
+    ps = guardrails.load(BENCHMARK_POLICIES, backend=backend,  # type: ignore[arg-type]
+                         limits=Limits(max_cost=max_cost, max_input_bytes=max_bytes))
+    if backend == "compiled":
+        assert ps._candidates("send_money").short is not None
+    fast, general = both(ps, call)
+    assert record(fast) == record(general)
+    kw = dict(call)
+    candidates = ps._candidates("send_money")
+    direct = decide(candidates, ps._revision, kw.get("known_secrets"), ps._limits,
+                    "send_money", kw["args"], kw.get("principal"), kw.get("history"),
+                    kw.get("request"), "", None, None)
+    assert record(direct) == record(general)
+
+
+def test_the_benchmark_plan_repairs_on_the_short_path() -> None:
+    """The repair's record, the arguments after it and a failed repair's error, as
+    ``decide`` makes them (fixed cases the generated ones above may not hit)."""
+    ps = guardrails.load(BENCHMARK_POLICIES)
+    assert ps._candidates("send_money").short is not None
+    base = {"recipient": "GB12ABCD", "currency": "EUR", "memo": "rent",
+            "reference": "INV-1"}
+    kw: dict[str, Any] = {"principal": {"roles": ["payments"], "tenant": "acme"},
+                          "request": "pay GB12ABCD"}
+    repaired = _same(ps, {"tool": "send_money", "args": {**base, "amount": "1,500"}, **kw})
+    assert [(r.policy, r.repair, r.set) for r in repaired.repairs] == [
+        ("payments", "amount-as-string", ("amount",))]
+    assert repaired.arguments["amount"] == 1500.0
+    assert [(f.policy, f.rule) for f in repaired.rules] == [("payments", "large")]
+    failed = _same(ps, {"tool": "send_money", "args": {**base, "amount": "lots"}, **kw})
+    assert failed.repairs == () and failed.arguments["amount"] == "lots"
+    assert next((e.element, e.handled_as) for e in failed.errors) == (
+        "repairs.amount-as-string", "not-applied")
+    assert failed.effect == "deny"  # the rules that read the amount fail closed
+    plain = _same(ps, {"tool": "send_money", "args": {**base, "amount": 50.0}, **kw})
+    assert plain.repairs == () and plain.effect == "allow"
+
+
+def test_a_secret_set_by_a_repair_after_the_scrubber_was_used_is_scrubbed() -> None:
+    """A repair's error is scrubbed (the scrubber reads the secret's value then); a later
+    repair sets the secret to a new value, which a rule's message quotes: the short path
+    rebuilds the scrubber as ``decide`` does, so the new value is scrubbed too."""
+    text = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: s}
+spec:
+  match: {tools: [t]}
+  secrets: {arguments: [secret]}
+  repairs:
+    - {name: broken, set: {b: 'int(args.a)'}}
+    - {name: rotate, set: {secret: '"fresh-" + string(args.secret)'}}
+  rules:
+    - {name: r, when: 'true', action: warn, messageExpression: '"key " + args.secret'}
+"""
+    for backend in BACKENDS:
+        ps = _load(text, backend, Limits())
+        decision = _same(ps, {"tool": "t", "args": {"a": "not a number", "secret": "k1"}})
+        assert [e.element for e in decision.errors] == ["repairs.broken"]
+        assert "fresh-k1" not in decision.rules[0].message
+        assert "fresh-k1" not in repr(decision.to_dict())

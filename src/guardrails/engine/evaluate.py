@@ -915,9 +915,8 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
             if left < 0:
                 raise InputError("inputs exceed the size bound")
         except Exception as e:
-            return evaluate_call(empty_call(tool, arguments, agent), candidates,
-                                 revision=revision, input_error=read_error(e),
-                                 known_secrets=known_secrets, max_cost=limits.max_cost)
+            return _unread(candidates, revision, known_secrets, limits, tool, arguments,
+                           agent, e)
     else:
         call, error = read_call(limits, tool, arguments, principal, history, request,
                                 description, now, names, agent)
@@ -1032,6 +1031,16 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     return _recorded(decision, fired, repairs, errors, ())
 
 
+def _unread(candidates: Candidates, revision: str, known_secrets: Scrubber | None,
+            limits: Limits, tool: str, arguments: Any, agent: tuple[str, ...] | None,
+            e: Exception) -> Decision:
+    """``decide`` for a call whose plain inputs raised ``e`` while they were read: decided
+    on what was read, as ``PolicySet._decide`` does (the inputs are never read again)."""
+    return evaluate_call(empty_call(tool, arguments, agent), candidates, revision=revision,
+                         input_error=read_error(e), known_secrets=known_secrets,
+                         max_cost=limits.max_cost)
+
+
 ShortPath = Callable[..., Decision]
 """A tool's generated short path: ``decide``'s arguments but the candidates."""
 
@@ -1049,25 +1058,28 @@ def short_path(candidates: Candidates) -> ShortPath | None:
 
     ``decide`` asks of every call what the plan already answers: which inputs its policies
     read, whether they have variables, enforce, have secrets; it loops over the plan and
-    looks each entry's fields up. For a plan without ``match`` conditions, agent
-    selectors or repairs, whose every policy has a fused function (at most
-    ``SHORT_MAX_POLICIES``), this generates the steps ``decide`` takes for it, unrolled,
-    with the answers and the entries' fields as the function's defaults (locals of one
-    frame). It reads only arguments that are an exact dict of plain leaves (strings,
-    finite-width numbers, booleans, null) within the size bound, and a plain text
-    request, with ``decide``'s charges, and nothing that runs a caller's code; any other
-    call (an input the plan reads given, nested or over-bound arguments, another type)
-    goes to ``decide`` whole, which reads and decides it. The decision is the one
+    looks each entry's fields up. For a plan without ``match`` conditions or agent
+    selectors, whose every policy has a fused function (at most ``SHORT_MAX_POLICIES``),
+    this generates the steps ``decide`` takes for it, unrolled, with the answers and the
+    entries' fields as the function's defaults (locals of one frame); repairs run through
+    ``decide``'s own ``_repair``. It reads arguments that are an exact dict of plain
+    leaves (strings, finite-width numbers, booleans, null) within the size bound, a plain
+    text request, and an exact dict principal and list history (with ``decide``'s
+    walkers: an error there is decided as ``decide`` decides it), with ``decide``'s
+    charges in ``decide``'s order, and nothing that runs a caller's code at the top level;
+    any other call (a clock given to a plan that reads it, nested or over-bound arguments,
+    another type) goes to ``decide`` whole, which reads and decides it. The decision is the one
     ``decide`` returns (tests/test_engine_decide.py compares them, and every differential
     test of ``PolicySet.evaluate`` runs it)."""
     plan = candidates.plan
-    if plan is None or candidates.conditional or candidates.repairs or not (
+    if plan is None or candidates.conditional or not (
             0 < len(plan) <= SHORT_MAX_POLICIES) or any(e.fused is None for e in plan):
         return None
     names = candidates.names
     source = _short_source(tuple(e.programs is not None for e in plan), "tool" in names,
                            "request" in names, "now" in names, "principal" in names,
-                           "history" in names, bool(candidates.secret_names))
+                           "history" in names, bool(candidates.secret_names),
+                           candidates.repairs)
     factory = _SHORT_FACTORIES.get(source)
     if factory is None:
         if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
@@ -1085,10 +1097,10 @@ def short_path(candidates: Candidates) -> ShortPath | None:
 
 
 def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: bool,
-                  principal: bool, history: bool, secret: bool) -> str:
+                  principal: bool, history: bool, secret: bool, repairs: bool) -> str:
     """The source of a short path (``short_path``): ``decide``'s steps for a plan of
     ``len(variables)`` policies, which of them have variables, which inputs the policies
-    read and whether they have secret arguments. Everything else is a default: the
+    read, whether they have secret arguments and repairs. Everything else is a default: the
     candidates ``_C`` and whether they are clean, and per policy its entry, fused
     function, params, default action, whether it enforces, and its variables."""
     consts = ["_C", "_CLEAN"]
@@ -1100,9 +1112,12 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
              "history, request, description, now, agent)")
     refused = ["type(arguments) is not dict", "type(description) is not str",
                "limits.max_input_depth <= 0"]
-    refused += ["principal is not None"] if principal else []
-    refused += ["history is not None"] if history else []
+    refused += ["request is not None and type(request) is not str"]
+    refused += ["principal is not None and type(principal) is not dict"] if principal else []
+    refused += ["history is not None and type(history) is not list"] if history else []
     refused += ["now is not None"] if now else []
+    unread = ("_unread(_C, revision, known_secrets, limits, tool, arguments, agent, "
+              "{})")
     lines = [
         f"def _make({', '.join(consts)}):",
         "    def _short(revision, known_secrets, limits, tool, arguments, principal, history,",
@@ -1113,12 +1128,6 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         f"        if {' or '.join(refused)}:",
         f"            return {whole}",
         "        left = limits.max_input_bytes - _NODE_COST - 2 * _NODE_COST * len(arguments)",
-        "        if request is None:",
-        "            request = ''",
-        "        elif type(request) is str:",
-        "            left -= len(request)",
-        "        else:",
-        f"            return {whole}",
         "        if left >= 0:",
         "            for k, v in arguments.items():",
         "                tv = type(v)",
@@ -1135,14 +1144,34 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         "                    break",
         "        if left < 0:",
         f"            return {whole}",
+    ]
+    for name, walk, empty, read in (("principal", "_normalize", "{}", principal),
+                                    ("history", "_normalize_history", "[]", history)):
+        if read:  # ``decide``'s walk, on what the arguments left of the bound
+            lines += [f"        if {name} is None:",
+                      f"            {name} = {empty}",
+                      "        else:",
+                      "            try:",
+                      "                budget = _Budget(left)",
+                      f"                {name} = {walk}({name}, limits, budget)",
+                      "                left = budget.left",
+                      "            except Exception as e:",
+                      f"                return {unread.format('e')}"]
+    lines += [
+        "        if request is None:",
+        "            request = ''",
+        "        else:",
+        "            left -= len(request)",
+        "        if left < 0:",
+        f"            return {unread.format('_over()')}",
         "        meter = _Meter(limits.max_cost, _C.free_patterns)",
         "        args = dict(arguments)",
         "        b = {",
         "            'tool': " + ("{'name': tool, 'description': description}," if tool
                               else "None,"),
         "            'args': args,",
-        "            'principal': {},",
-        "            'history': [],",
+        "            'principal': " + ("principal," if principal else "{},"),
+        "            'history': " + ("history," if history else "[],"),
         "            'request': " + ("_Request(request)," if request else "None,"),
         "            'now': " + ("_now(_UTC)," if now else "_EPOCH,"),
         "            _METER: meter,",
@@ -1157,6 +1186,15 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
                   "known_secrets else None",
                   "        if scrub is None:",
                   "            scrub = _C.scrubber(known_secrets, arguments, args)"]
+    if repairs:  # ``decide``'s step 2, with its helper
+        lines += ["        b['variables'] = {}",
+                  "        errors = []",
+                  "        repairs = []",
+                  "        _repair(_C.policies, b, args, None, _NO_TRACES, scrub, errors, repairs)"]
+        if secret:
+            lines += ["        if repairs and any(name in _C.secret_names for r in repairs",
+                      "                           if not r.audit for name in r.set):",
+                      "            scrub = _C.scrubber(known_secrets, arguments, args)"]
     lines.append("        effect = _ALLOW")
     for i, has_variables in enumerate(variables):
         lines.append(f"        b['params'] = _P{i}")
@@ -1189,9 +1227,13 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         "            effect = _over_cost(_C.policies, errors, effect)",
         "        decision = _decision(tool, effect, _MappingProxyType(args), _C.policy_names,",
         "                             revision, _C.secret_names, scrub)",
-        "        if errors is None and fired is None:",
-        "            return decision",
-        "        return _recorded(decision, fired, None, errors, ())",
+    ]
+    if not repairs:  # with repairs, ``decide`` records them (and ``errors``) always
+        lines += ["        if errors is None and fired is None:",
+                  "            return decision"]
+    lines += [
+        "        return _recorded(decision, fired, " + ("repairs" if repairs else "None")
+        + ", errors, ())",
         "    return _short",
         "",
     ]
@@ -1802,5 +1844,7 @@ _SHORT_GLOBALS: dict[str, Any] = {
     "_NO_VARIABLES": _NO_VARIABLES, "_fused_hits": _fused_hits,
     "_policy_effect": _policy_effect, "_SEVERITY": _SEVERITY, "_over_cost": _over_cost,
     "_decision": _decision, "_recorded": _recorded, "_MappingProxyType": MappingProxyType,
+    "_unread": _unread, "_over": _over, "_Budget": Budget, "_normalize": normalize,
+    "_normalize_history": normalize_history, "_repair": _repair, "_NO_TRACES": _NO_TRACES,
 }
 """The names a generated short path reads besides its defaults: ``decide``'s helpers."""
