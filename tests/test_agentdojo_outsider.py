@@ -23,6 +23,9 @@ from tests.agentdojo_support import load_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDER = ROOT / "benchmarks" / "agentdojo" / "outsider"
+OUTSIDERS = (OUTSIDER, ROOT / "benchmarks" / "agentdojo" / "outsider2")
+"""Both outsiders' policy sets: each stays strict-clean and fully tested (test_agentdojo_outsider2.py
+holds the second one's own tests)."""
 SUITES = ("banking", "slack", "travel", "workspace")
 
 
@@ -34,17 +37,20 @@ def data() -> Any:
     return replay.load()
 
 
+@pytest.mark.parametrize("outsider", OUTSIDERS, ids=lambda d: d.name)
 @pytest.mark.parametrize("suite", SUITES)
-def test_policies_are_strict_clean_against_the_tools(suite: str, data: Any) -> None:
-    policies = guardrails.load(OUTSIDER / f"{suite}.yaml")
+def test_policies_are_strict_clean_against_the_tools(suite: str, outsider: Path,
+                                                     data: Any) -> None:
+    policies = guardrails.load(outsider / f"{suite}.yaml")
     tools = {t["name"]: t["parameters"] for t in data["suites"][suite]["tools"]}
     findings = [f for f in lint(policies, tools) if f.severity != "info"]
     assert findings == []
 
 
+@pytest.mark.parametrize("outsider", OUTSIDERS, ids=lambda d: d.name)
 @pytest.mark.parametrize("suite", SUITES)
-def test_policy_tests_pass_and_cover_every_rule(suite: str) -> None:
-    report = run_tests(OUTSIDER / f"{suite}.tests.yaml")
+def test_policy_tests_pass_and_cover_every_rule(suite: str, outsider: Path) -> None:
+    report = run_tests(outsider / f"{suite}.tests.yaml")
     assert report.passed and report.results
     assert not report.uncovered
 
