@@ -10,6 +10,7 @@ serialization of the whole (escaping twice would hide a raw secret from the sear
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -200,3 +201,21 @@ def _without_model_calls(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [_without_model_calls(v, key) for v in value]
     return value
+
+
+@contextmanager
+def root_log_output() -> Iterator[io.StringIO]:
+    """What a plain handler on the root logger writes (as a host configures it), with
+    DEBUG on the root; the process's log record factory is put back afterwards, so a
+    host's factory a test installs does not outlive it."""
+    root = logging.getLogger()
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    previous = logging.getLogRecordFactory()
+    try:
+        yield out
+    finally:
+        root.removeHandler(handler)
+        logging.setLogRecordFactory(previous)

@@ -24,7 +24,7 @@ from agent_framework import AgentSession, tool
 from guardrails.agent_framework import ScriptedChatClient
 from guardrails.agent_framework.scripted import call, text
 from tests.af_support import STREAMING, agent_with, load_text, run
-from tests.leak_support import Observer
+from tests.leak_support import Observer, root_log_output
 
 KEY = "sk-live-Zq9vTx3mW2pLr8Kd4"
 POLICY = """apiVersion: guardrails/v1
@@ -62,14 +62,8 @@ def _handler_output(monkeypatch: pytest.MonkeyPatch,
     """A plain handler on the root logger, as a host configures it, and DEBUG everywhere."""
     monkeypatch.setenv("GR_RT17_LOG_KEY", KEY)
     caplog.set_level(logging.DEBUG)
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-    logging.getLogger().addHandler(handler)
-    try:
+    with root_log_output() as out:
         yield out
-    finally:
-        logging.getLogger().removeHandler(handler)
 
 
 def _texts(caplog: pytest.LogCaptureFixture) -> list[str]:

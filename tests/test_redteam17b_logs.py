@@ -28,7 +28,7 @@ from agent_framework import AgentSession, tool
 from guardrails.agent_framework import ScriptedChatClient
 from guardrails.agent_framework.scripted import call, text
 from tests.af_support import STREAMING, agent_with, load_text, run
-from tests.leak_support import Observer
+from tests.leak_support import Observer, root_log_output
 
 KEY = "sk-live-Hh4Jq8Vb2Nc6Xr0Tw"
 POLICY = """apiVersion: guardrails/v1
@@ -57,18 +57,11 @@ async def fetch_report(url: str, api_key: str) -> str:
 @pytest.fixture(name="handler_output")
 def _handler_output(monkeypatch: pytest.MonkeyPatch,
                     caplog: pytest.LogCaptureFixture) -> Iterator[io.StringIO]:
+    """A plain handler on the root logger, as a host configures it, and DEBUG everywhere."""
     monkeypatch.setenv("GR_RT17B_LOG_KEY", KEY)
     caplog.set_level(logging.DEBUG)
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-    logging.getLogger().addHandler(handler)
-    previous = logging.getLogRecordFactory()
-    try:
+    with root_log_output() as out:
         yield out
-    finally:
-        logging.getLogger().removeHandler(handler)
-        logging.setLogRecordFactory(previous)  # (a test's host factory does not chain)
 
 
 async def _run_once(tmp_path: Path, stream: bool) -> None:
