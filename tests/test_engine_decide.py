@@ -299,7 +299,11 @@ def simple_policy(draw: st.DrawFn, index: int) -> str:
             lines.append(f"      when: {_q(draw(st.sampled_from(REPAIR_CONDITIONS)))}")
         target = draw(st.sampled_from(["a", "a", "b", "secret", "d"]))
         value = draw(st.sampled_from(SAFE_VALUES if draw(st.booleans()) else REPAIR_VALUES))
-        lines.append(f"      set: {{{target}: {_q(value)}}}")
+        sets = f"{target}: {_q(value)}"
+        if draw(st.integers(0, 2)) == 0:  # a second argument set by the same repair
+            second = draw(st.sampled_from([t for t in ["a", "b", "secret", "e"] if t != target]))
+            sets += f", {second}: {_q(draw(st.sampled_from(REPAIR_VALUES)))}"
+        lines.append(f"      set: {{{sets}}}")
         if draw(st.integers(0, 2)) == 0:
             lines.append(f"      unset: [{draw(st.sampled_from(['b', 'c', 'secret']))}]")
     lines.append("  rules:")
