@@ -514,7 +514,7 @@ class PlanEntry:
     """Its rules' functions, each with its rule."""
     statics: dict[int, FiredRule]
     """The records of its rules with a static message that fired when there was nothing to
-    scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
+    scrub, by the rule's index (a record is immutable: every later such call shares it)."""
     fused: FusedRun | None
     """All its rules as one function (``CompiledPolicy.fused``), when it has one."""
     params: Mapping[str, Any]
@@ -1091,7 +1091,8 @@ def short_path(candidates: Candidates) -> ShortPath | None:
         _SHORT_FACTORIES[source] = factory
     constants: list[Any] = [candidates, candidates.clean]
     for e in plan:
-        constants += [e, e.fused, e.params, e.default, e.enforce]
+        alone = {a: _policy_effect([a], e.default) for a in Action}  # one rule fired
+        constants += [e, e.fused, e.params, e.default, e.enforce, alone]
         if e.programs is not None:
             constants.append(e.programs)
         constants += _repair_constants(e.policy)
@@ -1142,11 +1143,12 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
     read, whether they have secret arguments, and their repairs' shapes
     (``_repair_shape``). Everything else is a default: the candidates ``_C`` and whether
     they are clean, and per policy its entry, fused function, params, default action,
-    whether it enforces, its variables and its repairs' constants (``_repair_constants``)."""
+    whether it enforces, its effect when one rule fired with each action, its variables
+    and its repairs' constants (``_repair_constants``)."""
     consts = ["_C", "_CLEAN"]
     repair_lines: list[str] = []
     for i, (has_variables, shape) in enumerate(zip(variables, repair_shapes, strict=True)):
-        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}"]
+        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}", f"_A{i}"]
         if has_variables:
             consts.append(f"_V{i}")
         if shape is True:  # ``decide``'s own helper, for this policy
@@ -1262,10 +1264,20 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
                   "                fired = []",
                   "            if errors is None:",
                   "                errors = []",
-                  "            acted = []",
-                  f"            _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, b, "
-                  "meter, scrub, errors, fired, acted)",
-                  f"            result = _policy_effect(acted, _D{i})",
+                  # One rule fired whose shared record was made (``_shared_fired``):
+                  # what ``_fused_hits`` and ``_policy_effect`` make of it, by lookups.
+                  "            _h = hits[0]",
+                  f"            _one = _E{i}.statics.get(_h[0]) if len(hits) == 1 and "
+                  "_h[1] is True and _h[2] is None and known_secrets is None and _CLEAN "
+                  "else None",
+                  "            if _one is not None:",
+                  "                fired.append(_one)",
+                  f"                result = _A{i}[_one.action]",
+                  "            else:",
+                  "                acted = []",
+                  f"                _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, "
+                  "b, meter, scrub, errors, fired, acted)",
+                  f"                result = _policy_effect(acted, _D{i})",
                   f"        if _N{i} and result is not effect and "
                   "_SEVERITY[result] > _SEVERITY[effect]:",
                   "            effect = result"]
@@ -1370,7 +1382,7 @@ def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, Fired
     for i, value, exc in hits:
         rule = rules[i]
         if exc is None and value is True:
-            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
+            hit = _shared_fired(policy, rule, i, statics, clean, bindings, scrub, errors)
         else:
             if exc is None:
                 exc = _not_bool(value)
@@ -1395,7 +1407,7 @@ def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ..
                scrub: Scrubber, errors: list[EvaluationError], fired: list[FiredRule],
                acted: list[Action]) -> None:
     """A policy's rules one by one, for a policy without a fused function."""
-    for run, rule in rules:
+    for i, (run, rule) in enumerate(rules):
         try:
             value = run(bindings)
             if value is False:
@@ -1407,21 +1419,21 @@ def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ..
             if hit is None:
                 continue
         else:
-            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
+            hit = _shared_fired(policy, rule, i, statics, clean, bindings, scrub, errors)
         fired.append(hit)
         acted.append(hit.action)
 
 
-def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, statics: dict[int, FiredRule],
-                  clean: bool, bindings: Mapping[str, Any], scrub: Scrubber,
-                  errors: list[EvaluationError]) -> FiredRule:
-    """The record of a rule that fired: with nothing to scrub (``clean``), a static-message
-    rule's one shared record (see ``PlanEntry.statics``)."""
-    hit = statics.get(id(rule)) if clean else None
+def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, index: int,
+                  statics: dict[int, FiredRule], clean: bool, bindings: Mapping[str, Any],
+                  scrub: Scrubber, errors: list[EvaluationError]) -> FiredRule:
+    """The record of a rule (``policy.rules[index]``) that fired: with nothing to scrub
+    (``clean``), a static-message rule's one shared record (see ``PlanEntry.statics``)."""
+    hit = statics.get(index) if clean else None
     if hit is None:
         hit = _fired_rule(policy, rule, bindings, scrub, errors)
         if clean and rule.message_expression is None:
-            statics[id(rule)] = hit
+            statics[index] = hit
     return hit
 
 
