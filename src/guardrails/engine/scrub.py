@@ -709,8 +709,9 @@ def _rough(text: str) -> str:
         plain = _NOT_AN_ESCAPE.sub(r"\\\\", text.replace("\\/", "/"))
         decoded = plain.encode("latin-1", "backslashreplace").decode(
             "unicode_escape", "replace")
-        for escaped, char in _ROUGH:  # a web page's text in a JSON string, and more
-            decoded = decoded.replace(escaped, char)
+        if "&" in decoded or "%" in decoded:  # a web page's text in a JSON string
+            for escaped, char in _ROUGH:
+                decoded = decoded.replace(escaped, char)
         rough += "\n\0\n" + decoded
     if "%" in text:
         rough += "\n\0\n" + _percent_decoded(text)
@@ -789,8 +790,11 @@ def _views(text: str) -> list[_View] | None:
     percent-encoded into a link (red team 18: every HTML and percent view was made of the
     text itself, so a value escaped by two families went out whole). A view whose text
     another view already has is not made twice. None when ``text``, or all views together,
-    hold more than ``MAX_ESCAPES`` (and ``_VIEW_ESCAPES``) backslashes, ampersands, percent
-    and plus signs (too many to decode one by one: see ``_rough``)."""
+    hold more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus signs (too many
+    to decode one by one: see ``_rough``), or when it has more than ``_MAX_VIEWS`` views
+    (or ``_VIEW_CHARS`` characters of them).
+    (A view holds no more of those signs than the text it was made of: each escape undone
+    is one character, and the literal text is the same.)"""
     found = _RECENT_VIEWS.get(text)
     if found is not None:
         return None if found is _NONE else found
@@ -800,7 +804,7 @@ def _views(text: str) -> list[_View] | None:
     views: list[_View] = []
     seen = {text}
     level: list[tuple[str, int]] = [(text, -1)]
-    spent = 0
+    chars = 0
     for _ in range(_VIEWS):
         below: list[tuple[str, int]] = []
         for current, parent in level:
@@ -810,8 +814,8 @@ def _views(text: str) -> list[_View] | None:
                 view = _view(current, escape, parent)
                 if view is None or view.text in seen:
                     continue
-                spent += _escape_marks(view.text)
-                if spent > _VIEW_ESCAPES:
+                chars += len(view.text)
+                if len(views) == _MAX_VIEWS or chars > _VIEW_CHARS:
                     _RECENT_VIEWS.put(text, _NONE)
                     return None
                 seen.add(view.text)
@@ -827,11 +831,18 @@ def _escape_marks(text: str) -> int:
     return text.count("\\") + text.count("&") + text.count("%") + text.count("+")
 
 
-_VIEW_ESCAPES = 4 * MAX_ESCAPES
-"""Escape characters of all views of one text together (each is split and looked up once
-per view made of it). The views of a text that has no more than ``MAX_ESCAPES`` hold fewer
-than it in most texts (an escape undone is one character less); a text whose views hold
-more is searched in the rough view instead."""
+_MAX_VIEWS = 12
+"""Views of one text (each a copy of it, searched by every value and pattern): a text
+whose escapes make more (a page padded with escapes of each family inside the others made
+37 views) is searched in the rough view instead. Five was the most before views were made
+of views; a JSON result holding a web page's text with links makes ten, one with a
+``repr`` beside it thirteen (the rough view then decides for it: replaced whole if a value
+or pattern is found)."""
+
+_VIEW_CHARS = 1 << 22
+"""Characters of all views of one text together: past them (a megabyte result whose
+escapes make more than four views) the rough view decides, so a hostile text costs a few
+copies of itself, never ``_MAX_VIEWS``."""
 
 
 def _json_strings(text: str) -> str | None:
