@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="policy file or directory")
     p.add_argument("--tools", metavar="FILE",
                    help="JSON/YAML tool schemas (name -> parameters schema, or a list of "
-                   "function definitions): also check argument names and types against "
+                   "tool definitions: OpenAI, MCP tools/list, Anthropic): also check "
+                   "argument names and types against "
                    "them")
     p.add_argument("--principal", metavar="FILE",
                    help="JSON/YAML: an example principal, or its JSON Schema: also check "

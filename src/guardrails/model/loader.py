@@ -88,6 +88,8 @@ from guardrails.model.shape import (
     PolicyTestDocument,
     Shape,
     ToolPolicyDocument,
+    message_warning,
+    replacement_warning,
 )
 from guardrails.model.source import Expression, Position
 
@@ -892,6 +894,7 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
              tree.optional_expression((*at, "rules", i, "messageExpression")),
              tree.pos((*at, "rules", i)))
         for i, r in enumerate(spec.rules))
+    _text_warnings(tree, spec)
     redact = tuple(Redaction(r.name, r.regex, r.replacement, tree.pos((*at, "redact", i)),
                              tree.pos((*at, "redact", i, "regex")))
                    for i, r in enumerate(spec.redact))
@@ -905,6 +908,22 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       uses=tuple((name, tree.pos((*at, "uses", i)))
                                  for i, name in enumerate(spec.uses)),
                       params_positions=_key_positions(tree, (*at, "params")))
+
+
+def _text_warnings(tree: _Tree, spec: Any) -> None:
+    """Texts written in another tool's template syntax, which are used as written: a
+    redact ``replacement`` with JavaScript's ``$1`` or sed's ``\\0``, a rule ``message``
+    with ``{{ args.to }}`` or a CEL concatenation (``messageExpression`` evaluates)."""
+    for i, r in enumerate(spec.redact):
+        problem = replacement_warning(r.replacement)
+        if problem:
+            tree.src.warn(tree.pos(("spec", "redact", i, "replacement")),
+                          f"spec.redact[{i}].replacement: {problem}")
+    for i, rule in enumerate(spec.rules):
+        problem = message_warning(rule.message) if rule.message else None
+        if problem:
+            tree.src.warn(tree.pos(("spec", "rules", i, "message")),
+                          f"spec.rules[{i}].{problem}")
 
 
 def _key_positions(tree: _Tree, at: Loc) -> Mapping[str, Position]:

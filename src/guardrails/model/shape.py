@@ -234,6 +234,54 @@ def replacement_problem(regex: str, replacement: str) -> str | None:
     return None
 
 
+_FOREIGN_GROUP = re.compile(r"\$(?:\d|&|\{\w+\}|<\w+>)|(?<!\\)\\0(?![0-7])")
+"""Group references of other engines: JavaScript's and Java's ``$1``, ``$&``, ``${name}``,
+``$<name>``, and sed's ``\\0`` (in Python's templates an octal escape: a NUL character)."""
+
+
+def replacement_warning(replacement: str) -> str | None:
+    """A replacement written in another engine's template syntax, or None.
+
+    The template is Python's (``\\1``, ``\\g<name>``, ``\\g<0>`` for the whole match):
+    ``[IBAN:$1]`` puts the text ``$1`` in every record, and ``<\\0>`` a NUL character,
+    both silently."""
+    m = _FOREIGN_GROUP.search(replacement)
+    if m is None:
+        return None
+    found = m.group(0)
+    if found == "\\0":
+        return ("'\\0' is a NUL character here, not the whole match (templates are "
+                "Python's re.sub ones): write \\g<0>")
+    if found == "$&":
+        ref = "\\g<0>"
+    elif found[1:2].isdigit():
+        ref = "\\" + found[1]
+    else:
+        ref = "\\g<" + found.strip("${}<>") + ">"
+    return (f"'{found}' is literal text here, not a group (templates are Python's re.sub "
+            f"ones, not JavaScript's): write {ref}")
+
+
+_MESSAGE_TEMPLATE = re.compile(
+    r"\{\{.*?\}\}|\$\{[^}]*\}|\{\s*(?:args|params|principal|variables|tool|request)\.[^}]*\}"
+    r"|^\s*[\"'].*[\"']\s*\+|\+\s*(?:args|params|principal|variables|tool|request)\.\w")
+"""Templating habits in a static ``message``: Kyverno's and Jinja's ``{{ x }}``, ``${x}``,
+``{args.x}``, and a CEL string expression (``"to " + args.to``)."""
+
+
+def message_warning(message: str) -> str | None:
+    """Why a rule's static ``message`` was probably meant to be evaluated, or None."""
+    m = _MESSAGE_TEMPLATE.search(message)
+    if m is None:
+        return None
+    found = m.group(0).strip()
+    what = f"{found!r} is not evaluated" if "{" in found else \
+        "it is written as a CEL expression, which is not evaluated here"
+    return (f"message is static text, sent as written ({what}); to put a value in it "
+            f"use messageExpression, a CEL string: "
+            f"messageExpression: '\"Blocked mail to \" + args.to'")
+
+
 def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _expected("a count (an integer >= 0)")
