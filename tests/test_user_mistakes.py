@@ -324,6 +324,52 @@ LOAD: dict[str, tuple[str, str]] = {
                            "string: CEL does not convert between types; params.max_size is a "
                            "string in params: write a number there (max_size: 1000, not "
                            "\"1000\" or 1,000)"),
+    # fourth pass: Kubernetes habits, provenance places, counters, test expectations
+    "vap-quantity": (policy("p", rule("quantity(args.size) > quantity(\"1Gi\")")),
+                     "vap-quantity.yaml:8:14: unknown function 'quantity' (in CEL: no "
+                     "Kubernetes quantities; compare plain numbers: args.size > 1073741824 "
+                     "for 1Gi)"),
+    "vap-userinfo": (policy("p", rule("request.userInfo.username == \"bob\"")),
+                     "vap-userinfo.yaml:8:22: rules.r.when: 'request.userInfo' does not exist "
+                     "(request has text, emails, urls, hosts, ibans, phones, dates, quoted, "
+                     "numbers); the caller is principal (Kubernetes' request.userInfo)"),
+    "has-index": (policy("p", rule("has(args[\"cc\"])")),
+                  "has-index.yaml:8:22: invalid argument to has() macro: expected a field "
+                  "selection (to test a key, write has(args.cc) or \"cc\" in args)"),
+    "provenance-list-field": (
+        policy("p", rule("provenance(args.to).source == \"result\"")),
+        "provenance-list-field.yaml:8:34: rules.r.when: a list(map(string, dyn)) has no fields "
+        "(reading '.source'); test its elements, e.g. .exists(e, e.source == ...) or "
+        ".all(e, ...)"),
+    "counter-window-zero": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 0s, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-window-zero.yaml:7:51: spec.counters[0].window: a window is at least 1s, "
+        "not '0s'"),
+    "counter-window-compound": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h30m, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-window-compound.yaml:7:51: spec.counters[0].window: one number and one "
+        "unit, not '1h30m': write 90m"),
+    "counter-limit-text": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: \"10\"}\n" + rule("counters.sent.exceeded")),
+        "counter-limit-text.yaml:7:62: spec.counters[0].limit: expected a count (an integer "
+        ">= 0), got the text '10': write the number without quotes"),
+    "counter-cost-negative": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: 10, cost: '-1'}\n" + rule("counters.sent.exceeded")),
+        "counter-cost-negative.yaml:7:73: counters.sent.cost: is -1, but a counter's cost is "
+        "an int >= 0 (what one call adds; 0 counts nothing): every call it counts would "
+        "fail closed"),
+    "test-effect-warn": (
+        "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t4}\nspec:\n"
+        "  cases:\n    - name: a\n      call: {tool: send_email, args: {to: x}}\n"
+        "      expect: {effect: warn}\n",
+        "test-effect-warn.yaml:8:24: spec.cases[0].expect.effect: invalid value 'warn'; "
+        "allowed: allow, deny, halt, require_approval (a warn rule never changes the "
+        "effect: expect the effect the call gets, and the warn rule in rules: "
+        "[policy/rule])"),
     "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
                    "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
                    "'*secret*': no argument for repetition operator: * (a regular "
@@ -1574,3 +1620,51 @@ def test_a_case_that_reads_the_clock_without_depending_on_it_passes(tmp_path: Pa
         "{effect: deny, rules: [hours/night]}", "{effect: allow}")})
     proc = run("test", root)
     assert proc.returncode == 0, proc.stdout
+
+
+# -- agent selectors against the deployment's agents (--agents) -----------------------------
+
+AGENTS_SET = """\
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: pay}
+spec:
+  match: {tools: [send_money], agents: [billing-agnet, ops-agent]}
+  rules:
+    - {name: r, when: 'args.amount > 10', action: deny}
+---
+apiVersion: guardrails/v1
+kind: PolicyBinding
+metadata: {name: acme}
+spec:
+  policy: pay
+  match: {agents: [Billing-Agent]}
+"""
+
+
+def test_an_agent_selector_naming_no_agent_of_the_deployment(tmp_path: Path) -> None:
+    """``billing-agnet`` loads and never applies: given the deployment's agents, check
+    names the selector, in a policy and in a binding, at the name itself."""
+    root = write(tmp_path, {"pay": AGENTS_SET})
+    assert run("check", root, "--strict").returncode == 0  # nothing to compare with
+    proc = run("check", root, "--agents", "billing-agent,ops-agent")
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 0, out  # warnings
+    assert out[0] == ("pay.yaml:5:41: warning: policy pay: match.agents 'billing-agnet' is "
+                      "none of the deployment's agents (billing-agent, ops-agent); did you "
+                      "mean 'billing-agent'? (names are exact: the policy applies only to "
+                      "the calls of the agents it names)"), out
+    assert out[1].startswith("pay.yaml:14:20: warning: binding acme: match.agents "
+                             "'Billing-Agent' is none of the deployment's agents"), out
+    assert len(out) == 3, out
+    proc = run("check", root, "--agents", "billing-agent", "--agents", "ops-agent",
+               "--strict", "--format", "json")
+    assert proc.returncode == 1
+    assert [f["line"] for f in json.loads(proc.stdout)["findings"]] == [5, 14]
+    fixed = AGENTS_SET.replace("billing-agnet", "billing-agent").replace(
+        "Billing-Agent", "billing-agent")
+    (root / "pay.yaml").write_text(fixed)
+    proc = run("check", root, "--agents", "billing-agent, ops-agent", "--strict")
+    assert proc.returncode == 0, proc.stdout
+    proc = run("check", root, "--agents", " , ")
+    assert proc.returncode == 2 and "--agents: no agent name given" in proc.stderr

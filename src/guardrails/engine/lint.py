@@ -52,11 +52,13 @@ from guardrails.expr.typechecker import (
     suggest,
 )
 from guardrails.expr.types import Type
+from guardrails.model.documents import Documents
 from guardrails.model.source import Expression, Position
 
 Severity = Literal["error", "warning", "info"]
 
-__all__ = ["Finding", "Severity", "lint", "lint_policies", "parse_tools", "tool_parameters"]
+__all__ = ["Finding", "Severity", "lint", "lint_agents", "lint_policies", "parse_tools",
+           "tool_parameters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -592,6 +594,30 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
             findings.extend(_lint_regexes(policy, element, expression, program.ast))
     unique = {(f.file, f.line, f.column, f.message): f for f in findings}
     return sorted(unique.values(), key=lambda f: (f.file, f.line, f.column))
+
+
+def lint_agents(documents: Documents, agents: Sequence[str]) -> list[Finding]:
+    """Agent selectors (``match.agents`` of policies and bindings) naming none of the
+    deployment's ``agents`` (``guardrails check --agents``): the policy never applies to
+    that name's calls, so a misspelt one (``billing-agnet``) leaves the agent unguarded by
+    it, silently. A warning: a selector may name an agent by its id."""
+    known = sorted(set(agents))
+    out: list[Finding] = []
+    selectors = [(f"policy {p.name}: match.agents", p.match.agents or (),
+                  p.match.agent_positions) for p in documents.policies]
+    selectors += [(f"binding {b.metadata.name}: match.agents", b.agents or (),
+                   b.agent_positions) for b in documents.bindings]
+    for what, names, positions in selectors:
+        for name, at in zip(names, positions, strict=False):
+            if name in known:
+                continue
+            close = closest(name, known)
+            hint = f"; did you mean '{close}'?" if close else ""
+            out.append(_at(at, "warning",
+                           f"{what} '{name}' is none of the deployment's agents "
+                           f"({', '.join(known)}){hint} (names are exact: the policy "
+                           f"applies only to the calls of the agents it names)"))
+    return out
 
 
 def _lint_logic(policy: CompiledPolicy) -> list[Finding]:

@@ -316,6 +316,19 @@ def _window(value: object) -> int:
         m = _DURATION.fullmatch(value.strip())
         if m:
             seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if seconds is None and isinstance(value, str) and re.fullmatch(r"0+[smhdw]?",
+                                                                    value.strip()):
+        raise PydanticCustomError("window_zero", "a window is at least 1s, not '{value}'",
+                                  {"value": value})
+    text = value.strip() if isinstance(value, str) else ""
+    parts = re.findall(r"([0-9]+)([smhdw])", text)
+    if seconds is None and len(parts) > 1 and "".join(a + u for a, u in parts) == text:
+        total = sum(int(a) * _DURATION_UNITS[u] for a, u in parts)
+        unit = next(u for u in "wdhms" if total % _DURATION_UNITS[u] == 0)
+        raise PydanticCustomError(
+            "window_compound", "one number and one unit, not '{value}': write "
+            "{total}{unit}", {"value": value, "total": total // _DURATION_UNITS[unit],
+                              "unit": unit})
     if seconds is None and isinstance(value, str) and value.strip():
         raise PydanticCustomError(
             "window_format", "expected a duration such as 60s, 10m, 24h, 7d or 1w, not "
@@ -336,6 +349,10 @@ def _limit(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         raise PydanticCustomError("negative", "expected a count (an integer >= 0), got "
                                   "{value}: a limit of 0 admits no call", {"value": value})
+    if isinstance(value, str) and value.strip().isdigit():
+        raise PydanticCustomError("quoted_limit", "expected a count (an integer >= 0), got "
+                                  "the text '{value}': write the number without quotes",
+                                  {"value": value})
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         raise _expected("a count (an integer >= 0)")
     return value
