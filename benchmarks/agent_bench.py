@@ -628,10 +628,12 @@ _STEP_METHODS = {
     "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
     "guardrails.agent_framework._unreadable:GuardChatMiddleware": ("process",),
     "guardrails.telemetry:GuardTelemetry": (
-        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled"),
+        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled", "_silent",
+        "_can_record"),
     "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
                                       "mark_call_id_clean"),
     "guardrails.telemetry:_QuietCall": ("__enter__", "__exit__"),
+    "guardrails.telemetry:_SilentSpan": ("record", "mark_call_id_clean"),
     "guardrails.engine.policyset:PolicySet": ("evaluate", "input_error", "counts"),
 }
 _NEXT_OF = ("guardrails.agent_framework._function:GuardFunctionMiddleware",
