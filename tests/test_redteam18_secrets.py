@@ -247,3 +247,20 @@ def test_a_secret_escaped_by_any_three_serializers_is_not_in_any_decoding(
         text_ = _ESCAPERS[name](text_)
     out = Scrubber([secret])(text_)
     assert secret not in _decoded(out), (chain, text_[:200], out[:200])
+
+
+@settings(max_examples=300, deadline=None)
+@given(credential=st.sampled_from([AWS, "ghp_" + "Zk3Qa9" * 6, 'password="Wq8vTx3mW2pLr"']),
+       chain=st.lists(st.sampled_from(list(_ESCAPERS)), min_size=1, max_size=3),
+       around=st.text(st.sampled_from([*"ab &\\\"'\n\t%<", "é"]), max_size=5))
+def test_a_credential_escaped_by_any_three_serializers_is_redacted(
+        exfiltration: guardrails.PolicySet, credential: str, chain: list[str],
+        around: str) -> None:
+    """The library's redact patterns, on the same chains: nothing of the credential is in
+    any decoding of the redacted text."""
+    text_ = around + "\n" + credential + "\n" + around
+    for name in chain:
+        text_ = _ESCAPERS[name](text_)
+    out = exfiltration.redact(text_)
+    secret = credential.split('"')[1] if '"' in credential else credential
+    assert secret not in _decoded(out), (chain, text_[:200], out[:200])
