@@ -324,6 +324,52 @@ LOAD: dict[str, tuple[str, str]] = {
                            "string: CEL does not convert between types; params.max_size is a "
                            "string in params: write a number there (max_size: 1000, not "
                            "\"1000\" or 1,000)"),
+    # fourth pass: Kubernetes habits, provenance places, counters, test expectations
+    "vap-quantity": (policy("p", rule("quantity(args.size) > quantity(\"1Gi\")")),
+                     "vap-quantity.yaml:8:14: unknown function 'quantity' (in CEL: no "
+                     "Kubernetes quantities; compare plain numbers: args.size > 1073741824 "
+                     "for 1Gi)"),
+    "vap-userinfo": (policy("p", rule("request.userInfo.username == \"bob\"")),
+                     "vap-userinfo.yaml:8:22: rules.r.when: 'request.userInfo' does not exist "
+                     "(request has text, emails, urls, hosts, ibans, phones, dates, quoted, "
+                     "numbers); the caller is principal (Kubernetes' request.userInfo)"),
+    "has-index": (policy("p", rule("has(args[\"cc\"])")),
+                  "has-index.yaml:8:22: invalid argument to has() macro: expected a field "
+                  "selection (to test a key, write has(args.cc) or \"cc\" in args)"),
+    "provenance-list-field": (
+        policy("p", rule("provenance(args.to).source == \"result\"")),
+        "provenance-list-field.yaml:8:34: rules.r.when: a list(map(string, dyn)) has no fields "
+        "(reading '.source'); test its elements, e.g. .exists(e, e.source == ...) or "
+        ".all(e, ...)"),
+    "counter-window-zero": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 0s, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-window-zero.yaml:7:51: spec.counters[0].window: a window is at least 1s, "
+        "not '0s'"),
+    "counter-window-compound": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h30m, "
+                    "limit: 10}\n" + rule("counters.sent.exceeded")),
+        "counter-window-compound.yaml:7:51: spec.counters[0].window: one number and one "
+        "unit, not '1h30m': write 90m"),
+    "counter-limit-text": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: \"10\"}\n" + rule("counters.sent.exceeded")),
+        "counter-limit-text.yaml:7:62: spec.counters[0].limit: expected a count (an integer "
+        ">= 0), got the text '10': write the number without quotes"),
+    "counter-cost-negative": (
+        policy("p", "counters:\n  - {name: sent, key: 'principal.user', window: 1h, "
+                    "limit: 10, cost: '-1'}\n" + rule("counters.sent.exceeded")),
+        "counter-cost-negative.yaml:7:73: counters.sent.cost: is -1, but a counter's cost is "
+        "an int >= 0 (what one call adds; 0 counts nothing): every call it counts would "
+        "fail closed"),
+    "test-effect-warn": (
+        "apiVersion: guardrails/v1\nkind: PolicyTest\nmetadata: {name: t4}\nspec:\n"
+        "  cases:\n    - name: a\n      call: {tool: send_email, args: {to: x}}\n"
+        "      expect: {effect: warn}\n",
+        "test-effect-warn.yaml:8:24: spec.cases[0].expect.effect: invalid value 'warn'; "
+        "allowed: allow, deny, halt, require_approval (a warn rule never changes the "
+        "effect: expect the effect the call gets, and the warn rule in rules: "
+        "[policy/rule])"),
     "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
                    "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
                    "'*secret*': no argument for repetition operator: * (a regular "
@@ -529,6 +575,38 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "regex-glob-folder": (policy("p", rule("args.body.matches(\"/etc/*\")")),
                           "regex-glob-folder.yaml:8:32: warning: policy p: rules.r.when: regex "
                           "'/etc/*': '/*' repeats the '/' (a regex, not a glob)"),
+    # the data-protection engineer: redaction templates and injected secrets
+    "replacement-nul": (policy("p", "redact:\n  - name: mail\n    regex: '[a-z]+@x\\.io'\n"
+                                    "    replacement: '<\\0>'\n"),
+                        "replacement-nul.yaml:9:20: warning: spec.redact[0].replacement: "
+                        "'\\0' is a NUL character here, not the whole match (templates are "
+                        "Python's re.sub ones): write \\g<0>"),
+    "replacement-dollar": (policy("p", "redact:\n  - name: iban\n    regex: "
+                                       "'GB\\d{2}(\\w{4})\\d{14}'\n"
+                                       "    replacement: '[IBAN:$1]'\n"),
+                           "replacement-dollar.yaml:9:20: warning: spec.redact[0].replacement: "
+                           "'$1' is literal text here, not a group (templates are Python's "
+                           "re.sub ones, not JavaScript's): write \\1"),
+    "injected-read": (policy("p", "secrets:\n  inject: {smtp_password: {env: SMTP_PASSWORD}}\n"
+                              + rule("args.body.contains(args.smtp_password)")),
+                      "injected-read.yaml:10:38: warning: policy p: rules.r.when: "
+                      "args.smtp_password is set by secrets.inject only after the rules pass, "
+                      "so no expression sees the secret: this reads what the model sent, and "
+                      "a call without it (nearly every call) makes it an evaluation error "
+                      "(the rule fails closed); to catch a model that sends one, test "
+                      "has(args.smtp_password)"),
+    # the Kubernetes porter: message is static text (messageExpression evaluates)
+    "message-template": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                                     "    action: deny\n    message: Blocked mail to "
+                                     "{{ args.to }}\n"),
+                         "message-template.yaml:10:16: warning: spec.rules[0].message is static "
+                         "text, sent as written ('{{ args.to }}' is not evaluated); to put a "
+                         "value in it use messageExpression, a CEL string"),
+    "message-cel": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
+                                "    action: deny\n    message: '\"external: \" + args.to'\n"),
+                    "message-cel.yaml:10:16: warning: spec.rules[0].message is static text, "
+                    "sent as written (it is written as a CEL expression, which is not "
+                    "evaluated here)"),
 }
 
 TYPED: dict[str, tuple[str, str]] = {
@@ -741,6 +819,13 @@ CLEAN = {
     "deny-unless-approved": policy("p", rule("\"treasurer\" in principal.roles",
                                              "require_approval"),
                                    head="  defaultAction: deny\n"),
+    # Python's templates; a message with a price and braces; a model-sent secret caught.
+    "replacements": policy("p", "redact:\n  - {name: a, regex: '(\\w+)@x\\.io', replacement: "
+                                "'[\\1 at x]'}\n  - {name: b, regex: 'secret-\\d+', "
+                                "replacement: '<\\g<0>>'}\n"
+                                "  - {name: c, regex: 'tok-\\d+', replacement: '\\\\0 $ 5'}\n"),
+    "messages": policy("p", "rules:\n  - {name: r, when: 'args.to == \"x\"', action: deny, "
+                            "message: 'Over $1000 + fees, {see the runbook}: \"a\" b'}\n"),
 }
 
 
@@ -752,6 +837,16 @@ def test_correct_spellings_are_clean(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert [f for f in out["findings"] if f["severity"] != "info"] == [], proc.stdout
     assert proc.returncode == 0
+
+
+def test_a_model_sent_secret_tested_with_has_is_clean(tmp_path: Path) -> None:
+    """Catching a model that sends the argument the guard injects is what has() is for;
+    reading it unguarded is the mistake (FINDINGS["injected-read"])."""
+    root = write(tmp_path, {"tested": policy("p", "secrets:\n  inject: {api_key: {env: KEY}}\n"
+                                              + rule("has(args.api_key) || "
+                                                     "args.?api_key.orValue(\"\") != \"\""))})
+    proc = run("check", root, "--strict")
+    assert proc.returncode == 0, proc.stdout
 
 
 @pytest.mark.parametrize("path", ["policies", "src/guardrails/demo_policies",
@@ -1426,3 +1521,150 @@ def test_override_checks_on_any_params_never_raise(library: dict[str, object],
         for w in documents.warnings:
             assert w.file == str(path) and w.line >= 1 and w.message.startswith(
                 "spec.params.")
+
+
+# -- the agent developer: tool schemas as the SDKs and MCP servers write them ---------------
+
+_SEND = {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+         "required": ["to"]}
+
+
+@pytest.mark.parametrize("tools", [
+    {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "send_email", "description": "Send.", "inputSchema": _SEND}]}},
+    {"tools": [{"name": "send_email", "inputSchema": _SEND}]},
+    [{"name": "send_email", "description": "Send.", "input_schema": _SEND}],
+    [{"type": "function", "function": {"name": "send_email", "parameters": _SEND}}],
+])
+def test_tools_files_as_mcp_and_the_sdks_write_them(tmp_path: Path, tools: object) -> None:
+    """An MCP server's tools/list answer, or Anthropic's tool list, saved as they come: the
+    schemas are read (not taken as tools without parameters, which would check nothing)."""
+    root = write(tmp_path / "policies", {"mail": policy("p", rule("args.recipient == \"x\""))})
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools))
+    proc = run("check", root, "--tools", path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "tool 'send_email' has no parameter 'recipient'" in proc.stdout
+
+
+@pytest.mark.parametrize("tools, message", [
+    ({"send_email": {"to": {"type": "string"}, "body": {"type": "string"}}},
+     "tool 'send_email': to, body look like its parameters: write the JSON Schema of its "
+     "arguments, {type: object, properties: {...}, required: [...]}"),
+    ({"send_email": {"name": "send_email", "parameters": _SEND}},
+     "tool 'send_email': a tool definition (parameters: ...) where its parameters schema "
+     "belongs"),
+    ([{"name": "send_email", "schema": _SEND}],
+     "tool 'send_email': 'schema' is not where a tool definition keeps its schema: write "
+     "parameters (OpenAI), inputSchema (MCP) or input_schema (Anthropic)"),
+    ([{"name": "send_email", **_SEND}],
+     "tool 'send_email': 'properties' is not where a tool definition keeps its schema"),
+])
+def test_a_tools_file_that_would_check_nothing_is_bad_usage(tmp_path: Path, tools: object,
+                                                            message: str) -> None:
+    root = write(tmp_path / "policies", {"mail": policy("p", rule("args.recipient == \"x\""))})
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools))
+    proc = run("check", root, "--tools", path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+# -- the CI gate: a case that passes at some hours only -------------------------------------
+
+HOURS_POLICY = policy("hours", """
+    rules:
+      - {name: night, when: 'now.getHours() < 6', action: deny}
+      - {name: expired, when: 'now < timestamp("2000-01-01T00:00:00Z")', action: deny}
+    """)
+
+HOURS_SUITE = """\
+apiVersion: guardrails/v1
+kind: PolicyTest
+metadata: {name: hours-tests}
+spec:
+  policies: [hours.yaml]
+  cases:
+    - name: clock left out
+      call: {tool: send_email, args: {to: a@x.io}}
+      expect: {effect: allow}
+    - name: clock set
+      call: {tool: send_email, args: {to: a@x.io}, now: "2026-03-02T10:00:00Z"}
+      expect: {effect: allow}
+    - name: clock set at night
+      call: {tool: send_email, args: {to: a@x.io}, now: "2026-03-02T03:00:00Z"}
+      expect: {effect: deny, rules: [hours/night]}
+"""
+
+
+def test_a_case_whose_decision_depends_on_the_clock_fails(tmp_path: Path) -> None:
+    """Without call.now the night rule decides by the wall clock: the case passes by day
+    and fails by night, whenever CI runs it. Whatever the hour the suite runs at, the case
+    fails, saying which time decides otherwise; the cases that set the time pass."""
+    root = write(tmp_path, {"hours": HOURS_POLICY, "hours.tests": HOURS_SUITE})
+    out = output(run("test", root), root)
+    lines = out.splitlines()
+    assert lines[0] == "FAIL hours.tests.yaml:7:7: hours-tests: clock left out", out
+    note = [line for line in lines if line.startswith("  now: ")]  # by night: effect too
+    assert len(note) == 1 and note[0].startswith(
+        "  now: the case does not set call.now, and its decision depends on the time it "
+        "runs: now it is "), out
+    assert "(rules fired: hours/night)" in note[0] or "now it is deny" in note[0], out
+    assert "set call.now (e.g. now: " in note[0]
+    assert lines[-1] == "2 passed, 1 failed (3 cases in 1 suite)", out
+
+
+def test_a_case_that_reads_the_clock_without_depending_on_it_passes(tmp_path: Path) -> None:
+    """The expiry rule reads now but decides the same at any time the suite can run."""
+    root = write(tmp_path, {"hours": HOURS_POLICY.replace(
+        "now.getHours() < 6", "now.getHours() > 24"), "hours.tests": HOURS_SUITE.replace(
+        "{effect: deny, rules: [hours/night]}", "{effect: allow}")})
+    proc = run("test", root)
+    assert proc.returncode == 0, proc.stdout
+
+
+# -- agent selectors against the deployment's agents (--agents) -----------------------------
+
+AGENTS_SET = """\
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: pay}
+spec:
+  match: {tools: [send_money], agents: [billing-agnet, ops-agent]}
+  rules:
+    - {name: r, when: 'args.amount > 10', action: deny}
+---
+apiVersion: guardrails/v1
+kind: PolicyBinding
+metadata: {name: acme}
+spec:
+  policy: pay
+  match: {agents: [Billing-Agent]}
+"""
+
+
+def test_an_agent_selector_naming_no_agent_of_the_deployment(tmp_path: Path) -> None:
+    """``billing-agnet`` loads and never applies: given the deployment's agents, check
+    names the selector, in a policy and in a binding, at the name itself."""
+    root = write(tmp_path, {"pay": AGENTS_SET})
+    assert run("check", root, "--strict").returncode == 0  # nothing to compare with
+    proc = run("check", root, "--agents", "billing-agent,ops-agent")
+    out = output(proc, root).splitlines()
+    assert proc.returncode == 0, out  # warnings
+    assert out[0] == ("pay.yaml:5:41: warning: policy pay: match.agents 'billing-agnet' is "
+                      "none of the deployment's agents (billing-agent, ops-agent); did you "
+                      "mean 'billing-agent'? (names are exact: the policy applies only to "
+                      "the calls of the agents it names)"), out
+    assert out[1].startswith("pay.yaml:14:20: warning: binding acme: match.agents "
+                             "'Billing-Agent' is none of the deployment's agents"), out
+    assert len(out) == 3, out
+    proc = run("check", root, "--agents", "billing-agent", "--agents", "ops-agent",
+               "--strict", "--format", "json")
+    assert proc.returncode == 1
+    assert [f["line"] for f in json.loads(proc.stdout)["findings"]] == [5, 14]
+    fixed = AGENTS_SET.replace("billing-agnet", "billing-agent").replace(
+        "Billing-Agent", "billing-agent")
+    (root / "pay.yaml").write_text(fixed)
+    proc = run("check", root, "--agents", "billing-agent, ops-agent", "--strict")
+    assert proc.returncode == 0, proc.stdout
+    proc = run("check", root, "--agents", " , ")
+    assert proc.returncode == 2 and "--agents: no agent name given" in proc.stderr

@@ -244,7 +244,8 @@ class Runner:
                           *unknown_rules(case.expect, policy_set),
                           *unmatched_tool(case.tool, decision, policy_set),
                           *unmatched_agent(case.tool, case.agent, policy_set),
-                          *unknown_counters(case.counters, policy_set)]
+                          *unknown_counters(case.counters, policy_set),
+                          *time_dependent(case, decision, policy_set)]
             results.append(CaseResult(
                 case.suite, case.name, case.file, case.line, case.column,
                 tuple(mismatches), decision.to_dict(),
@@ -343,7 +344,11 @@ def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
             out.append(Mismatch("rules", sorted(str(r) for r in rules), fired))
     message = expect.get("message")
     if message is not None and str(message) not in decision.message:
-        out.append(Mismatch("message", str(message), decision.message, "substring not found"))
+        found = str(message).lower() in decision.message.lower()
+        out.append(Mismatch("message", str(message), decision.message,
+                            "substring not found" + (" (it is there in other letter case: "
+                                                     "the comparison is case-sensitive)"
+                                                     if found else "")))
     errors = expect.get("errors")
     if errors is None and decision.errors:
         # An evaluation error nobody expected fails the case: a rule that denies because
@@ -437,6 +442,47 @@ def unknown_counters(counters: Mapping[str, int] | None,
                                 f"no counter of the policies under test is named {name!r}, "
                                 f"so the count is set for nothing{hint}"))
     return out
+
+
+_PROBES = (*(datetime.timedelta(hours=h) for h in range(3, 24, 3)),
+           *(datetime.timedelta(days=d) for d in (1, 2, 3, 4, 5, 6, 31, 92, 183, 366, 1461)),
+           datetime.timedelta(days=-366))
+"""When a case leaves ``call.now`` out, it is also decided at these offsets from the real
+time: every three hours of a day, every weekday, other months and years."""
+
+
+def time_dependent(case: TestCase, decision: Decision,
+                   policy_set: PolicySet) -> list[Mismatch]:
+    """A case without ``call.now`` whose decision changes with the time it is run at: it
+    passes at some hours (or days, or months) and fails at others, so a CI gate built on
+    it is flaky. Only cases that a policy reading ``now`` could decide are probed; the
+    probes are the real time shifted by ``_PROBES``."""
+    if case.now is not None or not any("now" in p.names for p in policy_set.policies
+                                       if p.matches_tool(case.tool)):
+        return []
+    real = datetime.datetime.now(datetime.UTC)
+    seen = _outcome(decision)
+    for offset in _PROBES:
+        at = real + offset
+        other = policy_set.evaluate(
+            case.tool, case.args, principal=case.principal, history=case.history,
+            request=case.request, description=case.description, now=at, agent=case.agent,
+            counters=PresetCounts(case.counters) if case.counters is not None else None)
+        if _outcome(other) != seen:
+            stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            rules = ", ".join(sorted(f"{r.policy}/{r.rule}" for r in other.rules)) or "none"
+            return [Mismatch("now", None, stamp,
+                             f"the case does not set call.now, and its decision depends on "
+                             f"the time it runs: now it is {decision.effect.value}, at "
+                             f"{stamp} {other.effect.value} (rules fired: {rules}); set "
+                             f"call.now (e.g. now: {real.strftime('%Y-%m-%dT')}10:00:00Z) "
+                             f"so the case decides the same on every run")]
+    return []
+
+
+def _outcome(decision: Decision) -> tuple[object, ...]:
+    return (decision.effect, decision.message, sorted(
+        (r.policy, r.rule) for r in decision.rules), len(decision.errors))
 
 
 def _with_key_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch]:
@@ -546,6 +592,8 @@ def _diff(m: Mismatch) -> list[str]:
         if not body:  # same names, different multiplicity
             body = [f"    - {want}", f"    + {have}"]
         return [head, *body]
+    if m.field == "now":
+        return [head]
     if m.field in ("message", "effect"):
         return [head, f"    - {m.expected}", f"    + {m.actual}"]
     return [head, f"    - {_show(m.expected)}", f"    + {_show(m.actual)}"]

@@ -36,11 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="policy file or directory")
     p.add_argument("--tools", metavar="FILE",
                    help="JSON/YAML tool schemas (name -> parameters schema, or a list of "
-                   "function definitions): also check argument names and types against "
+                   "tool definitions: OpenAI, MCP tools/list, Anthropic): also check "
+                   "argument names and types against "
                    "them")
     p.add_argument("--principal", metavar="FILE",
                    help="JSON/YAML: an example principal, or its JSON Schema: also check "
                    "the principal.* keys policies read against it")
+    p.add_argument("--agents", metavar="NAMES", action="append",
+                   help="the deployment's agent names (or ids), comma-separated or the "
+                   "option repeated: also check match.agents of policies and bindings")
     p.add_argument("--strict", action="store_true",
                    help="treat warnings as errors (exit 1 when there is any)")
     _format_option(p)
@@ -192,6 +196,9 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
         return PROBLEMS
 
     findings = findings_of(policies, warnings)
+    if args.agents:
+        findings = sorted([*findings, *_agent_findings(args.paths, args.agents)],
+                          key=lambda f: (f.file == "", f.file, f.line, f.column))
     failing = ("error", "warning") if args.strict else ("error",)
     errors = [f for f in findings if f.severity in failing]
     names = [p.name for p in policies.policies]
@@ -210,6 +217,18 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
             print(f"ok: {n} polic{'ies' if n != 1 else 'y'}, revision {policies.revision[:12]}",
                   file=out)
     return PROBLEMS if errors else OK
+
+
+def _agent_findings(paths: Sequence[str], given: Sequence[str]) -> list[Any]:
+    """``--agents``: the selectors naming none of them (the set loaded, so it reads)."""
+    from guardrails.engine.lint import lint_agents
+    from guardrails.model.loader import read_documents
+
+    agents = [a.strip() for names in given for a in names.split(",") if a.strip()]
+    if not agents:
+        raise UsageError("--agents: no agent name given")
+    documents, _ = read_documents(list(paths))
+    return lint_agents(documents, agents)
 
 
 def _loadable_rest(paths: Sequence[str], broken: set[str]) -> tuple[Any, Any] | None:

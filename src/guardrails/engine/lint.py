@@ -52,11 +52,13 @@ from guardrails.expr.typechecker import (
     suggest,
 )
 from guardrails.expr.types import Type
+from guardrails.model.documents import Documents
 from guardrails.model.source import Expression, Position
 
 Severity = Literal["error", "warning", "info"]
 
-__all__ = ["Finding", "Severity", "lint", "lint_policies", "parse_tools", "tool_parameters"]
+__all__ = ["Finding", "Severity", "lint", "lint_agents", "lint_policies", "parse_tools",
+           "tool_parameters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +122,32 @@ def tool_parameters(schema: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(str(k) for k in props)
 
 
+_SCHEMA_KEYS = ("parameters", "inputSchema", "input_schema")
+"""Where a tool definition keeps its parameters' JSON Schema: OpenAI's functions and
+tools, MCP's ``tools/list``, Anthropic's tools."""
+
+
 def parse_tools(data: Any) -> dict[str, Mapping[str, Any]]:
     """Tool schemas from the shapes people already have on disk.
 
-    Accepts a mapping ``name -> parameters schema``, or a list of function definitions
-    ``{name, parameters}`` (OpenAI functions) or ``{type: function, function: {...}}``
-    (OpenAI tools). Raises ``ValueError`` with a one-line reason otherwise.
+    Accepts a mapping ``name -> parameters schema``, or a list of tool definitions
+    ``{name, parameters}`` (OpenAI functions), ``{type: function, function: {...}}``
+    (OpenAI tools), ``{name, inputSchema}`` (MCP) or ``{name, input_schema}`` (Anthropic);
+    the list may be wrapped as an MCP ``tools/list`` result (``{"tools": [...]}``, also
+    inside a JSON-RPC ``{"result": ...}``). Raises ``ValueError`` with a one-line reason
+    otherwise: a definition read as having no parameters would check nothing, silently.
     """
+    if isinstance(data, Mapping) and isinstance(data.get("result"), Mapping) \
+            and "jsonrpc" in data:
+        data = data["result"]
+    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
+        data = data["tools"]
     if isinstance(data, Mapping):
         out: dict[str, Mapping[str, Any]] = {}
         for name, schema in data.items():
             if not isinstance(schema, Mapping):
                 raise ValueError(f"tool {name!r}: expected a JSON Schema object")
+            _bare_properties(str(name), schema)
             out[str(name)] = schema
         return out
     if isinstance(data, list):
@@ -140,14 +156,40 @@ def parse_tools(data: Any) -> dict[str, Mapping[str, Any]]:
             fn = item.get("function") if isinstance(item, Mapping) else None
             entry = fn if isinstance(fn, Mapping) else item
             if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-                raise ValueError(f"item {i}: expected a function definition with a 'name'")
-            schema = entry.get("parameters", {})
+                raise ValueError(f"item {i}: expected a tool definition with a 'name'")
+            keys = [k for k in _SCHEMA_KEYS if k in entry]
+            schema = entry[keys[0]] if keys else {}
             if not isinstance(schema, Mapping):
-                raise ValueError(f"tool {entry['name']!r}: 'parameters' must be an object")
+                raise ValueError(f"tool {entry['name']!r}: '{keys[0]}' must be an object")
+            unknown = sorted(k for k in entry if isinstance(k, str) and k.lower().replace(
+                "_", "") in ("inputschema", "parameters", "params", "schema", "arguments",
+                             "args") and k not in _SCHEMA_KEYS)
+            if not keys and "properties" in entry:
+                unknown = ["properties"]
+            if unknown:
+                raise ValueError(f"tool {entry['name']!r}: '{unknown[0]}' is not where a "
+                                 f"tool definition keeps its schema: write parameters "
+                                 f"(OpenAI), inputSchema (MCP) or input_schema (Anthropic)")
             out[entry["name"]] = schema
         return out
     raise ValueError("expected a mapping of tool name to parameters schema, "
-                     "or a list of function definitions")
+                     "or a list of tool definitions")
+
+
+def _bare_properties(name: str, schema: Mapping[str, Any]) -> None:
+    """``send_email: {to: {type: string}}``: the parameters written without the object
+    schema around them. Read as a schema without ``properties`` it would accept anything
+    and check nothing."""
+    wrapped = [k for k in _SCHEMA_KEYS if isinstance(schema.get(k), Mapping)]
+    if wrapped and "properties" not in schema:
+        raise ValueError(f"tool {name!r}: a tool definition ({wrapped[0]}: ...) where its "
+                         f"parameters schema belongs: map the name to the schema, or give "
+                         f"a list of definitions")
+    if schema and "properties" not in schema and "type" not in schema and all(
+            isinstance(v, Mapping) and "type" in v for v in schema.values()):
+        raise ValueError(f"tool {name!r}: {', '.join(map(str, schema))} look like its "
+                         f"parameters: write the JSON Schema of its arguments, "
+                         f"{{type: object, properties: {{...}}, required: [...]}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,7 +570,8 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
       (``"@example.com$"`` also matches ``@exampleXcom``), or that is anchored at the
       start only and ends in a domain or file extension (``^.*\\.pdf`` matches
       ``x.pdf.exe``); a counter no expression reads, or whose ``key`` is quoted text
-      naming a value (``'"principal.user"'``: one count for every call).
+      naming a value (``'"principal.user"'``: one count for every call); an expression
+      reading an argument ``secrets.inject`` sets (injected after the rules pass).
 
     ``principal``: its type (``typecheck.principal_type``), when the host said what it
     sends (``guardrails check --principal``): a key outside it is reported.
@@ -545,11 +588,36 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
             continue
         seen.add(key)
         findings.extend(_lint_logic(policy))
+        findings.extend(_injected_reads(policy, compiled))
         findings.extend(_tool_name_literals(policy, compiled, named))
         for element, expression, program in policy.expressions():
             findings.extend(_lint_regexes(policy, element, expression, program.ast))
     unique = {(f.file, f.line, f.column, f.message): f for f in findings}
     return sorted(unique.values(), key=lambda f: (f.file, f.line, f.column))
+
+
+def lint_agents(documents: Documents, agents: Sequence[str]) -> list[Finding]:
+    """Agent selectors (``match.agents`` of policies and bindings) naming none of the
+    deployment's ``agents`` (``guardrails check --agents``): the policy never applies to
+    that name's calls, so a misspelt one (``billing-agnet``) leaves the agent unguarded by
+    it, silently. A warning: a selector may name an agent by its id."""
+    known = sorted(set(agents))
+    out: list[Finding] = []
+    selectors = [(f"policy {p.name}: match.agents", p.match.agents or (),
+                  p.match.agent_positions) for p in documents.policies]
+    selectors += [(f"binding {b.metadata.name}: match.agents", b.agents or (),
+                   b.agent_positions) for b in documents.bindings]
+    for what, names, positions in selectors:
+        for name, at in zip(names, positions, strict=False):
+            if name in known:
+                continue
+            close = closest(name, known)
+            hint = f"; did you mean '{close}'?" if close else ""
+            out.append(_at(at, "warning",
+                           f"{what} '{name}' is none of the deployment's agents "
+                           f"({', '.join(known)}){hint} (names are exact: the policy "
+                           f"applies only to the calls of the agents it names)"))
+    return out
 
 
 def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
@@ -637,6 +705,37 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"policy {name}: rules.{rule.name}.when is the same condition "
                            f"as rules.{first[text]}: merge them or change one"))
         first.setdefault(text, rule.name)
+    return out
+
+
+def _injected_reads(policy: CompiledPolicy, every: Sequence[CompiledPolicy]
+                    ) -> list[Finding]:
+    """An expression reading an argument that ``secrets.inject`` sets.
+
+    The guard injects secrets after the rules pass, so no expression ever sees the secret:
+    what ``args.api_key`` reads is what the model sent, and a call without it (the model
+    never sees the secret, so nearly every call) makes the expression an evaluation error,
+    which fails closed. Testing it (``has(args.api_key)``, to catch a model that sends
+    one) is fine."""
+    injected = {name for q in every for name in q.inject
+                if q is policy or q.tools is None or policy.tools is None
+                or any(policy.matches_tool(t) for t in q.tools)}
+    if not injected:
+        return []
+    out: list[Finding] = []
+    for element, expression, program in policy.expressions():
+        accesses = _arg_accesses(program.ast)
+        tested = {a.name for a in accesses if a.presence}
+        for acc in accesses:
+            if acc.presence or acc.name not in injected or acc.name in tested:
+                continue
+            out.append(_at(_position(expression, acc), "warning",
+                           f"policy {policy.name}: {element}: args.{acc.name} is set by "
+                           f"secrets.inject only after the rules pass, so no expression sees "
+                           f"the secret: this reads what the model sent, and a call without "
+                           f"it (nearly every call) makes it an evaluation error (the rule "
+                           f"fails closed); to catch a model that sends one, test "
+                           f"has(args.{acc.name})"))
     return out
 
 

@@ -214,6 +214,12 @@ def typecheck(policy: CompiledPolicy, args: Type = ARGS_UNKNOWN, *,
             run(f"counters.{c.name}.when", c.when, BOOL)
         if c.cost is not None:
             run(f"counters.{c.name}.cost", c.cost, INT)
+            cost = c.cost.program.ast
+            if isinstance(cost, ast.Literal) and type(cost.value) is int and cost.value < 0:
+                out.append(TypeFinding(
+                    "error", f"counters.{c.name}.cost", c.cost.expression.position,
+                    f"is {cost.value}, but a counter's cost is an int >= 0 (what one call "
+                    f"adds; 0 counts nothing): every call it counts would fail closed"))
     if policy.counters:
         env["counters"] = map_of(STRING, _COUNTER, {c.name: Field(_COUNTER, True)
                                                      for c in policy.counters}, "error")

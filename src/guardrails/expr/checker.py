@@ -213,6 +213,9 @@ _FOREIGN_FUNCTIONS: Final[Mapping[str, str]] = {
     "to_number": "int(x) or double(x)", "is_null": "x == null",
     "in": "x in list", "includes": "x in list, or s.contains(t) for text",
     "strip": "x.trim()", "replace_all": "x.replace(a, b)",
+    "quantity": "no Kubernetes quantities; compare plain numbers: args.size > 1073741824 "
+                "for 1Gi",
+    "isQuantity": "type(x) == int || type(x) == double",
 }
 """Functions from Rego, Python or JavaScript, and the CEL way to write them."""
 

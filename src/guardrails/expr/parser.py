@@ -597,7 +597,8 @@ class _Parser:
                 arg = args[0]
                 if not isinstance(arg, Select) or arg.test_only:
                     self.fail.at(
-                        "invalid argument to has() macro: expected a field selection", arg.offset
+                        "invalid argument to has() macro: expected a field selection"
+                        + _has_hint(arg), arg.offset
                     )
                 return Select(start, arg.operand, arg.field, test_only=True)
             return Call(start, name, args)
@@ -827,6 +828,18 @@ def _height_offender(root: Node, limit: int) -> Node | None:
                 )
             )
     return None
+
+
+def _has_hint(arg: Node) -> str:
+    """``has(args["cc"])``: the macro takes a field selection, ``in`` tests a key."""
+    if (isinstance(arg, Call) and arg.function == "_[_]" and arg.target is None
+            and len(arg.args) == 2 and isinstance(arg.args[1], Literal)
+            and isinstance(arg.args[1].value, str)):
+        key = arg.args[1].value
+        of = arg.args[0].name if isinstance(arg.args[0], Ident) else "x"
+        written = f"has({of}.{key}) or " if key.isidentifier() else ""
+        return f" (to test a key, write {written}\"{key}\" in {of})"
+    return ""
 
 
 def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:

@@ -588,6 +588,10 @@ class _Checker:
             return DYN
         if operand.name != "map":
             where = f"; '{'.'.join(path)}' is {article(operand)}" if path else ""
+            if operand.name == "list" and operand.elem.name in ("map", "dyn"):
+                # provenance(v).source: the places are a list, each with the field
+                where += (f"; test its elements, e.g. .exists(e, e.{name} == ...) or "
+                          f".all(e, ...)")
             self.error(node, f"{article(operand)} has no fields (reading '.{name}'){where}")
             return DYN
         f = operand.field(name)
@@ -616,7 +620,9 @@ class _Checker:
         report = self.error if operand.closed == "error" else self.warning
         hint = suggest(name, keys)
         if path == ("request",) and not hint:
-            hint = "; request is the user's request, the tool's arguments are args"
+            hint = ("; the caller is principal (Kubernetes' request.userInfo)"
+                    if name in ("userInfo", "user", "username") else
+                    "; request is the user's request, the tool's arguments are args")
         report(node, f"'{dotted}' does not exist ({has}){hint}")
 
     # -- inference -----------------------------------------------------------------------

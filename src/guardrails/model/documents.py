@@ -60,6 +60,8 @@ class Match:
     """Agent names or ids the policy applies to; None (omitted) matches every agent."""
     tool_positions: tuple[Position, ...] = ()
     """Of each glob in ``tools``, for findings about one of them."""
+    agent_positions: tuple[Position, ...] = ()
+    """Of each name in ``agents``."""
 
     def matches_tool(self, tool: str) -> bool:
         """Glob match only: ``when`` needs the engine."""
@@ -231,6 +233,8 @@ class PolicyBinding(_Document):
     position: Position
     params_positions: Mapping[str, Position] = field(default_factory=_no_positions)
     """Where each ``params`` key is written."""
+    agent_positions: tuple[Position, ...] = ()
+    """Of each name in ``agents``."""
 
 
 @dataclass(frozen=True, slots=True)

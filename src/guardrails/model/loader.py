@@ -88,6 +88,8 @@ from guardrails.model.shape import (
     PolicyTestDocument,
     Shape,
     ToolPolicyDocument,
+    message_warning,
+    replacement_warning,
 )
 from guardrails.model.source import Expression, Position
 
@@ -592,6 +594,15 @@ _EXPECTED = {"string_type": "a string", "list_type": "a list", "dict_type": "a m
              "int_type": "an integer", "bool_type": "a boolean", "float_type": "a number"}
 
 
+_VALUE_HINTS: Mapping[tuple[str, str], str] = {
+    ("effect", "warn"): " (a warn rule never changes the effect: expect the effect the call "
+                        "gets, and the warn rule in rules: [policy/rule])",
+    ("effect", "block"): " (a blocked call's effect is deny)",
+    ("effect", "reject"): " (a refused call's effect is deny)",
+}
+"""What an expected value from another tool is called here, by field and value."""
+
+
 class _Tree:
     """One document as plain data, with the YAML node of every value and key by location.
 
@@ -739,8 +750,9 @@ class _DocumentReader:
                 self.error(tree.expression(loc).position, f"{path}: empty expression")
             elif kind == "literal_error" and isinstance(e["input"], str):
                 allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+                hint = _VALUE_HINTS.get((str(loc[-1]), e["input"]), "")
                 self.error(tree.node(loc), f"{path}: invalid value '{e['input']}'; "
-                                           f"allowed: {', '.join(allowed)}")
+                                           f"allowed: {', '.join(allowed)}{hint}")
             elif kind in ("literal_error", *_EXPECTED):
                 what = _EXPECTED.get(kind, "a string")
                 node = tree.node(loc)
@@ -866,7 +878,9 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                   tree.pos(match_loc if match_loc in tree.values else at),
                   tuple(spec.match.agents) if spec.match.agents is not None else None,
                   tuple(tree.pos((*match_loc, "tools", i))
-                        for i in range(len(spec.match.tools or ()))))
+                        for i in range(len(spec.match.tools or ()))),
+                  tuple(tree.pos((*match_loc, "agents", i))
+                        for i in range(len(spec.match.agents or ()))))
     counters = tuple(
         Counter(c.name, tree.expression((*at, "counters", i, "key")), c.window, c.limit,
                 tree.optional_expression((*at, "counters", i, "when")),
@@ -892,6 +906,7 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
              tree.optional_expression((*at, "rules", i, "messageExpression")),
              tree.pos((*at, "rules", i)))
         for i, r in enumerate(spec.rules))
+    _text_warnings(tree, spec)
     redact = tuple(Redaction(r.name, r.regex, r.replacement, tree.pos((*at, "redact", i)),
                              tree.pos((*at, "redact", i, "regex")))
                    for i, r in enumerate(spec.redact))
@@ -905,6 +920,22 @@ def _policy_record(tree: _Tree, doc: ToolPolicyDocument, params: dict[str, Any],
                       uses=tuple((name, tree.pos((*at, "uses", i)))
                                  for i, name in enumerate(spec.uses)),
                       params_positions=_key_positions(tree, (*at, "params")))
+
+
+def _text_warnings(tree: _Tree, spec: Any) -> None:
+    """Texts written in another tool's template syntax, which are used as written: a
+    redact ``replacement`` with JavaScript's ``$1`` or sed's ``\\0``, a rule ``message``
+    with ``{{ args.to }}`` or a CEL concatenation (``messageExpression`` evaluates)."""
+    for i, r in enumerate(spec.redact):
+        problem = replacement_warning(r.replacement)
+        if problem:
+            tree.src.warn(tree.pos(("spec", "redact", i, "replacement")),
+                          f"spec.redact[{i}].replacement: {problem}")
+    for i, rule in enumerate(spec.rules):
+        problem = message_warning(rule.message) if rule.message else None
+        if problem:
+            tree.src.warn(tree.pos(("spec", "rules", i, "message")),
+                          f"spec.rules[{i}].{problem}")
 
 
 def _key_positions(tree: _Tree, at: Loc) -> Mapping[str, Position]:
@@ -939,7 +970,9 @@ def _binding_record(tree: _Tree, doc: PolicyBindingDocument) -> PolicyBinding:
         tuple(spec.match.agents) if spec.match.agents is not None else None,
         tree.optional_expression(("spec", "match", "when")),
         MappingProxyType(dict(spec.params)), spec.mode, tree.pos(()),
-        _key_positions(tree, ("spec", "params")))
+        _key_positions(tree, ("spec", "params")),
+        tuple(tree.pos(("spec", "match", "agents", i))
+              for i in range(len(spec.match.agents or ()))))
 
 
 def _test_record(tree: _Tree, doc: PolicyTestDocument, policies: tuple[str, ...]) -> PolicyTest:

@@ -234,6 +234,54 @@ def replacement_problem(regex: str, replacement: str) -> str | None:
     return None
 
 
+_FOREIGN_GROUP = re.compile(r"\$(?:\d|&|\{\w+\}|<\w+>)|(?<!\\)\\0(?![0-7])")
+"""Group references of other engines: JavaScript's and Java's ``$1``, ``$&``, ``${name}``,
+``$<name>``, and sed's ``\\0`` (in Python's templates an octal escape: a NUL character)."""
+
+
+def replacement_warning(replacement: str) -> str | None:
+    """A replacement written in another engine's template syntax, or None.
+
+    The template is Python's (``\\1``, ``\\g<name>``, ``\\g<0>`` for the whole match):
+    ``[IBAN:$1]`` puts the text ``$1`` in every record, and ``<\\0>`` a NUL character,
+    both silently."""
+    m = _FOREIGN_GROUP.search(replacement)
+    if m is None:
+        return None
+    found = m.group(0)
+    if found == "\\0":
+        return ("'\\0' is a NUL character here, not the whole match (templates are "
+                "Python's re.sub ones): write \\g<0>")
+    if found == "$&":
+        ref = "\\g<0>"
+    elif found[1:2].isdigit():
+        ref = "\\" + found[1]
+    else:
+        ref = "\\g<" + found.strip("${}<>") + ">"
+    return (f"'{found}' is literal text here, not a group (templates are Python's re.sub "
+            f"ones, not JavaScript's): write {ref}")
+
+
+_MESSAGE_TEMPLATE = re.compile(
+    r"\{\{.*?\}\}|\$\{[^}]*\}|\{\s*(?:args|params|principal|variables|tool|request)\.[^}]*\}"
+    r"|^\s*[\"'].*[\"']\s*\+|\+\s*(?:args|params|principal|variables|tool|request)\.\w")
+"""Templating habits in a static ``message``: Kyverno's and Jinja's ``{{ x }}``, ``${x}``,
+``{args.x}``, and a CEL string expression (``"to " + args.to``)."""
+
+
+def message_warning(message: str) -> str | None:
+    """Why a rule's static ``message`` was probably meant to be evaluated, or None."""
+    m = _MESSAGE_TEMPLATE.search(message)
+    if m is None:
+        return None
+    found = m.group(0).strip()
+    what = f"{found!r} is not evaluated" if "{" in found else \
+        "it is written as a CEL expression, which is not evaluated here"
+    return (f"message is static text, sent as written ({what}); to put a value in it "
+            f"use messageExpression, a CEL string: "
+            f"messageExpression: '\"Blocked mail to \" + args.to'")
+
+
 def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _expected("a count (an integer >= 0)")
@@ -268,6 +316,19 @@ def _window(value: object) -> int:
         m = _DURATION.fullmatch(value.strip())
         if m:
             seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if seconds is None and isinstance(value, str) and re.fullmatch(r"0+[smhdw]?",
+                                                                    value.strip()):
+        raise PydanticCustomError("window_zero", "a window is at least 1s, not '{value}'",
+                                  {"value": value})
+    text = value.strip() if isinstance(value, str) else ""
+    parts = re.findall(r"([0-9]+)([smhdw])", text)
+    if seconds is None and len(parts) > 1 and "".join(a + u for a, u in parts) == text:
+        total = sum(int(a) * _DURATION_UNITS[u] for a, u in parts)
+        unit = next(u for u in "wdhms" if total % _DURATION_UNITS[u] == 0)
+        raise PydanticCustomError(
+            "window_compound", "one number and one unit, not '{value}': write "
+            "{total}{unit}", {"value": value, "total": total // _DURATION_UNITS[unit],
+                              "unit": unit})
     if seconds is None and isinstance(value, str) and value.strip():
         raise PydanticCustomError(
             "window_format", "expected a duration such as 60s, 10m, 24h, 7d or 1w, not "
@@ -288,6 +349,10 @@ def _limit(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         raise PydanticCustomError("negative", "expected a count (an integer >= 0), got "
                                   "{value}: a limit of 0 admits no call", {"value": value})
+    if isinstance(value, str) and value.strip().isdigit():
+        raise PydanticCustomError("quoted_limit", "expected a count (an integer >= 0), got "
+                                  "the text '{value}': write the number without quotes",
+                                  {"value": value})
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         raise _expected("a count (an integer >= 0)")
     return value
