@@ -370,6 +370,21 @@ LOAD: dict[str, tuple[str, str]] = {
         "allowed: allow, deny, halt, require_approval (a warn rule never changes the "
         "effect: expect the effect the call gets, and the warn rule in rules: "
         "[policy/rule])"),
+    # valid YAML, not a policy
+    "not-a-policy": ("name: CI\non: [push]\njobs:\n  test: {runs-on: ubuntu-latest}\n",
+                     "not-a-policy.yaml:1:1: not a guardrails document (no apiVersion or kind; "
+                     "it has name, on, jobs): another tool's file, or a params file no policy "
+                     "names as its paramsFile? Move it out of the policy folder, or name the "
+                     "policy files"),
+    "vap-kind": ("apiVersion: guardrails/v1\nkind: ValidatingAdmissionPolicy\n"
+                 "metadata: {name: p}\nspec: {}\n",
+                 "vap-kind.yaml:2:7: unknown kind 'ValidatingAdmissionPolicy'; allowed: "
+                 "ToolPolicy, PolicyTest, Library, PolicyBinding (Kubernetes' "
+                 "ValidatingAdmissionPolicy is a ToolPolicy here: match: {tools: [...]}, rules "
+                 "with when and action, apiVersion: guardrails/v1)"),
+    "document-list": ("- " + policy("p", rule("true")).replace("\n", "\n  "),
+                      "document-list.yaml:1:1: a guardrails document must be a mapping, got a "
+                      "list (one document per '---', not a list of them)"),
     "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
                    "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
                    "'*secret*': no argument for repetition operator: * (a regular "
