@@ -610,6 +610,13 @@ FINDINGS: dict[str, tuple[str, str]] = {
                       "a call without it (nearly every call) makes it an evaluation error "
                       "(the rule fails closed); to catch a model that sends one, test "
                       "has(args.smtp_password)"),
+    # the agent developer without schemas: a number in quotes, ordered
+    "quoted-number-order": (policy("p", rule("args.timeout_s > \"300\"")),
+                            "quoted-number-order.yaml:8:31: warning: policy p: rules.r.when: "
+                            "ordering with the text '300' (>): compared with a number it is an "
+                            "evaluation error on every call (CEL does not convert between "
+                            "types), and text orders by characters ('99' > '300'); write the "
+                            "number without quotes: 300"),
     # the Kubernetes porter: message is static text (messageExpression evaluates)
     "message-template": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                      "    action: deny\n    message: Blocked mail to "
@@ -839,6 +846,8 @@ CLEAN = {
                                 "'[\\1 at x]'}\n  - {name: b, regex: 'secret-\\d+', "
                                 "replacement: '<\\g<0>>'}\n"
                                 "  - {name: c, regex: 'tok-\\d+', replacement: '\\\\0 $ 5'}\n"),
+    "text-order": policy("p", rule("args.subject >= \"2026-01-01\" && args.subject < \"m\" "
+                                   "|| has(args.attachments) && args.attachments > 3")),
     "messages": policy("p", "rules:\n  - {name: r, when: 'args.to == \"x\"', action: deny, "
                             "message: 'Over $1000 + fees, {see the runbook}: \"a\" b'}\n"),
 }
