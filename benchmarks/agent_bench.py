@@ -14,11 +14,15 @@ One run of ``await agent.run(...)`` on the offline scripted chat client of the t
   difference is what telemetry costs;
 - guarded, 20 rules only: without the 200 other policies, so the difference is what the
   unrelated policies cost (they should be skipped by the engine's tool index);
-- pass-through middleware: an agent, a function and a chat middleware (the three kinds
-  ``guard()`` returns) that only call ``call_next``: what the framework's middleware
-  dispatch costs before a guard does anything (the chat middleware runs once per model
-  request, twice a run here); and each of the three alone, so the dispatch cost is known
-  per kind.
+- guarded with a chat middleware, as before: ``guard()`` plus a chat middleware doing what
+  ``GuardChatMiddleware`` did until session 6 (the check for arguments the framework cannot
+  parse, on every model response), so the difference is what the guard saves by checking
+  each batch of calls where the framework executes it instead;
+- pass-through middleware: an agent and a function middleware (the two kinds ``guard()``
+  returns) that only call ``call_next``: what the framework's middleware dispatch costs
+  before a guard does anything; and each kind alone, a chat middleware's too (run once per
+  model request, twice a run here; ``guard()`` no longer adds one), so the dispatch cost is
+  known per kind.
 
 Then the garbage a run leaves to the cyclic collector (objects freed by refcounting cost
 nothing there; objects in reference cycles wait for a collection, and every 700 of them
@@ -30,7 +34,8 @@ these are means), with the collections' own time from ``gc.callbacks``.
 Then a breakdown of the guarded run's extra time: framework dispatch and telemetry from the
 medians above; the engine (``evaluate``, ``redact``) and the framework's argument-snapshot
 token timed inside real guarded runs (wrapped; median per run); the guard's own code is what
-is left.
+is left; the batch check (``_unreadable.check_batch``, which runs where the framework
+executes a batch, outside the middleware) timed on its own.
 
 The call sends benchmarks/run.py's arguments, principal and request, except the amount:
 "1,000.00" instead of "1,500.00". It still needs the repair (the guard sees the raw string),
@@ -82,6 +87,7 @@ from agent_framework import (  # noqa: E402
     AgentMiddleware,
     ChatContext,
     ChatMiddleware,
+    ChatResponse,
     Content,
     FunctionInvocationContext,
     FunctionMiddleware,
@@ -93,14 +99,15 @@ from tests.af_support import RecordingTelemetry, guarded  # noqa: E402
 
 import guardrails  # noqa: E402
 from guardrails.agent_framework import (  # noqa: E402
-    GuardChatMiddleware,
     GuardFunctionMiddleware,
     GuardRunMiddleware,
     ScriptedChatClient,
+    _unreadable,
     guard,
 )
 from guardrails.agent_framework import _private as guard_private  # noqa: E402
 from guardrails.agent_framework._secrets import install_log_filter  # noqa: E402
+from guardrails.agent_framework._state import RUN  # noqa: E402
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.decision import Decision  # noqa: E402
 from guardrails.telemetry import CallSpan, GuardTelemetry  # noqa: E402
@@ -160,6 +167,18 @@ class _PassChat(ChatMiddleware):
         await call_next()
 
 
+class _ChatCheckAsBefore(ChatMiddleware):
+    """What ``GuardChatMiddleware`` did until session 6: the same check of every model
+    response's calls (``_unreadable.repair``), as a chat middleware. Non-streaming only (the
+    benchmark does not stream)."""
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+        run = RUN.get()
+        if run is not None and isinstance(context.result, ChatResponse):
+            _unreadable.repair([c for m in context.result.messages for c in m.contents], run)
+
+
 class _NullSpan(CallSpan):
     def __init__(self) -> None:
         pass
@@ -191,8 +210,7 @@ def _guard_without_telemetry(policies: guardrails.PolicySet) -> list[Any]:
     install_log_filter()
     telemetry = NullTelemetry()
     return [GuardRunMiddleware(policies, telemetry=telemetry),
-            GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry),
-            GuardChatMiddleware()]
+            GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry)]
 
 
 def _load(tmp: Path) -> tuple[guardrails.PolicySet, guardrails.PolicySet]:
@@ -393,19 +411,12 @@ class _TimedFunctionGuard(GuardFunctionMiddleware):
             lambda nxt: super(_TimedFunctionGuard, self).process(context, nxt), call_next)
 
 
-class _TimedChatGuard(GuardChatMiddleware):
-    watch = _TimedRunGuard.watch
-
-    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
-        await self.watch.around(
-            lambda nxt: super(_TimedChatGuard, self).process(context, nxt), call_next)
-
-
 EVALUATE = "PolicySet.evaluate() (engine)"
 REDACT = "PolicySet.redact() (engine)"
 SNAPSHOT = "snapshot token, the guard's (framework code)"
 CHECK = "snapshot token, framework's check before the tool"
 COMPARE = "framework's comparison tokens"
+BATCH = "the batch check (unreadable arguments)"
 _INSTALLED: list[Any] = []
 
 
@@ -418,17 +429,21 @@ def _instrumented(policies: guardrails.PolicySet) -> Iterator[dict[str, _Timed]]
     # guard installed them (guard_private.install_fast_tokens), else its own.
     installed = af_tools._argument_authority_token, af_tools._argument_comparison_token
     _INSTALLED[:] = [installed[1]]
+    batch_check = guard_private._BATCH_CHECK[0]
     timers = {EVALUATE: _Timed(policies.evaluate), REDACT: _Timed(policies.redact),
               SNAPSHOT: _Timed(_argument_authority_token),
-              CHECK: _Timed(installed[0]), COMPARE: _Timed(installed[1])}
+              CHECK: _Timed(installed[0]), COMPARE: _Timed(installed[1]),
+              BATCH: _Timed(batch_check)}
     policies.evaluate = timers[EVALUATE]  # type: ignore[method-assign]
     policies.redact = timers[REDACT]  # type: ignore[method-assign]
     guard_private._argument_authority_token = timers[SNAPSHOT]  # type: ignore[attr-defined]
     af_tools._argument_authority_token = timers[CHECK]
     af_tools._argument_comparison_token = timers[COMPARE]
+    guard_private._BATCH_CHECK[0] = timers[BATCH]
     try:
         yield timers
     finally:
+        guard_private._BATCH_CHECK[0] = batch_check
         del policies.evaluate, policies.redact
         guard_private._argument_authority_token = _argument_authority_token  # type: ignore[attr-defined]
         af_tools._argument_authority_token, af_tools._argument_comparison_token = installed
@@ -439,7 +454,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     """Where a guarded run's extra time goes, per run (medians).
 
     Framework dispatch and telemetry: differences of the medians above. The rest is timed
-    inside real guarded runs (telemetry off): the time spent in the guard's three middleware,
+    inside real guarded runs (telemetry off): the time spent in the guard's two middleware,
     excluding what they call next, and within it the engine and the snapshot token; the
     guard's own code is what is left of that.
     """
@@ -450,8 +465,7 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
         # Built inside: a guard may keep bound methods of the policies (``redact``).
         agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
                                 _TimedFunctionGuard(policies, principal=PRINCIPAL,
-                                                    telemetry=telemetry),
-                                _TimedChatGuard()])
+                                                    telemetry=telemetry)])
         clocks: dict[str, Any] = {**timers, "guard": watch}
         for _ in range(runs):
             before = {name: clock.ns for name, clock in clocks.items()}
@@ -468,19 +482,20 @@ async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[flo
     inside = part["guard"]
     own = inside - part[EVALUATE] - part[REDACT] - part[SNAPSHOT]
     rows = [
-        ("framework middleware dispatch (pass-through three)",
+        ("framework middleware dispatch (pass-through two)",
          med["pass-through middleware"] - base),
         ("telemetry (default minus off)",
          med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
-        ("in the guard's three middleware (telemetry off), of which:", inside),
+        ("in the guard's two middleware (telemetry off), of which:", inside),
         (f"  {EVALUATE} x{calls[EVALUATE]:g}", part[EVALUATE]),
         (f"  {REDACT} x{calls[REDACT]:g}", part[REDACT]),
         (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
         ("  the guard's own code", own),
         (f"{CHECK} x{calls[CHECK]:g}", part[CHECK]),
         (f"{COMPARE} x{calls[COMPARE]:g} (the pass-through's too)", part[COMPARE]),
+        (f"{BATCH} x{calls[BATCH]:g}", part[BATCH]),
     ]
-    accounted = rows[0][1] + rows[1][1] + inside + part[CHECK]
+    accounted = rows[0][1] + rows[1][1] + inside + part[CHECK] + part[BATCH]
     rows.append(("not accounted for (noise, other framework work)", extra - accounted))
     print(f"where the {extra:.0f} µs a guarded run adds go (medians per run; "
           f"{runs} instrumented runs; fast tokens installed in the framework: "
@@ -578,7 +593,7 @@ _STEP_MODULES = {
         "validated_as_they_are", "_with_defaults"),
     "guardrails.agent_framework._boundary": (
         "run_request", "agent_names", "run_mcp_tools", "_set_mcp_tools"),
-    "guardrails.agent_framework._unreadable": ("_repair",),
+    "guardrails.agent_framework._unreadable": ("repair",),
 }
 _STEP_METHODS = {
     "guardrails.agent_framework._function:GuardFunctionMiddleware": (
@@ -586,7 +601,6 @@ _STEP_METHODS = {
         "_running", "_injections", "_scrubber", "_record", "trusted", "_memory_for",
         "_injects_of"),
     "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
-    "guardrails.agent_framework._unreadable:GuardChatMiddleware": ("process",),
     "guardrails.telemetry:GuardTelemetry": (
         "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled"),
     "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
@@ -595,8 +609,7 @@ _STEP_METHODS = {
     "guardrails.engine.policyset:PolicySet": ("evaluate", "input_error", "counts"),
 }
 _NEXT_OF = ("guardrails.agent_framework._function:GuardFunctionMiddleware",
-            "guardrails.agent_framework._boundary:GuardRunMiddleware",
-            "guardrails.agent_framework._unreadable:GuardChatMiddleware")
+            "guardrails.agent_framework._boundary:GuardRunMiddleware")
 
 
 @contextmanager
@@ -627,9 +640,14 @@ def _stepped(steps: _Steps) -> Iterator[None]:
                 swap(cls, name, steps.wrap(label, _with_timed_next(steps, raw)))
             else:
                 swap(cls, name, steps.wrap(label, raw))
+    # The batch check runs where the framework executes a batch, from the list it was
+    # installed in (``_private.install_batch_check``).
+    batch_check = guard_private._BATCH_CHECK[0]
+    guard_private._BATCH_CHECK[0] = steps.wrap("_unreadable.check_batch", batch_check)
     try:
         yield
     finally:
+        guard_private._BATCH_CHECK[0] = batch_check
         for owner, name, value in reversed(undo):
             setattr(owner, name, value)
 
@@ -682,11 +700,13 @@ async def main_async(opts: argparse.Namespace) -> None:
 
     variants = {
         "unguarded": _agent([]),
-        "pass-through middleware": _agent([_PassAgent(), _PassFunction(), _PassChat()]),
+        "pass-through middleware": _agent([_PassAgent(), _PassFunction()]),
         "pass-through agent only": _agent([_PassAgent()]),
         "pass-through function only": _agent([_PassFunction()]),
         "pass-through chat only": _agent([_PassChat()]),
         "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
+        "guarded + chat check, as before": _agent([*guard(full, principal=PRINCIPAL),
+                                                   _ChatCheckAsBefore()]),
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
     }
@@ -703,8 +723,10 @@ async def main_async(opts: argparse.Namespace) -> None:
         print(f"{name:32} {med:10.1f} {med - base:9.1f} {med / base:6.3f}")
     with_guard = statistics.median(samples["guarded (default telemetry)"])
     off = statistics.median(samples["guarded (telemetry off)"])
+    before = statistics.median(samples["guarded + chat check, as before"])
     print(f"ratio guarded/unguarded: {with_guard / base:.3f} (target <= 1.10); "
-          f"telemetry off: {off / base:.3f}")
+          f"telemetry off: {off / base:.3f}; with the chat check as before: "
+          f"{before / base:.3f} (guarded now / as before: {with_guard / before:.3f})")
     dispatch = {kind: statistics.median(samples[f"pass-through {kind} only"]) - base
                 for kind in ("agent", "function", "chat")}
     print("framework dispatch per kind (pass-through alone minus unguarded): "

@@ -299,7 +299,11 @@ def simple_policy(draw: st.DrawFn, index: int) -> str:
             lines.append(f"      when: {_q(draw(st.sampled_from(REPAIR_CONDITIONS)))}")
         target = draw(st.sampled_from(["a", "a", "b", "secret", "d"]))
         value = draw(st.sampled_from(SAFE_VALUES if draw(st.booleans()) else REPAIR_VALUES))
-        lines.append(f"      set: {{{target}: {_q(value)}}}")
+        sets = f"{target}: {_q(value)}"
+        if draw(st.integers(0, 2)) == 0:  # a second argument set by the same repair
+            second = draw(st.sampled_from([t for t in ["a", "b", "secret", "e"] if t != target]))
+            sets += f", {second}: {_q(draw(st.sampled_from(REPAIR_VALUES)))}"
+        lines.append(f"      set: {{{sets}}}")
         if draw(st.integers(0, 2)) == 0:
             lines.append(f"      unset: [{draw(st.sampled_from(['b', 'c', 'secret']))}]")
     lines.append("  rules:")
@@ -543,3 +547,43 @@ spec:
         assert [e.element for e in decision.errors] == ["repairs.broken"]
         assert "fresh-k1" not in decision.rules[0].message
         assert "fresh-k1" not in repr(decision.to_dict())
+
+
+ONE_RULE = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: one}
+spec:
+  mode: %s
+  defaultAction: %s
+  match: {tools: [t]}
+  rules:
+    - {name: quiet, when: 'args.a > 5', action: deny}
+    - {name: fires, when: 'args.a == 1', action: %s%s}
+    - {name: also, when: 'args.a == 1 && has(args.b)', action: warn}
+"""
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("default", ["allow", "deny"])
+@pytest.mark.parametrize("mode", ["enforce", "audit"])
+@pytest.mark.parametrize("message", ["", ", message: 'why  so\\n spaced'",
+                                     ", messageExpression: '\"m \" + string(args.a)'"])
+def test_one_rule_fired_again_decides_as_the_general_path(
+        action: str, default: str, mode: str, message: str) -> None:
+    """A rule that fires alone a second time takes its shared record by a lookup on the
+    short path: the same record and effect as the general path's, for every action,
+    default, mode and kind of message; with a known secret, another rule firing too, or a
+    rule that fails, the general steps."""
+    ps = _load(ONE_RULE % (mode, default, action, message), "compiled", Limits())
+    assert ps._candidates("t").short is not None
+    first = _same(ps, {"tool": "t", "args": {"a": 1}})
+    again = _same(ps, {"tool": "t", "args": {"a": 1}})
+    assert [r.rule for r in again.rules] == ["fires"]
+    if "messageExpression" not in message:  # the shared record (``_shared_fired``)
+        assert again.rules[0] is first.rules[0]
+    secret = _same(ps, {"tool": "t", "args": {"a": 1}, "known_secrets": Scrubber(["so"])})
+    assert [r.rule for r in secret.rules] == ["fires"]
+    two = _same(ps, {"tool": "t", "args": {"a": 1, "b": 2}})
+    assert [r.rule for r in two.rules] == ["fires", "also"]
+    failed = _same(ps, {"tool": "t", "args": {"a": "1"}})
+    assert failed.errors and all(e.element.startswith("rules.") for e in failed.errors)

@@ -462,3 +462,51 @@ def test_a_month_and_day_without_a_year_are_that_day_in_any_year(
     other = day + datetime.timedelta(days=1)
     if other.month == day.month:
         assert not prov.mentioned(other.isoformat(), text), (other, text)
+
+
+# ------------------------------------------- a sentence glued to a host (outsider 3)
+
+@pytest.mark.parametrize(("text", "value", "found"), [
+    ("to our website www.our-company.com.They sent it", "www.our-company.com", True),
+    ("to our website www.our-company.com.They sent it", "https://www.our-company.com/", True),
+    ("see x.com.Then reply", "x.com", True),
+    ("mail bob@x.com.Thanks", "bob@x.com", True),
+    # the ungluing reads the sentence, not a longer host
+    ("to our website www.our-company.com.They sent it", "www.our-company.com.they", False),
+    # a host written with capitals stays one name; a one-label word before the dot is no host
+    ("see www.Example.Com.They", "www.example.com", False),
+    ("see my.Host name", "my.host", True),
+    # a lower-case label after the dot is still a longer host
+    ("www.x.com.they sent it", "www.x.com", False),
+    ("www.x.com.Evil.net", "www.x.com", False),
+])
+def test_a_sentence_glued_to_a_host_is_read_as_a_new_sentence(
+        text: str, value: str, found: bool) -> None:
+    assert prov.mentions(text, value) is found
+
+
+@given(st.text(alphabet="aZx.-/ \nT1hey", max_size=80))
+def test_ungluing_only_adds_spaces_after_dots(text: str) -> None:
+    out = prov._unglue(text)
+    assert out.replace(". ", ".") == text.replace(". ", ".")
+    assert len(out) >= len(text) and out.count(" ") - text.count(" ") == len(out) - len(text)
+
+
+def test_a_glued_url_in_the_request_is_found_by_a_rule(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: publish}
+spec:
+  match: {tools: [post_webpage]}
+  rules:
+    - name: site-not-named
+      when: '!request.mentions(args.url)'
+      action: deny
+""")
+    request = ("Post the hobbies to our website www.our-company.com.They sent them to Bob.")
+    ok = policies.evaluate(tool="post_webpage", args={"url": "www.our-company.com"},
+                           request=request)
+    bad = policies.evaluate(tool="post_webpage", args={"url": "www.our-company.com.they"},
+                            request=request)
+    assert (ok.effect, bad.effect) == ("allow", "deny")

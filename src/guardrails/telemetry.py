@@ -26,6 +26,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from opentelemetry import _logs, metrics, trace
 from opentelemetry import context as otel_context
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from guardrails.engine.decision import REDACTED, Decision, Effect
@@ -434,6 +435,21 @@ class CallSpan:
 _NO_TRACER_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """Global tracer providers under which no span records (no SDK installed)."""
 
+_UNREAD = object()
+
+
+def _installed_tracer_provider() -> object:
+    """The global tracer provider installed (``trace.set_tracer_provider``), None while
+    there is none, or ``_UNREAD`` when this OpenTelemetry keeps it elsewhere.
+
+    What ``trace.get_tracer_provider()`` finds, without its cost on every guarded call
+    while nothing records: with none installed it looks up ``OTEL_PYTHON_TRACER_PROVIDER``
+    in ``os.environ``, and the miss raises and catches a ``KeyError`` there (about 1.5 µs,
+    half of what telemetry cost a call with no SDK). The API module's own global is read
+    instead (``opentelemetry.trace._TRACER_PROVIDER``, pinned by tests/test_telemetry_quiet.py);
+    a release without it takes the public call (``_UNREAD``)."""
+    return getattr(trace, "_TRACER_PROVIDER", _UNREAD)
+
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 """A reusable context that does nothing (``in_run_span`` without a span)."""
 
@@ -495,6 +511,9 @@ class GuardTelemetry:
     ) -> None:
         self._containers: dict[str, _Contain] = {}
         self._recording_seen = False
+        self._provider_from_env = OTEL_PYTHON_TRACER_PROVIDER in os.environ
+        """A global tracer provider to load is named in the environment: it is asked for
+        (``trace.get_tracer_provider()`` loads it) rather than looked for installed."""
         sink: DecisionSink
         if isinstance(decision_log, list | tuple):
             sink = Sinks(decision_log)
@@ -617,6 +636,8 @@ class GuardTelemetry:
         later is seen on the next call)."""
         tracer = self.tracer
         if type(tracer) is trace.ProxyTracer and not self._recording_seen:
+            if not self._provider_from_env and _installed_tracer_provider() is None:
+                return False
             try:
                 provider = trace.get_tracer_provider()
             except Exception:  # loading a configured provider failed: the contained path

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from guardrails.engine.counters import (
     CounterRequest,
@@ -514,7 +514,7 @@ class PlanEntry:
     """Its rules' functions, each with its rule."""
     statics: dict[int, FiredRule]
     """The records of its rules with a static message that fired when there was nothing to
-    scrub, by ``id(rule)`` (a record is immutable: every later such call shares it)."""
+    scrub, by the rule's index (a record is immutable: every later such call shares it)."""
     fused: FusedRun | None
     """All its rules as one function (``CompiledPolicy.fused``), when it has one."""
     params: Mapping[str, Any]
@@ -1061,8 +1061,9 @@ def short_path(candidates: Candidates) -> ShortPath | None:
     looks each entry's fields up. For a plan without ``match`` conditions or agent
     selectors, whose every policy has a fused function (at most ``SHORT_MAX_POLICIES``),
     this generates the steps ``decide`` takes for it, unrolled, with the answers and the
-    entries' fields as the function's defaults (locals of one frame); repairs run through
-    ``decide``'s own ``_repair``. It reads arguments that are an exact dict of plain
+    entries' fields as the function's defaults (locals of one frame); repairs are
+    ``_repair``'s steps unrolled (their functions, records and messages defaults too), or
+    ``_repair`` itself for a policy with an ``unset``. It reads arguments that are an exact dict of plain
     leaves (strings, finite-width numbers, booleans, null) within the size bound, a plain
     text request, and an exact dict principal and list history (with ``decide``'s
     walkers: an error there is decided as ``decide`` decides it), with ``decide``'s
@@ -1079,7 +1080,7 @@ def short_path(candidates: Candidates) -> ShortPath | None:
     source = _short_source(tuple(e.programs is not None for e in plan), "tool" in names,
                            "request" in names, "now" in names, "principal" in names,
                            "history" in names, bool(candidates.secret_names),
-                           candidates.repairs)
+                           tuple(_repair_shape(e.policy) for e in plan))
     factory = _SHORT_FACTORIES.get(source)
     if factory is None:
         if len(_SHORT_FACTORIES) >= _SHORT_FACTORIES_MAX:
@@ -1090,24 +1091,76 @@ def short_path(candidates: Candidates) -> ShortPath | None:
         _SHORT_FACTORIES[source] = factory
     constants: list[Any] = [candidates, candidates.clean]
     for e in plan:
-        constants += [e, e.fused, e.params, e.default, e.enforce]
+        alone = {a: _policy_effect([a], e.default) for a in Action}  # one rule fired
+        constants += [e, e.fused, e.params, e.default, e.enforce, alone]
         if e.programs is not None:
             constants.append(e.programs)
+        constants += _repair_constants(e.policy)
     return factory(*constants)
 
 
+RepairShape = tuple[tuple[bool, int, bool], ...] | Literal[True] | None
+"""How a short path runs one policy's repairs: None without repairs; for each repair
+whether it has a ``when``, how many arguments it sets and whether its policy is in audit
+mode (unrolled in the generated code); True for repairs run by ``_repair`` itself (an
+``unset``, or a name set twice)."""
+
+
+def _repair_shape(policy: CompiledPolicy) -> RepairShape:
+    if not policy.repairs:
+        return None
+    if any(record is None for _, record in policy.repair_records):
+        return True
+    return tuple((r.when is not None, len(r.set), policy.audit) for r in policy.repairs)
+
+
+def _repair_constants(policy: CompiledPolicy) -> list[Any]:
+    """The defaults a short path's unrolled repairs of ``policy`` read, in the order
+    ``_short_source`` names them: the policy (as ``_repair``'s list of one) or its name,
+    then per repair its ``when`` function, record and error element, and per argument
+    set its function, name and non-finite message."""
+    shape = _repair_shape(policy)
+    if shape is None:
+        return []
+    if shape is True:
+        return [(policy,)]
+    constants: list[Any] = [policy.name]
+    for repair, record in policy.repair_records:
+        if repair.when is not None:
+            constants.append(repair.when.program.evaluate)
+        constants += [record, f"repairs.{repair.name}"]
+        for name, expr in repair.set:
+            constants += [expr.program.evaluate, name,
+                          f"set {name} produced a non-finite number"]
+    return constants
+
+
 def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: bool,
-                  principal: bool, history: bool, secret: bool, repairs: bool) -> str:
+                  principal: bool, history: bool, secret: bool,
+                  repair_shapes: tuple[RepairShape, ...]) -> str:
     """The source of a short path (``short_path``): ``decide``'s steps for a plan of
     ``len(variables)`` policies, which of them have variables, which inputs the policies
-    read, whether they have secret arguments and repairs. Everything else is a default: the
-    candidates ``_C`` and whether they are clean, and per policy its entry, fused
-    function, params, default action, whether it enforces, and its variables."""
+    read, whether they have secret arguments, and their repairs' shapes
+    (``_repair_shape``). Everything else is a default: the candidates ``_C`` and whether
+    they are clean, and per policy its entry, fused function, params, default action,
+    whether it enforces, its effect when one rule fired with each action, its variables
+    and its repairs' constants (``_repair_constants``)."""
     consts = ["_C", "_CLEAN"]
-    for i, has_variables in enumerate(variables):
-        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}"]
+    repair_lines: list[str] = []
+    for i, (has_variables, shape) in enumerate(zip(variables, repair_shapes, strict=True)):
+        consts += [f"_E{i}", f"_F{i}", f"_P{i}", f"_D{i}", f"_N{i}", f"_A{i}"]
         if has_variables:
             consts.append(f"_V{i}")
+        if shape is True:  # ``decide``'s own helper, for this policy
+            consts.append(f"_L{i}")
+            repair_lines.append(f"        _repair(_L{i}, b, args, None, _NO_TRACES, scrub, "
+                                "errors, repairs)")
+        elif shape is not None:
+            consts.append(f"_PN{i}")
+            repair_lines.append(f"        b['params'] = _P{i}")
+            for j, (has_when, n_sets, audit) in enumerate(shape):
+                repair_lines += _repair_source(i, j, has_when, n_sets, audit, consts)
+    repairs = bool(repair_lines)
     whole = ("_decide(_C, revision, known_secrets, limits, tool, arguments, principal, "
              "history, request, description, now, agent)")
     refused = ["type(arguments) is not dict", "type(description) is not str",
@@ -1190,7 +1243,7 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         lines += ["        b['variables'] = {}",
                   "        errors = []",
                   "        repairs = []",
-                  "        _repair(_C.policies, b, args, None, _NO_TRACES, scrub, errors, repairs)"]
+                  *repair_lines]
         if secret:
             lines += ["        if repairs and any(name in _C.secret_names for r in repairs",
                       "                           if not r.audit for name in r.set):",
@@ -1211,10 +1264,20 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
                   "                fired = []",
                   "            if errors is None:",
                   "                errors = []",
-                  "            acted = []",
-                  f"            _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, b, "
-                  "meter, scrub, errors, fired, acted)",
-                  f"            result = _policy_effect(acted, _D{i})",
+                  # One rule fired whose shared record was made (``_shared_fired``):
+                  # what ``_fused_hits`` and ``_policy_effect`` make of it, by lookups.
+                  "            _h = hits[0]",
+                  f"            _one = _E{i}.statics.get(_h[0]) if len(hits) == 1 and "
+                  "_h[1] is True and _h[2] is None and known_secrets is None and _CLEAN "
+                  "else None",
+                  "            if _one is not None:",
+                  "                fired.append(_one)",
+                  f"                result = _A{i}[_one.action]",
+                  "            else:",
+                  "                acted = []",
+                  f"                _fused_hits(_E{i}, hits, known_secrets is None and _CLEAN, "
+                  "b, meter, scrub, errors, fired, acted)",
+                  f"                result = _policy_effect(acted, _D{i})",
                   f"        if _N{i} and result is not effect and "
                   "_SEVERITY[result] > _SEVERITY[effect]:",
                   "            effect = result"]
@@ -1238,6 +1301,48 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         "",
     ]
     return "\n".join(lines)
+
+
+def _repair_source(i: int, j: int, has_when: bool, n_sets: int, audit: bool,
+                   consts: list[str]) -> list[str]:
+    """``_repair``'s steps for repair ``j`` of policy ``i`` (which has a record: nothing
+    unset, no name set twice), its constants appended to ``consts``: its ``when``
+    (``_W``), record (``_R``), error element (``_X``), and per argument set its function
+    (``_S``), name (``_K``) and non-finite message (``_M``)."""
+    tag = f"{i}_{j}"
+    if has_when:
+        consts.append(f"_W{tag}")
+    consts += [f"_R{tag}", f"_X{tag}"]
+    sets = [f"{tag}_{k}" for k in range(n_sets)]
+    for k in sets:
+        consts += [f"_S{k}", f"_K{k}", f"_M{k}"]
+    body: list[str] = []
+    for k in sets:
+        body += [f"_s{k} = _S{k}(b)",
+                 f"if not (_isfinite(_s{k}) if type(_s{k}) is float else _finite(_s{k})):",
+                 f"    raise _CelError(_M{k})"]
+    body = body or ["pass"]
+    lines = ["        try:"]
+    if has_when:
+        lines += [f"            _w = _W{tag}(b)",
+                  "            if type(_w) is not bool:",
+                  "                raise _CelError(f'when returned {_cel_type_name(_w)}, not bool')",
+                  "            if _w:"]
+        lines += ["                " + line for line in body]
+    else:
+        lines += ["            " + line for line in body]
+    lines += ["        except Exception as _x:",
+              f"            errors.append(_EvaluationError(_PN{i}, _X{tag}, "
+              "scrub(_cel_error(_x).message), 'not-applied'))",
+              "        else:"]
+    pad = "            "
+    if has_when:
+        lines.append("            if _w:")
+        pad = "                "
+    lines.append(pad + f"repairs.append(_R{tag})")
+    if not audit:  # an audit repair is only recorded
+        lines += [pad + f"args[_K{k}] = _s{k}" for k in sets]
+    return lines
 
 
 _NOT_FUSED: list[Hit] = []
@@ -1277,7 +1382,7 @@ def _take_hits(policy: CompiledPolicy, hits: list[Hit], statics: dict[int, Fired
     for i, value, exc in hits:
         rule = rules[i]
         if exc is None and value is True:
-            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
+            hit = _shared_fired(policy, rule, i, statics, clean, bindings, scrub, errors)
         else:
             if exc is None:
                 exc = _not_bool(value)
@@ -1302,7 +1407,7 @@ def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ..
                scrub: Scrubber, errors: list[EvaluationError], fired: list[FiredRule],
                acted: list[Action]) -> None:
     """A policy's rules one by one, for a policy without a fused function."""
-    for run, rule in rules:
+    for i, (run, rule) in enumerate(rules):
         try:
             value = run(bindings)
             if value is False:
@@ -1314,21 +1419,21 @@ def _each_rule(policy: CompiledPolicy, rules: tuple[tuple[Run, CompiledRule], ..
             if hit is None:
                 continue
         else:
-            hit = _shared_fired(policy, rule, statics, clean, bindings, scrub, errors)
+            hit = _shared_fired(policy, rule, i, statics, clean, bindings, scrub, errors)
         fired.append(hit)
         acted.append(hit.action)
 
 
-def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, statics: dict[int, FiredRule],
-                  clean: bool, bindings: Mapping[str, Any], scrub: Scrubber,
-                  errors: list[EvaluationError]) -> FiredRule:
-    """The record of a rule that fired: with nothing to scrub (``clean``), a static-message
-    rule's one shared record (see ``PlanEntry.statics``)."""
-    hit = statics.get(id(rule)) if clean else None
+def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, index: int,
+                  statics: dict[int, FiredRule], clean: bool, bindings: Mapping[str, Any],
+                  scrub: Scrubber, errors: list[EvaluationError]) -> FiredRule:
+    """The record of a rule (``policy.rules[index]``) that fired: with nothing to scrub
+    (``clean``), a static-message rule's one shared record (see ``PlanEntry.statics``)."""
+    hit = statics.get(index) if clean else None
     if hit is None:
         hit = _fired_rule(policy, rule, bindings, scrub, errors)
         if clean and rule.message_expression is None:
-            statics[id(rule)] = hit
+            statics[index] = hit
     return hit
 
 
@@ -1846,5 +1951,7 @@ _SHORT_GLOBALS: dict[str, Any] = {
     "_decision": _decision, "_recorded": _recorded, "_MappingProxyType": MappingProxyType,
     "_unread": _unread, "_over": _over, "_Budget": Budget, "_normalize": normalize,
     "_normalize_history": normalize_history, "_repair": _repair, "_NO_TRACES": _NO_TRACES,
+    "_CelError": CelError, "_cel_type_name": _cel_type_name, "_cel_error": _cel_error,
+    "_EvaluationError": EvaluationError, "_isfinite": math.isfinite, "_finite": _finite,
 }
 """The names a generated short path reads besides its defaults: ``decide``'s helpers."""

@@ -249,7 +249,9 @@ class Scrubber:
             found: list[tuple[int, int]] = []
             if not self._find_all(view.text, found):
                 return False
+            runs: list[tuple[int, int]] = []
             for start, end in found:
+                start = _view_escape_start(view.text, start, runs)
                 start, end, _ = _source(views, level, start, end)
                 spans.append((start, end))
             if len(spans) > MAX_OCCURRENCES:
@@ -298,10 +300,40 @@ def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
         if s <= end:
             end = max(end, e)
             continue
+        start = _escape_start(text, start, pos)
         out += (text[pos:start], REDACTED)
         pos, start, end = end, s, e
+    start = _escape_start(text, start, pos)
     out += (text[pos:start], REDACTED, text[end:])
     return "".join(out)
+
+
+def _escape_start(text: str, start: int, floor: int) -> int:
+    """``start``, or the backslash before it when ``start`` cuts an escape in two (an odd
+    run of backslashes before it: a spelling that starts with ``\\`` found one character into
+    ``\\\\\\u20ac``): the marker then replaces the whole escape, and a JSON text stays
+    JSON. The run is read back no further than ``floor`` (the end of the span before), so
+    the reads of all spans together stay linear."""
+    if start <= floor or text[start - 1] != "\\":
+        return start
+    run = start - floor - len(text[floor:start].rstrip("\\"))
+    return start - 1 if run % 2 else start
+
+
+def _view_escape_start(text: str, start: int, runs: list[tuple[int, int]]) -> int:
+    """``_escape_start`` for a match in a view's text (which the reader decodes once more),
+    with the text's runs of backslashes found once (``runs``, filled on first use) and
+    looked up by bisection, whatever the number of matches."""
+    if start == 0 or text[start - 1] != "\\":
+        return start
+    if not runs:
+        runs.extend(m.span() for m in _BACKSLASHES.finditer(text))
+    k = bisect.bisect_left(runs, (start, start)) - 1
+    first = runs[k][0] if k >= 0 and runs[k][1] >= start else start
+    return start - 1 if (start - first) % 2 else start
+
+
+_BACKSLASHES = re.compile(r"\\+")
 
 
 MAX_OCCURRENCES = 1 << 12
@@ -651,6 +683,9 @@ _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"
           ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
 
 
+_ROUGH_HTML = tuple(pair for pair in _ROUGH if pair[0].startswith("&"))
+
+
 _NOT_AN_ESCAPE = re.compile(r"\\(?![\\'\"abfnrtv0-7xuU\n])")
 """A backslash that starts no escape of Python's ``unicode_escape`` codec (``\\N`` included:
 a name is no JSON or ``repr`` escape): doubled before decoding, so the codec warns of none."""
@@ -672,10 +707,37 @@ def _rough(text: str) -> str:
         rough = rough.replace(escaped, char)
     if "\\" in text:
         plain = _NOT_AN_ESCAPE.sub(r"\\\\", text.replace("\\/", "/"))
-        rough += "\n\0\n" + plain.encode("latin-1", "backslashreplace").decode(
+        decoded = plain.encode("latin-1", "backslashreplace").decode(
             "unicode_escape", "replace")
+        if "&" in decoded or "%" in decoded:  # a web page's text in a JSON string
+            for escaped, char in _ROUGH:
+                decoded = decoded.replace(escaped, char)
+        rough += "\n\0\n" + decoded
+    if "%" in text:
+        rough += "\n\0\n" + _percent_decoded(text)
     _RECENT_ROUGH.put(text, rough)
     return rough
+
+
+def _html_undone(text: str) -> str:
+    """The common HTML character references of ``text`` undone (C-speed replacements): what
+    the rough view's codecs decoded may have been HTML-escaped first (a web page's text in
+    a JSON string, an HTML-escaped value percent-encoded into a link)."""
+    if "&" in text:
+        for escaped, char in _ROUGH_HTML:
+            text = text.replace(escaped, char)
+    return text
+
+
+def _percent_decoded(text: str) -> str:
+    """Every ``%XX`` of ``text`` undone as UTF-8 (and ``+`` as a space), then its common
+    HTML escapes, at C speed: each ``%`` becomes a ``\\x`` escape that the
+    ``unicode_escape`` codec turns into its byte (one not followed by two hex digits into
+    U+FFFD). For the rough view only: a literal non-ASCII character of ``text`` comes out
+    mangled (the text as it is is the rough view's first part)."""
+    marked = text.replace("\\", "\\\\").replace("%", "\\x").replace("+", " ")
+    data = marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
+    return _html_undone(data.encode("latin-1", "backslashreplace").decode("utf-8", "replace"))
 
 
 class _Recent:
@@ -716,35 +778,71 @@ def may_escape(text: str) -> bool:
         "%" in text and _PERCENT.search(text) is not None)
 
 
+_FAMILIES = (("\\", _ESCAPE), ("&", _HTML), ("%", _PERCENT))
+"""The escapes a view undoes, each with the character that any of its escapes holds."""
+
+
 def _views(text: str) -> list[_View] | None:
-    """``text`` with one, two, ... ``_VIEWS`` levels of JSON and ``repr`` escapes undone (as
-    far as each level still has escapes), with its HTML character references undone, and
-    with its percent-encoding undone;
-    None when it holds more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus
-    signs (too many to decode one by one: see ``_rough``)."""
+    """``text`` with up to ``_VIEWS`` levels of escapes undone, each level by each family
+    (JSON and ``repr`` escapes, HTML character references, percent-encoding) of each view
+    before it, as far as it still has escapes of that family: JSON in JSON, and a web page's
+    text in a JSON string (``&amp;`` inside ``\\u00fc`` and ``\\/``), or an HTML-escaped value
+    percent-encoded into a link (red team 18: every HTML and percent view was made of the
+    text itself, so a value escaped by two families went out whole). A view whose text
+    another view already has is not made twice. None when ``text``, or all views together,
+    hold more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus signs (too many
+    to decode one by one: see ``_rough``), or when it has more than ``_MAX_VIEWS`` views
+    (or ``_VIEW_CHARS`` characters of them).
+    (A view holds no more of those signs than the text it was made of: each escape undone
+    is one character, and the literal text is the same.)"""
     found = _RECENT_VIEWS.get(text)
     if found is not None:
         return None if found is _NONE else found
-    if (text.count("\\") + text.count("&") + text.count("%") + text.count("+")
-            > MAX_ESCAPES):
+    if _escape_marks(text) > MAX_ESCAPES:
         _RECENT_VIEWS.put(text, _NONE)
         return None
     views: list[_View] = []
-    if "\\" in text:
-        current, parent = text, -1
-        while len(views) < _VIEWS:
-            view = _view(current, _ESCAPE, parent)
-            if view is None:
-                break
-            views.append(view)
-            current, parent = view.text, len(views) - 1
-    for mark, escape in (("&", _HTML), ("%", _PERCENT)):
-        if mark in text:
-            view = _view(text, escape, -1)
-            if view is not None:
+    seen = {text}
+    level: list[tuple[str, int]] = [(text, -1)]
+    chars = 0
+    for _ in range(_VIEWS):
+        below: list[tuple[str, int]] = []
+        for current, parent in level:
+            for mark, escape in _FAMILIES:
+                if mark not in current:
+                    continue
+                view = _view(current, escape, parent)
+                if view is None or view.text in seen:
+                    continue
+                chars += len(view.text)
+                if len(views) == _MAX_VIEWS or chars > _VIEW_CHARS:
+                    _RECENT_VIEWS.put(text, _NONE)
+                    return None
+                seen.add(view.text)
                 views.append(view)
+                below.append((view.text, len(views) - 1))
+        level = below
     _RECENT_VIEWS.put(text, views)
     return views
+
+
+def _escape_marks(text: str) -> int:
+    """The characters of ``text`` that may start an escape (what a view's cost grows with)."""
+    return text.count("\\") + text.count("&") + text.count("%") + text.count("+")
+
+
+_MAX_VIEWS = 12
+"""Views of one text (each a copy of it, searched by every value and pattern): a text
+whose escapes make more (a page padded with escapes of each family inside the others made
+37 views) is searched in the rough view instead. Five was the most before views were made
+of views; a JSON result holding a web page's text with links makes ten, one with a
+``repr`` beside it thirteen (the rough view then decides for it: replaced whole if a value
+or pattern is found)."""
+
+_VIEW_CHARS = 1 << 22
+"""Characters of all views of one text together: past them (a megabyte result whose
+escapes make more than four views) the rough view decides, so a hostile text costs a few
+copies of itself, never ``_MAX_VIEWS``."""
 
 
 def _json_strings(text: str) -> str | None:
@@ -758,7 +856,10 @@ def _json_strings(text: str) -> str | None:
     found: str | None = None
     if len(text) >= _JSON_FIRST and text[:1] in ("{", "[", '"'):
         try:
-            data = json.loads(text)
+            # Every pair of every object, a repeated key's earlier values too: ``json``
+            # keeps only a key's last value, and a value escaped in the first ``"k"`` of
+            # ``{"k": ..., "k": "x"}`` went out whole (red team 18).
+            data = json.loads(text, object_pairs_hook=list)
         except Exception:  # not JSON (or too deep to parse): the views decide
             data = _END
         if data is not _END:
@@ -766,12 +867,19 @@ def _json_strings(text: str) -> str | None:
             stack: list[Any] = [data]
             while stack:
                 item = stack.pop()
-                if isinstance(item, str):
+                kind = type(item)
+                if kind is str:
                     strings.append(item)
-                elif isinstance(item, dict):
-                    strings.extend(item)
-                    stack.extend(item.values())
-                elif isinstance(item, list):
+                elif kind is not list:
+                    continue
+                elif item and type(item[0]) is tuple:  # an object's (key, value) pairs
+                    for key, value in item:
+                        strings.append(key)
+                        if type(value) is str:
+                            strings.append(value)
+                        else:
+                            stack.append(value)
+                else:  # an array
                     stack.extend(item)
             found = "\n".join(strings)
     _RECENT_JSON.put(text, _NONE if found is None else found)
@@ -829,6 +937,7 @@ def redact_escaped(text: str, patterns: Sequence[Any],
     for level, view in enumerate(views):
         if not any_match(view.text):
             continue
+        runs: list[tuple[int, int]] = []
         for pattern in patterns:
             for m in pattern.finditer(view.text):
                 if (seen := seen + 1) > _MAX_ESCAPED_MATCHES:
@@ -836,6 +945,7 @@ def redact_escaped(text: str, patterns: Sequence[Any],
                 start, end = m.span()
                 if start == end:
                     continue
+                start = _view_escape_start(view.text, start, runs)
                 start, end, touches = _source(views, level, start, end)
                 if touches and (_ANY_ESCAPE.search(text, start, end) or pattern.search(
                         text[max(0, start - 1):end + 1]) is None):

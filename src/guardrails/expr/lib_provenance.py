@@ -73,12 +73,41 @@ _CACHE_SIZE = 256
 _SEPARATORS = str.maketrans("", "", " -().\t")
 
 
+_GLUED = re.compile(r"\.[A-Z][a-z]+(?=\s|$)")
+"""A capitalised word after a dot at the end of a token: ``www.x.com.They sent``."""
+
+
+def _unglue(text: str) -> str:
+    """``text`` with a sentence that starts right after a lower-case host or URL (no space
+    after its full stop: ``www.x.com.They``) moved off it by a space, so the host is found
+    as the writer meant it. Only a token lower-case up to that dot qualifies (a host
+    written ``www.Example.Com`` stays one name); each token is scanned back once, so the
+    cost is linear."""
+    if _GLUED.search(text) is None:
+        return text
+    parts: list[str] = []
+    last = 0
+    for m in _GLUED.finditer(text):
+        start = m.start()
+        i = start
+        while i > last and not text[i - 1].isspace():
+            i -= 1
+        token = text[i:start]
+        if "." in token and token == token.lower() and token[-1:].isalnum():
+            parts.append(text[last:start + 1])
+            parts.append(" ")
+            last = start + 1
+    parts.append(text[last:])
+    return "".join(parts)
+
+
 def _lower(text: str) -> str:
-    """``text`` cut at ``MAX_TEXT`` and lower-cased, cached (results are searched by many
-    calls of a session, and their hashes are cached by the string objects)."""
+    """``text`` cut at ``MAX_TEXT``, a sentence glued to a host moved off it (``_unglue``)
+    and lower-cased, cached (results are searched by many calls of a session, and their
+    hashes are cached by the string objects)."""
     found = _LOWER.get(text)
     if found is None:
-        found = text[:MAX_TEXT].lower()
+        found = _unglue(text[:MAX_TEXT]).lower()
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
