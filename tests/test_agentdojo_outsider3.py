@@ -90,6 +90,8 @@ def test_a_lookup_of_an_empty_default_is_reported(tmp_path: Path, when: str,
     # no empty default: a missing argument is an error, which fails closed as documented
     ("!request.mentions(args.recipient)", "", False),
     ('!request.mentions(args.?recipient.orValue("x"))', "", False),
+    ('args.?recipient.orValue("") != "" && !request.mentions(args.?recipient.orValue(""))',
+     "", False),
 ])
 def test_a_guarded_or_harmless_lookup_is_not_reported(tmp_path: Path, when: str,
                                                       variables: str, library: bool) -> None:

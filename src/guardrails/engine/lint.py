@@ -1039,7 +1039,7 @@ def _empty_searches(policy: CompiledPolicy) -> list[Finding]:
         used: set[Any] = set()
         _walk_searches(rule.when.program.ast, {}, variables, searched, used, set())
         for call, chain in searched:
-            if any(_shape(n) in used for n in chain) or not _may_be_empty(
+            if any(_shape(n) in used for n in chain if _named_value(n)) or not _may_be_empty(
                     chain[-1], variables, 0):
                 continue
             on_request = (call.target is not None
@@ -1086,9 +1086,25 @@ def _walk_searches(node: ast.Node, env: Mapping[str, ast.Node],
             searched.append((node, _resolve(node.args[-1], env, variables)))
         elif node.function not in _NOT_A_TEST:
             for operand in (*node.args, *((node.target,) if node.target else ())):
-                used.update(_shape(n) for n in _resolve(operand, env, variables))
+                used.update(_shape(n) for n in _resolve(operand, env, variables)
+                            if _named_value(n))
     for child in _children(node):
         _walk_searches(child, env, variables, searched, used, walked)
+
+
+def _named_value(node: ast.Node) -> bool:
+    """A name, a field path or an optional read: what a guard tests (its shape is small,
+    so comparing shapes stays linear in the expression)."""
+    for _ in range(64):
+        if isinstance(node, ast.Select):
+            node = node.operand
+        elif isinstance(node, ast.Call) and node.function == "orValue" and node.target:
+            node = node.target
+        elif isinstance(node, ast.Call) and node.function == "@select" and node.args:
+            node = node.args[0]
+        else:
+            break
+    return isinstance(node, ast.Ident)
 
 
 def _children(node: ast.Node) -> list[ast.Node]:
