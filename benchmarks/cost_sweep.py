@@ -314,7 +314,7 @@ def _guard_cost(policies: guardrails.PolicySet, args: dict[str, Any]) -> float:
     larger."""
     worst = 0.0
     for stream in (False, True):
-        run_mw, fn_mw, _chat_mw = guard(policies)
+        run_mw, fn_mw = guard(policies)
         assert isinstance(fn_mw, GuardFunctionMiddleware)
         timed = TimedGuard(fn_mw)
         client = ScriptedChatClient([[call("t", **args)], [text("done")]])

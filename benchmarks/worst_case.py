@@ -224,7 +224,7 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
                         history: int) -> float:
     """The best of ``repeat`` calls, the session's history holding ``history`` earlier
     calls with the same arguments (the guard keeps 50)."""
-    run_mw, fn_mw, _chat_mw = guard(policies, principal=PRINCIPAL, tracer_provider=provider)
+    run_mw, fn_mw = guard(policies, principal=PRINCIPAL, tracer_provider=provider)
     assert isinstance(fn_mw, GuardFunctionMiddleware)
     timed = TimedGuard(fn_mw)
     # The session's history as full as the guard keeps it: ``history`` entries, each what

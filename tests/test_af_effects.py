@@ -206,7 +206,7 @@ async def test_audit_mode_records_but_changes_nothing(policies: Any) -> None:
 
 
 def test_guard_mode_audit_uses_with_mode(policies: Any) -> None:
-    _run_mw, fn_mw, _chat_mw = guard(policies, mode="audit")
+    _run_mw, fn_mw = guard(policies, mode="audit")
     assert all(p.mode == "audit" for p in fn_mw._policies.current.policies)  # type: ignore[union-attr]
     with pytest.raises(ValueError):
         guard(policies, mode="shadow")

@@ -1,11 +1,11 @@
-"""The chat middleware's shortcut for flat parsed arguments decides as the general check.
+"""The batch check's shortcut for flat parsed arguments decides as the general check.
 
-``GuardChatMiddleware`` checks arguments a chat client delivered already parsed for what
+The guard checks arguments a chat client delivered already parsed for what
 would end the run (no mapping, nested deeper than the framework's token can recurse on this
 stack, containing themselves). The general check walks every stack frame
 (``parse_depth()``) and then the arguments level by level; an exact ``dict`` of scalars,
 the usual call, is judged by one ``sys._getframe`` lookup instead. Hypothesis compares
-``_repair`` with the general check on generated arguments (nested, subclasses, cycles,
+``repair`` with the general check on generated arguments (nested, subclasses, cycles,
 empty) at generated stack depths and recursion limits (a host may lower it, down to a
 stack with no room for one level), and the real loop runs both shapes.
 """
@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardrails.agent_framework import ScriptedChatClient, _unreadable, guard
+from guardrails.agent_framework._state import RunState
 from guardrails.agent_framework.scripted import text
 from tests.af_support import load_text
 
@@ -35,8 +36,8 @@ def _frames() -> int:
 
 
 def _general(response: ChatResponse) -> list[Any]:
-    """What the general check makes of each call's parsed arguments (``_repair`` before the
-    shortcut), called at the level ``_repair`` is: the same stack below it."""
+    """What the general check makes of each call's parsed arguments (``repair`` before the
+    shortcut), called at the level ``repair`` is: the same stack below it."""
     depth = _unreadable.parse_depth()
     return [_unreadable._parsed_unreadable(c.arguments, depth)
             for m in response.messages for c in m.contents]
@@ -73,11 +74,11 @@ def _cyclic(flat: dict[str, Any]) -> dict[str, Any]:
 
 
 def _at(extra: int, response: ChatResponse) -> list[Any]:
-    """The general check's reasons, then ``_repair`` run, at one stack level."""
+    """The general check's reasons, then ``repair`` run, at one stack level."""
     if extra > 0:
         return _at(extra - 1, response)
     expected = _general(response)
-    _unreadable._repair(response)
+    _unreadable.repair([c for m in response.messages for c in m.contents], RunState(request=""))
     return [reason or False for reason in expected]
 
 

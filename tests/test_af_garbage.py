@@ -8,7 +8,7 @@ errors kept in a local, a list or a slot of the frame their traceback holds (a f
 function's failures, the first error of ``&&``, ``||`` and macros, both backends). Each test runs with the collector
 off and counts what one collection finds afterwards: zero for ``evaluate`` (both paths,
 both backends), and, in the real agent loop, exactly what the same agent with pass-through
-middleware of the three kinds ``guard()`` returns leaves (the framework's own dispatch
+middleware of the two kinds ``guard()`` returns leaves (the framework's own dispatch
 closures, which are not ours).
 """
 
@@ -24,8 +24,6 @@ import pytest
 from agent_framework import (
     AgentContext,
     AgentMiddleware,
-    ChatContext,
-    ChatMiddleware,
     FunctionInvocationContext,
     FunctionMiddleware,
 )
@@ -151,11 +149,6 @@ class _PassFunction(FunctionMiddleware):
         await call_next()
 
 
-class _PassChat(ChatMiddleware):
-    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
-        await call_next()
-
-
 def _turn(arguments: dict[str, Any]) -> Callable[[Any], list[Any]]:
     def turn(messages: Any) -> list[Any]:
         if any(c.type == "function_result" for m in messages for c in m.contents):
@@ -194,7 +187,7 @@ async def test_a_guarded_run_leaves_only_the_frameworks_cycles(
     client = ScriptedChatClient(default=_turn(args))
     agent = agent_with(client, [send_money], guard(policies))
     plain = agent_with(ScriptedChatClient(default=_turn(args)), [send_money],
-                       [_PassAgent(), _PassFunction(), _PassChat()])
+                       [_PassAgent(), _PassFunction()])
     counts = []
     for _ in range(3):  # the first run builds caches; then every run is the same
         gc.collect()

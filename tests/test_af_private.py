@@ -360,3 +360,49 @@ def test_approval_observer_is_the_protocol_the_guard_implements() -> None:
     middleware = GuardFunctionMiddleware(policies)
     assert isinstance(middleware, _private.ApprovalObserver)
     assert callable(getattr(middleware, _private.APPROVAL_OBSERVER))
+
+
+def test_the_batch_check_wraps_the_frameworks_batch_execution_exactly() -> None:
+    """The framework calls ``_try_execute_function_call_groups`` by its module name with
+    these parameters (by keyword), holding the run's function middleware in the pipeline's
+    ``_middleware``: the wrapper takes exactly the framework's parameters, and the
+    pipeline lists the middleware instances the guard looks for."""
+    import inspect
+
+    from agent_framework import _tools
+    from agent_framework._middleware import FunctionMiddlewarePipeline
+
+    from guardrails.agent_framework import GuardFunctionMiddleware, guard
+
+    framework = inspect.signature(_private.FRAMEWORK_BATCH).parameters
+    ours = inspect.signature(_private._checked_batch).parameters
+    assert [(p.name, p.kind, p.default) for p in framework.values()] == [
+        (p.name, p.kind, p.default) for p in ours.values()]
+    assert inspect.iscoroutinefunction(_private.FRAMEWORK_BATCH)
+    _run, function = guard(guardrails_policies())
+    assert _tools._try_execute_function_call_groups is _private._checked_batch
+    pipeline = FunctionMiddlewarePipeline(function)
+    assert pipeline._middleware == [function]
+    assert isinstance(pipeline._middleware[0], GuardFunctionMiddleware)
+    source = inspect.getsource(_tools._execute_function_calls)
+    assert "await _try_execute_function_call_groups(" in source
+
+
+def test_the_batch_check_is_installed_only_over_the_frameworks_own() -> None:
+    from agent_framework import _tools
+
+    from guardrails.agent_framework import guard
+
+    guard(guardrails_policies())  # building a guard installs it
+    installed = _tools._try_execute_function_call_groups
+    assert installed is _private._checked_batch
+
+    async def someone_elses(**kwargs: _Any) -> _Any:
+        return await _private.FRAMEWORK_BATCH(**kwargs)
+
+    try:
+        _tools._try_execute_function_call_groups = someone_elses
+        assert not _private.install_batch_check(lambda calls, middleware: None)
+        assert _tools._try_execute_function_call_groups is someone_elses
+    finally:
+        _tools._try_execute_function_call_groups = installed

@@ -2,8 +2,8 @@
 
 The function-invocation loop runs ``json.loads`` on the model's argument text before any
 function middleware; it raises ``RecursionError`` past ~990 levels and ``ValueError`` for an
-integer of more than 4,300 digits. ``GuardChatMiddleware`` (one of ``guard()``'s list) sees
-each response first and replaces such arguments; the function middleware denies the call.
+integer of more than 4,300 digits. The guard sees each batch of calls before the framework
+executes it and replaces such arguments; the function middleware denies the call.
 All in the real loop, streaming and not, with the framework's own parser as the oracle.
 """
 
@@ -88,12 +88,12 @@ def _framework_parses(arguments: str) -> bool:
     return True
 
 
-def test_guard_returns_the_three_middleware() -> None:
-    """The list's shape is part of the public contract (docs/integration.md)."""
-    run_mw, fn_mw, chat_mw = guard(guardrails.PolicySet([], revision="empty"))
+def test_guard_returns_the_two_middleware() -> None:
+    """The list's shape is part of the public contract (docs/integration.md): the run
+    boundary and the function middleware; no chat middleware is needed any more."""
+    run_mw, fn_mw = guard(guardrails.PolicySet([], revision="empty"))
     assert isinstance(run_mw, GuardRunMiddleware)
     assert isinstance(fn_mw, GuardFunctionMiddleware)
-    assert isinstance(chat_mw, GuardChatMiddleware)
 
 
 @STREAMING
@@ -114,12 +114,16 @@ async def test_unreadable_arguments_are_denied_and_the_run_goes_on(
 
 @STREAMING
 @HOSTILE
+@pytest.mark.parametrize("chat", [False, True], ids=["guard", "guard-and-chat-middleware"])
 async def test_a_valid_call_in_the_same_batch_still_runs(
-        tmp_path: Path, stream: bool, arguments: str, why: str) -> None:
+        tmp_path: Path, stream: bool, arguments: str, why: str, chat: bool) -> None:
+    """(``chat``: a list that still adds ``GuardChatMiddleware``, which is kept importable
+    and does nothing, works as before.)"""
     client = ScriptedChatClient([
         [_raw("echo_any", arguments, "bad"), call("note", "good", text="hello")],
         [text("final answer")]])
-    agent = agent_with(client, [echo_any, note], guard(load_text(tmp_path, POLICY)))
+    middleware = [*guard(load_text(tmp_path, POLICY)), *([GuardChatMiddleware()] if chat else [])]
+    agent = agent_with(client, [echo_any, note], middleware)
     response = await run(agent, "go", stream=stream)
     results = {r.call_id: result_text(r) for r in client.tool_results()}
     assert "could not be read" in results["bad"] and why in results["bad"]

@@ -310,7 +310,7 @@ def test_guard_accepts_a_source_with_mode(tmp_path: Path) -> None:
 
     _write_version(tmp_path / "policies", 100, "v1")
     with guardrails.watch(tmp_path / "policies", interval=3600) as source:
-        _run, fn, _chat = guard(source, mode="audit")
+        _run, fn = guard(source, mode="audit")
         current: Any = fn._policies.current  # type: ignore[attr-defined]
         assert all(p.mode == "audit" for p in current.policies)
         assert current is fn._policies.current  # type: ignore[attr-defined]

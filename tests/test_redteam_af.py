@@ -475,7 +475,8 @@ async def test_inner_middleware_result_is_scrubbed(policies: Any,
 # * a messageExpression that transforms a secret (``args.pin.substring(0, 4)``): same.
 # * arguments nested deeper than Python's recursion limit (~1000 levels of JSON): the
 #   framework's own ``json.loads`` raises RecursionError before any function middleware
-#   runs; guard()'s chat middleware replaces them first (tests/test_af_unreadable.py).
+#   runs; guard() replaces them first, as each batch of calls is executed
+#   (tests/test_af_unreadable.py).
 #   Non-string keys never reach the guard either: the framework validates them away.
 # * a middleware placed after the guard that deletes the framework's argument snapshot from
 #   ``context.metadata`` and then changes the arguments: that middleware is trusted code.

@@ -385,7 +385,7 @@ async def test_arguments_the_frameworks_parser_cannot_read_are_denied_and_run_no
     """Held since malformed15 (docs/security-model.md, promise 1): the framework parses the
     model's JSON before any function middleware, and its parser raises ``error`` for
     arguments some 990 levels deep or holding an integer of more than 4,300 digits. The
-    guard's chat middleware sees the response first: the call is denied as unreadable,
+    guard sees each batch of calls first: the call is denied as unreadable,
     nothing runs and the run goes on to the model's answer. (Unguarded, the run still ends
     with ``error``.)"""
     RAN.clear()

@@ -370,6 +370,21 @@ LOAD: dict[str, tuple[str, str]] = {
         "allowed: allow, deny, halt, require_approval (a warn rule never changes the "
         "effect: expect the effect the call gets, and the warn rule in rules: "
         "[policy/rule])"),
+    # valid YAML, not a policy
+    "not-a-policy": ("name: CI\non: [push]\njobs:\n  test: {runs-on: ubuntu-latest}\n",
+                     "not-a-policy.yaml:1:1: not a guardrails document (no apiVersion or kind; "
+                     "it has name, on, jobs): another tool's file, or a params file no policy "
+                     "names as its paramsFile? Move it out of the policy folder, or name the "
+                     "policy files"),
+    "vap-kind": ("apiVersion: guardrails/v1\nkind: ValidatingAdmissionPolicy\n"
+                 "metadata: {name: p}\nspec: {}\n",
+                 "vap-kind.yaml:2:7: unknown kind 'ValidatingAdmissionPolicy'; allowed: "
+                 "ToolPolicy, PolicyTest, Library, PolicyBinding (Kubernetes' "
+                 "ValidatingAdmissionPolicy is a ToolPolicy here: match: {tools: [...]}, rules "
+                 "with when and action, apiVersion: guardrails/v1)"),
+    "document-list": ("- " + policy("p", rule("true")).replace("\n", "\n  "),
+                      "document-list.yaml:1:1: a guardrails document must be a mapping, got a "
+                      "list (one document per '---', not a list of them)"),
     "regex-glob": (policy("p", rule("args.subject.matches(\"*secret*\")")),
                    "regex-glob.yaml:8:35: rules.r.when: invalid regular expression "
                    "'*secret*': no argument for repetition operator: * (a regular "
@@ -595,6 +610,13 @@ FINDINGS: dict[str, tuple[str, str]] = {
                       "a call without it (nearly every call) makes it an evaluation error "
                       "(the rule fails closed); to catch a model that sends one, test "
                       "has(args.smtp_password)"),
+    # the agent developer without schemas: a number in quotes, ordered
+    "quoted-number-order": (policy("p", rule("args.timeout_s > \"300\"")),
+                            "quoted-number-order.yaml:8:31: warning: policy p: rules.r.when: "
+                            "ordering with the text '300' (>): compared with a number it is an "
+                            "evaluation error on every call (CEL does not convert between "
+                            "types), and text orders by characters ('99' > '300'); write the "
+                            "number without quotes: 300"),
     # the Kubernetes porter: message is static text (messageExpression evaluates)
     "message-template": (policy("p", "rules:\n  - name: r\n    when: 'args.to == \"x\"'\n"
                                      "    action: deny\n    message: Blocked mail to "
@@ -824,6 +846,8 @@ CLEAN = {
                                 "'[\\1 at x]'}\n  - {name: b, regex: 'secret-\\d+', "
                                 "replacement: '<\\g<0>>'}\n"
                                 "  - {name: c, regex: 'tok-\\d+', replacement: '\\\\0 $ 5'}\n"),
+    "text-order": policy("p", rule("args.subject >= \"2026-01-01\" && args.subject < \"m\" "
+                                   "|| has(args.attachments) && args.attachments > 3")),
     "messages": policy("p", "rules:\n  - {name: r, when: 'args.to == \"x\"', action: deny, "
                             "message: 'Over $1000 + fees, {see the runbook}: \"a\" b'}\n"),
 }

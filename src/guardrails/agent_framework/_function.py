@@ -89,6 +89,7 @@ from guardrails.agent_framework._secrets import (
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
 from guardrails.agent_framework._unreadable import UnreadableArguments
+from guardrails.agent_framework._unreadable import install as install_unreadable_check
 from guardrails.agent_framework._unreadable import marker as unreadable_marker
 from guardrails.agent_framework._unreadable import message as unreadable_message
 from guardrails.agent_framework._unreadable import replaced as replaced_arguments
@@ -277,8 +278,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if approval_key is not None and not isinstance(approval_key, bytes):
             raise TypeError("approval_key must be bytes")
         # The framework's own argument checks of guarded calls, with equal tokens built
-        # faster (see _private.install_fast_tokens).
+        # faster (see _private.install_fast_tokens); and each batch of calls checked for
+        # arguments the framework's parser cannot read (see _unreadable.check_batch).
         _private.install_fast_tokens()
+        install_unreadable_check(GuardFunctionMiddleware)
         self._unmatched = unmatched
         self._approvals = approvals
         self._approval_key = approval_key or None
@@ -333,13 +336,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         with self._telemetry.call_span(tool=tool, call_id=call_id) as span:
             unreadable = unreadable_message(context.arguments)
             if unreadable is None and run is not None and run.unreadable:
-                # Replaced by the chat middleware, and the marker dropped by the framework's
+                # Replaced before the batch ran, and the marker dropped by the framework's
                 # validation (a tool whose every parameter has a default): denied all the same.
                 reason = replaced_arguments(run, call_id)
                 if reason is not None:
                     unreadable = unreadable_message(unreadable_marker(reason))
             if unreadable is not None:
-                # GuardChatMiddleware replaced text the framework's parser cannot read: an
+                # The guard replaced text the framework's parser cannot read: an
                 # input error, decided before anything reads the arguments.
                 span.fail(UnreadableArguments())
                 self._deny_unreadable(context, tool, unreadable)

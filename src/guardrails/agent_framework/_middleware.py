@@ -1,16 +1,17 @@
-"""``guard()``: the run boundary, the function middleware and the chat middleware.
+"""``guard()``: the run boundary and the function middleware.
 
 They must be used together (the boundary hands the request and per-run state to the
-function middleware, and is the only place a halt becomes ``PolicyViolation``; the chat
-middleware replaces arguments the framework's parser cannot read with a marker the function
-middleware denies), so the public entry point builds them together.
+function middleware, and is the only place a halt becomes ``PolicyViolation``; inside a run
+with both, the guard replaces arguments the framework's parser cannot read with a marker the
+function middleware denies, ``_unreadable.check_batch``), so the public entry point builds
+them together.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent_framework import AgentMiddleware, ChatMiddleware, FunctionMiddleware
+from agent_framework import AgentMiddleware, FunctionMiddleware
 
 from guardrails.agent_framework._approvals import ApprovalStore
 from guardrails.agent_framework._boundary import GuardRunMiddleware
@@ -20,7 +21,6 @@ from guardrails.agent_framework._function import (
     TrustLabels,
 )
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
-from guardrails.agent_framework._unreadable import GuardChatMiddleware
 from guardrails.engine import PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore
 from guardrails.engine.policy import Mode
@@ -44,11 +44,12 @@ def guard(
     approvals: ApprovalStore | None = None,
     approval_key: bytes | None = None,
     trusted_tools: TrustLabels = None,
-) -> list[AgentMiddleware | FunctionMiddleware | ChatMiddleware]:
+) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``: the run boundary
-    (``GuardRunMiddleware``), the function middleware (``GuardFunctionMiddleware``) and a
-    chat middleware (``GuardChatMiddleware``) that keeps arguments the framework's own
-    parser cannot read (too deep, an over-long integer) from ending the run.
+    (``GuardRunMiddleware``) and the function middleware (``GuardFunctionMiddleware``).
+    Together they also keep arguments the framework's own parser cannot read (too deep, an
+    over-long integer) from ending the run: no chat middleware is needed for that (the
+    framework's dispatch of one cost more than the rest of a call's guard).
 
     ``principal``: a mapping, or a callable of the ``FunctionInvocationContext`` (sync or
     async) returning one. ``secrets``: a :class:`SecretProvider` (environment variables by
@@ -84,7 +85,6 @@ def guard(
                                 telemetry=telemetry, unmatched=unmatched, counters=counters,
                                 approvals=approvals, approval_key=approval_key,
                                 trusted_tools=trusted_tools),
-        GuardChatMiddleware(),
     ]
 
 

@@ -24,7 +24,11 @@ agent-framework-core 1.23 has no public API for two things the guard needs:
   (rejections), which history records with effect "rejected";
 - the framework's *argument tokens* (``_argument_comparison_token``,
   ``_argument_authority_token``), which the guard builds faster for JSON data and, with
-  ``install_fast_tokens``, lets the framework's own checks use (equal tokens, see there).
+  ``install_fast_tokens``, lets the framework's own checks use (equal tokens, see there);
+- the framework's execution of one *batch* of calls (``_try_execute_function_call_groups``:
+  a model turn's calls, or the approved calls a run replays) with the run's function
+  middleware pipeline (its ``_middleware``), which ``install_batch_check`` lets the guard see
+  first: it replaces the arguments the framework's parser cannot read (``_unreadable``).
 
 ``tests/test_af_private.py`` pins the behaviour of each name here: a framework upgrade
 that changes them fails those tests loudly instead of silently weakening the guard.
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_framework import FunctionInvocationContext
@@ -62,6 +66,7 @@ __all__ = [
     "authority_token",
     "function_result_carrier",
     "has_argument_snapshot",
+    "install_batch_check",
     "install_fast_tokens",
     "invalid_fields",
     "is_argument_validation_error",
@@ -184,6 +189,68 @@ def install_fast_tokens() -> bool:
             return False
         tools._argument_comparison_token = argument_token
         tools._argument_authority_token = _framework_authority_token
+        return True
+
+
+BatchCheck = Callable[[Sequence[Any], Sequence[Any]], None]
+"""``check(calls, middleware)``: sees a batch's calls (``function_call`` contents, and
+``function_approval_response`` contents carrying the approved call) and the function
+middleware that will run them, before the framework reads any of their arguments."""
+
+FRAMEWORK_BATCH: Any = _framework_tools._try_execute_function_call_groups
+"""The framework's own batch execution, as the framework defines it."""
+
+_BATCH_CHECK: list[BatchCheck] = []
+"""The one check ``install_batch_check`` installed (empty until then)."""
+
+
+async def _checked_batch(
+    custom_args: Any,
+    function_calls: Any,
+    tools: Any,
+    config: Any,
+    invocation_session: Any = None,
+    approval_session_is_authoritative: bool = True,
+    middleware_pipeline: Any = None,
+    host_payload_budget: Any = None,
+) -> Any:
+    """The framework's batch execution, the installed check first when a function
+    middleware pipeline will run the calls (without one, nothing of the guard's runs them).
+    The framework's signature exactly (tests/test_af_private.py compares them)."""
+    if middleware_pipeline is not None:
+        _BATCH_CHECK[0](function_calls, middleware_pipeline._middleware)
+    return await FRAMEWORK_BATCH(
+        custom_args=custom_args, function_calls=function_calls, tools=tools, config=config,
+        invocation_session=invocation_session,
+        approval_session_is_authoritative=approval_session_is_authoritative,
+        middleware_pipeline=middleware_pipeline, host_payload_budget=host_payload_budget)
+
+
+def install_batch_check(check: BatchCheck) -> bool:
+    """Let ``check`` see every batch of calls the framework executes, before it reads their
+    arguments; whether it does.
+
+    The framework parses a call's argument text (``Content.parse_arguments``) inside the
+    batch, before any function middleware, and text it cannot parse ends the run; a chat
+    middleware could replace such text in each model response, but the framework's dispatch
+    of one costs more than the rest of a call's guard. The check runs once per batch (the
+    whole batch at once, before any of its calls: a call id noted for one call holds for
+    its siblings), sees the pipeline's middleware (so it acts only where the guard's
+    function middleware will see the calls), and costs a lookup when it has nothing to do.
+    The first check installed stays. Installed only while the module holds the very
+    function this module was written against: if anything else replaced it, it is left
+    alone (and the check never runs).
+    """
+    with _INSTALL_LOCK:
+        tools: Any = _framework_tools
+        current = tools._try_execute_function_call_groups
+        if current is _checked_batch:
+            return True
+        if current is not FRAMEWORK_BATCH:
+            return False
+        if not _BATCH_CHECK:
+            _BATCH_CHECK.append(check)
+        tools._try_execute_function_call_groups = _checked_batch
         return True
 
 

@@ -46,8 +46,8 @@ class RunState:
     unbuilt: bool = False
     """Whether ``history`` holds an entry not built yet (``_history.Unbuilt``)."""
     unreadable: dict[str, str] | None = None
-    """Call ids whose arguments the chat middleware replaced (``_unreadable.marker``), with
-    the reason. The framework's validation drops the marker as an unknown key when every
+    """Call ids whose arguments the guard replaced before their batch ran
+    (``_unreadable.marker``), with the reason. The framework's validation drops the marker as an unknown key when every
     parameter of the tool has a default, and the call would run with the defaults: the
     function middleware denies these calls by their id too. None until there is one."""
 

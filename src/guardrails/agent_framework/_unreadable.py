@@ -4,15 +4,18 @@ The function-invocation loop parses each call's argument text with ``json.loads`
 (``Content.parse_arguments``) before any function middleware runs, and catches only
 ``JSONDecodeError`` and ``TypeError``: text nested some 990 levels deep raises
 ``RecursionError`` and an integer of more than ``sys.get_int_max_str_digits()`` (4,300)
-digits raises ``ValueError``, and either ends the whole run. A chat middleware runs inside
-that loop, so it sees each model response first: :class:`GuardChatMiddleware` finds such
-text with a scan linear in its length (regular expressions and C-level counting, never a
-parse) and replaces the arguments with :func:`marker` (a small mapping the framework takes
-as it is). The function middleware denies a call carrying the marker (:func:`message`)
-without reading anything else: the tool never runs, the run goes on, and nothing of the
-raw text reaches the model, the logs or the spans. Arguments a chat client delivered
-already parsed are checked the same way: no mapping, nested deeper than the framework's
-argument token can recurse, or containing themselves.
+digits raises ``ValueError``, and either ends the whole run. The guard sees each batch of
+calls before the framework executes it (``_private.install_batch_check``: a model turn's
+calls, or the approved calls a run replays), finds such text with a scan linear in its
+length (regular expressions and C-level counting, never a parse) and replaces the arguments
+with :func:`marker` (a small mapping the framework takes as it is), noting the call's id in
+the run. The function middleware denies a call carrying the marker or noted (:func:`message`,
+:func:`replaced`) without reading anything else: the tool never runs, the run goes on, and
+nothing of the raw text reaches the model, the logs or the spans. Arguments a chat client
+delivered already parsed are checked the same way: no mapping, nested deeper than the
+framework's argument token can recurse, or containing themselves. Only in a guarded run
+whose function middleware pipeline holds the guard (:func:`check_batch`); everywhere else
+the framework behaves as it does without a guard.
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ import operator
 import re
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import accumulate, count
 from typing import Any
 
-from agent_framework import ChatContext, ChatMiddleware, ChatResponse
+from agent_framework import ChatContext, ChatMiddleware
 
+from guardrails.agent_framework import _private
 from guardrails.agent_framework._state import RUN, RunState
 
-__all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments", "marker",
-           "message", "replaced", "unreadable"]
+__all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments",
+           "check_batch", "install", "marker", "message", "repair", "replaced", "unreadable"]
 
 PARSE_DEPTH = 200
 """Nesting the guard lets through to the framework's parser: well under the ~990 levels where
@@ -45,8 +49,9 @@ arguments that validate, the framework drops it as an unknown key before any mid
 the call is decided on the rest like any other)."""
 
 _SLACK = 50
-"""Frames the loop's parse may run deeper than the scan (measured: it runs some 15-20
-shallower, streaming or not)."""
+"""Frames the loop's parse may run deeper than the scan (measured: it runs in each call's
+own task, some 11 frames shallower than the batch check, streaming or not; 15-20 shallower
+than the chat middleware that checked before)."""
 
 _REASONS = ("depth", "digits", "object")
 
@@ -234,12 +239,10 @@ def _flat(arguments: Any) -> bool:
     return True
 
 
-def _note(call_id: Any, reason: str) -> None:
+def _note(run: RunState, call_id: Any, reason: str) -> None:
     """Tell the run's function middleware that this call's arguments were replaced: the
-    marker itself may not reach it (see ``RunState.unreadable``). Outside a guarded run
-    (no run boundary) only the marker tells."""
-    run = RUN.get()
-    if run is None or not isinstance(call_id, str):
+    marker itself may not reach it (see ``RunState.unreadable``)."""
+    if not isinstance(call_id, str):
         return
     if run.unreadable is None:
         run.unreadable = {}
@@ -247,12 +250,11 @@ def _note(call_id: Any, reason: str) -> None:
 
 
 def _call_id_of(content: Any) -> str:
-    """The id the function middleware sees a replaced call by, given to it now when the
-    model left it empty. The framework gives a call without an id its occurrence id
-    (``Content.id``, generated when missing), but only after the chat middleware: the note
-    was made under ``""``, the call then ran under another id, and a tool whose every
-    parameter has a default ran on the marker (red team 17b). Set here first, the framework
-    keeps it, and the note and the call agree."""
+    """The id the function middleware sees a replaced call by, given to it now when it has
+    none. The framework gives a model's call without an id its occurrence id (``Content.id``,
+    generated when missing) before the batch runs, but an approved call a host replays may
+    still have none: the note is made under the id the call then runs under, and a tool
+    whose every parameter has a default never runs on the marker (red team 17b)."""
     call_id = content.call_id
     if isinstance(call_id, str) and call_id:
         return call_id
@@ -264,46 +266,88 @@ def _call_id_of(content: Any) -> str:
 
 
 def replaced(run: RunState | None, call_id: str | None) -> str | None:
-    """The marker's reason when the chat middleware replaced this call's arguments in
-    this run, else None."""
+    """The marker's reason when the guard replaced this call's arguments in this run,
+    else None."""
     if run is None or run.unreadable is None or call_id is None:
         return None
     return run.unreadable.get(call_id)
 
 
-def _repair(response: ChatResponse) -> ChatResponse:
+def repair(calls: Iterable[Any], run: RunState) -> None:
+    """Replace, in each call (a ``function_call`` content, or the call an approval response
+    carries), arguments the framework cannot read with :func:`marker`, noting the call's id
+    in ``run``. Linear in the arguments; the framework's parser never sees them."""
     depth: int | None = None
-    for item in response.messages:
-        for content in item.contents:
-            if content.type != "function_call" or content.arguments is None:
-                continue
-            if isinstance(content.arguments, str):
-                reason = unreadable(content.arguments)  # (its own check of the stack)
-            elif _flat(content.arguments) and not _beyond_parse_depth(1):
-                # One level on a stack with room for it: what ``_parsed_unreadable`` says
-                # at any depth of at least 1, without walking the stack (``parse_depth``).
+    for item in calls:
+        content = item.function_call if item.type == "function_approval_response" else item
+        if content is None or content.type != "function_call":
+            continue
+        arguments = content.arguments
+        if arguments is None:
+            continue
+        try:
+            if isinstance(arguments, str):
+                reason = unreadable(arguments)  # (its own check of the stack)
+            elif _flat(arguments) and not _beyond_parse_depth(1):
+                # One level on a stack with room for it: what ``_parsed_unreadable`` says at
+                # any depth of at least 1, without walking the stack (``parse_depth``). A
+                # marker already there (a replaced call approved in an earlier run, replayed
+                # now) is noted again: this run's function middleware denies it by its id.
+                # One the client wrote itself is denied the same way, its value not kept.
                 reason = None
+                if MARKER in arguments:
+                    found = arguments[MARKER]
+                    reason = found if found in _REASONS else "forged"
             else:
                 if depth is None:
                     depth = parse_depth()
-                reason = _parsed_unreadable(content.arguments, depth)
-            if reason is not None:
-                content.arguments = marker(reason)
-                _note(_call_id_of(content), reason)
-    return response
+                reason = _parsed_unreadable(arguments, depth)
+        except Exception:  # fail closed: arguments that cannot be checked are not read
+            reason = "object"
+        if reason is not None:
+            content.arguments = marker(reason)
+            _note(run, _call_id_of(content), reason)
+
+
+_READER: list[type] = []
+"""The function middleware class that denies the marker (``GuardFunctionMiddleware``)."""
+
+
+def check_batch(calls: Sequence[Any], middleware: Sequence[Any]) -> None:
+    """``_private.install_batch_check``'s check: :func:`repair` a batch the framework is
+    about to execute, only inside a guarded run (``RUN`` set by the run boundary) whose
+    pipeline holds the guard's function middleware, which denies the marker. Anywhere else
+    (an agent without ``guard()``, one nested in a guarded run's tool, a run boundary
+    without the function middleware) the framework's own behaviour stays as it is: the
+    marker never reaches a tool no guard will judge."""
+    run = RUN.get()
+    if run is None or not calls:
+        return
+    reader = _READER[0]
+    for item in middleware:
+        if isinstance(item, reader):
+            repair(calls, run)
+            return
+
+
+def install(reader: type) -> bool:
+    """Check every batch of calls, once per process, for arguments the framework's parser
+    cannot read; ``reader``: the function middleware that denies the marker. Whether the
+    check is installed (see ``_private.install_batch_check``)."""
+    if not _READER:
+        _READER.append(reader)
+    return _private.install_batch_check(check_batch)
 
 
 class GuardChatMiddleware(ChatMiddleware):
-    """Replaces, in every model response, the arguments the framework cannot parse.
+    """Does nothing: kept so that middleware lists built with it still work.
 
-    Streaming: on the finished response the loop executes (the updates may split the
-    arguments anywhere, so only the whole text can be judged); the updates the caller sees
-    stream on as the model wrote them."""
+    It used to replace, in every model response, the arguments the framework cannot parse;
+    the guard now does that where the framework executes a batch of calls
+    (:func:`check_batch`), without the framework's dispatch of a chat middleware on every
+    model request. ``guard()`` no longer returns it; a list that still adds it only pays
+    that dispatch."""
 
     async def process(self, context: ChatContext,
                       call_next: Callable[[], Awaitable[None]]) -> None:
-        if context.stream:
-            context.stream_result_hooks.append(_repair)
         await call_next()
-        if not context.stream and isinstance(context.result, ChatResponse):
-            _repair(context.result)

@@ -910,8 +910,27 @@ def _compare(symbol: str) -> Callable[[_Checker, ast.Call, list[Type]], Type]:
                          f"{_record_hint(x if bad is y else y, want)}")
         else:
             _time_range_check(c, symbol, x, y)
+            _quoted_number_order(c, symbol, x, y, a, b)
         return BOOL
     return rule
+
+
+def _quoted_number_order(c: _Checker, symbol: str, x: ast.Node, y: ast.Node, a: Type,
+                         b: Type) -> None:
+    """``args.timeout_s > "300"`` where the type of ``args`` is unknown: against a number
+    it is an evaluation error on every call, and as text it orders by characters ("99" >
+    "300"); either way not what was meant. (With the tool's schema, an int there makes it
+    an error of its own.)"""
+    for lit, other, t in ((y, x, a), (x, y, b)):
+        if (t.name == "dyn" and isinstance(lit, ast.Literal) and isinstance(lit.value, str)
+                and re.fullmatch(r"[-+]?\d+(\.\d+)?", lit.value.strip())
+                and not isinstance(other, ast.Literal)):
+            text = lit.value.strip()
+            c.warning(lit, f"ordering with the text '{text}' ({symbol}): compared with a "
+                           f"number it is an evaluation error on every call (CEL does not "
+                           f"convert between types), and text orders by characters ('99' > "
+                           f"'300'); write the number without quotes: {text}")
+            return
 
 
 TIME_RANGES: Mapping[str, tuple[int, int, str]] = {

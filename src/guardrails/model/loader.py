@@ -594,6 +594,15 @@ _EXPECTED = {"string_type": "a string", "list_type": "a list", "dict_type": "a m
              "int_type": "an integer", "bool_type": "a boolean", "float_type": "a number"}
 
 
+_FOREIGN_KINDS: Mapping[str, str] = {
+    kind: f" (Kubernetes' {kind} is a ToolPolicy here: match: {{tools: [...]}}, rules with "
+          f"when and action, apiVersion: guardrails/v1)"
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                 "MutatingAdmissionPolicy")
+} | {"ValidatingAdmissionPolicyBinding": " (Kubernetes' binding is a PolicyBinding here: "
+                                         "spec: {policy, match, params})"}
+"""Kinds of other admission engines, and what writes them here."""
+
 _VALUE_HINTS: Mapping[tuple[str, str], str] = {
     ("effect", "warn"): " (a warn rule never changes the effect: expect the effect the call "
                         "gets, and the warn rule in rules: [policy/rule])",
@@ -670,7 +679,10 @@ class _DocumentReader:
 
     def document(self, node: Node) -> ToolPolicy | PolicyTest | PolicyBinding | Library | None:
         if not isinstance(node, MappingNode):
-            self.error(node, f"a guardrails document must be a mapping, got {describe(node)}")
+            hint = (" (one document per '---', not a list of them)"
+                    if isinstance(node, SequenceNode) else "")
+            self.error(node, f"a guardrails document must be a mapping, got "
+                             f"{describe(node)}{hint}")
             return None
         tree = _Tree(self.src, node)
         kind = self.header(tree)
@@ -703,6 +715,16 @@ class _DocumentReader:
         """The document's kind, when ``apiVersion`` and ``kind`` say it is one we read."""
         data = tree.data
         problems = len(self.src.problems)
+        if "apiVersion" not in data and "kind" not in data and not any(
+                key in _DOCUMENT_FIELDS for key in data):
+            # Another tool's YAML under the loaded paths (a CI workflow, a compose file):
+            # one problem that says so, not one per key.
+            keys = ", ".join(list(map(str, data))[:3])
+            self.error(tree.values[()], f"not a guardrails document (no apiVersion or kind; "
+                                        f"it has {keys}): another tool's file, or a params file "
+                                        f"no policy names as its paramsFile? Move it out of the "
+                                        f"policy folder, or name the policy files")
+            return None
         for name in ("apiVersion", "kind"):
             if name not in data:
                 self.error(tree.values[()], f"missing required field '{name}'")
@@ -715,7 +737,8 @@ class _DocumentReader:
                                                      f"expected '{API_VERSION}'")
         if isinstance(kind, str) and kind not in KINDS:
             self.error(tree.values[("kind",)], f"unknown kind '{kind}'; allowed: "
-                                               f"{', '.join(KINDS)}{_suggest(kind, KINDS)}")
+                                               f"{', '.join(KINDS)}"
+                                               f"{_FOREIGN_KINDS.get(kind) or _suggest(kind, KINDS)}")
         if len(self.src.problems) == problems:
             assert isinstance(kind, str)
             return kind
