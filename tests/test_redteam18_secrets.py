@@ -264,3 +264,27 @@ def test_a_credential_escaped_by_any_three_serializers_is_redacted(
     out = exfiltration.redact(text_)
     secret = credential.split('"')[1] if '"' in credential else credential
     assert secret not in _decoded(out), (chain, text_[:200], out[:200])
+
+
+_MIXED = " ".join(["\\\\\\\\\\\\\\\\", "&amp;amp;amp;amp;", "%252525", "&#92;&#92;", "%5C%5C",
+                   "\\u0026amp;", "\\u0025", "%26amp;", "&#37;25", "\\u005c\\u005c",
+                   "&#x26;amp;", "%2526amp%253B"] * 3)
+"""Escapes of every family inside the others: some 36 views of views."""
+
+
+@pytest.mark.parametrize("spelled", [
+    "".join(f"&#{ord(c)};" for c in PASSWORD), "".join(f"&#x{ord(c):X};" for c in PASSWORD),
+    _upper_u(PASSWORD), urllib.parse.quote(PASSWORD).lower(), _php(html.escape(PASSWORD)),
+], ids=["html-decimal", "html-hex", "java", "percent-lower", "html-in-php"])
+@pytest.mark.parametrize("size", [2_000, 70_000, 400_000])
+def test_a_text_with_too_many_views_is_searched_one_family_at_a_time_too(
+        spelled: str, size: int) -> None:
+    """Past the views' bound (a long text padded with escapes of every family inside the
+    others) only the rough view was searched: HTML numeric references, which it does not
+    undo, went out whole where the views of one family, made before views of views, had
+    found them. Now those are made too, and the rough view is searched besides."""
+    scrub = Scrubber([PASSWORD])
+    text_ = "a" * size + _MIXED + " " + spelled
+    assert PASSWORD not in _decoded(scrub(text_)[-400:])
+    clean = "a" * size + _MIXED + " nothing secret"
+    assert scrub(clean) == clean

@@ -242,9 +242,12 @@ class Scrubber:
             if not probe:
                 return True  # JSON whose strings, escapes undone, hold no value
         views = _views(text)
-        if views is None:
+        if views is None or isinstance(views, _CappedViews):
             probe = []
-            return self._find_all(_rough(text), probe) and not probe
+            if not self._find_all(_rough(text), probe) or probe:
+                return False
+            if views is None:
+                return True
         for level, view in enumerate(views):
             found: list[tuple[int, int]] = []
             if not self._find_all(view.text, found):
@@ -792,8 +795,9 @@ def _views(text: str) -> list[_View] | None:
     text itself, so a value escaped by two families went out whole). A view whose text
     another view already has is not made twice. None when ``text``, or all views together,
     hold more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus signs (too many
-    to decode one by one: see ``_rough``), or when its views hold more characters than
-    ``_VIEW_COPIES`` copies of it (and ``_VIEW_SMALL``), or ``_VIEW_CHARS``.
+    to decode one by one: see ``_rough``). When its views would hold more characters than
+    ``_VIEW_COPIES`` copies of it (and ``_VIEW_SMALL``), or ``_VIEW_CHARS``, the views of
+    one family at a time (``_CappedViews``: the rough view is searched too).
     (A view holds no more of those signs than the text it was made of: each escape undone
     is one character, and the literal text is the same.)"""
     found = _RECENT_VIEWS.get(text)
@@ -817,13 +821,44 @@ def _views(text: str) -> list[_View] | None:
                     continue
                 chars += len(view.text)
                 if chars > allowed:
-                    _RECENT_VIEWS.put(text, _NONE)
-                    return None
+                    # Too many to make: the views of one family at a time (what was made
+                    # before views were made of views), searched exactly, and the rough
+                    # view for what mixes them (``_CAPPED``).
+                    capped = _CappedViews(_family_views(text))
+                    _RECENT_VIEWS.put(text, capped)
+                    return capped
                 seen.add(view.text)
                 views.append(view)
                 below.append((view.text, len(views) - 1))
         level = below
     _RECENT_VIEWS.put(text, views)
+    return views
+
+
+class _CappedViews(list):  # type: ignore[type-arg]
+    """The views of a text whose views of views were too many (see ``_views``): besides
+    them, the rough view is searched, and a value or pattern found there replaces the text
+    whole (fail closed)."""
+
+    __slots__ = ()
+
+
+def _family_views(text: str) -> list[_View]:
+    """Up to ``_VIEWS`` levels of JSON and ``repr`` escapes undone, and the text's HTML
+    references and percent-encoding undone once each: a copy of the text for each."""
+    views: list[_View] = []
+    current, parent = text, -1
+    while "\\" in current and len(views) < _VIEWS:
+        view = _view(current, _ESCAPE, parent)
+        if view is None:
+            break
+        views.append(view)
+        current, parent = view.text, len(views) - 1
+    for mark, escape in _FAMILIES[1:]:
+        if mark in text:
+            view = _view(text, escape, -1)
+            if view is not None:
+                views.append(view)
     return views
 
 
@@ -933,8 +968,11 @@ def redact_escaped(text: str, patterns: Sequence[Any],
             or redact_escaped(strings, patterns, matches, depth + 1) == strings):
         return text  # JSON whose strings, escapes undone, no pattern matches
     views = _views(text)
-    if views is None:
-        return REDACTED if any_match(_rough(text)) else text
+    if views is None or isinstance(views, _CappedViews):
+        if any_match(_rough(text)):
+            return REDACTED
+        if views is None:
+            return text
     spans: list[tuple[int, int]] = []
     seen = 0
     for level, view in enumerate(views):
