@@ -31,10 +31,10 @@ collector on against the same runs with it off (alternated run by run, in one pr
 collector's time lands in whichever run allocates when it fires, which medians hide, so
 these are means), with the collections' own time from ``gc.callbacks``.
 
-Then a breakdown of the guarded run's extra time: framework dispatch and telemetry from the
-medians above; the engine (``evaluate``, ``redact``) and the framework's argument-snapshot
-token timed inside real guarded runs (wrapped; median per run); the guard's own code is what
-is left; the batch check (``_unreadable.check_batch``, which runs where the framework
+Then a breakdown of the guarded run's extra time, every part measured in the same
+interleaved runs (means, so the parts add up: see ``_breakdown``): the framework's dispatch,
+the guard's bodies, and within them the engine (``evaluate``, ``redact``) and the
+argument-snapshot token; outside them the framework's checks and collections; the batch check (``_unreadable.check_batch``, which runs where the framework
 executes a batch, outside the middleware) timed on its own.
 
 The call sends benchmarks/run.py's arguments, principal and request, except the amount:
@@ -361,54 +361,52 @@ class _Timed:
         self.calls = 0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter_ns()
+        clock = CLOCK[0]
+        start = clock()
         try:
             return self.fn(*args, **kwargs)
         finally:
-            self.ns += time.perf_counter_ns() - start
+            self.ns += clock() - start
             self.calls += 1
 
 
 class _Stopwatch:
-    """Time spent in the guard's middleware, minus the time spent in what it calls next."""
+    """Time spent in middleware bodies, minus the time spent in what they call next (by the
+    run's clock: ``CLOCK``)."""
 
     def __init__(self) -> None:
         self.ns = 0
 
     async def around(self, process: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
                      call_next: Callable[[], Awaitable[None]]) -> None:
+        clock = CLOCK[0]
         inner = 0
 
         async def timed_next() -> None:
             nonlocal inner
-            start = time.perf_counter_ns()
+            start = clock()
             try:
                 await call_next()
             finally:
-                inner += time.perf_counter_ns() - start
+                inner += clock() - start
 
-        start = time.perf_counter_ns()
+        start = clock()
         try:
             await process(timed_next)
         finally:
-            self.ns += time.perf_counter_ns() - start - inner
+            self.ns += clock() - start - inner
 
 
-class _TimedRunGuard(GuardRunMiddleware):
-    watch = _Stopwatch()
+def _watched(middleware: Any, watch: _Stopwatch) -> Any:
+    """``middleware`` with its body timed by ``watch`` (an instance attribute over the
+    class's ``process``, set before the agent is built)."""
+    process = middleware.process
 
-    async def process(self, context: AgentContext, call_next: Callable[[], Awaitable[None]]) -> None:
-        await self.watch.around(lambda nxt: super(_TimedRunGuard, self).process(context, nxt),
-                                call_next)
+    async def timed(context: Any, call_next: Callable[[], Awaitable[None]]) -> None:
+        await watch.around(lambda nxt: process(context, nxt), call_next)
 
-
-class _TimedFunctionGuard(GuardFunctionMiddleware):
-    watch = _TimedRunGuard.watch
-
-    async def process(self, context: FunctionInvocationContext,
-                      call_next: Callable[[], Awaitable[None]]) -> None:
-        await self.watch.around(
-            lambda nxt: super(_TimedFunctionGuard, self).process(context, nxt), call_next)
+    middleware.process = timed
+    return middleware
 
 
 EVALUATE = "PolicySet.evaluate() (engine)"
@@ -449,59 +447,109 @@ def _instrumented(policies: guardrails.PolicySet) -> Iterator[dict[str, _Timed]]
         af_tools._argument_authority_token, af_tools._argument_comparison_token = installed
 
 
-async def _breakdown(policies: guardrails.PolicySet, samples: dict[str, list[float]],
-                     runs: int) -> None:
-    """Where a guarded run's extra time goes, per run (medians).
+async def _breakdown(policies: guardrails.PolicySet, runs: int) -> None:
+    """Where a guarded run's extra time goes, per run, every part measured in the same runs:
+    the unguarded agent, the pass-through two, the guard with default telemetry and the
+    guard with telemetry off, interleaved (shuffled); the middleware bodies of each timed
+    (minus what they call next), inside the guard the engine and the snapshot token, outside
+    the bodies the framework's checks before the tool, and the collections (``gc.callbacks``).
 
-    Framework dispatch and telemetry: differences of the medians above. The rest is timed
-    inside real guarded runs (telemetry off): the time spent in the guard's two middleware,
-    excluding what they call next, and within it the engine and the snapshot token; the
-    guard's own code is what is left of that.
+    Means, not medians: the parts of a mean add up to it, so nothing is left unaccounted by
+    construction. What a guarded run adds is the framework's dispatch (pass-through minus
+    unguarded), the guard's bodies (minus the pass-through's), and what the framework's own
+    code costs more outside the bodies in a guarded run than in a pass-through one: work the
+    guard makes it do (the checks of the snapshot and of the prepared arguments), the
+    collections of its garbage, and the same code run colder (caches and branch predictors
+    after the guard's code: ``--profile`` and a line count show the framework running no
+    more code in a guarded run than in a pass-through one).
     """
-    telemetry = NullTelemetry()
-    watch = _TimedRunGuard.watch
-    per_run: dict[str, list[float]] = {}
+    install_log_filter()
+    watches = {name: _Stopwatch() for name in ("pass", "guard", "off")}
+    per_run: dict[str, dict[str, list[float]]] = {}
+    shuffle = random.Random(21).shuffle
+    collector = _GcClock()
     with _instrumented(policies) as timers:
         # Built inside: a guard may keep bound methods of the policies (``redact``).
-        agent, client = _agent([_TimedRunGuard(policies, telemetry=telemetry),
-                                _TimedFunctionGuard(policies, principal=PRINCIPAL,
-                                                    telemetry=telemetry)])
-        clocks: dict[str, Any] = {**timers, "guard": watch}
-        for _ in range(runs):
-            before = {name: clock.ns for name, clock in clocks.items()}
-            await agent.run(REQUEST)
-            client.received.clear()
-            for name, clock in clocks.items():
-                per_run.setdefault(name, []).append((clock.ns - before[name]) / 1000)
-    part = {name: statistics.median(values) for name, values in per_run.items()}
-    installed_tokens = _INSTALLED[0] is guard_private.argument_token
-    calls = {name: t.calls / runs for name, t in timers.items()}
-    med = {name: statistics.median(values) for name, values in samples.items()}
-    base = med["unguarded"]
-    extra = med["guarded (default telemetry)"] - base
-    inside = part["guard"]
-    own = inside - part[EVALUATE] - part[REDACT] - part[SNAPSHOT]
+        telemetry: dict[str, GuardTelemetry] = {"guard": GuardTelemetry(),
+                                                 "off": NullTelemetry()}
+        variants: dict[str, tuple[Agent, ScriptedChatClient]] = {
+            "unguarded": _agent([]),
+            "pass": _agent([_watched(m, watches["pass"])
+                            for m in (_PassAgent(), _PassFunction())]),
+        }
+        for name, t in telemetry.items():
+            variants[name] = _agent([_watched(m, watches[name]) for m in (
+                GuardRunMiddleware(policies, telemetry=t),
+                GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=t))])
+        for name, (agent, client) in variants.items():
+            await _check(name, agent, client)
+        names = list(variants)
+        clock = CLOCK[0]
+        gc.collect()
+        gc.freeze()
+        gc.callbacks.append(collector)
+        try:
+            for i in range(runs + runs // 10):
+                shuffle(names)
+                for name in names:
+                    agent, client = variants[name]
+                    watch = watches.get(name)
+                    inside = watch.ns if watch is not None else 0
+                    before = {part: (t.ns, t.calls) for part, t in timers.items()}
+                    in_gc = collector.ns
+                    start = clock()
+                    await agent.run(REQUEST)
+                    total = clock() - start
+                    client.received.clear()
+                    if i < runs // 10:  # warm-up
+                        continue
+                    row = per_run.setdefault(name, {})
+                    row.setdefault("total", []).append(total / 1000)
+                    row.setdefault("inside", []).append(
+                        (watch.ns - inside) / 1000 if watch is not None else 0.0)
+                    row.setdefault("gc", []).append((collector.ns - in_gc) / 1000)
+                    for part, t in timers.items():
+                        row.setdefault(part, []).append((t.ns - before[part][0]) / 1000)
+                        row.setdefault(f"{part} calls", []).append(t.calls - before[part][1])
+        finally:
+            gc.callbacks.remove(collector)
+    mean = {name: {part: statistics.fmean(v) for part, v in row.items()}
+            for name, row in per_run.items()}
+    guard, off, passing, base = mean["guard"], mean["off"], mean["pass"], mean["unguarded"]
+    extra = guard["total"] - base["total"]
+    bodies = guard["inside"] - passing["inside"]
+    own = guard["inside"] - guard[EVALUATE] - guard[REDACT] - guard[SNAPSHOT]
+    framework = (guard["total"] - guard["inside"]) - (passing["total"] - passing["inside"])
+    compare = guard[COMPARE] - passing[COMPARE]
+    n_guard = len(per_run["guard"]["total"])
+
+    def calls(part: str) -> str:
+        return f"x{statistics.median(per_run['guard'][part + ' calls']):g}"
+
     rows = [
-        ("framework middleware dispatch (pass-through two)",
-         med["pass-through middleware"] - base),
-        ("telemetry (default minus off)",
-         med["guarded (default telemetry)"] - med["guarded (telemetry off)"]),
-        ("in the guard's two middleware (telemetry off), of which:", inside),
-        (f"  {EVALUATE} x{calls[EVALUATE]:g}", part[EVALUATE]),
-        (f"  {REDACT} x{calls[REDACT]:g}", part[REDACT]),
-        (f"  {SNAPSHOT} x{calls[SNAPSHOT]:g}", part[SNAPSHOT]),
-        ("  the guard's own code", own),
-        (f"{CHECK} x{calls[CHECK]:g}", part[CHECK]),
-        (f"{COMPARE} x{calls[COMPARE]:g} (the pass-through's too)", part[COMPARE]),
-        (f"{BATCH} x{calls[BATCH]:g}", part[BATCH]),
+        ("framework middleware dispatch (pass-through two minus unguarded)",
+         passing["total"] - base["total"]),
+        ("the guard's two bodies minus the pass-through's, of which:", bodies),
+        (f"  {EVALUATE} {calls(EVALUATE)}", guard[EVALUATE]),
+        (f"  {REDACT} {calls(REDACT)}", guard[REDACT]),
+        (f"  {SNAPSHOT} {calls(SNAPSHOT)}", guard[SNAPSHOT]),
+        ("  telemetry (default minus off, in the bodies)", guard["inside"] - off["inside"]),
+        ("  the guard's own code, telemetry included", own - passing["inside"]),
+        ("the framework outside the bodies, guarded minus pass-through, of which:", framework),
+        (f"  {CHECK} {calls(CHECK)}", guard[CHECK]),
+        (f"  {COMPARE} {calls(COMPARE)}, minus the pass-through's", compare),
+        (f"  {BATCH} {calls(BATCH)}", guard[BATCH]),
+        ("  garbage collections, guarded minus pass-through", guard["gc"] - passing["gc"]),
+        ("  the rest (the same code run colder, noise)",
+         framework - guard[CHECK] - compare - guard[BATCH] - (guard["gc"] - passing["gc"])),
     ]
-    accounted = rows[0][1] + rows[1][1] + inside + part[CHECK] + part[BATCH]
-    rows.append(("not accounted for (noise, other framework work)", extra - accounted))
-    print(f"where the {extra:.0f} µs a guarded run adds go (medians per run; "
-          f"{runs} instrumented runs; fast tokens installed in the framework: "
-          f"{installed_tokens}):")
+    medians = {name: statistics.median(row["total"]) for name, row in per_run.items()}
+    print(f"where the {extra:.0f} µs a guarded run adds go (default telemetry; means per run of "
+          f"{n_guard} instrumented runs of each variant, interleaved; the medians' difference: "
+          f"{medians['guard'] - medians['unguarded']:.0f} µs; fast tokens installed in the "
+          f"framework: {_INSTALLED[0] is guard_private.argument_token}):")
     for name, value in rows:
-        print(f"  {name:58} {value:8.1f} µs")
+        print(f"  {name:72} {value:8.1f} µs")
 
 
 class _Steps:
@@ -602,10 +650,12 @@ _STEP_METHODS = {
         "_injects_of"),
     "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
     "guardrails.telemetry:GuardTelemetry": (
-        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled"),
+        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled", "_silent",
+        "_can_record"),
     "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
                                       "mark_call_id_clean"),
     "guardrails.telemetry:_QuietCall": ("__enter__", "__exit__"),
+    "guardrails.telemetry:_SilentSpan": ("record", "mark_call_id_clean"),
     "guardrails.engine.policyset:PolicySet": ("evaluate", "input_error", "counts"),
 }
 _NEXT_OF = ("guardrails.agent_framework._function:GuardFunctionMiddleware",
@@ -732,7 +782,7 @@ async def main_async(opts: argparse.Namespace) -> None:
     print("framework dispatch per kind (pass-through alone minus unguarded): "
           + ", ".join(f"{kind} {value:.1f} µs" for kind, value in dispatch.items()))
     await _garbage(variants, opts.runs)
-    await _breakdown(full, samples, opts.runs)
+    await _breakdown(full, opts.runs)
     if opts.profile:
         agent, client = variants["guarded (default telemetry)"]
         print(await _profile(agent, client, opts.runs, opts.top))

@@ -50,6 +50,7 @@ async def main() -> None:
     agent_guard = guard(load_fixture("payments.yaml"))
     function_guard = agent_guard[1]
     out["can_record_before"] = function_guard._telemetry._can_record()
+    out["silent_before"] = function_guard._telemetry._silent()
 
     def turn(n: int) -> ScriptedChatClient:
         return ScriptedChatClient([[call("send_money", f"c{n}", recipient="UK12", amount=5)],
@@ -73,6 +74,7 @@ async def main() -> None:
         reader = InMemoryMetricReader()
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     out["installed_after"] = _installed_tracer_provider() is not None
+    out["silent_after"] = function_guard._telemetry._silent()
     await run(agent_with(turn(1), [send_money], agent_guard), "pay")
     out["guard_spans"] = [s.name for s in exporter.get_finished_spans()
                           if s.name.startswith("guardrails.")]

@@ -454,6 +454,47 @@ _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 """A reusable context that does nothing (``in_run_span`` without a span)."""
 
 
+class _SilentSpan(CallSpan):
+    """The ``CallSpan`` of a call of which nothing would be kept (``GuardTelemetry._silent``:
+    no span can record, every instrument records nowhere, the decision log builds no
+    record): one per telemetry, shared by every such call, holding nothing of any of them.
+    It still marks a halt on the span around the call (the host's own may record)."""
+
+    def __init__(self, telemetry: GuardTelemetry) -> None:
+        super().__init__(telemetry, trace.INVALID_SPAN, None, tool="", call_id=None)
+
+    def mark_approved(self) -> None:
+        pass
+
+    def mark_call_id_clean(self, decision: Decision) -> None:
+        pass
+
+    def record(self, decision: Decision, duration_s: float) -> None:
+        if decision.effect is Effect.HALT:
+            t = self._telemetry
+            with t._contain("span"):
+                t._mark_halt(trace.get_current_span(), decision)
+
+    def fail(self, error: BaseException) -> None:
+        pass
+
+    def _exit_with(self, error: BaseException) -> None:
+        pass
+
+
+_IDLE_INSTRUMENTS = (metrics.NoOpCounter, metrics.NoOpHistogram)
+
+
+def _records_nowhere(instrument: Any) -> bool:
+    """Whether ``instrument`` keeps nothing it is given: a no-op one, or the global meter's
+    proxy while no meter provider is installed (its ``_real_instrument`` is None until
+    ``metrics.set_meter_provider``: pinned by tests/test_telemetry_quiet.py). Anything
+    else, or a proxy this OpenTelemetry keeps otherwise, records."""
+    if type(instrument) in _IDLE_INSTRUMENTS:
+        return True
+    return getattr(instrument, "_real_instrument", _UNREAD) is None
+
+
 class _QuietCall:
     """``with`` a ``CallSpan`` that has no span of its own (see ``GuardTelemetry.call_span``)."""
 
@@ -541,6 +582,7 @@ class GuardTelemetry:
         except Exception as exc:
             self._contained("meter", exc)
             self._create_instruments(metrics.NoOpMeter(INSTRUMENTATION_NAME))
+        self._silent_call = _QuietCall(_SilentSpan(self))
         self._halts_marked: OrderedDict[tuple[int, int, str], None] = OrderedDict()
         self._halts_lock = threading.Lock()
 
@@ -599,9 +641,22 @@ class GuardTelemetry:
         # The call id is the model's choice: it is set when the decision is recorded,
         # scrubbed by it (``CallSpan.call_id``), never raw.
         if not self._can_record():
+            if self._silent():
+                return self._silent_call
             return _QuietCall(CallSpan(self, trace.INVALID_SPAN, None, tool=tool,
                                        call_id=call_id))
         return self._recorded_call(tool, call_id)
+
+    def _silent(self) -> bool:
+        """Whether nothing of a call without a span would be kept: the instruments its
+        record and failure use record nowhere, and the decision log builds no record (the
+        default telemetry with no SDK and the logging sink off). Asked on every call: a
+        meter provider installed, or logging turned on, counts from the next call on."""
+        return (_records_nowhere(self._decision_counter)
+                and _records_nowhere(self._rule_counter)
+                and _records_nowhere(self._duration)
+                and _records_nowhere(self._error_counter)
+                and not self._log_enabled())
 
     @contextmanager
     def _recorded_call(self, tool: str, call_id: str | None) -> Iterator[CallSpan]:

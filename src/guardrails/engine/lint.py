@@ -35,7 +35,7 @@ import fnmatch
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from guardrails.engine.decision import Action, Effect
 from guardrails.engine.policy import CompiledPolicy, CompiledRule
@@ -590,6 +590,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
         findings.extend(_lint_logic(policy))
         findings.extend(_injected_reads(policy, compiled))
         findings.extend(_tool_name_literals(policy, compiled, named))
+        findings.extend(_empty_searches(policy))
         for element, expression, program in policy.expressions():
             findings.extend(_lint_regexes(policy, element, expression, program.ast))
     unique = {(f.file, f.line, f.column, f.message): f for f in findings}
@@ -1115,6 +1116,138 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else str(x)
 
 
+
+
+_SEARCHES: Final = frozenset({"provenance", "untrusted", "mentions"})
+"""The provenance functions: a value with no letters or digits is found nowhere."""
+
+
+def _empty_searches(policy: CompiledPolicy) -> list[Finding]:
+    """A rule that looks up where a value came from while the value may be ``""``: an
+    optional argument read as ``args.?to.orValue("")`` or through the docs' null idiom
+    ``(args.?to.orValue(null) != null ? args.to : "")``, directly, through a variable or
+    a library function's parameter. ``""`` is found nowhere, so ``!request.mentions(v)``
+    or ``!provenance(v).exists(...)`` fires on every call that leaves the argument out:
+    the call is denied (or held) for a value it never sent. Not reported when the rule
+    (or a variable it reads) tests the value some other way (``v != "" && ...``,
+    ``isURL(v)``), which is taken as the guard. One finding per rule."""
+    variables = {v.name: v.value.program.ast for v in policy.variables}
+    out: list[Finding] = []
+    for rule in policy.rules:
+        searched: list[tuple[ast.Call, list[ast.Node]]] = []
+        used: set[Any] = set()
+        _walk_searches(rule.when.program.ast, {}, variables, searched, used, set())
+        for call, chain in searched:
+            if any(_shape(n) in used for n in chain if _named_value(n)) or not _may_be_empty(
+                    chain[-1], variables, 0):
+                continue
+            on_request = (call.target is not None
+                          and qualified_name(call.target, ()) == "request")
+            name = ("request." if on_request else "") + call.function
+            out.append(_at(rule.when.expression.position_of(call.offset), "warning",
+                           f"policy {policy.name}: rules.{rule.name}.when: {name}() of a "
+                           f"value that is \"\" when the argument is left out or null: \"\" "
+                           f"is found nowhere (provenance() is empty, mentions() and "
+                           f"untrusted() false), so the rule decides every such call alike "
+                           f"(a negated test denies or holds it for a value it never sent); "
+                           f"test the value first: 'v != \"\" && ...'"))
+            break
+    return out
+
+
+_NOT_A_TEST: Final = _SEARCHES | {"bind", "@arg", "_&&_", "_||_", "!_"}
+
+
+def _walk_searches(node: ast.Node, env: Mapping[str, ast.Node],
+                   variables: Mapping[str, ast.Node],
+                   searched: list[tuple[ast.Call, list[ast.Node]]], used: set[Any],
+                   walked: set[str]) -> None:
+    """Collect the provenance calls of ``node`` with their argument resolved through
+    ``cel.bind`` (a library parameter) and ``variables.x`` (``chain``: each step), and
+    the shapes of every value some other call tests (``used``), in the variables the
+    expression reads too."""
+    if isinstance(node, ast.Select) and isinstance(node.operand, ast.Ident) \
+            and node.operand.name == "variables" and node.field in variables \
+            and node.field not in walked:
+        walked.add(node.field)
+        _walk_searches(variables[node.field], {}, variables, searched, used, walked)
+    if isinstance(node, ast.Call):
+        if node.function == "bind" and len(node.args) == 3 and isinstance(
+                node.args[0], ast.Ident):
+            init = node.args[1]
+            if isinstance(init, ast.Call) and init.function == "@arg" and init.args:
+                init = init.args[0]
+            _walk_searches(init, env, variables, searched, used, walked)
+            _walk_searches(node.args[2], {**env, node.args[0].name: init}, variables,
+                           searched, used, walked)
+            return
+        if node.function in _SEARCHES and node.args:
+            searched.append((node, _resolve(node.args[-1], env, variables)))
+        elif node.function not in _NOT_A_TEST:
+            for operand in (*node.args, *((node.target,) if node.target else ())):
+                used.update(_shape(n) for n in _resolve(operand, env, variables)
+                            if _named_value(n))
+    for child in _children(node):
+        _walk_searches(child, env, variables, searched, used, walked)
+
+
+def _named_value(node: ast.Node) -> bool:
+    """A name, a field path or an optional read: what a guard tests (its shape is small,
+    so comparing shapes stays linear in the expression)."""
+    for _ in range(64):
+        if isinstance(node, ast.Select):
+            node = node.operand
+        elif isinstance(node, ast.Call) and node.function == "orValue" and node.target:
+            node = node.target
+        elif isinstance(node, ast.Call) and node.function == "@select" and node.args:
+            node = node.args[0]
+        else:
+            break
+    return isinstance(node, ast.Ident)
+
+
+def _children(node: ast.Node) -> list[ast.Node]:
+    out: list[ast.Node] = []
+    for f in fields(node):
+        value = getattr(node, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        for item in items:
+            if isinstance(item, ast.Node):
+                out.append(item)
+            elif isinstance(item, tuple):
+                out.extend(x for x in item if isinstance(x, ast.Node))
+    return out
+
+
+def _resolve(node: ast.Node, env: Mapping[str, ast.Node],
+             variables: Mapping[str, ast.Node]) -> list[ast.Node]:
+    """``node``, then what it names, step by step (a bound parameter, a variable)."""
+    chain = [node]
+    for _ in range(8):
+        if isinstance(node, ast.Ident) and node.name in env:
+            node = env[node.name]
+        elif (isinstance(node, ast.Select) and isinstance(node.operand, ast.Ident)
+              and node.operand.name == "variables" and node.field in variables):
+            node = variables[node.field]
+        else:
+            break
+        chain.append(node)
+    return chain
+
+
+def _may_be_empty(node: ast.Node, variables: Mapping[str, ast.Node], depth: int) -> bool:
+    """``""`` itself, ``x.orValue("")``, or a ternary with such a branch."""
+    if depth > 8:
+        return False
+    node = _resolve(node, {}, variables)[-1]
+    if isinstance(node, ast.Literal):
+        return node.value == "" and isinstance(node.value, str)
+    if isinstance(node, ast.Call):
+        if node.function == "orValue" and len(node.args) == 1:
+            return _may_be_empty(node.args[0], variables, depth + 1)
+        if node.function == "_?_:_" and len(node.args) == 3:
+            return any(_may_be_empty(a, variables, depth + 1) for a in node.args[1:])
+    return False
 
 
 def _value_in_map(policy: CompiledPolicy, element: str, expression: Expression,

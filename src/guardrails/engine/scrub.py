@@ -678,7 +678,8 @@ def _view(text: str, escape: re.Pattern[str], parent: int) -> _View | None:
 
 _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"),
           ("\\/", "/"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"), ("&lt;", "<"),
-          ("&gt;", ">"), ("&amp;", "&"), ("%20", " "), ("%3D", "="), ("%3d", "="),
+          ("&gt;", ">"), ("&amp;", "&"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"),
+          ("&lt;", "<"), ("&gt;", ">"), ("%20", " "), ("%3D", "="), ("%3d", "="),
           ("%3A", ":"), ("%3a", ":"), ("%2F", "/"), ("%2f", "/"), ("%2B", "+"), ("%2b", "+"),
           ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
 
@@ -791,8 +792,8 @@ def _views(text: str) -> list[_View] | None:
     text itself, so a value escaped by two families went out whole). A view whose text
     another view already has is not made twice. None when ``text``, or all views together,
     hold more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus signs (too many
-    to decode one by one: see ``_rough``), or when it has more than ``_MAX_VIEWS`` views
-    (or ``_VIEW_CHARS`` characters of them).
+    to decode one by one: see ``_rough``), or when its views hold more characters than
+    ``_VIEW_COPIES`` copies of it (and ``_VIEW_SMALL``), or ``_VIEW_CHARS``.
     (A view holds no more of those signs than the text it was made of: each escape undone
     is one character, and the literal text is the same.)"""
     found = _RECENT_VIEWS.get(text)
@@ -804,7 +805,7 @@ def _views(text: str) -> list[_View] | None:
     views: list[_View] = []
     seen = {text}
     level: list[tuple[str, int]] = [(text, -1)]
-    chars = 0
+    chars, allowed = 0, min(_VIEW_CHARS, _VIEW_COPIES * len(text) + _VIEW_SMALL)
     for _ in range(_VIEWS):
         below: list[tuple[str, int]] = []
         for current, parent in level:
@@ -815,7 +816,7 @@ def _views(text: str) -> list[_View] | None:
                 if view is None or view.text in seen:
                     continue
                 chars += len(view.text)
-                if len(views) == _MAX_VIEWS or chars > _VIEW_CHARS:
+                if chars > allowed:
                     _RECENT_VIEWS.put(text, _NONE)
                     return None
                 seen.add(view.text)
@@ -831,18 +832,20 @@ def _escape_marks(text: str) -> int:
     return text.count("\\") + text.count("&") + text.count("%") + text.count("+")
 
 
-_MAX_VIEWS = 12
-"""Views of one text (each a copy of it, searched by every value and pattern): a text
-whose escapes make more (a page padded with escapes of each family inside the others made
-37 views) is searched in the rough view instead. Five was the most before views were made
-of views; a JSON result holding a web page's text with links makes ten, one with a
-``repr`` beside it thirteen (the rough view then decides for it: replaced whole if a value
-or pattern is found)."""
+_VIEW_COPIES = 12
+"""Views of one text, in copies of it (each is searched by every value and pattern): a
+text whose escapes make more (a page padded with escapes of each family inside the others
+made 37 views) is searched in the rough view instead. Five was the most before views were
+made of views; a JSON result holding a web page's text with links makes ten."""
+
+_VIEW_SMALL = 1 << 16
+"""Characters of views any text may have besides ``_VIEW_COPIES`` copies: a short text
+has every view its escapes make (cheap, and the rough view is coarser)."""
 
 _VIEW_CHARS = 1 << 22
-"""Characters of all views of one text together: past them (a megabyte result whose
-escapes make more than four views) the rough view decides, so a hostile text costs a few
-copies of itself, never ``_MAX_VIEWS``."""
+"""Characters of all views of one text together, at most: past them (a megabyte result
+whose escapes make more than four views) the rough view decides, so a hostile text costs a
+few copies of itself."""
 
 
 def _json_strings(text: str) -> str | None:

@@ -114,6 +114,28 @@ def _lower(text: str) -> str:
     return found
 
 
+def _as_written(text: str) -> str | None:
+    """``text`` lower-cased as written, when ``_lower`` unglued something in it (else None):
+    an untrusted result is searched in both forms. Ungluing reads the host a sentence is
+    glued to, not the longer one (``www.x.com.They``), which is right for what vouches (the
+    request, a trusted result) but hid a destination from ``untrusted`` when an injected
+    page wrote its last label capitalised (``https://files.evil.Com now``; red team 18)."""
+    found = _AS_WRITTEN.get(text, _NO_GLUE)
+    if found is _NO_GLUE:
+        cut = text[:MAX_TEXT]
+        found = None if _GLUED.search(cut) is None else cut.lower()
+        if found == _lower(text):
+            found = None
+        if len(_AS_WRITTEN) >= _CACHE_SIZE:
+            _AS_WRITTEN.clear()
+        _AS_WRITTEN[text] = found
+    return found
+
+
+_AS_WRITTEN: dict[str, str | None] = {}
+_NO_GLUE = ""
+
+
 def _dense(low: str) -> str:
     """A lower-cased text without the separators identifiers and phone numbers may hold:
     the prefilter for them (a value that is not in it cannot match)."""
@@ -446,20 +468,28 @@ class Origins:
             given: int | None = None  # the first call that ran and was given the value
             for i, entry in enumerate(self.history):
                 result = entry.get("result") if isinstance(entry, Mapping) else None
-                if type(result) is str and result and m.found(_lower(result), self.scan):
-                    tool = entry.get("tool")
-                    trusted = entry.get("trusted") is True
-                    if trusted:
-                        # A trusted tool vouches for nothing the model gave it, or gave an
-                        # earlier call: an echo ("no contact named X"), or a value stored
-                        # by one tool and read back by a trusted one (an address book the
-                        # model wrote to) came from the model.
-                        if given is None:
-                            given = self._first_given(m)
-                        trusted = i < given
-                    out.append(Place("result", tool if type(tool) is str else "", i,
-                                     trusted, self.requested(i, entry),
-                                     self.whole(i, result, m)))
+                if type(result) is not str or not result:
+                    continue
+                unglued = m.found(_lower(result), self.scan)
+                if not unglued:
+                    written = _as_written(result)
+                    if written is None or not m.found(written, self.scan):
+                        continue
+                tool = entry.get("tool")
+                # Found only as written (a longer host than the unglued text reads):
+                # it counts against the value, never for it.
+                trusted = unglued and entry.get("trusted") is True
+                if trusted:
+                    # A trusted tool vouches for nothing the model gave it, or gave an
+                    # earlier call: an echo ("no contact named X"), or a value stored
+                    # by one tool and read back by a trusted one (an address book the
+                    # model wrote to) came from the model.
+                    if given is None:
+                        given = self._first_given(m)
+                    trusted = i < given
+                out.append(Place("result", tool if type(tool) is str else "", i,
+                                 trusted, self.requested(i, entry),
+                                 self.whole(i, result, m)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
