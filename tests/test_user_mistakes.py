@@ -1,9 +1,12 @@
 """New users' policy mistakes: each one is reported by the real CLI, at its own
 file:line:column, with how to fix it.
 
-Three users wrote these from the docs alone: a security engineer's first policy for an
-e-mail agent, a port of OPA/Rego and Kubernetes ValidatingAdmissionPolicy rules, and an
-agent developer naming the agent's tools. Each mistake is one small file; the files of a
+Users wrote these from the docs alone: a security engineer's first policy for an e-mail
+agent, a port of OPA/Rego and Kubernetes ValidatingAdmissionPolicy rules, an agent
+developer naming the agent's tools; then a data-protection engineer (redaction templates,
+injected secrets), a Kubernetes porter (messages, quantities, kinds), a developer writing
+policies before the tools exist (MCP and SDK tool files, agents) and a CI gate's suites
+(the clock, messages). Each mistake is one small file; the files of a
 kind are checked in one run of ``guardrails check`` (or ``guardrails test``), and each
 test asserts its own line of that run's output. The correct spellings, and the shipped
 policies, stay clean.
