@@ -263,3 +263,22 @@ def test_a_merged_memory_is_one_layer() -> None:
     memory = Scrubber(["first-secret"]).merged(["second-secret"])
     assert memory._base is None
     assert memory("first-secret second-secret") == "[REDACTED] [REDACTED]"
+
+
+# -- the rough view decodes without a warning ------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from("\\ xnuU0N{}\"'/&%a\n"), max_size=40))
+def test_the_rough_views_codec_warns_of_no_escape(text: str) -> None:
+    """A backslash after another escape's backslash (``\\\\ ``) started no escape, but was
+    not doubled: the codec wrote a DeprecationWarning into the host's warnings (red team
+    18). Every backslash that starts no escape is doubled, whatever run it follows."""
+    import warnings
+
+    from guardrails.engine import scrub
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rough = scrub._rough("pad-" + text)
+    assert rough.startswith("pad-")

@@ -690,9 +690,11 @@ _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"
 _ROUGH_HTML = tuple(pair for pair in _ROUGH if pair[0].startswith("&"))
 
 
-_NOT_AN_ESCAPE = re.compile(r"\\(?![\\'\"abfnrtv0-7xuU\n])")
+_NOT_AN_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?![\\'\"abfnrtv0-7xuU\n])")
 """A backslash that starts no escape of Python's ``unicode_escape`` codec (``\\N`` included:
-a name is no JSON or ``repr`` escape): doubled before decoding, so the codec warns of none."""
+a name is no JSON or ``repr`` escape): doubled before decoding, so the codec warns of none.
+Only a backslash after an even run of them starts an escape (``\\\\`` is one, and the
+backslash after it starts the next): the run is matched whole and kept."""
 
 
 def _rough(text: str) -> str:
@@ -710,7 +712,7 @@ def _rough(text: str) -> str:
     for escaped, char in _ROUGH:
         rough = rough.replace(escaped, char)
     if "\\" in text:
-        plain = _NOT_AN_ESCAPE.sub(r"\\\\", text.replace("\\/", "/"))
+        plain = _NOT_AN_ESCAPE.sub(r"\1\\\\", text.replace("\\/", "/"))
         decoded = plain.encode("latin-1", "backslashreplace").decode(
             "unicode_escape", "replace")
         if "&" in decoded or "%" in decoded:  # a web page's text in a JSON string
