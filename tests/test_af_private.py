@@ -406,3 +406,31 @@ def test_the_batch_check_is_installed_only_over_the_frameworks_own() -> None:
         assert _tools._try_execute_function_call_groups is someone_elses
     finally:
         _tools._try_execute_function_call_groups = installed
+
+
+def test_a_guard_built_where_the_batch_check_cannot_be_installed_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Another library's wrapper over the framework's batch execution leaves the guard
+    without its unreadable-arguments check: building a guard then warns the host."""
+    from agent_framework import _tools
+
+    from guardrails.agent_framework import guard
+
+    guard(guardrails_policies())
+    installed = _tools._try_execute_function_call_groups
+
+    async def someone_elses(**kwargs: _Any) -> _Any:
+        return await _private.FRAMEWORK_BATCH(**kwargs)
+
+    try:
+        _tools._try_execute_function_call_groups = someone_elses
+        with caplog.at_level("WARNING", logger="guardrails.agent_framework"):
+            guard(guardrails_policies())
+        assert any("batch execution was replaced" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        _tools._try_execute_function_call_groups = installed
+        with caplog.at_level("WARNING", logger="guardrails.agent_framework"):
+            guard(guardrails_policies())
+        assert not any("batch execution" in r.getMessage() for r in caplog.records)
+    finally:
+        _tools._try_execute_function_call_groups = installed

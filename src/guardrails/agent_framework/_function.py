@@ -281,7 +281,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # faster (see _private.install_fast_tokens); and each batch of calls checked for
         # arguments the framework's parser cannot read (see _unreadable.check_batch).
         _private.install_fast_tokens()
-        install_unreadable_check(GuardFunctionMiddleware)
+        if not install_unreadable_check(GuardFunctionMiddleware):
+            # Something else replaced the framework's batch execution: a call whose
+            # arguments its parser cannot read then ends the run as without a guard (no
+            # tool runs), which the host must hear of rather than find out.
+            _log.warning("guardrails: the framework's batch execution was replaced by other "
+                         "code, so arguments its parser cannot read end the run (no tool "
+                         "runs) instead of being denied one call at a time")
         self._unmatched = unmatched
         self._approvals = approvals
         self._approval_key = approval_key or None
