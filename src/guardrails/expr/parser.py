@@ -29,7 +29,7 @@ other macros. Breaking any of them is a ``CelSyntaxError`` at the offending char
 from __future__ import annotations
 
 import re
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from guardrails.expr.ast import (
     Call,
@@ -138,12 +138,14 @@ _HINTS: Final = {"=": "'=='", "&": "'&&'", "|": "'||'"}
 
 
 class _Lexed:
-    __slots__ = ("kinds", "offsets", "values")
+    __slots__ = ("kinds", "offsets", "values", "words")
 
     def __init__(self) -> None:
         self.kinds: list[str] = []
         self.values: list[object] = []
         self.offsets: list[int] = []
+        self.words: list[str] = []
+        """The text of every word and backquoted name, in order (for ``_skeleton``)."""
 
 
 def _tokenize(src: str, fail: _Fail) -> _Lexed:
@@ -151,6 +153,7 @@ def _tokenize(src: str, fail: _Fail) -> _Lexed:
     kinds = out.kinds
     values = out.values
     offsets = out.offsets
+    words = out.words
     for m in _TOKEN_RE.finditer(src):
         group = m.lastgroup or "bad"
         if group == "ws":
@@ -164,6 +167,7 @@ def _tokenize(src: str, fail: _Fail) -> _Lexed:
             kind = _KEYWORDS.get(text, "word")
             kinds.append(kind)
             values.append(_KEYWORD_VALUES.get(text, text))
+            words.append(text)
         elif group == "int":
             kinds.append("int")
             values.append(_int_value(text, start, fail))
@@ -185,6 +189,7 @@ def _tokenize(src: str, fail: _Fail) -> _Lexed:
         elif group == "quoted":
             kinds.append("quoted")
             values.append(text[1:-1])
+            words.append(text)
         elif group == "unterminated":
             fail.at("unterminated string", start)
         else:
@@ -861,6 +866,22 @@ def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
             limits.max_expression_length,
         )
     lexed = _tokenize(source, fail)
+    key = (limits, tuple(lexed.kinds), tuple(lexed.words))
+    template = _TEMPLATES.get(key)
+    if template is not None and template[0] and _fits(template, lexed):
+        return _build(template, lexed.values, lexed.offsets)
+    node = _parse_tokens(lexed, fail, limits)
+    if template is None:
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = _ONCE
+    elif template is _ONCE:  # the second tree of this skeleton: later ones are built
+        _TEMPLATES[key] = _template(node, lexed) or _NEVER
+    return node
+
+
+def _parse_tokens(lexed: _Lexed, fail: _Fail, limits: Limits) -> Node:
+    """The parser proper, on the tokens of one expression."""
     parser = _Parser(lexed, fail, limits)
     try:
         node = parser.expr()
@@ -879,3 +900,144 @@ def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
         if offender is not None:
             fail.at(f"expression nested too deeply (more than {limit} levels)", offender.offset)
     return node
+
+
+# ---------------------------------------------------------------- trees by skeleton
+#
+# Policy sets repeat expressions that differ only in literals (``args.amount > 100``,
+# ``> 250``). What the parser builds depends only on the tokens' kinds and the words'
+# texts (the skeleton), never on a literal's value, except that an int must fit int64
+# and a double be finite, which ``_fits`` checks. So the third expression of a skeleton
+# (the second records the tree) is built from a template of the tree the parser made:
+# each node, children first, with its offset as a token index and each literal taken
+# from its token, nodes the parser shares (macro expansions) shared again. Any other
+# expression, and any error, goes through the parser. tests/test_expr_skeleton.py
+# compares both on generated and hostile expressions.
+
+_Step = tuple[Any, ...]
+_Template = tuple[tuple[_Step, ...], tuple[int, ...]]
+"""The steps that build the tree (the last one is the root), and the token indices of
+the int and double literals (``_fits``)."""
+
+_ONCE: Final[_Template] = ((), ())
+"""A skeleton parsed once (no steps: never built from)."""
+_NEVER: Final[_Template] = ((), (-1,))
+"""A skeleton whose tree ``_template`` cannot describe: always parsed."""
+_TEMPLATES: dict[tuple[object, ...], _Template] = {}
+"""By (limits, token kinds, words): ``_ONCE``, then the template (or ``_NEVER``) after
+the second tree; at most ``_TEMPLATES_MAX`` skeletons, cleared when full."""
+_TEMPLATES_MAX: Final = 20_000
+
+_LIT, _NEG, _CONST, _IDENT, _SELECT, _CALL, _LIST, _MAP, _STRUCT, _COMP = range(10)
+
+
+def _fits(template: _Template, lexed: _Lexed) -> bool:
+    """Every int and double literal as the parser requires, with or without a ``-``."""
+    values = lexed.values
+    for i in template[1]:
+        value = values[i]
+        if type(value) is int:
+            if value > INT64_MAX:
+                return False
+        elif value in (float("inf"), float("-inf")):
+            return False
+    return True
+
+
+def _template(root: Node, lexed: _Lexed) -> _Template | None:
+    """The steps that rebuild ``root`` from ``lexed`` (see above), or None when a node's
+    offset is not a token's or a literal's value is not its token's: the skeleton is then
+    always parsed."""
+    at = {offset: i for i, offset in enumerate(lexed.offsets)}
+    kinds = lexed.kinds
+    values: list[Any] = lexed.values
+    steps: list[_Step] = []
+    index: dict[int, int] = {}
+    numbers: set[int] = {i for i, k in enumerate(kinds) if k == "int" or k == "float"}
+
+    def add(n: Node) -> int:
+        found = index.get(id(n))
+        if found is not None:
+            return found
+        tok = at.get(n.offset)
+        if tok is None:
+            raise _NoTemplate
+        step: _Step
+        if isinstance(n, Literal):
+            if kinds[tok] in ("lit", "int", "float") and n.value is values[tok]:
+                step = (_LIT, tok)
+            elif (kinds[tok] == "-" and kinds[tok + 1] in ("int", "float")
+                  and repr(n.value) == repr(-values[tok + 1])
+                  and type(n.value) is type(values[tok + 1])):
+                step = (_NEG, tok)
+            elif kinds[tok] in ("lit", "int", "float", "-"):
+                raise _NoTemplate
+            else:
+                step = (_CONST, tok, n.value)
+        elif isinstance(n, Ident):
+            step = (_IDENT, tok, n.name)
+        elif isinstance(n, Select):
+            step = (_SELECT, tok, add(n.operand), n.field, n.test_only)
+        elif isinstance(n, Call):
+            target = -1 if n.target is None else add(n.target)
+            step = (_CALL, tok, n.function, tuple(add(a) for a in n.args), target)
+        elif isinstance(n, ListLit):
+            step = (_LIST, tok, tuple(add(e) for e in n.elements))
+        elif isinstance(n, MapLit):
+            step = (_MAP, tok, tuple((add(k), add(v)) for k, v in n.entries))
+        elif isinstance(n, StructLit):
+            step = (_STRUCT, tok, n.type_name, tuple((f, add(v)) for f, v in n.fields))
+        elif isinstance(n, Comprehension):
+            step = (_COMP, tok, n.macro, n.iter_var, add(n.iter_range), n.accu_var,
+                    add(n.accu_init), add(n.loop_condition), add(n.loop_step), add(n.result),
+                    n.iter_var2)
+        else:
+            raise _NoTemplate
+        index[id(n)] = len(steps)
+        steps.append(step)
+        return len(steps) - 1
+
+    try:
+        add(root)
+    except (_NoTemplate, RecursionError):
+        return None
+    return tuple(steps), tuple(sorted(numbers))
+
+
+class _NoTemplate(Exception):
+    pass
+
+
+def _build(template: _Template, values: list[Any], offsets: list[int]) -> Node:
+    """The tree of ``template`` with these tokens' offsets and literals."""
+    nodes: list[Any] = []
+    add = nodes.append
+    for step in template[0]:
+        kind = step[0]
+        offset = offsets[step[1]]
+        if kind == _CALL:
+            target = step[4]
+            add(Call(offset, step[2], tuple([nodes[i] for i in step[3]]),
+                     None if target < 0 else nodes[target]))
+        elif kind == _LIT:
+            add(Literal(offset, values[step[1]]))
+        elif kind == _SELECT:
+            add(Select(offset, nodes[step[2]], step[3], step[4]))
+        elif kind == _IDENT:
+            add(Ident(offset, step[2]))
+        elif kind == _NEG:
+            add(Literal(offset, -values[step[1] + 1]))
+        elif kind == _CONST:
+            add(Literal(offset, step[2]))
+        elif kind == _LIST:
+            add(ListLit(offset, tuple([nodes[i] for i in step[2]])))
+        elif kind == _MAP:
+            add(MapLit(offset, tuple([(nodes[k], nodes[v]) for k, v in step[2]])))
+        elif kind == _STRUCT:
+            add(StructLit(offset, step[2], tuple([(f, nodes[v]) for f, v in step[3]])))
+        else:
+            add(Comprehension(offset, step[2], step[3], nodes[step[4]], step[5],
+                              nodes[step[6]], nodes[step[7]], nodes[step[8]], nodes[step[9]],
+                              step[10]))
+    root: Node = nodes[-1]
+    return root
