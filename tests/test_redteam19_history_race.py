@@ -209,3 +209,43 @@ async def test_approved_replays_in_one_batch_still_add_up(tmp_path: Path, stream
     assert len(first.user_input_requests) == 5 and PAID == []
     await run(agent, approve_all(first), stream=stream, session=session)
     assert _total() == 800, PAID
+
+
+async def test_a_large_batch_takes_turns_without_guard_errors(tmp_path: Path) -> None:
+    """Thirty counted calls in one batch: each waits for the one before, is decided again
+    once, and none runs out of rounds (a guard error would block a call that fits)."""
+    from guardrails.agent_framework import _history
+
+    policies = load_text(tmp_path, POLICY)
+    client = ScriptedChatClient([[call("pay", to="x", amount=30) for _ in range(30)],
+                                 [text("done")]])
+    agent = Agent(client=client, tools=[pay],
+                  middleware=guard(policies, counters=SQLiteStore(tmp_path / "c.db")))
+    await agent.run("pay", session=AgentSession())
+    assert _total() == 900 and len(PAID) == 30
+    assert not _history._TURNS  # every turn given back
+
+
+async def test_a_turn_is_given_back_when_the_batch_is_cancelled(tmp_path: Path) -> None:
+    """A sibling's halt cancels the counted calls holding or waiting for the turn: the next
+    run on the session takes it at once."""
+    from guardrails import PolicyViolation
+    from guardrails.agent_framework import _history
+
+    halting = POLICY + "    - {name: absurd, when: 'args.amount > 100000', action: halt}\n"
+    policies = load_text(tmp_path, halting)
+    middleware = guard(policies, counters=SQLiteStore(tmp_path / "c.db"))
+    session = AgentSession()
+    batch = [call("pay", to="x", amount=10), call("pay", to="x", amount=10),
+             call("pay", to="x", amount=500000)]
+    client = ScriptedChatClient([batch])
+    with pytest.raises(PolicyViolation):
+        await Agent(client=client, tools=[pay], middleware=middleware).run(
+            "pay", session=session)
+    await asyncio.sleep(0.2)  # the store's threads finish
+    assert not _history._TURNS
+    before = len(PAID)
+    client = ScriptedChatClient([[call("pay", to="x", amount=10)], [text("done")]])
+    await asyncio.wait_for(Agent(client=client, tools=[pay], middleware=middleware).run(
+        "pay", session=session), 30)
+    assert PAID[before:] == [("pay", 10)]

@@ -464,8 +464,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 await turn.take(owner)  # (held from the second round on)
                 seen = history_mark(context.session, run)
                 if seen != read:  # a sibling was recorded: decide on what it left
-                    read = seen
                     history = history_of(session_state(context.session), run) or None
+                    seen = read = history_mark(context.session, run)  # (entries built now)
                     settled = settle()
                 if replaying and not taken:
                     held, taken = await self._take_held(context, state, approval_id), True
