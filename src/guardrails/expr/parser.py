@@ -2,7 +2,9 @@
 
 Policies are loaded (and re-loaded) as a whole, so parsing thousands of expressions must
 stay cheap: the lexer is one compiled regular expression and the parser is a small
-recursive-descent / precedence-climbing parser over the token list. It follows the
+recursive-descent / precedence-climbing parser over the token list; an expression
+whose token skeleton was parsed twice before is built from a template instead (see
+"trees by skeleton" below). It follows the
 cel-spec grammar (langdef.md) and cel-go's lexer and macro expansion, so an expression
 accepted by cel-go is accepted here with the same meaning.
 
