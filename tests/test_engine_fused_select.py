@@ -7,7 +7,7 @@ Two levels: ``_select_any`` against the generated line itself, on hostile operan
 of every kind, the engine's lazy records computed, uncomputed and failing, values that are
 not maps, objects whose lookups raise); and fused functions against their rules one by
 one on bindings whose every root has a type other than the engine's (read-only views,
-dict subclasses, plain dicts for ``variables`` and ``params``), so that each read takes
+dict subclasses, plain dicts for ``variables``, ``params`` and ``request``), so that each read takes
 the out-of-line case.
 """
 
@@ -116,7 +116,7 @@ def test_each_fused_select_form_reads_what_the_generated_line_reads() -> None:
     found = codegen._SELECT.search(line)
     assert found is not None
     forms = {}
-    for root in ("variables", "params", "args", None):
+    for root in ("variables", "params", "request", "args", None):
         rewritten = codegen._fused_select(found, {} if root is None else {"_t1": root})
         forms[root] = eval(
             "lambda _t1, _k0: " + rewritten.split(" = ", 1)[1], dict(codegen._GLOBALS))
@@ -145,6 +145,7 @@ _ROOTS = st.fixed_dictionaries({
     "params": st.sampled_from(["proxy", "dict", "sub"]),
     "variables": st.sampled_from(["vars", "dict"]),
     "entry": st.sampled_from(["dict", "proxy", "sub"]),
+    "request": st.sampled_from(["request", "dict", "proxy"]),
 })
 
 
@@ -164,8 +165,8 @@ _ARGS = st.fixed_dictionaries({}, optional={
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rules=st.lists(st.sampled_from([r for r in RULES if "request" not in r
-                                       and "now." not in r]), min_size=1, max_size=8),
+@given(rules=st.lists(st.sampled_from([r for r in RULES if "now." not in r]),
+                      min_size=1, max_size=8),
        roots=_ROOTS, args=_ARGS, budget=st.sampled_from([10**9, 500, 60, -1]))
 def test_fused_rules_on_roots_of_other_types_equal_the_rules_one_by_one(
         rules: list[str], roots: dict[str, str], args: dict[str, Any], budget: int) -> None:
@@ -189,7 +190,9 @@ def test_fused_rules_on_roots_of_other_types_equal_the_rules_one_by_one(
             "tool": {"name": "t", "description": ""}, "args": _as(roots["args"], dict(args)),
             "principal": _as(roots["principal"], {"role": "admin", "groups": ["ops"]}),
             "history": [_as(roots["entry"], {"tool": "t", "result": ""})],
-            "request": None, "now": None, METER: meter,
+            "request": Request("pay x") if roots["request"] == "request" else _as(
+                roots["request"], {"text": "pay x"}),
+            "now": None, METER: meter,
             "params": _as(roots["params"], dict(policy.params))}
         if roots["variables"] == "vars":
             variables = Variables(policy.variable_programs)

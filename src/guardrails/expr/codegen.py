@@ -296,6 +296,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_proxy": types.MappingProxyType,
     "_LAZY": frozenset({Variables, Request}),
     "_vars": Variables,
+    "_request": Request,
     "_bool": bool,
     "_MIN": INT64_MIN,
     "_MAX": INT64_MAX,
@@ -1662,7 +1663,8 @@ def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
 def _fused_select(found: re.Match[str], root: Mapping[str, str]) -> str:
     """A select line of a fused rule (``_SELECT``) with one type test in line: the type
     its operand has on the engine's paths (a policy's ``variables``, its read-only
-    ``params``, a dict for anything else: the arguments, principal, history entries);
+    ``params``, the call's ``request`` record, a dict for anything else: the arguments,
+    principal, tool, history entries);
     any other case goes to ``_select_any``, which takes the line's own steps."""
     ind, temp, operand, k = found.group(1, 2, 3, 4)
     name = root.get(operand)
@@ -1670,6 +1672,8 @@ def _fused_select(found: re.Match[str], root: Mapping[str, str]) -> str:
         fast = f"{operand}._done[{k}] if type({operand}) is _vars and {k} in {operand}._done"
     elif name == "params":
         fast = f"{operand}[{k}] if type({operand}) is _proxy and {k} in {operand}"
+    elif name == "request":
+        fast = f"{operand}[{k}] if type({operand}) is _request and {k} in {operand}._defs"
     else:
         fast = f"{operand}[{k}] if type({operand}) is _dict and {k} in {operand}"
     return f"{ind}{temp} = {fast} else _select_any({operand}, {k})"
@@ -1724,7 +1728,8 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 body = re.sub(rf"^( *)try:\n\1    {temp} = b\[_k{k}\]\n\1except KeyError:\n"
                               rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
                               count=1, flags=re.M)
-        body = _SELECT.sub(functools.partial(_fused_select, root=roots[i]), body)
+        named = {temp: consts[k] for (temp, k), h in zip(parts.reads, hs, strict=True) if h}
+        body = _SELECT.sub(functools.partial(_fused_select, root=named), body)
         # Each rule's constants and temporaries get names of their own.
         body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(rf"_k{i}_\1", body))
         pad = "            " if guarded else "        "
