@@ -127,6 +127,8 @@ def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
     the tools, a warning (a typo: ``web_fetch`` for ``fetch_web``); else info, since a
     set shared by several agents may be checked with one agent's tools."""
     out: list[Finding] = []
+    named = sorted({g for p in every for g in p.tools or ()
+                    if not any(c in g for c in "*?[")})
     for element, expression, program in policy.expressions():
         nodes = ast.walk(program.ast)
         records = {c.iter_var for c in nodes if isinstance(c, ast.Comprehension)
@@ -152,6 +154,8 @@ def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
                 if text in tools or any(p.matches_tool(text) for p in every
                                         if p.tools is not None):
                     continue
+                if closest(text, named, cutoff=0.8) is not None:
+                    continue  # a typo of a policy's tool: lint_policies says so
                 close = closest(text, tools, cutoff=0.7)
                 severity: Severity = "warning" if close else "info"
                 hint = f"; did you mean '{close}'?" if close else (

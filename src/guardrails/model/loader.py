@@ -503,8 +503,8 @@ _FOREIGN_FIELDS: Mapping[str, str] = {
               "'a && !(b)'",
     "permit": "Cedar's permit is a rule with action: allow, in a policy with "
               "defaultAction: deny",
-    "forbid": "Cedar's forbid is a rule with action: deny (a deny of any policy wins over "
-              "every allow, as in Cedar)",
+    "forbid": "Cedar's forbid is a rule with action: deny; a deny of any policy wins over "
+              "every allow, as in Cedar",
     "PolicyTestSpec.tests": "a PolicyTest's cases are spec.cases",
     "TestCaseShape.input": "what a case decides is call: {tool, args, principal, ...}",
     "TestCaseShape.request": "the call is call: {tool, args, ...}, and the user's words "
