@@ -34,6 +34,7 @@ from typing import Any
 from guardrails.engine.counters import PresetCounts
 from guardrails.engine.decision import Decision
 from guardrails.engine.policyset import PolicySet
+from guardrails.expr import ast
 from guardrails.expr.limits import Limits
 from guardrails.expr.spelling import closest
 from guardrails.model.documents import Documents
@@ -245,6 +246,7 @@ class Runner:
                           *unmatched_tool(case.tool, decision, policy_set),
                           *unmatched_agent(case.tool, case.agent, policy_set),
                           *unknown_counters(case.counters, policy_set),
+                          *history_mistakes(case.history, policy_set),
                           *time_dependent(case, decision, policy_set)]
             results.append(CaseResult(
                 case.suite, case.name, case.file, case.line, case.column,
@@ -441,6 +443,63 @@ def unknown_counters(counters: Mapping[str, int] | None,
             out.append(Mismatch("counters", name, None,
                                 f"no counter of the policies under test is named {name!r}, "
                                 f"so the count is set for nothing{hint}"))
+    return out
+
+
+def history_mistakes(history: Sequence[Mapping[str, Any]] | None,
+                     policy_set: PolicySet) -> list[Mismatch]:
+    """History entries the guard could never record, so the case decides a call that
+    cannot happen: ``trusted: true`` for a tool a policy under test labels ``results:
+    untrusted`` (the guard records each result with the tool's label, and untrusted always
+    wins; a tool without a label may be trusted by the host's ``trusted_tools``), and a
+    ``tool`` one typo from, but not, a tool name the policies match or test (``h.tool ==
+    "fetch_url"``, ``p.tool == ...``): a rule looking for it does not see the entry."""
+    if not history:
+        return []
+    names = sorted(_tool_names(policy_set))
+    out: list[Mismatch] = []
+    for i, entry in enumerate(history):
+        tool = entry.get("tool")
+        if not isinstance(tool, str):
+            continue
+        if entry.get("trusted") is True and policy_set.results_trusted(tool) is False:
+            out.append(Mismatch(f"history[{i}].trusted", False, True,
+                                f"the guard never records {tool!r} as trusted: a policy "
+                                f"under test labels its results untrusted (results: "
+                                f"untrusted), and untrusted always wins over trusted "
+                                f"labels and guard(trusted_tools=...); set trusted: false, "
+                                f"or change the label"))
+        if tool not in names and not any(p.matches_tool(tool) for p in policy_set.policies
+                                         if p.tools is not None):
+            # Only a real typo: tools of one agent often differ by a word (read_x and
+            # send_x), and a plural is often another tool (get_file, get_files).
+            close = closest(tool, names, cutoff=0.9)
+            if close is not None and close.rstrip("s") != tool.rstrip("s"):
+                out.append(Mismatch(f"history[{i}].tool", close, tool,
+                                    f"no policy under test matches or tests tool {tool!r}; "
+                                    f"they name {close!r}: a typo in the case's history "
+                                    f"or in the policy? (tool names are case-sensitive)"))
+    return out
+
+
+def _tool_names(policy_set: PolicySet) -> set[str]:
+    """Tool names the policies match (globs without wildcards) or compare a record's
+    ``tool`` field with (``h.tool == "x"``, ``p.tool in ["x", "y"]``)."""
+    out = {g for p in policy_set.policies for g in p.tools or ()
+           if not any(c in g for c in "*?[")}
+    for p in policy_set.policies:
+        for _element, _expression, program in p.expressions():
+            for n in ast.walk(program.ast):
+                if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
+                        and n.function in ("_==_", "_!=_", "@in")):
+                    continue
+                a, b = n.args
+                for rec, value in ((a, b), (b, a)):
+                    if not (isinstance(rec, ast.Select) and rec.field == "tool"):
+                        continue
+                    items = value.elements if isinstance(value, ast.ListLit) else (value,)
+                    out.update(v.value for v in items
+                               if isinstance(v, ast.Literal) and isinstance(v.value, str))
     return out
 
 

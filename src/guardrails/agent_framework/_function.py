@@ -60,7 +60,9 @@ from guardrails.agent_framework._arguments import (
 from guardrails.agent_framework._boundary import _GuardHalt, mint
 from guardrails.agent_framework._history import (
     HISTORY_LIMIT,
+    HistoryTurn,
     Unbuilt,
+    history_mark,
     history_of,
     plain_entry,
     record,
@@ -143,6 +145,12 @@ undoing is refused (a guard error that blocks the call)."""
 
 _BLOCKING = (Effect.DENY, Effect.HALT)
 """Effects under which the call never runs: no need to know what validation makes of it."""
+
+_HISTORY_ROUNDS = 16
+"""Counts of one call, at most, each after siblings changed the history it was decided on
+while the store counted it (each round waits for one counted sibling, and the calls that
+do not count record at once: a batch's changes are over in a round or two). Past it the
+call is a guard error (blocked)."""
 
 _PLACEHOLDER = "guardrails-injected-secret"
 """What an argument the guard injects holds while the call is validated before the check."""
@@ -376,30 +384,40 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 self._deny_unreadable(context, tool, unreadable)
                 return
             started = time.perf_counter()
+            turn = HistoryTurn()
             try:
-                plan = await self._plan(context, run)
-                if call_id is not None:
-                    # (A quiet call knows no secret: its decision leaves every text as it is.)
-                    if not plan.quiet and plan.decision.scrub(call_id) != call_id:
-                        # The model chose a call id holding a secret: the framework's own
-                        # execute_tool span and logs would carry it, so the call does not run.
-                        self._release(plan.decision)
-                        raise ValueError("the call id the model chose carries a secret value")
-                    span.mark_call_id_clean(plan.decision)
-            except Exception as exc:  # fail closed: a guard error never lets a call through
-                span.fail(exc)
-                self._block_on_guard_error(context, tool, exc)
-                return
-            if plan.approved_replay:
-                span.mark_approved()
-            span.record(plan.decision, time.perf_counter() - started)
-            await self._act(context, call_next, plan, span)
+                try:
+                    plan = await self._plan(context, run, turn)
+                    if call_id is not None:
+                        # (A quiet call knows no secret: its decision leaves every text as
+                        # it is.)
+                        if not plan.quiet and plan.decision.scrub(call_id) != call_id:
+                            # The model chose a call id holding a secret: the framework's own
+                            # execute_tool span and logs would carry it, so the call does
+                            # not run.
+                            self._release(plan.decision)
+                            raise ValueError("the call id the model chose carries a secret "
+                                             "value")
+                        span.mark_call_id_clean(plan.decision)
+                except Exception as exc:  # fail closed: a guard error never lets a call through
+                    span.fail(exc)
+                    self._block_on_guard_error(context, tool, exc)
+                    return
+                if plan.approved_replay:
+                    span.mark_approved()
+                span.record(plan.decision, time.perf_counter() - started)
+                await self._act(context, call_next, plan, span, turn)
+            finally:
+                turn.done()  # (usually held by nobody: nothing to do)
 
     # -- evaluation ---------------------------------------------------------------------
 
-    async def _plan(self, context: FunctionInvocationContext, run: RunState | None) -> _Plan:
+    async def _plan(self, context: FunctionInvocationContext, run: RunState | None,
+                    turn: HistoryTurn) -> _Plan:
         """What to do with the call, decided on one policy set. ``run``: the run's state,
-        as ``process`` read it (a call's context does not change while it is decided)."""
+        as ``process`` read it (a call's context does not change while it is decided);
+        ``turn``: the history's turn, held by a call its counter store counts in a thread
+        from then until it is recorded."""
         policies = self._policies.current  # once: the whole call uses this set
         memory = self._memory_for(policies)  # its redact patterns, whatever a thread swaps in
         tool = context.function.name
@@ -433,32 +451,72 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             judged[:] = [arguments]
             return evaluate(arguments, None)
 
-        validated: dict[str, Any] | None = None
-        invalid: Exception | None = None
-        deferred = False
+        raw = entry
+
+        def settle() -> _Settled:
+            if raw is None:  # not a mapping: fails closed
+                return _Settled(decide(context.arguments), {})
+            if policies.input_error(raw) is not None:
+                # Over the bounds: one evaluation (an input error, found by a walk that
+                # stops at the bound) and nothing else reads them: no JSON view, no
+                # validation.
+                found = decide(raw)
+                return _Settled(found, dict(found.arguments))
+            return self._settle(context, raw, decide, policies, facts.injects)
+
+        settled = settle()
         if entry is None:
-            decision = decide(context.arguments)  # not a mapping: fails closed
             entry = {}
-            arguments: dict[str, Any] = {}
-        elif policies.input_error(entry) is not None:
-            # Over the bounds: one evaluation (an input error, found by a walk that stops at
-            # the bound) and nothing else reads them: no JSON view, no validation.
-            decision = decide(entry)
-            arguments = dict(decision.arguments)
-        else:
-            settled = self._settle(context, entry, decide, policies, facts.injects)
-            decision, arguments = settled.decision, settled.arguments
-            validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
-        if facts.counts and decision.effect not in _BLOCKING:
+        counts = facts.counts
+        replaying = is_approved_response(context)
+        approval_id = approval_id_for(context)
+        held: Any = None
+        taken = False  # the held approval, used up (matching or not) once taken
+        owner = context.session if context.session is not None else run
+        if owner is not None and ((counts and self._counters.blocking
+                                   and settled.decision.effect not in _BLOCKING) or (
+                replaying and self._approvals is not None
+                and getattr(self._approvals, "blocking", True))):
+            # A store's round trip (in its thread) lets sibling calls decide and record
+            # meanwhile: the call holds its history's turn (such siblings take turns), and
+            # is decided (and counted) again until no sibling was recorded between its
+            # reading of the history and its last store call (red team 19: five parallel
+            # payments of 400, or five approved replays, passed a structuring limit of 1,000).
+            read = history_mark(context.session, run)
+            for _ in range(_HISTORY_ROUNDS):
+                await turn.take(owner)  # (held from the second round on)
+                seen = history_mark(context.session, run)
+                if seen != read:  # a sibling was recorded: decide on what it left
+                    history = history_of(session_state(context.session), run) or None
+                    seen = read = history_mark(context.session, run)  # (entries built now)
+                    settled = settle()
+                if replaying and not taken:
+                    held, taken = await self._take_held(context, state, approval_id), True
+                counted: Decision | None = None
+                if counts and settled.decision.effect not in _BLOCKING:
+                    # Read in the store's thread while sibling calls record on the loop: a
+                    # copy of its own (a run's entries not built yet never reach the
+                    # engine, which reads only ``history_of``'s plain entries).
+                    live = history
+                    history = list(live) if live is not None else None
+                    counted = await self._counted(
+                        settled.decision, lambda: evaluate(judged[0], self._counters))
+                    history = live
+                if history_mark(context.session, run) == seen:
+                    if counted is not None:
+                        settled = settled._replace(decision=counted)
+                    break
+                if counted is not None:
+                    self._release(counted)
+            else:
+                raise ValueError("the history kept changing while the call was decided")
+        elif counts and settled.decision.effect not in _BLOCKING:
             # The one evaluation that reserves, on the settled arguments. (A call the rules
             # block anyway is not counted: no need to ask the store.)
-            if history is not None and self._counters.blocking:
-                # Read in the store's thread while sibling calls record on the loop: a copy
-                # of its own (a run's entries not built yet never reach the engine, which
-                # reads only ``history_of``'s plain entries, and none shift as it reads).
-                history = list(history)
-            decision = await self._counted(decision, lambda: evaluate(judged[0],
-                                                                      self._counters))
+            settled = settled._replace(decision=await self._counted(
+                settled.decision, lambda: evaluate(judged[0], self._counters)))
+        decision, arguments = settled.decision, settled.arguments
+        validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
         # From here on the call may hold a reservation: anything that fails blocks the
         # call (``process``), and a blocked call is not counted.
         try:
@@ -466,18 +524,11 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 _log.warning("guardrails: no policy names the tool %s; the call runs unguarded",
                              tool)
             secret_names = decision.secret_arguments  # declared and injected names
-            approved = is_approved_response(context)
-            # (Only an approval request or its replay needs the id the response carries.)
-            approval_id = (approval_id_for(context) if approved
-                           or decision.effect is Effect.REQUIRE_APPROVAL else "")
             replay = False
-            if approved:
+            if replaying:
                 # One approval, one call: the held record is used up, matching or not.
-                if self._approvals is not None:
-                    held = await self._store(self._approvals.take,
-                                             _approval_key(context, approval_id))
-                else:
-                    held = take_held(state, approval_id)
+                if not taken:
+                    held = await self._take_held(context, state, approval_id)
                 token = response_token(context)
                 # Used once in this process too: a session state saved before the approval
                 # and restored after it holds the record again.
@@ -671,6 +722,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return _approval_key(context, approval_id)
         return approval_id
 
+    async def _take_held(self, context: FunctionInvocationContext,
+                         state: dict[str, Any] | None, approval_id: str) -> Any:
+        """The record held for the approved call (used up): from the shared store, else
+        from the session's state."""
+        if self._approvals is not None:
+            return await self._store(self._approvals.take, _approval_key(context, approval_id))
+        return take_held(state, approval_id)
+
     async def _store(self, call: Callable[..., Any], *args: Any) -> Any:
         """A shared-store call, off the event loop when the store does I/O."""
         if getattr(self._approvals, "blocking", True):
@@ -728,7 +787,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     # -- acting on the effect -------------------------------------------------------------
 
     async def _act(self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]],
-                   plan: _Plan, span: Any) -> None:
+                   plan: _Plan, span: Any, turn: HistoryTurn) -> None:
         tool = context.function.name
         decision = plan.decision
         if plan.invalid is not None and plan.effect in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
@@ -767,6 +826,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             memory = self._memory_for(plan.policies)  # (``scrub``'s: see _call_tool)
             scrub = self._scrubber(plan, injected.values(), memory)
             entry = self._record(context, plan, "allow", scrub)
+            turn.done()  # recorded: the tool runs without the history's turn
             await self._run_tool(context, call_next, scrub, plan.run,
                                  lambda: self._scrubber(plan, injected.values()), memory)
             set_result(entry, context.result)  # the scrubbed text the model gets

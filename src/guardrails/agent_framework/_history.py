@@ -11,10 +11,17 @@ tool returns (the entry itself is appended before the tool runs, so the sibling 
 a parallel batch see it); ``at`` is RFC 3339 text, so a session stays JSON. A quiet call
 of a run without a session is recorded unbuilt (``Unbuilt``): the same entry, built when
 the run's history is first read (never, for the run's last call).
+
+Between reading the history and recording itself a call usually lets nothing else run, so
+every sibling decides on a history holding every call decided before it. A call that waits
+in between (its counter store counts in a worker thread) holds the history's turn
+(``HistoryTurn``) until it is recorded, and is decided again if a sibling was recorded
+meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from collections.abc import Callable, Mapping
@@ -23,12 +30,13 @@ from typing import Any
 from agent_framework import Content
 
 from guardrails.agent_framework._secrets import Scrubber, unchanged
-from guardrails.agent_framework._state import RunState
+from guardrails.agent_framework._state import RunState, session_state
 from guardrails.engine.decision import REDACTED
 from guardrails.engine.evaluate import NODE_COST
 
-__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "Unbuilt", "history_of",
-           "plain_entry", "record", "record_unbuilt", "redacted", "result_text", "set_result"]
+__all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "HistoryTurn", "Unbuilt",
+           "history_mark", "history_of", "plain_entry", "record", "record_unbuilt", "redacted",
+           "result_text", "set_result"]
 
 HISTORY_LIMIT = 50
 """Entries of ``history`` kept per session (or run); the engine bounds it again."""
@@ -51,6 +59,89 @@ def history_of(state: dict[str, Any] | None, run: RunState | None) -> list[dict[
     if run.unbuilt:
         _build_all(run)
     return run.history
+
+
+class _Turns:
+    """The turn of one history (one session, or one run without a session) on one event
+    loop: the lock its waiting calls hold, and how many calls hold it or wait for it."""
+
+    __slots__ = ("lock", "owner", "users")
+
+    def __init__(self, owner: object) -> None:
+        self.owner = owner  # (kept: its id is the key while the entry lives)
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
+_TURNS: dict[tuple[int, int], _Turns] = {}
+"""The histories a call holds or waits for, by the id of their session (or run) and event
+loop; an entry lives while it has users."""
+
+
+def history_mark(session: Any, run: RunState | None) -> tuple[int, int]:
+    """What changes whenever a call is recorded in the history ``history_of`` finds for
+    ``session`` (an ``AgentSession``) or ``run``: its length and its last entry (at the
+    bound an entry in is one out, the length stays)."""
+    state = session_state(session)
+    history: list[Any] | None
+    if state is not None:
+        found = state.get("history")
+        history = found if isinstance(found, list) else None
+    else:
+        history = run.history if run is not None else None
+    if not history:
+        return (0, 0)
+    return (len(history), id(history[-1]))
+
+
+class HistoryTurn:
+    """One call's turn at its history (see the module's docstring).
+
+    The guard decides a call on the history as it stands and records the call in it after
+    the decision; with nothing awaited in between, no sibling runs in between either. A
+    call its counter store counts in a worker thread lets siblings decide and record
+    meanwhile (a structuring rule let five parallel payments of 400 past a limit of 1,000:
+    red team 19): such a call ``take``s its history's turn, so that counted calls of one
+    history take turns, and keeps it until ``done`` (recorded, or not running); the guard
+    decides it again whenever the history changed under it."""
+
+    __slots__ = ("_entry", "_key")
+
+    def __init__(self) -> None:
+        self._entry: _Turns | None = None
+        self._key: tuple[int, int] | None = None
+
+    async def take(self, owner: object) -> None:
+        """Hold the turn of ``owner``'s history (its session, or its run), waiting for the
+        call holding it; nothing when this call holds it already."""
+        if self._entry is not None:
+            return
+        key = (id(owner), id(asyncio.get_running_loop()))
+        entry = _TURNS.get(key)
+        if entry is None:
+            entry = _TURNS[key] = _Turns(owner)
+        entry.users += 1
+        try:
+            await entry.lock.acquire()
+        except BaseException:  # cancelled while waiting: it holds nothing
+            self._leave(entry, key, locked=False)
+            raise
+        self._entry, self._key = entry, key
+
+    def done(self) -> None:
+        """The call is recorded, or will not be: the next counted call may go on."""
+        entry, key = self._entry, self._key
+        if entry is not None and key is not None:
+            self._entry = self._key = None
+            self._leave(entry, key, locked=True)
+
+    @staticmethod
+    def _leave(entry: _Turns, key: tuple[int, int], *, locked: bool) -> None:
+        if locked:
+            entry.lock.release()
+        entry.users -= 1
+        if entry.users == 0 and _TURNS.get(key) is entry:
+            del _TURNS[key]
 
 
 HISTORY_ENTRY_BYTES = 4096

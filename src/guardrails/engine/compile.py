@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import re2
 
@@ -323,6 +323,11 @@ def _bind(policy: CompiledPolicy, binding: PolicyBinding, limits: Limits, backen
     )
 
 
+_REGO_ITERATION: Final = re.compile(r"\s*(some|every)\s+([A-Za-z_]\w*)(?:\s*,\s*\w+)?\s+in\s+"
+                                   r"([^;{\n]+)")
+"""Rego's ``some x in xs; cond`` and ``every x in xs { cond }``: a load error's hint."""
+
+
 def _plain_text(source: str) -> bool:
     """A messageExpression written as text (``Blocked mail to args.to``): it does not
     parse, or it is one bare word."""
@@ -506,6 +511,12 @@ class _Compiler:
             if text and _plain_text(expression.source):
                 message += (" (messageExpression is a CEL expression: for fixed text write "
                             "message: instead, or build a string: '\"Blocked: \" + args.to')")
+            rego = _REGO_ITERATION.match(expression.source)
+            if rego:
+                word, var, rng = rego.group(1), rego.group(2), rego.group(3).strip()
+                macro = "exists" if word == "some" else "all"
+                message += (f" (Rego's '{word} {var} in ...' is a macro in CEL: "
+                            f"{rng}.{macro}({var}, <condition>))")
             if message.startswith("invalid escape sequence"):
                 message += (" (in a CEL string a backslash starts an escape: write \\\\d "
                             "for a regex's \\d, or use a raw string, r\"\\d+\")")

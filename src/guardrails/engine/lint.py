@@ -104,14 +104,64 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     params = {name: tool_parameters(schema) for name, schema in tools.items()}
     findings: list[Finding] = []
     unguarded = [t for t in sorted(tools) if not any(p.matches_tool(t) for p in compiled)]
+    seen: set[tuple[str, int]] = set()  # a policy bound several times is checked once
     for policy in compiled:
         findings.extend(_lint_policy(policy, params, tools, unguarded, unguarded_typo,
                                      principal))
+        if (policy.position.file, policy.position.line) not in seen:
+            seen.add((policy.position.file, policy.position.line))
+            findings.extend(_record_tools(policy, compiled, sorted(tools)))
     for tool in unguarded:
         findings.append(Finding("info", "", 0, 0, f"tool {tool!r} is not matched by any policy"))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (f.file == "", f.file, f.line, f.column, order[f.severity]))
     return findings
+
+
+def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
+                  tools: Sequence[str]) -> list[Finding]:
+    """``h.tool == "fetch_url"`` (a history entry's or a provenance place's tool, ``h``
+    iterating ``history`` or ``provenance(v)``) naming
+    none of the tools and matched by no policy: the guard records only calls of the
+    deployment's tools, so the test is never true (with ``!=``: always). Close to one of
+    the tools, a warning (a typo: ``web_fetch`` for ``fetch_web``); else info, since a
+    set shared by several agents may be checked with one agent's tools."""
+    out: list[Finding] = []
+    for element, expression, program in policy.expressions():
+        nodes = ast.walk(program.ast)
+        records = {c.iter_var for c in nodes if isinstance(c, ast.Comprehension)
+                   and any((isinstance(r, ast.Ident) and r.name == "history")
+                           or (isinstance(r, ast.Call) and r.function == "provenance")
+                           for r in ast.walk(c.iter_range))}
+        for n in nodes:
+            if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
+                    and n.function in ("_==_", "_!=_", "@in")):
+                continue
+            side, other = n.args if n.function == "@in" else (
+                n.args if isinstance(n.args[0], ast.Select) else n.args[::-1])
+            if not (isinstance(side, ast.Select) and side.field == "tool"
+                    and isinstance(side.operand, ast.Ident) and not side.test_only
+                    and side.operand.name in records):
+                continue
+            literals = (other.elements if n.function == "@in" and isinstance(
+                other, ast.ListLit) else () if n.function == "@in" else (other,))
+            for lit in literals:
+                if not (isinstance(lit, ast.Literal) and isinstance(lit.value, str)):
+                    continue
+                text = lit.value
+                if text in tools or any(p.matches_tool(text) for p in every
+                                        if p.tools is not None):
+                    continue
+                close = closest(text, tools, cutoff=0.7)
+                severity: Severity = "warning" if close else "info"
+                hint = f"; did you mean '{close}'?" if close else (
+                    " (a tool of another agent? then check with its tools too)")
+                out.append(_at(expression.position_of(lit.offset), severity,
+                               f"policy {policy.name}: {element}: {side.operand.name}.tool "
+                               f"is never '{text}': it is none of the tools and no policy "
+                               f"matches it, so no history entry or result of it is ever "
+                               f"recorded{hint}"))
+    return out
 
 
 def tool_parameters(schema: Mapping[str, Any]) -> frozenset[str] | None:
@@ -643,6 +693,7 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
     for element, expression, program in policy.expressions():
         out.extend(_numeric_text_params(policy, element, expression, program.ast))
         out.extend(_value_in_map(policy, element, expression, program.ast))
+        out.extend(_unguarded_map_index(policy, element, expression, program.ast))
     for c in policy.counters:
         quoted = _quoted_path(c.key.program.ast)
         if quoted is not None and isinstance(c.key.program.ast, ast.Literal):
@@ -651,6 +702,14 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"the same for every call: all calls share one count (write it "
                            f"without the inner quotes, key: '{quoted}', to count each "
                            f"value apart)"))
+        if any(isinstance(n, ast.Ident) and n.name == "now"
+               for n in ast.walk(c.key.program.ast)):
+            out.append(_at(c.key.expression.position, "warning",
+                           f"policy {name}: counters.{c.name}.key reads now: calls made at "
+                           f"different times get different keys, so each count stays near "
+                           f"1 and the limit never stops anything (the window already "
+                           f"groups calls by time: key by who or what is counted, such as "
+                           f"principal.user)"))
     for glob, at in zip(policy.tools or (), policy.tool_positions, strict=False):
         problem = _mcp_glob_problem(glob)
         if problem:
@@ -1276,6 +1335,49 @@ def _value_in_map(policy: CompiledPolicy, element: str, expression: Expression,
                        f"not a key: 'in' on a map tests its keys (unlike Rego's 'in' on an "
                        f"object), so this is false on every call; for its values write "
                        f"{path}.exists(k, {path}[k] == '{literal}')"))
+    return out
+
+
+def _unguarded_map_index(policy: CompiledPolicy, element: str, expression: Expression,
+                         node: ast.Node) -> list[Finding]:
+    """``params.blocked[args.program]``: a params map indexed with a value of the call
+    and no ``in`` test of that map in the expression. Rego's habit (a partial set or an
+    object looked up with ``blocked[input.program]`` is undefined, so false, for another
+    key); in CEL a key the map does not have is an evaluation error, so under
+    ``failurePolicy: Fail`` the rule fires for every other value (a deny rule denies
+    every call but the listed ones) and under ``Ignore`` it is skipped. A key of a
+    comprehension over the map itself (``params.m.exists(k, params.m[k] ...)``) and a
+    literal key (the checker checks those) are not reported."""
+    out: list[Finding] = []
+    nodes = ast.walk(node)
+    bound = {v for n in nodes if isinstance(n, ast.Comprehension)
+             for v in (n.iter_var, n.iter_var2) if v}
+    tested = {qualified_name(n.args[1], ()) for n in nodes
+              if isinstance(n, ast.Call) and n.target is None and n.function == "@in"
+              and len(n.args) == 2}
+    for n in nodes:
+        if not (isinstance(n, ast.Call) and n.target is None and n.function == "_[_]"
+                and len(n.args) == 2):
+            continue
+        container, key = n.args
+        if isinstance(key, ast.Literal) or (isinstance(key, ast.Ident) and key.name in bound):
+            continue
+        found = _param_value(policy, container)
+        if found is None or not isinstance(found[1], Mapping) or found[0] in tested:
+            continue
+        path, value = found
+        text = qualified_name(key, ()) or "k"
+        if all(v is True for v in value.values()):
+            fix = (f"for a set written as a map write {text} in {path}, or "
+                   f"{path}[?{text}].orValue(false)")
+        else:
+            fix = (f"test the key first, {text} in {path} && {path}[{text}] ..., or give "
+                   f"a default: {path}[?{text}].orValue(...)")
+        out.append(_at(expression.position_of(n.offset), "warning",
+                       f"policy {policy.name}: {element}: {path}[{text}] is an evaluation "
+                       f"error for a key {path} does not have (unlike Rego, where such a "
+                       f"lookup is undefined), so the rule fails closed for every other "
+                       f"value (under failurePolicy Ignore it is skipped); {fix}"))
     return out
 
 

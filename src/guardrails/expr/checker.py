@@ -192,6 +192,10 @@ _FOREIGN_NAMES: Final[Mapping[str, str]] = {
                  "in history",
     "self": "CEL's self in Kubernetes validation rules: the tool's arguments are args",
     "data": "Rego's data: static data is params",
+    "action": "Cedar's action: the tool called is tool.name; a policy's tools are "
+              "match: {tools: [...]}",
+    "resource": "Cedar's resource: what the call acts on is in its arguments, args "
+                "(args.path, args.to)",
     "context": "the call's names are args, tool, principal, history, request, params, now",
     "arguments": "the tool's arguments are args",
     "arg": "the tool's arguments are args",

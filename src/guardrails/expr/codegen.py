@@ -182,6 +182,23 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+def _select_any(value: Any, field: str) -> Any:
+    """A field selected exactly as ``_Gen.select``'s generated line selects it, as one
+    call. A fused function tests in line only the type its operand has on the engine's
+    paths (``_fused_select``) and leaves every other case here: the same steps in the
+    same order, so the same value or error, with the rare cases' code out of the fused
+    function (a guarded call runs it once, between the framework's code: its size is
+    what the call pays for, in cache misses)."""
+    kind = type(value)
+    if (kind is dict or kind is types.MappingProxyType) and field in value:
+        return value[field]
+    if kind is Variables and field in value._done:
+        return value._done[field]
+    if (kind is Variables or kind is Request) and field in value._defs:
+        return value[field]
+    return std.select(value, field)
+
+
 def _library_error(name: str, exc: Exception, args: tuple[Any, ...]) -> NoReturn:
     """Raise what ``lib_common.guarded`` raises for ``exc`` out of library function
     ``name`` (generated code calls the function itself, not its wrapper)."""
@@ -227,6 +244,7 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_untraced": untraced,
     "_no_overload": std.no_overload,
     "_select": std.select,
+    "_select_any": _select_any,
     "_MISS": _MISS,
     "_has": std.has_field,
     "_eq": std.eq,
@@ -1641,6 +1659,22 @@ def _memo(found: re.Match[str], root: dict[str, str], consts: tuple[Any, ...],
                       f"{ind}    {memo} = {temp}", f"{ind}else:", f"{ind}    {temp} = {memo}"])
 
 
+def _fused_select(found: re.Match[str], root: Mapping[str, str]) -> str:
+    """A select line of a fused rule (``_SELECT``) with one type test in line: the type
+    its operand has on the engine's paths (a policy's ``variables``, its read-only
+    ``params``, a dict for anything else: the arguments, principal, history entries);
+    any other case goes to ``_select_any``, which takes the line's own steps."""
+    ind, temp, operand, k = found.group(1, 2, 3, 4)
+    name = root.get(operand)
+    if name == "variables":
+        fast = f"{operand}._done[{k}] if type({operand}) is _vars and {k} in {operand}._done"
+    elif name == "params":
+        fast = f"{operand}[{k}] if type({operand}) is _proxy and {k} in {operand}"
+    else:
+        fast = f"{operand}[{k}] if type({operand}) is _dict and {k} in {operand}"
+    return f"{ind}{temp} = {fast} else _select_any({operand}, {k})"
+
+
 def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[bool],
                   hoist: tuple[tuple[bool, ...], ...]) -> tuple[str, tuple[int, ...]]:
     params = [f"_k{i}_{n}" for i, (_, consts) in enumerate(pieces) for n in range(len(consts))]
@@ -1690,6 +1724,7 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
                 body = re.sub(rf"^( *)try:\n\1    {temp} = b\[_k{k}\]\n\1except KeyError:\n"
                               rf"\1    _unbound\(_k{k}\)$", rf"\g<1>{temp} = _r{j}", body,
                               count=1, flags=re.M)
+        body = _SELECT.sub(functools.partial(_fused_select, root=roots[i]), body)
         # Each rule's constants and temporaries get names of their own.
         body = _TEMP.sub(rf"_t{i}_\1", _CONST.sub(rf"_k{i}_\1", body))
         pad = "            " if guarded else "        "

@@ -499,6 +499,12 @@ _FOREIGN_FIELDS: Mapping[str, str] = {
     "failureAction": "what an expression error does is failurePolicy: Fail | Ignore",
     "onError": "what an expression error does is failurePolicy: Fail | Ignore",
     "default": "the result when no rule fires is defaultAction: allow | deny",
+    "unless": "Cedar's unless: write its condition negated in when, when: "
+              "'a && !(b)'",
+    "permit": "Cedar's permit is a rule with action: allow, in a policy with "
+              "defaultAction: deny",
+    "forbid": "Cedar's forbid is a rule with action: deny (a deny of any policy wins over "
+              "every allow, as in Cedar)",
     "PolicyTestSpec.tests": "a PolicyTest's cases are spec.cases",
     "TestCaseShape.input": "what a case decides is call: {tool, args, principal, ...}",
     "TestCaseShape.request": "the call is call: {tool, args, ...}, and the user's words "
@@ -608,6 +614,18 @@ _VALUE_HINTS: Mapping[tuple[str, str], str] = {
                         "gets, and the warn rule in rules: [policy/rule])",
     ("effect", "block"): " (a blocked call's effect is deny)",
     ("effect", "reject"): " (a refused call's effect is deny)",
+    ("action", "permit"): " (Cedar's permit is allow; it lets a call through only in a "
+                          "policy with defaultAction: deny)",
+    ("action", "forbid"): " (Cedar's forbid is deny: a fired deny wins over every allow, "
+                          "as in Cedar)",
+    ("action", "block"): " (a rule that blocks the call is deny; halt also stops the run)",
+    ("action", "reject"): " (a rule that refuses the call is deny)",
+    ("action", "approve"): " (a rule that asks a human is require_approval)",
+    ("action", "ask"): " (a rule that asks a human is require_approval)",
+    ("action", "audit"): " (a rule that only records is warn; a whole policy in shadow is "
+                         "mode: audit)",
+    ("defaultAction", "permit"): " (Cedar's permit is allow)",
+    ("defaultAction", "forbid"): " (Cedar's default is deny: defaultAction: deny)",
 }
 """What an expected value from another tool is called here, by field and value."""
 
