@@ -647,10 +647,10 @@ _STEP_METHODS = {
     "guardrails.agent_framework._function:GuardFunctionMiddleware": (
         "process", "_plan", "_settle", "_validate", "_act", "_run_tool", "_call_tool",
         "_running", "_injections", "_scrubber", "_record", "trusted", "_memory_for",
-        "_injects_of"),
+        "_injects_of", "_facts_of"),
     "guardrails.agent_framework._boundary:GuardRunMiddleware": ("process",),
     "guardrails.telemetry:GuardTelemetry": (
-        "call_span", "run_span", "in_run_span", "end_run_span", "_log_enabled", "_silent",
+        "call_span", "run_span", "attach_run_span", "detach_run_span", "end_run_span", "_log_enabled", "_silent",
         "_can_record"),
     "guardrails.telemetry:CallSpan": ("record", "_record_metrics", "call_id",
                                       "mark_call_id_clean"),

@@ -450,8 +450,6 @@ def _installed_tracer_provider() -> object:
     a release without it takes the public call (``_UNREAD``)."""
     return getattr(trace, "_TRACER_PROVIDER", _UNREAD)
 
-_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
-"""A reusable context that does nothing (``in_run_span`` without a span)."""
 
 
 class _SilentSpan(CallSpan):
@@ -603,6 +601,12 @@ class GuardTelemetry:
         self._telemetry_error_counter = meter.create_counter(
             "guardrails.signal.errors", "{error}",
             "Telemetry operations that raised and were contained (decisions unaffected).")
+        # The instruments a quiet call's record and failure use that may start recording
+        # (``_records_nowhere`` of the rest holds for good: a no-op one stays a no-op).
+        self._may_record = tuple(
+            instrument for instrument in (self._decision_counter, self._rule_counter,
+                                          self._duration, self._error_counter)
+            if type(instrument) not in _IDLE_INSTRUMENTS)
 
     # The one place telemetry failures are contained. A decision, a block or a halt must
     # never depend on an exporter, a span processor, a meter or a sink: whatever they
@@ -652,11 +656,10 @@ class GuardTelemetry:
         record and failure use record nowhere, and the decision log builds no record (the
         default telemetry with no SDK and the logging sink off). Asked on every call: a
         meter provider installed, or logging turned on, counts from the next call on."""
-        return (_records_nowhere(self._decision_counter)
-                and _records_nowhere(self._rule_counter)
-                and _records_nowhere(self._duration)
-                and _records_nowhere(self._error_counter)
-                and not self._log_enabled())
+        for instrument in self._may_record:  # ``_records_nowhere`` of each, in line
+            if getattr(instrument, "_real_instrument", _UNREAD) is not None:
+                return False
+        return not self._log_enabled()
 
     @contextmanager
     def _recorded_call(self, tool: str, call_id: str | None) -> Iterator[CallSpan]:
@@ -691,7 +694,8 @@ class GuardTelemetry:
         later is seen on the next call)."""
         tracer = self.tracer
         if type(tracer) is trace.ProxyTracer and not self._recording_seen:
-            if not self._provider_from_env and _installed_tracer_provider() is None:
+            if not self._provider_from_env and getattr(  # _installed_tracer_provider()
+                    trace, "_TRACER_PROVIDER", _UNREAD) is None:
                 return False
             try:
                 provider = trace.get_tracer_provider()
@@ -720,24 +724,18 @@ class GuardTelemetry:
             return self.tracer.start_span("guardrails.run", kind=SpanKind.INTERNAL)
         return None
 
-    def in_run_span(self, span: Span | None) -> AbstractContextManager[None]:
-        """``span`` (from ``run_span``) as the current span; attaching it is contained.
-        Without one (nearly always) nothing is attached: a shared no-op context."""
-        if span is None:
-            return _NOTHING
-        return self._attached(span)
-
-    @contextmanager
-    def _attached(self, span: Span) -> Iterator[None]:
-        token: Token[otel_context.Context] | None = None
+    def attach_run_span(self, span: Span) -> Token[otel_context.Context] | None:
+        """``span`` (from ``run_span``) as the current span until ``detach_run_span`` of what
+        this returns; attaching it is contained (None when it failed). The run boundary
+        calls it only when there is a span (nearly never): no context manager to enter."""
         with self._contain("span"):
-            token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            yield
-        finally:
-            if token is not None:
-                with self._contain("span"):
-                    otel_context.detach(token)
+            return otel_context.attach(trace.set_span_in_context(span))
+        return None
+
+    def detach_run_span(self, token: Token[otel_context.Context] | None) -> None:
+        if token is not None:
+            with self._contain("span"):
+                otel_context.detach(token)
 
     def end_run_span(self, span: Span | None) -> None:
         if span is not None:

@@ -118,6 +118,11 @@ def _plain_copy(value: Any, depth: int = 0) -> Any:
             if kv is str or kv is int or kv is bool or v is None:  # scalars without a call
                 out[k] = v
                 continue
+            if kv is float:  # (a repaired amount: the common non-text leaf)
+                if not math.isfinite(v):
+                    return None
+                out[k] = v
+                continue
             copied = _plain_copy(v, depth + 1)
             if copied is None:
                 return None
@@ -161,8 +166,10 @@ def same_json(left: Any, right: Any) -> bool:
             if k not in right:
                 return False
             other = right[k]
-            if type(v) is str:  # the common leaf, without a call
-                if type(other) is not str or v != other:
+            kv = type(v)
+            if kv is str or kv is float or kv is int or kv is bool or v is None:
+                # A leaf, without a call: what the last line below says of it.
+                if type(other) is not kv or v != other:
                     return False
             elif not same_json(v, other):
                 return False

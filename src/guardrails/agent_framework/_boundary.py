@@ -98,59 +98,64 @@ class GuardRunMiddleware(AgentMiddleware):
         state = RunState(request=run_request(context, parent), parent=parent,
                          agent=agent_names(context.agent))
         mcp_tools = run_mcp_tools(context.agent, context.tools)
-        run_span = self._telemetry.run_span()
+        telemetry = self._telemetry
+        run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
         token = RUN.set(state)
         mcp_token = _set_mcp_tools(mcp_tools)
+        span_token = telemetry.attach_run_span(run_span) if run_span is not None else None
         streaming = False
         try:
-            with self._telemetry.in_run_span(run_span):
-                try:
-                    await call_next()
-                except Exception as exc:
-                    violation = self._violation(state, exc)
-                    if violation is None:
-                        raise
-                    raise violation from _cause(violation, exc)
-                result = context.result
-                if context.stream and isinstance(result, ResponseStream):
-                    result.with_pull_context_manager(
-                        lambda: self._stream_scope(state, run_span, mcp_tools))
-                    if run_span is not None:
-                        result.with_cleanup_hook(lambda: self._telemetry.end_run_span(run_span))
-                        streaming = True
-                elif state.halted:
-                    # Halted, yet the run went on (a middleware or tool swallowed the halt):
-                    # it still ends as a halt.
-                    raise self._violation(state, None) or PolicyViolation(state.halted[0])
+            try:
+                await call_next()
+            except Exception as exc:
+                violation = self._violation(state, exc)
+                if violation is None:
+                    raise
+                raise violation from _cause(violation, exc)
+            result = context.result
+            if context.stream and isinstance(result, ResponseStream):
+                result.with_pull_context_manager(
+                    lambda: self._stream_scope(state, run_span, mcp_tools))
+                if run_span is not None:
+                    result.with_cleanup_hook(lambda: telemetry.end_run_span(run_span))
+                    streaming = True
+            elif state.halted:
+                # Halted, yet the run went on (a middleware or tool swallowed the halt): it
+                # still ends as a halt.
+                raise self._violation(state, None) or PolicyViolation(state.halted[0])
         finally:
+            if run_span is not None:
+                telemetry.detach_run_span(span_token)
             if mcp_token is not None:
                 RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
-            if not streaming:
-                self._telemetry.end_run_span(run_span)
+            if run_span is not None and not streaming:
+                telemetry.end_run_span(run_span)
 
     @contextlib.contextmanager
     def _stream_scope(self, state: RunState, run_span: Span | None,
                       mcp_tools: tuple[Any, ...] = ()) -> Iterator[None]:
         """Around every pull of a streamed run: the tools run while the stream is consumed."""
+        telemetry = self._telemetry
         token = RUN.set(state)
         mcp_token = _set_mcp_tools(mcp_tools)
+        span_token = telemetry.attach_run_span(run_span) if run_span is not None else None
         try:
-            with self._telemetry.in_run_span(run_span):
-                try:
-                    yield
-                except Exception as exc:
-                    violation = self._violation(state, exc)
-                    if violation is None:
-                        raise
-                    raise violation from _cause(violation, exc)
+            try:
+                yield
+            except Exception as exc:
+                violation = self._violation(state, exc)
+                if violation is None:
+                    raise
+                raise violation from _cause(violation, exc)
+            if state.halted:
+                raise self._violation(state, None) or PolicyViolation(state.halted[0])
         finally:
+            if run_span is not None:
+                telemetry.detach_run_span(span_token)
             if mcp_token is not None:
                 RUN_MCP_TOOLS.reset(mcp_token)
             RUN.reset(token)
-        if state.halted:
-            with self._telemetry.in_run_span(run_span):
-                raise self._violation(state, None) or PolicyViolation(state.halted[0])
 
     def _violation(self, state: RunState, exc: Exception | None) -> PolicyViolation | None:
         """The ``PolicyViolation`` a run ends with, or None when it was not halted.

@@ -231,6 +231,24 @@ class _Plan(NamedTuple):
     """Nothing this call knows is secret: no secret argument, no value the guard injected,
     no redact pattern in the set. Every scrub of it leaves a text as it is (as a plain
     ``str``), so the guard skips scrubbing where the result would be the same."""
+    injects: bool = False
+    """``_ToolFacts.injects`` of the call's tool on its set."""
+
+
+class _ToolFacts(NamedTuple):
+    """What one policy set says of one tool (by its name and aliases), whatever the call:
+    worked out on the tool's first call on the set and kept with it (``_facts_of``)."""
+
+    named: bool
+    """Some policy names the tool (``unmatched`` applies to the others)."""
+    counts: bool
+    """Some policy naming it has counters: a call that runs is evaluated with the store."""
+    injects: bool
+    """Some policy naming it injects a secret: only then are the decision's injections
+    looked up (validation's placeholder, the secret fetched for a call that runs)."""
+
+
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 class _Settled(NamedTuple):
@@ -328,6 +346,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         self._injects: dict[tuple[str, tuple[str, ...]],
                             tuple[Mapping[str, SecretRef], frozenset[str]]] = {}
         self._names: tuple[Scrubber, dict[str, str]] = (self._memory, {})
+        self._facts: tuple[PolicySet, dict[Any, _ToolFacts]] = (first, {})
+        """The set whose tools ``_facts_of`` knows, with what it knows (replaced whole)."""
         self._set_memory: tuple[PolicySet, Scrubber] = (first, self._memory)
         """The set whose redact patterns ``_memory`` holds, with that memory: one pair, read
         at once, so a thread swapping in another set's memory between reading the set and
@@ -340,7 +360,9 @@ class GuardFunctionMiddleware(FunctionMiddleware):
     ) -> None:
         tool = context.function.name
         run = RUN.get()
-        stopped = run.stopped_by() if run is not None else None
+        # (A run nested in none and not halted, the usual one, is stopped by nothing.)
+        stopped = (run.stopped_by() if run is not None and (run.halted or run.parent is not None)
+                   else None)
         if stopped is not None:
             # The run (or one it is nested in) was halted, by a sibling call or a sub-agent:
             # nothing else runs.
@@ -411,6 +433,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # skips reading it, with the same result).
         history = history_of(state, run) or None
         aliases = tool_aliases(context.function)
+        facts = self._facts_of(policies, tool, aliases)
         unmatched = Effect.DENY if self._unmatched == "deny" else Effect.ALLOW
 
         agent = run.agent if run is not None else None
@@ -439,12 +462,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 # validation.
                 found = decide(raw)
                 return _Settled(found, dict(found.arguments))
-            return self._settle(context, raw, decide, policies)
+            return self._settle(context, raw, decide, policies, facts.injects)
 
         settled = settle()
         if entry is None:
             entry = {}
-        counts = policies.counts(tool, aliases)
+        counts = facts.counts
         replaying = is_approved_response(context)
         approval_id = approval_id_for(context)
         held: Any = None
@@ -497,7 +520,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # From here on the call may hold a reservation: anything that fails blocks the
         # call (``process``), and a blocked call is not counted.
         try:
-            if self._unmatched == "warn" and not policies.for_tool(tool, aliases):
+            if self._unmatched == "warn" and not facts.named:
                 _log.warning("guardrails: no policy names the tool %s; the call runs unguarded",
                              tool)
             secret_names = decision.secret_arguments  # declared and injected names
@@ -526,7 +549,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             quiet = memory is self._quiet_memory and not secret_names
             return _Plan(policies, decision, effect, entry, arguments, secret_names,
                          approval_id, replay, run, validated, invalid, deferred, over_bounds,
-                         aliases, quiet)
+                         aliases, quiet, facts.injects)
         except BaseException:
             self._release(decision)
             raise
@@ -553,7 +576,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return decision
 
     def _settle(self, context: FunctionInvocationContext, entry: dict[str, Any],
-                decide: Callable[[Any], Decision], policies: PolicySet) -> _Settled:
+                decide: Callable[[Any], Decision], policies: PolicySet,
+                injects: bool) -> _Settled:
         """Evaluate the values the tool will receive: the rules of the returned decision
         read exactly (the JSON form of) what the tool's own validation made of the
         repaired arguments.
@@ -571,31 +595,40 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         When only the placeholder fails the tool's constraints (a minimum length, a pattern),
         validation waits for the real secret: the call runs only if validating it then
         changes none of the values the rules read (``deferred``).
+
+        ``injects``: whether the tool's policies inject anything (``_ToolFacts``); without,
+        no decision's injections are looked up.
         """
         validated = _private.prepared_arguments(context, entry)
         seen: dict[str, Any] | None = None
         if validated is not None:
             seen = json_view(validated)
             decision = decide(seen)
-            injected = self._injected_names(policies, decision)
-            if injected & validated.keys():
-                validated = _without(validated, injected)
-                seen = json_view(validated)
+            if injects:
+                injected = self._injected_names(policies, decision)
+                if injected & validated.keys():
+                    validated = _without(validated, injected)
+                    seen = json_view(validated)
+            if decision.effect in _BLOCKING:
+                # Judged on validated values, the call does not run: nothing more to
+                # settle. (A decision on raw values is not final: validation may change
+                # what rules read.)
+                return _Settled(decision, seen, validated)
+            if same_json(seen, decision.arguments):
+                # Nothing repaired: the values validated as they are (the loop's first
+                # test below, which would return the same).
+                return _Settled(decision, seen, validated)
         else:
             decision = decide(json_view(entry))
-        if seen is not None and decision.effect in _BLOCKING:
-            # Judged on validated values, the call does not run: nothing more to settle. (A
-            # decision on raw values is not final: validation may change what rules read.)
-            return _Settled(decision, seen, validated)
-        if validated is None or seen is None or not same_json(seen, decision.arguments):
-            candidate = apply_repairs(validated if validated is not None else entry, decision)
-            try:
-                validated = self._validate(context, candidate, decision, policies)
-            except Exception as exc:
-                return self._not_validated(exc, decision, candidate, policies)
-            if validated is None:  # no validation the guard can run: the repaired values run
-                return _Settled(decision, candidate)
-            seen = json_view(validated)
+        # The values that run: the repaired ones, or raw ones the framework could not validate.
+        candidate = apply_repairs(validated if validated is not None else entry, decision)
+        try:
+            validated = self._validate(context, candidate, decision, policies, injects)
+        except Exception as exc:
+            return self._not_validated(exc, decision, candidate, policies, injects)
+        if validated is None:  # no validation the guard can run: the repaired values run
+            return _Settled(decision, candidate)
+        seen = json_view(validated)
         for _ in range(_SETTLE_ROUNDS):
             if same_json(seen, decision.arguments):
                 return _Settled(decision, seen, validated)
@@ -606,27 +639,29 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 return _Settled(decision, seen, validated)
             candidate = apply_repairs(validated, decision)
             try:
-                revalidated = self._validate(context, candidate, decision, policies)
+                revalidated = self._validate(context, candidate, decision, policies, injects)
             except Exception as exc:
-                return self._not_validated(exc, decision, candidate, policies)
+                return self._not_validated(exc, decision, candidate, policies, injects)
             validated = revalidated if revalidated is not None else candidate
             seen = json_view(validated)
         raise ValueError("the arguments do not settle: repairs and the tool's validation "
                          "keep changing them")
 
     def _not_validated(self, exc: Exception, decision: Decision,
-                       candidate: dict[str, Any], policies: PolicySet) -> _Settled:
+                       candidate: dict[str, Any], policies: PolicySet,
+                       injects: bool) -> _Settled:
         if not _private.is_argument_validation_error(exc):
             raise exc
-        injected = self._injected_names(policies, decision)
+        injected = self._injected_names(policies, decision) if injects else _NO_NAMES
         fields = _private.invalid_fields(exc)
         if injected and fields is not None and fields <= injected:
             return _Settled(decision, json_view(candidate), deferred=True)
         return _Settled(decision, json_view(candidate), invalid=exc)
 
     def _validate(self, context: FunctionInvocationContext, candidate: dict[str, Any],
-                  decision: Decision, policies: PolicySet) -> dict[str, Any] | None:
-        injected = self._injected_names(policies, decision)
+                  decision: Decision, policies: PolicySet,
+                  injects: bool) -> dict[str, Any] | None:
+        injected = self._injected_names(policies, decision) if injects else _NO_NAMES
         validated = _private.prepare_arguments(
             context, {**candidate, **dict.fromkeys(injected, _PLACEHOLDER)} if injected
             else candidate)
@@ -656,6 +691,26 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if len(self._injects) >= _INJECTIONS_REMEMBERED:
                 self._injects.clear()
             self._injects[key] = found
+        return found
+
+    def _facts_of(self, policies: PolicySet, tool: str,
+                  aliases: tuple[str, ...]) -> _ToolFacts:
+        """What ``policies`` say of ``tool`` (``_ToolFacts``), kept with the set: a reload
+        starts over, and each call reads the facts of the set it is decided on. Bounded
+        like the other caches."""
+        held, table = self._facts  # one read: the pair is replaced whole
+        if held is not policies:
+            table = {}
+            self._facts = (policies, table)
+        key = (tool, *aliases) if aliases else tool
+        found = table.get(key)
+        if found is None:
+            named = policies.for_tool(tool, aliases)
+            found = _ToolFacts(bool(named), policies.counts(tool, aliases),
+                               any(p.inject for p in named))
+            if len(table) >= _TOOLS_REMEMBERED:
+                table.clear()
+            table[key] = found
         return found
 
     def _mac_id(self, context: FunctionInvocationContext, approval_id: str) -> str:
@@ -747,7 +802,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if plan.effect is Effect.ALLOW:
             injected: dict[str, str] = {}
             try:
-                injected = self._injections(plan.policies, decision)
+                if plan.injects:
+                    injected = self._injections(plan.policies, decision)
                 if injected and context.session is not None:
                     _injected_in(context.session, self)
                 running = self._running(context, plan, injected)
@@ -767,8 +823,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(exc)
                 self._block_on_guard_error(context, tool, exc)
                 return
-            memory = self._memory_for(plan.policies)  # (before ``scrub``: see _call_tool)
-            scrub = self._scrubber(plan, injected.values())
+            memory = self._memory_for(plan.policies)  # (``scrub``'s: see _call_tool)
+            scrub = self._scrubber(plan, injected.values(), memory)
             entry = self._record(context, plan, "allow", scrub)
             turn.done()  # recorded: the tool runs without the history's turn
             await self._run_tool(context, call_next, scrub, plan.run,
@@ -1004,15 +1060,18 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             self._injected[value] = None
             self._injected_chars += len(value)
 
-    def _scrubber(self, plan: _Plan, injected: Iterable[str]) -> Scrubber:
+    def _scrubber(self, plan: _Plan, injected: Iterable[str],
+                  memory: Scrubber | None = None) -> Scrubber:
         """Every secret this call knows: its secret arguments (as the model sent them and as
-        repaired), what it injects, and every value this guard injected before."""
+        repaired), what it injects, and every value this guard injected before (``memory``,
+        ``_memory_for`` of the call's set: read now when not given)."""
         names = plan.secret_names
         values: list[Any] = list(injected)
         if names:
             values += [v for k, v in plan.entry_arguments.items() if k in names]
             values += [v for k, v in plan.arguments.items() if k in names]
-        memory = self._memory_for(plan.policies)
+        if memory is None:
+            memory = self._memory_for(plan.policies)
         return memory.with_values(values) if values else memory
 
     def _deny_unreadable(self, context: FunctionInvocationContext, tool: str,
