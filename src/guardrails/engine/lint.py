@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final, Literal, Protocol
 
@@ -118,6 +118,28 @@ def lint(policies: _HasPolicies | Iterable[CompiledPolicy],
     return findings
 
 
+def _field_string_literals(nodes: Iterable[ast.Node]
+                           ) -> Iterator[tuple[str, str, ast.Literal]]:
+    """Each ``x.f == "s"`` / ``"s" != x.f`` / ``x.f in ["s", ...]`` among ``nodes`` (``x``
+    a name, ``f`` a field read, not a ``has()``): the name, the field and each string
+    literal the field is compared with. The lint checks of tool names written in expressions read these."""
+    for n in nodes:
+        if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
+                and n.function in ("_==_", "_!=_", "@in")):
+            continue
+        side, other = n.args if n.function == "@in" else (
+            n.args if isinstance(n.args[0], ast.Select) else n.args[::-1])
+        if not (isinstance(side, ast.Select) and isinstance(side.operand, ast.Ident)
+                and not side.test_only):
+            continue
+        name = side.operand.name
+        literals = (other.elements if n.function == "@in" and isinstance(
+            other, ast.ListLit) else () if n.function == "@in" else (other,))
+        for lit in literals:
+            if isinstance(lit, ast.Literal) and isinstance(lit.value, str):
+                yield name, side.field, lit
+
+
 def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
                   tools: Sequence[str]) -> list[Finding]:
     """``h.tool == "fetch_url"`` (a history entry's or a provenance place's tool, ``h``
@@ -135,21 +157,8 @@ def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
                    and any((isinstance(r, ast.Ident) and r.name == "history")
                            or (isinstance(r, ast.Call) and r.function == "provenance")
                            for r in ast.walk(c.iter_range))}
-        for n in nodes:
-            if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
-                    and n.function in ("_==_", "_!=_", "@in")):
-                continue
-            side, other = n.args if n.function == "@in" else (
-                n.args if isinstance(n.args[0], ast.Select) else n.args[::-1])
-            if not (isinstance(side, ast.Select) and side.field == "tool"
-                    and isinstance(side.operand, ast.Ident) and not side.test_only
-                    and side.operand.name in records):
-                continue
-            literals = (other.elements if n.function == "@in" and isinstance(
-                other, ast.ListLit) else () if n.function == "@in" else (other,))
-            for lit in literals:
-                if not (isinstance(lit, ast.Literal) and isinstance(lit.value, str)):
-                    continue
+        for name, field, lit in _field_string_literals(nodes):
+            if field == "tool" and name in records:
                 text = lit.value
                 if text in tools or any(p.matches_tool(text) for p in every
                                         if p.tools is not None):
@@ -161,7 +170,7 @@ def _record_tools(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
                 hint = f"; did you mean '{close}'?" if close else (
                     " (a tool of another agent? then check with its tools too)")
                 out.append(_at(expression.position_of(lit.offset), severity,
-                               f"policy {policy.name}: {element}: {side.operand.name}.tool "
+                               f"policy {policy.name}: {element}: {name}.tool "
                                f"is never '{text}': it is none of the tools and no policy "
                                f"matches it, so no history entry or result of it is ever "
                                f"recorded{hint}"))
@@ -815,45 +824,31 @@ def _tool_name_literals(policy: CompiledPolicy, every: Sequence[CompiledPolicy],
     """
     out: list[Finding] = []
     for element, expression, program in policy.expressions():
-        for n in ast.walk(program.ast):
-            if not (isinstance(n, ast.Call) and n.target is None and len(n.args) == 2
-                    and n.function in ("_==_", "_!=_", "@in")):
-                continue
-            side, other = n.args if n.function == "@in" else (
-                n.args if isinstance(n.args[0], ast.Select) else n.args[::-1])
-            if not (isinstance(side, ast.Select) and isinstance(side.operand, ast.Ident)
-                    and not side.test_only):
-                continue
-            literals = (other.elements if n.function == "@in" and isinstance(
-                other, ast.ListLit) else () if n.function == "@in" else (other,))
-            for lit in literals:
-                if not (isinstance(lit, ast.Literal) and isinstance(lit.value, str)):
+        for name, field, lit in _field_string_literals(ast.walk(program.ast)):
+            text = lit.value
+            at = expression.position_of(lit.offset)
+            if name == "tool" and field == "name":
+                if policy.tools is None or policy.matches_tool(text) or any(
+                        g.startswith("mcp:") for g in policy.tools):
+                    continue  # an MCP alias matches tools of any local name
+                close = closest(text, [g for g in policy.tools
+                                       if not any(c in g for c in "*?[")], cutoff=0.8)
+                hint = f"; did you mean '{close}'?" if close else ""
+                out.append(_at(at, "warning",
+                               f"policy {policy.name}: {element}: tool.name is never "
+                               f"'{text}' here: match.tools "
+                               f"[{', '.join(policy.tools)}] does not match it, so the "
+                               f"policy never sees that tool{hint}"))
+            elif field == "tool" and name not in ("tool", "args", "params"):
+                if any(p.matches_tool(text) for p in every if p.tools is not None):
                     continue
-                text = lit.value
-                at = expression.position_of(lit.offset)
-                if side.operand.name == "tool" and side.field == "name":
-                    if policy.tools is None or policy.matches_tool(text) or any(
-                            g.startswith("mcp:") for g in policy.tools):
-                        continue  # an MCP alias matches tools of any local name
-                    close = closest(text, [g for g in policy.tools
-                                           if not any(c in g for c in "*?[")], cutoff=0.8)
-                    hint = f"; did you mean '{close}'?" if close else ""
-                    out.append(_at(at, "warning",
-                                   f"policy {policy.name}: {element}: tool.name is never "
-                                   f"'{text}' here: match.tools "
-                                   f"[{', '.join(policy.tools)}] does not match it, so the "
-                                   f"policy never sees that tool{hint}"))
-                elif side.field == "tool" and side.operand.name not in ("tool", "args",
-                                                                          "params"):
-                    if any(p.matches_tool(text) for p in every if p.tools is not None):
-                        continue
-                    close = closest(text, named, cutoff=0.8)
-                    if close is None or close == text:
-                        continue
-                    out.append(_at(at, "warning",
-                                   f"policy {policy.name}: {element}: no policy matches a "
-                                   f"tool named '{text}'; did you mean '{close}'? (tool "
-                                   f"names are exact)"))
+                close = closest(text, named, cutoff=0.8)
+                if close is None or close == text:
+                    continue
+                out.append(_at(at, "warning",
+                               f"policy {policy.name}: {element}: no policy matches a "
+                               f"tool named '{text}'; did you mean '{close}'? (tool "
+                               f"names are exact)"))
     return out
 
 
