@@ -193,16 +193,7 @@ def test_hits_and_meter_equal_the_rules_one_by_one(rules: list[str], stops: st.D
     # One by one: each rule on the meter the previous ones left.
     meter = Meter(budget)
     b = _bindings(ps, dict(args), meter)
-    expected: list[tuple[int, Any, str | None]] = []
-    for i, program in enumerate(programs):
-        try:
-            value = program.evaluate(b)
-        except Exception as exc:
-            assert isinstance(exc, CelError)
-            expected.append((i, None, f"{type(exc).__name__}: {exc}"))
-            continue
-        if value is not False:
-            expected.append((i, value, None))
+    expected = one_by_one(programs, b)
     one_left = meter.left
 
     # Fused: resumed after every stop, as the engine does.
@@ -299,3 +290,19 @@ def test_a_policy_of_very_many_rules_runs_them_one_by_one() -> None:
     assert ps.policies[0].fused is None
     assert ps.evaluate("t", {"a": n - 1}).rules[0].rule == f"r{n - 1}"
     assert ps.evaluate("t", {"a": -1}).effect == "allow"
+
+
+def one_by_one(programs: Any, b: Any) -> list[tuple[int, Any, str | None]]:
+    """Each rule evaluated alone on ``b`` (one meter across them, as the fused function
+    shares one): the hits a fused function must give, errors as their type and text."""
+    expected: list[tuple[int, Any, str | None]] = []
+    for i, program in enumerate(programs):
+        try:
+            value = program.evaluate(b)
+        except Exception as exc:
+            assert isinstance(exc, CelError)
+            expected.append((i, None, f"{type(exc).__name__}: {exc}"))
+            continue
+        if value is not False:
+            expected.append((i, value, None))
+    return expected

@@ -27,9 +27,9 @@ import guardrails
 from guardrails.expr import codegen
 from guardrails.expr.lib_provenance import Request
 from guardrails.expr.limits import METER, Limits, Meter
-from guardrails.expr.values import CelError, Variables
+from guardrails.expr.values import Variables
 from tests.test_engine_fast_path import _q
-from tests.test_engine_fused import RULES
+from tests.test_engine_fused import RULES, one_by_one
 
 _LINE = ("v[k] if (type(v) is _dict or type(v) is _proxy) and k in v "
          "else v._done[k] if type(v) is _vars and k in v._done "
@@ -204,16 +204,7 @@ def test_fused_rules_on_roots_of_other_types_equal_the_rules_one_by_one(
 
     meter = Meter(budget)
     b = bindings(meter)
-    expected: list[tuple[int, Any, str | None]] = []
-    for i, program in enumerate(programs):
-        try:
-            value = program.evaluate(b)
-        except Exception as exc:
-            assert isinstance(exc, CelError)
-            expected.append((i, None, f"{type(exc).__name__}: {exc}"))
-            continue
-        if value is not False:
-            expected.append((i, value, None))
+    expected = one_by_one(programs, b)
     one_left = meter.left
     meter = Meter(budget)
     hits = fused.run(bindings(meter), meter, 0) or []
