@@ -305,3 +305,17 @@ def test_in_the_real_loop_the_rewrite_decides_as_the_copy(data: Any, suite: str,
                      for o in outcomes)
     assert copy == shipped
     assert all(ran for ran, _ in shipped)
+
+
+def test_the_checker_types_them(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+        "  match: {tools: [t]}\n  rules:\n"
+        "    - {name: a, when: 'request.text.urls()[0] + 1 > 2', action: deny}\n"
+        "    - {name: b, when: '1.emails() == []', action: deny}\n", encoding="utf-8")
+    with pytest.raises(guardrails.PolicyError) as caught:
+        guardrails.load(tmp_path)
+    message = str(caught.value)
+    assert "rules.a.when: no operator + for string and int" in message
+    assert "rules.b.when: no overload of int.emails(); it takes: string.emails() -> " \
+           "list(string)" in message
