@@ -700,7 +700,7 @@ _EX_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|“([^”\n]{1,
 _LINK_CHARGE: Final = 4
 """Cost units (``limits``) of each character ``urls()`` and ``emails()`` read: two RE2
 passes over the text's UTF-8 (up to 20-40 ns a character each on the texts that cost them
-most: a run of ``www.``); each link found is charged as a regex match besides."""
+most: a run of ``www.``); each link found is charged as regex matches besides (``LINK_MATCHES``)."""
 
 _LINK_PATTERNS: Final = tuple(re2.compile(p.encode(), options=RE2_OPTIONS)
                               for p in (_RE_EMAIL, _RE_URL))
@@ -916,7 +916,14 @@ def _links_work(name: str, s: Any) -> tuple[list[str], list[str], int]:
     if type(s) is not str:
         raise no_overload(name, s)
     emails_found, urls_found, _, matches = _links(s, MAX_MATCHES)
-    return emails_found, urls_found, matches
+    return emails_found, urls_found, LINK_MATCHES * matches
+
+
+LINK_MATCHES: Final = 2
+"""Regex matches (``limits.match_units``) each link found is charged as: RE2's own per-match
+cost and the Python around it (decoding, the glued reading) took 12-18 µs a link where
+``findAll`` takes 6-7 µs a match (``benchmarks/cost_sweep.py``, ``urls (many links)``: 1.35x
+the bound's rate at one match a link, on a loaded machine)."""
 
 
 @guarded("urls")
