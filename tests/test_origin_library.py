@@ -319,3 +319,10 @@ def test_the_checker_types_them(tmp_path: Path) -> None:
     assert "rules.a.when: no operator + for string and int" in message
     assert "rules.b.when: no overload of int.emails(); it takes: string.emails() -> " \
            "list(string)" in message
+
+
+def test_four_suites_on_it_test_as_one_set() -> None:
+    """``guardrails test shipped/`` loads the four suites together: one library, no
+    duplicate (outsider3/ needed four names for four copies)."""
+    report = run_tests(SHIPPED)
+    assert report.passed and len(report.results) >= 50
