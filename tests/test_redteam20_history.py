@@ -131,14 +131,15 @@ def test_the_mark_changes_when_the_last_entry_is_replaced_by_one_at_its_address(
                                       "result": "", "trusted": False, "at": "t0"}]
     session.state[STATE_KEY] = {"history": history}
     before = history_mark(session, None)
+    args = {"amount": 1}  # (one arguments dict: the next dict built is the entry)
     same_address = 0
     for i in range(50):
         old = id(history[-1])
-        history.append({"tool": "pay", "args": {"amount": i}, "effect": "allow",
-                        "result": "", "trusted": False, "at": f"t{i}"})
-        del history[:-1]  # (record's bound)
-        history.append({"tool": "pay", "args": {"amount": i}, "effect": "allow",
-                        "result": "", "trusted": False, "at": f"u{i}"})
+        history.append({"tool": "pay", "args": args, "effect": "allow", "result": "",
+                        "trusted": False, "at": f"t{i}"})
+        del history[:-1]  # (record's bound: the old entry is freed)
+        history.append({"tool": "pay", "args": args, "effect": "allow", "result": "",
+                        "trusted": False, "at": f"u{i}"})
         del history[:-1]
         same_address += id(history[-1]) == old
         assert history_mark(session, None) != before
