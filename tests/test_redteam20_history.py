@@ -30,7 +30,7 @@ import pytest
 from agent_framework import Agent, AgentSession, tool
 
 from guardrails.agent_framework import ScriptedChatClient, guard
-from guardrails.agent_framework._history import history_mark
+from guardrails.agent_framework._history import HistoryTurn, history_mark
 from guardrails.agent_framework._state import STATE_KEY
 from guardrails.agent_framework.scripted import call, text
 from guardrails.fleet.stores import SQLiteStore
@@ -163,3 +163,41 @@ async def test_a_sub_agent_sharing_the_session_takes_its_turn_without_deadlock(
     assert not any("held by another call" in str(r.result) for r in outer_client.tool_results())
     effects = [e["effect"] for e in session.state[STATE_KEY]["history"]]
     assert sorted(effects) == ["allow", "allow", "deny"]  # (pay, payer, the inner pay)
+
+
+def test_a_section_held_by_this_thread_is_an_error_not_a_deadlock() -> None:
+    """Nothing is awaited in a section; were a call of this thread to hold one across an
+    await, a second call of the same event loop would wait for it forever on a thread
+    lock. It is a guard error instead (the call is blocked), and the section stays
+    usable."""
+    state: dict[str, Any] = {}
+    first, second = HistoryTurn(), HistoryTurn()
+    first.enter(state)
+    with pytest.raises(RuntimeError, match="of this thread"):
+        second.enter(state)
+    first.done()
+    second.enter(state)  # free again
+    second.done()
+
+
+def test_a_call_of_another_thread_waits_for_the_section() -> None:
+    state: dict[str, Any] = {}
+    order: list[str] = []
+    holder = HistoryTurn()
+    holder.enter(state)
+    entered = threading.Event()
+
+    def other() -> None:
+        turn = HistoryTurn()
+        turn.enter(state)
+        order.append("other")
+        entered.set()
+        turn.done()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert not entered.wait(0.2)  # it waits for the holder
+    order.append("holder")
+    holder.done()
+    thread.join(5)
+    assert order == ["holder", "other"]
