@@ -409,13 +409,24 @@ class _Parser:
             return " (CEL writes 'and' as && and 'or' as ||)"
         if (self.kinds[pos] == "word" and value == "not") or before == "not":
             return " (CEL writes 'not' as !: !(x in list), !has(args.x))"
+        if self.kinds[pos] == "word" and str(value).lower() == "like":
+            return (" (SQL's and Cedar's LIKE: write x.startsWith(p), x.endsWith(s), "
+                    "x.contains(t) or x.matches(regex))")
+        if self.kinds[pos] == "word" and str(value).lower() == "is":
+            return (" (SQL's IS NULL is == null; an argument left out is tested with "
+                    "!has(args.x))")
+        if self.kinds[pos] == "word" and value == "has":
+            return " (Cedar's 'x has y' is has(x.y) here)"
+        if self.kinds[pos] == "/" and (pos == 0 or self.kinds[pos - 1] in ("(", ",")):
+            return (" (CEL has no regex literals: write the pattern as a string, "
+                    "x.matches(\"^a.*\"))")
         return ""
 
-    def expect(self, kind: str, what: str) -> None:
+    def expect(self, kind: str, what: str, hint: str = "") -> None:
         pos = self.pos
         if self.kinds[pos] != kind:
             found = _describe(self.kinds[pos], self.values[pos])
-            self.fail.at(f"expected {what}, found {found}", self.offsets[pos])
+            self.fail.at(f"expected {what}, found {found}{hint}", self.offsets[pos])
         self.pos = pos + 1
 
     def enter(self) -> None:
@@ -532,7 +543,9 @@ class _Parser:
                 if optional:
                     self.pos += 1
                 index = self.expr()
-                self.expect("]", "']'")
+                self.expect("]", "']'", " (CEL has no slices: s.substring(i, j), "
+                            "s.startsWith(p), s.endsWith(s2))" if self.kinds[self.pos] == ":"
+                            else "")
                 if optional:
                     node = self.optional_call(offset, "@index", (node, index))
                 else:
@@ -580,7 +593,8 @@ class _Parser:
         if kind == "(":
             self.pos = pos + 1
             node = self.expr()
-            self.expect(")", "')'")
+            self.expect(")", "')'", " (a list is written in brackets: x in [\"a\", \"b\"])"
+                        if self.kinds[self.pos] == "," else "")
             return node
         if kind == "[":
             return self.list_literal()
