@@ -932,10 +932,13 @@ def _unanchored(pattern: str) -> bool:
 
 def _permitting_searches(node: ast.Node, expression: Expression, positive: bool,
                          variables: Mapping[str, tuple[ast.Node, Expression]],
-                         found: list[tuple[ast.Literal, Expression]], walked: set[str]) -> None:
+                         found: list[tuple[ast.Literal, Expression]], walked: set[str],
+                         elements: Mapping[str, bool] | None = None) -> None:
     """The unanchored ``matches()`` patterns of ``node`` that hold where the rule fires
     with ``positive`` polarity (through ``!``, ``&&``, ``||``, a ternary's branches,
-    ``exists``/``all`` and ``variables.x``)."""
+    ``exists``/``all`` and ``variables.x``); ``elements``: the macro variables in scope,
+    true for one that iterates an argument's elements (``args.cc.exists(c, ...)``)."""
+    elements = elements or {}
     if isinstance(node, ast.Select) and isinstance(node.operand, ast.Ident) \
             and node.operand.name == "variables" and node.field in variables \
             and node.field not in walked:
@@ -945,31 +948,36 @@ def _permitting_searches(node: ast.Node, expression: Expression, positive: bool,
         return
     if isinstance(node, ast.Comprehension):
         if node.macro in ("exists", "all", "exists_one"):
+            inner = {**elements, node.iter_var: _an_argument(node.iter_range, elements)}
             _permitting_searches(node.loop_step, expression, positive, variables, found,
-                                 walked)
+                                 walked, inner)
         return
     if not isinstance(node, ast.Call):
         return
     if node.function == "!_" and node.args:
-        _permitting_searches(node.args[0], expression, not positive, variables, found, walked)
+        _permitting_searches(node.args[0], expression, not positive, variables, found, walked,
+                             elements)
     elif node.function in ("_&&_", "_||_"):
         for a in node.args:
-            _permitting_searches(a, expression, positive, variables, found, walked)
+            _permitting_searches(a, expression, positive, variables, found, walked, elements)
     elif node.function == "_?_:_" and len(node.args) == 3:
         for a in node.args[1:]:
-            _permitting_searches(a, expression, positive, variables, found, walked)
+            _permitting_searches(a, expression, positive, variables, found, walked, elements)
     elif positive and node.function == "matches":
         pattern = pattern_argument("matches", node)
         searched = node.target if node.target is not None else (node.args or (None,))[0]
         if isinstance(pattern, ast.Literal) and isinstance(pattern.value, str) \
-                and _unanchored(pattern.value) and _an_argument(searched):
+                and _unanchored(pattern.value) and _an_argument(searched, elements):
             found.append((pattern, expression))
 
 
-def _an_argument(node: ast.Node | None) -> bool:
+def _an_argument(node: ast.Node | None, elements: Mapping[str, bool]) -> bool:
     """``args.to``, ``args["to"]``, ``args.?to.orValue("")``: one argument's whole value,
     such as an address, a URL or a name (a search in free text, the user's request or a
-    body, is what ``matches()`` is for)."""
+    body, is what ``matches()`` is for); ``elements``: macro variables, true for one
+    iterating an argument's elements."""
+    if isinstance(node, ast.Ident):
+        return elements.get(node.name, False)
     for _ in range(16):
         if isinstance(node, ast.Select):
             if isinstance(node.operand, ast.Ident):

@@ -426,6 +426,10 @@ class _Parser:
         pos = self.pos
         if self.kinds[pos] != kind:
             found = _describe(self.kinds[pos], self.values[pos])
+            if self.kinds[pos] == ":" and self.kinds[pos + 1] == ":":
+                hint = (" (Cedar's entities such as Group::\"admins\" do not exist here: "
+                        "the caller is principal, as the host passes it, e.g. \"admins\" in "
+                        "principal.groups)")
             self.fail.at(f"expected {what}, found {found}{hint}", self.offsets[pos])
         self.pos = pos + 1
 
@@ -573,7 +577,10 @@ class _Parser:
                 if self.kinds[self.pos] != ",":
                     break
                 self.pos += 1
-        self.expect(")", "',' or ')'")
+        self.expect(")", "',' or ')'", " (no generator expressions: write "
+                    "list.exists(x, condition) for any(), list.all(x, condition) for all())"
+                    if self.kinds[self.pos] == "word" and self.values[self.pos] == "for"
+                    else "")
         return tuple(args)
 
     def primary(self) -> Node:

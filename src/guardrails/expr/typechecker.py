@@ -611,6 +611,9 @@ class _Checker:
                 # provenance(v).source: the places are a list, each with the field
                 where += (f"; test its elements, e.g. .exists(e, e.{name} == ...) or "
                           f".all(e, ...)")
+            if name in ("length", "len", "count", "size") and operand.name in (
+                    "list", "string", "bytes"):
+                where += f"; its size is size(x) or x.size(), not x.{name}"
             self.error(node, f"{article(operand)} has no fields (reading '.{name}'){where}")
             return DYN
         f = operand.field(name)
