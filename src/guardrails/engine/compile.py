@@ -470,6 +470,9 @@ class _Compiler:
                     else f" (library '{namespace}' has: {', '.join(known)})")
         if any(q.startswith(namespace + ".") for q in FUNCTIONS):
             return ""  # a built-in namespace (sets, paths, ...): a misspelt function
+        if namespace == "authorizer":
+            return (" (Kubernetes' authorizer: there is no authorizer here; the caller is "
+                    "principal, as the host passes it: \"payments\" in principal.groups)")
         return (f" (if '{namespace}' is a Library, load the file that defines it with this "
                 "policy)")
 
