@@ -257,7 +257,13 @@ class Scrubber:
             if not self._find_all(view.text, found):
                 return False
             runs: list[tuple[int, int]] = []
+            above = text if view.parent < 0 else views[view.parent].text
             for start, end in found:
+                if above.startswith(view.text[start:end], view.source(start, end)[0]):
+                    # The same characters in the text the view was made of, found there
+                    # exactly: an escape this match only borders (``"Zq""`` read as a
+                    # doubled quote where the second closes the string) must not widen it.
+                    continue
                 start = _view_escape_start(view.text, start, runs)
                 start, end, _ = _source(views, level, start, end)
                 spans.append((start, end))
@@ -599,10 +605,12 @@ them (``\\41 ``, ``\\000041``), or a punctuation character written after a backs
 (``\\.``; not a letter or a quote, which JSON and ``repr`` escapes spell). A family of its
 own: ``\\b`` is a backspace in JSON and U+000B in CSS."""
 
-_QP = re.compile(r"((?:=(?:[0-9A-Fa-f]{2}|\r?\n))+)")
+_QP = re.compile(r"((?:=(?:[0-9A-Fa-f]{2}|\r?\n)){2,}|=(?:3D|09|20|[89A-F][0-9A-F]|\r?\n))")
 """A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` at a line's end,
 nothing): a mail's body. A run, not a byte: a character's bytes, or a byte and a line
-break, stand together (a mailer breaks a line between a character's bytes)."""
+break, stand together (a mailer breaks a line between a character's bytes). A byte alone
+only as quoted-printable writes one in a value's letters (``=3D`` for ``=``, a space or tab,
+a byte of cp1252, in upper-case hex): ``width=100`` or ``x=12`` in code is no escape."""
 
 _MIME_WORD = r"=\?[^?\s]{1,64}\?[QqBb]\?[^?\s]*\?="
 _MIME = re.compile(f"({_MIME_WORD}(?:\\s+{_MIME_WORD})*)")
@@ -643,6 +651,11 @@ _NORMAL_TABLE = _normal_table()
 _EXOTIC = re.compile("([" + "".join(map(chr, sorted(_NORMAL_TABLE))) + "])")
 """A filler or a compatibility character: the *normal* family, undone in a view of its own
 (the value as it reads, without what was put between its characters)."""
+
+_PLAIN = re.compile(f"{_QUOTES.pattern[:-1]}|{_EXOTIC.pattern[1:-1]})")
+"""The doubled quotes and the normal family together, in one view (the *plain* family):
+neither changes what a pattern's ``\\b`` sees, and a view of each and of both would cost
+three searches of the text instead of one."""
 
 _BREAKS = re.compile(r"((?:(?:\r\n|\r|\n)[ \t]*)+)")
 """Line breaks and the indentation after them (a value wrapped over lines, a header
@@ -831,6 +844,11 @@ def _normal_char(escape: str) -> str:
     return _NORMAL_TABLE[ord(escape)]
 
 
+def _plain_char(escape: str) -> str:
+    """What a doubled quote, a filler or a compatibility character stands for."""
+    return _QUOTE_PAIRS.get(escape) or _NORMAL_TABLE[ord(escape)]
+
+
 def _no_break(escape: str) -> str:
     return ""
 
@@ -877,8 +895,8 @@ _FAMILIES = (
     _Family(lambda t: "\\" in t, _CSS, _css_char, 1 << 30),
     _Family(lambda t: "=" in t, _QP, _qp_run, MAX_ESCAPES),
     _Family(lambda t: "=?" in t, _MIME, _mime_run, MAX_ESCAPES),
-    _Family(_has_quotes, _QUOTES, _QUOTE_PAIRS.__getitem__, 1 << 16, narrow=True),
-    _Family(_has_normal, _EXOTIC, _normal_char, 1 << 16),
+    _Family(lambda t: _has_quotes(t) or _has_normal(t), _PLAIN, _plain_char, 1 << 16,
+            narrow=True),
     _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
 )
 """The escapes a view undoes. The quotes and the normal family cost a dictionary lookup an
