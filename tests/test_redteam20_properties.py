@@ -50,6 +50,10 @@ AROUND = st.text(st.sampled_from([*"ab =&\\\"'\n%<", "é"]), max_size=5)
 def _spelled(secret: str, chain: list[str], around: str) -> str:
     text_ = around + secret + around
     for name in chain:
+        # A space right after a line break reads as indentation, and is removed with it:
+        # a wrapped text's own spaces (a value's, CSS's ``\\41 ``) are not read back
+        # (docs/security-model.md, promise 5, accepted limits).
+        assume(not (name.startswith("wrapped") and " " in text_))
         try:
             text_ = ESCAPERS[name](text_)
         except UnicodeEncodeError:  # cp1252 has no such character: not this chain

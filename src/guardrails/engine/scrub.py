@@ -599,6 +599,13 @@ byte that starts no UTF-8 character, as cp1252 or Latin-1 encode one: ``%E9``) o
 (a space in a query), one character each. Undone in a view of its own (a URL or a form
 body), for a text holding a ``%XX``."""
 
+_PERCENT_BYTES = re.compile(r"(%[0-9A-Fa-f]{2}|\+)")
+_PERCENT_HIGH = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+"""Percent-encoding byte by byte, each byte a cp1252 character (a page in Windows' encoding,
+``urllib.parse.quote(..., encoding="cp1252")``): a family of its own, made for a text with
+a byte over 127, since bytes valid as UTF-8 read otherwise there (``%DF%80`` is ``ß€`` in
+cp1252, one character in UTF-8)."""
+
 _CSS = re.compile(r"(\\(?:[0-9A-Fa-f]{1,6}(?:\r\n|[ \t\r\n\f])?|[!#$%&()*+,.:;<=>?@\[\]^`{|}~-]))")
 """A CSS escape: up to six hex digits of a code point and the one white space that may end
 them (``\\41 ``, ``\\000041``), or a punctuation character written after a backslash
@@ -606,12 +613,13 @@ them (``\\41 ``, ``\\000041``), or a punctuation character written after a backs
 own: ``\\b`` is a backspace in JSON and U+000B in CSS."""
 
 _QP = re.compile(r"(=(?:(?:[0-9A-Fa-f]{2}|\r?\n)(?:=(?:[0-9A-Fa-f]{2}|\r?\n))+"
-                 r"|3D|09|20|[89A-F][0-9A-F]|\r?\n))")
+                 r"|3D|\r?\n|(?<=[A-Za-z]=)[89A-F][0-9A-F]))")
 """A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` at a line's end,
 nothing): a mail's body. A run, not a byte: a character's bytes, or a byte and a line
 break, stand together (a mailer breaks a line between a character's bytes). A byte alone
-only as quoted-printable writes one in a value's letters (``=3D`` for ``=``, a space or tab,
-a byte of cp1252, in upper-case hex): ``width=100`` or ``x=12`` in code is no escape."""
+only as quoted-printable writes one among a value's letters (``=3D`` for ``=``, a Latin-1
+byte after a letter, in upper-case hex: ``caf=E9``): ``width=100``, ``id=20`` or a
+spreadsheet's ``=A1`` is no escape."""
 
 _MIME_WORD = r"=\?[^?\s]{1,64}\?[QqBb]\?[^?\s]*\?="
 _MIME = re.compile(f"({_MIME_WORD}(?:\\s+{_MIME_WORD})*)")
@@ -807,6 +815,12 @@ def _unescaped_char(escape: str) -> str:
     return _safe_char(code)
 
 
+@functools.lru_cache(maxsize=512)
+def _cp1252_char(escape: str) -> str:
+    """The character a percent-encoded byte stands for in cp1252 (``+``: a space)."""
+    return " " if escape == "+" else _decoded_bytes(bytes.fromhex(escape[1:]), "cp1252")
+
+
 @functools.lru_cache(maxsize=4096)
 def _css_char(escape: str) -> str:
     """The character a CSS escape stands for (U+0000 as U+FFFD, as CSS reads it)."""
@@ -892,6 +906,8 @@ _FAMILIES = (
     _BACKSLASH_FAMILY,
     _Family(lambda t: "&" in t, _HTML, _unescaped_char, 1 << 30),
     _Family(lambda t: "%" in t, _PERCENT, _unescaped_char, 1 << 30),
+    _Family(lambda t: "%" in t and _PERCENT_HIGH.search(t) is not None, _PERCENT_BYTES,
+            _cp1252_char, 1 << 30),
     _Family(lambda t: "\\" in t, _CSS, _css_char, 1 << 30),
     _Family(lambda t: "=" in t, _QP, _qp_run, MAX_ESCAPES),
     _Family(lambda t: "=?" in t, _MIME, _mime_run, MAX_ESCAPES),
@@ -1309,11 +1325,11 @@ def redact_escaped(text: str, patterns: Sequence[Any],
         runs: list[tuple[int, int]] = []
         for pattern in patterns:
             for m in pattern.finditer(view.text):
+                start, end = m.span()
+                if start == end:  # (a pattern that matches nothing matches everywhere)
+                    continue
                 if (seen := seen + 1) > _MAX_ESCAPED_MATCHES:
                     return REDACTED  # more matches than are worth mapping: fail closed
-                start, end = m.span()
-                if start == end:
-                    continue
                 start = _view_escape_start(view.text, start, runs)
                 start, end, touches = _source(views, level, start, end)
                 if touches and (_ANY_ESCAPE.search(text, start, end) or pattern.search(
