@@ -167,6 +167,25 @@ class _PassChat(ChatMiddleware):
         await call_next()
 
 
+class PlainPythonGuard(FunctionMiddleware):
+    """The issue's anchor: one function middleware doing the same 20 checks in plain Python
+    (benchmarks/run.py's ``plain_python``), repairing the amount as the policy does and
+    refusing a call whose answer is not ``allow``. It is handed the principal and the user's
+    words as constants (a real one would have to find them: it is the cheaper side)."""
+
+    async def process(self, context: FunctionInvocationContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        args = dict(context.arguments)
+        if ENGINE.plain_python(args, PRINCIPAL, [], REQUEST) != "allow":
+            context.result = "refused by policy"
+            return
+        amount = args.get("amount")
+        if isinstance(amount, str):
+            args["amount"] = float(amount.replace(",", ""))
+            context.arguments = args
+        await call_next()
+
+
 class _ChatCheckAsBefore(ChatMiddleware):
     """What ``GuardChatMiddleware`` did until session 6: the same check of every model
     response's calls (``_unreadable.repair``), as a chat middleware. Non-streaming only (the
@@ -754,6 +773,7 @@ async def main_async(opts: argparse.Namespace) -> None:
         "pass-through agent only": _agent([_PassAgent()]),
         "pass-through function only": _agent([_PassFunction()]),
         "pass-through chat only": _agent([_PassChat()]),
+        "plain-Python middleware (anchor)": _agent([PlainPythonGuard()]),
         "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
         "guarded + chat check, as before": _agent([*guard(full, principal=PRINCIPAL),
                                                    _ChatCheckAsBefore()]),
@@ -774,6 +794,9 @@ async def main_async(opts: argparse.Namespace) -> None:
     with_guard = statistics.median(samples["guarded (default telemetry)"])
     off = statistics.median(samples["guarded (telemetry off)"])
     before = statistics.median(samples["guarded + chat check, as before"])
+    anchor = statistics.median(samples["plain-Python middleware (anchor)"])
+    print(f"anchor (plain-Python middleware, 20 checks) / unguarded: {anchor / base:.3f}; "
+          f"guarded / anchor: {with_guard / anchor:.3f}")
     print(f"ratio guarded/unguarded: {with_guard / base:.3f} (target <= 1.10); "
           f"telemetry off: {off / base:.3f}; with the chat check as before: "
           f"{before / base:.3f} (guarded now / as before: {with_guard / before:.3f})")

@@ -18,7 +18,8 @@ Rows (what each compares):
 
 - agent: a guarded agent run (20 matching rules, 200 other policies, allowed call,
   principal given, default telemetry) ÷ the unguarded run (benchmarks/agent_bench.py's
-  agent, offline scripted model);
+  agent, offline scripted model); the anchor, in the same interleaved runs: a plain-Python
+  function middleware doing the same 20 checks (``agent_bench.PlainPythonGuard``);
 - 20 rules: ``PolicySet.evaluate`` on benchmarks/engine_policies.yaml ÷ the same 20 checks
   in plain Python (benchmarks/run.py);
 - 1 rule: a one-rule decision ÷ the plain check (the fixed cost per decision);
@@ -93,9 +94,29 @@ _PRINCIPAL: dict[str, Any] = {"roles": []}
 
 
 def row_agent() -> dict[str, Any]:
-    import peers
+    """The guarded run and the issue's anchor (a plain-Python function middleware doing the
+    same 20 checks), each ÷ the unguarded run, interleaved in one process."""
+    import asyncio
 
-    return {"value": peers._agent_ratio("guardrails")}
+    import agent_bench
+
+    from guardrails.agent_framework import guard
+
+    async def go() -> dict[str, float]:
+        with tempfile.TemporaryDirectory() as tmp:
+            policies, _ = agent_bench._load(Path(tmp))
+        variants = {
+            "unguarded": agent_bench._agent([]),
+            "guarded": agent_bench._agent(guard(policies, principal=agent_bench.PRINCIPAL)),
+            "anchor": agent_bench._agent([agent_bench.PlainPythonGuard()]),
+        }
+        samples = await agent_bench._bench(variants, 150, 20)
+        return {name: statistics.median(values) for name, values in samples.items()}
+
+    medians = asyncio.run(go())
+    base = medians["unguarded"]
+    return {"value": medians["guarded"] / base, "anchor": medians["anchor"] / base,
+            "anchor_label": "plain-Python middleware, 20 checks"}
 
 
 def row_rules20() -> dict[str, Any]:
@@ -339,7 +360,8 @@ def main(argv: list[str]) -> int:
             else "not met")
         detail = result.get("detail", "")
         if "anchor" in result:
-            detail = f"plain Python with re: {result['anchor']:.2f}×"
+            label = result.get("anchor_label", "plain Python with re")
+            detail = f"{label}: {result['anchor']:.2f}×"
         print(f"{measure:64} {before:>11} {then:>9} {now:>9} {goal:>12}  {met:8} {detail}")
     return 0
 

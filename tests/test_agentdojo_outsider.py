@@ -24,8 +24,10 @@ from tests.agentdojo_support import load_replay
 ROOT = Path(__file__).resolve().parent.parent
 OUTSIDER = ROOT / "benchmarks" / "agentdojo" / "outsider"
 OUTSIDERS = (OUTSIDER, ROOT / "benchmarks" / "agentdojo" / "outsider2",
-             ROOT / "benchmarks" / "agentdojo" / "outsider3")
-"""The outsiders' policy sets: each stays strict-clean and fully tested (test_agentdojo_outsider2.py
+             ROOT / "benchmarks" / "agentdojo" / "outsider3",
+             ROOT / "benchmarks" / "agentdojo" / "shipped")
+"""The outsiders' policy sets (and the third's on the shipped library, shipped/): each stays
+strict-clean and fully tested (test_agentdojo_outsider2.py
 and test_agentdojo_outsider3.py hold the second's and third's own tests)."""
 SUITES = ("banking", "slack", "travel", "workspace")
 

@@ -111,10 +111,12 @@ RULE_SNIPPET = re.compile(r"^- name: ", re.M)
     "block", [b for b in BLOCKS if b.lang == "yaml" and "apiVersion" not in b.body
               and RULE_SNIPPET.match(b.body)], ids=lambda b: b.id)
 def test_rule_snippets_compile(block: Block, tmp_path: Path) -> None:
-    """Rule snippets (a list of rules) compile inside a policy with the library's params."""
+    """Rule snippets (a list of rules) compile inside a policy with the library's params
+    and the shipped library ``origin``."""
     rules = yaml.safe_load(block.body)
     doc = {"apiVersion": "guardrails/v1", "kind": "ToolPolicy", "metadata": {"name": "snippet"},
-           "spec": {"params": {"known_payees": ["GB82WEST12345698765432"]}, "rules": rules}}
+           "spec": {"params": {"known_payees": ["GB82WEST12345698765432"]}, "uses": ["origin"],
+                    "rules": rules}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
     guardrails.load(tmp_path)
 

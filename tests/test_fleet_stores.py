@@ -30,6 +30,13 @@ LIMITED = policy("limited", spec="""
 """)
 
 
+# The soaks test atomicity: exactly the limit is admitted across replicas. On a loaded
+# machine a Redis reply can take longer than the store's 0.5 s default, and that call is
+# then denied (failing closed, as it must), so fewer than the limit would run: a longer
+# wait keeps the count about the store's atomicity, not the machine's load.
+SOAK_TIMEOUT = 30.0
+
+
 def _write(tmp_path: Path, limit: int) -> Path:
     path = tmp_path / "limited.yaml"
     path.write_text(LIMITED.replace("LIMIT", str(limit)))
@@ -40,7 +47,7 @@ def _worker(args: tuple[str, str, str, int, int]) -> tuple[int, int]:
     """One replica: its own PolicySet and store client, ``calls`` calls per tenant."""
     path, url, prefix, calls, seed = args
     policies = guardrails.load(path)
-    store = RedisStore(url, prefix=prefix)
+    store = RedisStore(url, prefix=prefix, timeout=SOAK_TIMEOUT)
     admitted = {"hot": 0, "cold": 0}
     for i in range(calls):
         tenant = "hot" if i % 2 == 0 else "cold"
@@ -175,7 +182,7 @@ def _guard_worker(args: tuple[str, str, str, int]) -> int:
         return "paid"
 
     async def main() -> None:
-        store = RedisStore(url, prefix=prefix)
+        store = RedisStore(url, prefix=prefix, timeout=SOAK_TIMEOUT)
         middleware = guard(guardrails.load(path), principal={"tenant": "hot"}, counters=store)
         for i in range(runs):
             client = ScriptedChatClient([[call("pay", amount=0 if i % 10 == 0 else 5)]])

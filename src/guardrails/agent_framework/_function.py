@@ -427,8 +427,13 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         principal = self._fixed_principal
         if principal is None:
             principal = await self._resolve_principal(context)
-        state = session_state(context.session)
+        # (Made now if missing: the call reads the history it is recorded in.)
+        state = session_state(context.session, create=True)
         request = run.request if run is not None else stored_request(state)
+        # From reading the history to recording the call, no call of another thread reads
+        # or records it (``HistoryTurn.enter``; a call decided again below leaves and
+        # enters again for its last look).
+        turn.enter(state)
         # The engine copies what it reads; an empty history is no history (None: the engine
         # skips reading it, with the same result).
         history = history_of(state, run) or None
@@ -483,6 +488,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # reading of the history and its last store call (red team 19: five parallel
             # payments of 400, or five approved replays, passed a structuring limit of 1,000).
             read = history_mark(context.session, run)
+            turn.leave()  # (nothing is awaited in a section)
             for _ in range(_HISTORY_ROUNDS):
                 await turn.take(owner)  # (held from the second round on)
                 seen = history_mark(context.session, run)
@@ -502,10 +508,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     counted = await self._counted(
                         settled.decision, lambda: evaluate(judged[0], self._counters))
                     history = live
+                turn.enter(state)  # (the last look, and on to the record)
                 if history_mark(context.session, run) == seen:
                     if counted is not None:
                         settled = settled._replace(decision=counted)
                     break
+                turn.leave()
                 if counted is not None:
                     self._release(counted)
             else:
@@ -853,6 +861,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             raise _GuardHalt(decision)
         if plan.effect is Effect.REQUIRE_APPROVAL:
             # (Its reservation went back above: counted when the approved replay runs.)
+            # Not recorded: the history's turn and section end here (a store is awaited).
+            turn.done()
             state = session_state(context.session, create=True)
             if state is None:
                 self._record(context, plan, "deny", base_scrub)

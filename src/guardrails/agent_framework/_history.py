@@ -16,13 +16,19 @@ Between reading the history and recording itself a call usually lets nothing els
 every sibling decides on a history holding every call decided before it. A call that waits
 in between (its counter store counts in a worker thread) holds the history's turn
 (``HistoryTurn``) until it is recorded, and is decided again if a sibling was recorded
-meanwhile.
+meanwhile. Another thread (a host serving requests in threads, each with its own event
+loop, may run two on one session) runs whenever this one lets go of the GIL, a secret
+provider's round trip to its vault say: so the reading of a session's history (or the
+last look at it of a call decided again) and the call's record are one section of that
+history across threads (``HistoryTurn.enter``; red team 20: a payment of 600 in each of
+two threads passed a limit of 1,000).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -78,10 +84,12 @@ _TURNS: dict[tuple[int, int], _Turns] = {}
 loop; an entry lives while it has users."""
 
 
-def history_mark(session: Any, run: RunState | None) -> tuple[int, int]:
+def history_mark(session: Any, run: RunState | None) -> tuple[int, int, object]:
     """What changes whenever a call is recorded in the history ``history_of`` finds for
     ``session`` (an ``AgentSession``) or ``run``: its length and its last entry (at the
-    bound an entry in is one out, the length stays)."""
+    bound an entry in is one out, the length stays). The entry itself is kept in the mark,
+    not only its ``id``: an entry pushed out of a full history is freed, and the next one
+    can be built at its address (red team 20), an equal ``id`` of another entry."""
     state = session_state(session)
     history: list[Any] | None
     if state is not None:
@@ -90,8 +98,31 @@ def history_mark(session: Any, run: RunState | None) -> tuple[int, int]:
     else:
         history = run.history if run is not None else None
     if not history:
-        return (0, 0)
-    return (len(history), id(history[-1]))
+        return (0, 0, None)
+    last = history[-1]
+    return (len(history), id(last), last)  # (ids first: entries are never compared by value)
+
+
+class _Section:
+    """The section of one session's history across threads (see ``HistoryTurn.enter``):
+    its lock, the thread holding it, and how many calls hold it or wait for it."""
+
+    __slots__ = ("lock", "thread", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread = 0
+        self.users = 0
+
+
+_SECTIONS: dict[int, _Section] = {}
+"""By the id of the session's guard state (``session_state``: one dict, shared by the
+sessions of an ``as_tool(propagate_session=True)`` sub-agent and its caller). Kept
+without a reference to the state (a session's state is not kept alive for it): a section
+left to an id a later state reuses is shared by both, which only makes their calls take
+turns. At most ``_SECTIONS_MAX``; past it the sections no call uses are dropped."""
+_SECTIONS_LOCK = threading.Lock()
+_SECTIONS_MAX = 4096
 
 
 class HistoryTurn:
@@ -105,11 +136,12 @@ class HistoryTurn:
     history take turns, and keeps it until ``done`` (recorded, or not running); the guard
     decides it again whenever the history changed under it."""
 
-    __slots__ = ("_entry", "_key")
+    __slots__ = ("_entry", "_key", "_section")
 
     def __init__(self) -> None:
         self._entry: _Turns | None = None
         self._key: tuple[int, int] | None = None
+        self._section: _Section | None = None
 
     async def take(self, owner: object) -> None:
         """Hold the turn of ``owner``'s history (its session, or its run), waiting for the
@@ -128,8 +160,48 @@ class HistoryTurn:
             raise
         self._entry, self._key = entry, key
 
+    def enter(self, state: dict[str, Any] | None) -> None:
+        """Enter the section of the session history kept in ``state`` (the session's guard
+        state; nothing for None, a run's own history, which one event loop reads): from
+        reading the history a call is decided on, or the last look of a call decided again,
+        until its record (``leave``, ``done``). Nothing is awaited in a section, so a call
+        of another thread waits at most for one call's decision and record; a section this
+        thread holds already (a call that awaited inside one) is a guard error, never a
+        deadlock."""
+        if state is None or self._section is not None:
+            return
+        key = id(state)
+        with _SECTIONS_LOCK:
+            section = _SECTIONS.get(key)
+            if section is None:
+                if len(_SECTIONS) >= _SECTIONS_MAX:
+                    for k in [k for k, v in _SECTIONS.items() if not v.users]:
+                        del _SECTIONS[k]
+                section = _SECTIONS[key] = _Section()
+            section.users += 1
+        me = threading.get_ident()
+        if not section.lock.acquire(False) and (  # (the usual case: nobody holds it)
+                section.thread == me or not section.lock.acquire(timeout=_SECTION_WAIT)):
+            with _SECTIONS_LOCK:
+                section.users -= 1
+            raise RuntimeError("the session's history is held by another call "
+                               f"{'of this thread' if section.thread == me else 'too long'}")
+        section.thread = me
+        self._section = section
+
+    def leave(self) -> None:
+        """Leave the section (the call was not recorded: it is decided again)."""
+        section = self._section
+        if section is not None:
+            self._section = None
+            section.thread = 0
+            section.lock.release()
+            with _SECTIONS_LOCK:
+                section.users -= 1
+
     def done(self) -> None:
         """The call is recorded, or will not be: the next counted call may go on."""
+        self.leave()
         entry, key = self._entry, self._key
         if entry is not None and key is not None:
             self._entry = self._key = None
@@ -142,6 +214,12 @@ class HistoryTurn:
         entry.users -= 1
         if entry.users == 0 and _TURNS.get(key) is entry:
             del _TURNS[key]
+
+
+_SECTION_WAIT = 10.0
+"""Seconds a call waits for another thread's call to leave its history's section (a
+decision and a record; a secret provider's round trip among them) before it is a guard
+error (blocked): a provider that hangs never hangs every thread of the session."""
 
 
 HISTORY_ENTRY_BYTES = 4096

@@ -54,7 +54,7 @@ from guardrails.expr.typechecker import suggest
 from guardrails.model import Documents
 from guardrails.model.documents import PolicyBinding, ToolPolicy
 from guardrails.model.errors import PolicyError, Problem
-from guardrails.model.loader import RE2_OPTIONS, read_documents
+from guardrails.model.loader import RE2_OPTIONS, SHIPPED_LIBRARIES, read_documents
 from guardrails.model.source import Expression
 
 Backend = Literal["compiled", "closures", "interpreter"]
@@ -470,6 +470,12 @@ class _Compiler:
                     else f" (library '{namespace}' has: {', '.join(known)})")
         if any(q.startswith(namespace + ".") for q in FUNCTIONS):
             return ""  # a built-in namespace (sets, paths, ...): a misspelt function
+        if namespace in SHIPPED_LIBRARIES:
+            return (f" ('{namespace}' is a library shipped with the package: name it in "
+                    f"this policy's spec.uses: [{namespace}])")
+        if namespace == "authorizer":
+            return (" (Kubernetes' authorizer: there is no authorizer here; the caller is "
+                    "principal, as the host passes it: \"payments\" in principal.groups)")
         return (f" (if '{namespace}' is a Library, load the file that defines it with this "
                 "policy)")
 

@@ -130,8 +130,10 @@ METHODS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
         "masked": _net.masked,
         "prefixLength": _net.prefix_length,
         "isMask": _net.is_mask,
-        # provenance: request.mentions(value)
+        # provenance: request.mentions(value); a text's links, as request.urls/emails
         "mentions": _prov.mentions,
+        "urls": _prov.urls,
+        "emails": _prov.emails,
     }
 )
 
@@ -175,6 +177,8 @@ COSTS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType({
     # the provenance functions declare their own weight (lib_provenance)
     **{name: (_prov.provenance.cel_cost, 1)  # type: ignore[attr-defined]
        for name in ("provenance", "untrusted", "mentions")},
+    # two or four passes of Python's re over the text (lib_provenance._LINK_CHARGE)
+    **dict.fromkeys(("urls", "emails"), (CALL_COST, _prov._LINK_CHARGE)),
     **dict.fromkeys(
         ("strings.quote", "regex.extract", "regex.extractAll", "regex.replace", "iban.valid",
          "domains.distance", "domains.lookalike", "optional.of", "optional.none",

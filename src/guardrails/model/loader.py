@@ -45,6 +45,7 @@ import stat
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from types import MappingProxyType
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -96,7 +97,8 @@ from guardrails.model.source import Expression, Position
 PathArg = str | os.PathLike[str]
 Loc = tuple[str | int, ...]
 
-__all__ = ["KINDS", "RE2_OPTIONS", "load_documents", "read_documents"]
+__all__ = ["KINDS", "RE2_OPTIONS", "SHIPPED_LIBRARIES", "load_documents", "read_documents",
+           "shipped_library"]
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 """Largest policy, test or params file read (a 10,000-rule set is about 2 MB of YAML):
@@ -258,6 +260,7 @@ class _Loader:
         for p in self.params.values():
             self.problems.extend(p.problems)
         libraries = [lib for r in kept for lib in r.libraries]
+        libraries += self._shipped(kept, {lib.name for lib in libraries})
         _check_unique(self.problems, "library", [(lib.name, lib.metadata.name_position)
                                                  for lib in libraries])
         policies = [_with_library_params(p, r.libraries, libraries, self.problems)
@@ -295,6 +298,33 @@ class _Loader:
                          warnings=tuple(dict.fromkeys(warnings)),
                          libraries=tuple(libraries),
                          bindings=tuple(bindings))
+
+
+    def _shipped(self, kept: Sequence[_FileResult], defined: set[str]) -> list[Library]:
+        """The shipped libraries (``SHIPPED_LIBRARIES``) that a policy names in
+        ``spec.uses`` and no loaded file defines: read once however many policies name
+        them, and not part of the policy set's files (like built-in functions, they come
+        with the package: no bundle or ``fmt`` holds them)."""
+        wanted = {name for r in kept for p in r.policies for name, _ in p.uses} - defined
+        out: list[Library] = []
+        for name in sorted(wanted & set(SHIPPED_LIBRARIES)):
+            shipped = _Loader(self.problems)
+            shipped.read_document_file(shipped_library(name))
+            for r in shipped.files:
+                self.problems.extend(r.src.problems)
+                out.extend(lib for lib in r.libraries if lib.name == name)
+        return out
+
+
+SHIPPED_LIBRARIES: Mapping[str, str] = MappingProxyType({"origin": "origin.yaml"})
+"""Libraries that come with the package (``guardrails/libraries/``), by name: a policy
+loads one by naming it in ``spec.uses``."""
+
+
+def shipped_library(name: str) -> str:
+    """The path of shipped library ``name``'s file (package data, a file of the installed
+    package: it is read as a policy file is)."""
+    return str(resources.files("guardrails").joinpath("libraries", SHIPPED_LIBRARIES[name]))
 
 
 def _with_library_params(policy: ToolPolicy, same_file: Sequence[Library],
@@ -481,6 +511,7 @@ _FOREIGN_FIELDS: Mapping[str, str] = {
     "matchConstraints": "Kubernetes' matchConstraints is match: {tools: [...]} here",
     "matchConditions": "Kubernetes' matchConditions is match.when here, one CEL bool",
     "matchResources": "the tools a policy applies to are match: {tools: [...]}",
+    "on": "the tools a policy applies to are match: {tools: [...]}",
     "validations": "Kubernetes' validations are rules here: {name, when, action, message}; "
                    "a validation's expression says what must hold, a rule's when says "
                    "what to act on, so negate it",
@@ -792,6 +823,12 @@ class _DocumentReader:
             elif kind == "literal_error" and isinstance(e["input"], str):
                 allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
                 hint = _VALUE_HINTS.get((str(loc[-1]), e["input"]), "")
+                cased = [a for a in allowed if a.lower() == e["input"].lower()]
+                close = closest(e["input"], allowed)
+                if not hint and cased:
+                    hint = f" (did you mean '{cased[0]}'? values are case-sensitive)"
+                elif not hint and close:
+                    hint = f" (did you mean '{close}'?)"
                 self.error(tree.node(loc), f"{path}: invalid value '{e['input']}'; "
                                            f"allowed: {', '.join(allowed)}{hint}")
             elif kind in ("literal_error", *_EXPECTED):
