@@ -80,7 +80,9 @@ class Scrubber:
 
     A text that holds escapes is also searched with them undone (``_find_escaped``): the
     values as another serializer escapes them (``\\/``, ``\\u00E9``, ``&amp;``, JSON inside
-    JSON), each occurrence replaced over the escapes it came from.
+    JSON, a mail's quoted-printable, a CSV cell's doubled quotes, fullwidth letters, a value
+    wrapped over lines: ``_FAMILIES``), each occurrence replaced over the escapes it came
+    from.
     """
 
     __slots__ = ("_base", "_needles", "_opaque", "_pending", "_redact", "_regex", "_texts")
@@ -232,8 +234,8 @@ class Scrubber:
         return True
 
     def _find_escaped(self, text: str, spans: list[tuple[int, int]]) -> bool:
-        """Where the values occur in ``text`` once its escapes are undone (``_views``: JSON
-        and ``repr`` escapes, HTML character references, up to three levels), as spans of
+        """Where the values occur in ``text`` once its escapes are undone (``_views``: each
+        family of ``_FAMILIES``, up to three levels), as spans of
         ``text``: a value a tool's serializer escaped other than ours (``\\/`` for ``/``,
         ``\\u00E9``, ``&amp;``) or escaped twice (JSON inside JSON). A text with too many
         escapes is searched in a rough view, and fails closed if a value is found there."""
