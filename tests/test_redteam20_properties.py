@@ -47,9 +47,14 @@ CHAINS = st.lists(st.sampled_from(list(ESCAPERS)), min_size=1, max_size=3)
 AROUND = st.text(st.sampled_from([*"ab =&\\\"'\n%<", "é"]), max_size=5)
 
 
-def _spelled(secret: str, chain: list[str], around: str) -> str:
+def _spelled(secret: str, chain: list[str], around: str, *, check: bool = True) -> str:
+    """The chain applied; with ``check``, inside a property only: ``assume`` skips a chain
+    that cannot spell the secret."""
     text_ = around + secret + around
     for name in chain:
+        if not check:
+            text_ = ESCAPERS[name](text_)
+            continue
         # A space right after a line break reads as indentation, and is removed with it:
         # a wrapped text's own spaces (a value's, CSS's ``\\41 ``) are not read back
         # (docs/security-model.md, promise 5, accepted limits).
@@ -101,7 +106,7 @@ async def test_in_the_real_loop_no_spelling_reaches_the_model_response_or_sessio
     caplog.set_level(logging.DEBUG)
     caplog.clear()
     monkeypatch.setenv("GR_RT20_TOKEN", secret)
-    SPELLING[0] = lambda s: _spelled(s, chain, around)
+    SPELLING[0] = lambda s: _spelled(s, chain, around, check=False)  # in the tool
     obs = Observer()
     client = ScriptedChatClient([[call("read_inbox", folder="inbox")], [text("done")]])
     agent = agent_with(client, [read_inbox], obs.guard(load_text(tmp_path, POLICY)))
