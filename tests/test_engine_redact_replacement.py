@@ -63,6 +63,7 @@ def test_joined_search_changes_nothing(parts: list[str], replacements: list[str]
     pattern in order, so a replacement that makes a later pattern match is still applied."""
     from guardrails.engine.evaluate import Redactor
     from guardrails.engine.policy import RedactPattern
+    from guardrails.engine.scrub import may_escape, redact_escaped
     from guardrails.expr.lib_common import RE2_OPTIONS
 
     patterns = []
@@ -81,4 +82,6 @@ def test_joined_search_changes_nothing(parts: list[str], replacements: list[str]
             expected = r.pattern.sub(r.replacement, expected)
     except Exception:
         return  # a replacement naming a group the pattern lacks
+    if may_escape(expected):  # a line break is an escape too (red team 20): then its views
+        expected = redact_escaped(expected, [r.pattern for r in patterns])
     assert Redactor(patterns)(text) == expected

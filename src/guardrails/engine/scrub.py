@@ -7,14 +7,17 @@ where every argument value is blanked, not only the secret ones).
 
 from __future__ import annotations
 
+import binascii
 import bisect
+import codecs
+import contextlib
 import functools
 import itertools
 import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 
@@ -77,7 +80,9 @@ class Scrubber:
 
     A text that holds escapes is also searched with them undone (``_find_escaped``): the
     values as another serializer escapes them (``\\/``, ``\\u00E9``, ``&amp;``, JSON inside
-    JSON), each occurrence replaced over the escapes it came from.
+    JSON, a mail's quoted-printable, a CSV cell's doubled quotes, fullwidth letters, a value
+    wrapped over lines: ``_FAMILIES``), each occurrence replaced over the escapes it came
+    from.
     """
 
     __slots__ = ("_base", "_needles", "_opaque", "_pending", "_redact", "_regex", "_texts")
@@ -229,16 +234,17 @@ class Scrubber:
         return True
 
     def _find_escaped(self, text: str, spans: list[tuple[int, int]]) -> bool:
-        """Where the values occur in ``text`` once its escapes are undone (``_views``: JSON
-        and ``repr`` escapes, HTML character references, up to three levels), as spans of
+        """Where the values occur in ``text`` once its escapes are undone (``_views``: each
+        family of ``_FAMILIES``, up to three levels), as spans of
         ``text``: a value a tool's serializer escaped other than ours (``\\/`` for ``/``,
         ``\\u00E9``, ``&amp;``) or escaped twice (JSON inside JSON). A text with too many
         escapes is searched in a rough view, and fails closed if a value is found there."""
         strings = _json_strings(text)
-        if strings is not None and not may_escape(strings):
+        if strings is not None and not _costly_escape(strings):
             probe: list[tuple[int, int]] = []
-            if not self._find_all(strings, probe):
-                return False
+            for form in _plain_forms(strings):  # lines joined, doubled quotes undone...
+                if not self._find_all(form, probe):
+                    return False
             if not probe:
                 return True  # JSON whose strings, escapes undone, hold no value
         views = _views(text)
@@ -253,7 +259,13 @@ class Scrubber:
             if not self._find_all(view.text, found):
                 return False
             runs: list[tuple[int, int]] = []
+            above = text if view.parent < 0 else views[view.parent].text
             for start, end in found:
+                if above.startswith(view.text[start:end], view.source(start, end)[0]):
+                    # The same characters in the text the view was made of, found there
+                    # exactly: an escape this match only borders (``"Zq""`` read as a
+                    # doubled quote where the second closes the string) must not widen it.
+                    continue
                 start = _view_escape_start(view.text, start, runs)
                 start, end, _ = _source(views, level, start, end)
                 spans.append((start, end))
@@ -421,6 +433,12 @@ def spellings(text: str) -> set[str]:
     cut = _pydantic_cut(repr(text))
     if cut is not None:
         base.add(cut)
+    # As the normal and wrap views read a text (fillers and line breaks removed,
+    # compatibility characters as ASCII): a value that holds a line break (a PEM key) is
+    # found there however the text wraps it.
+    normal = _normalized(text)
+    if normal != text and len(normal) >= MIN_SUBSTRING_LENGTH:
+        base.add(normal)
     # The same characters in another normal form (composed or not), as is: raw and as JSON
     # writes it. (Not every escape of every normal form: a value's spellings are searched
     # on every call.)
@@ -558,9 +576,14 @@ def _leaf_texts(value: Any) -> set[str]:
 # -- redact patterns on escaped text ------------------------------------------------------
 
 _ESCAPE = re.compile(r"(\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[\\/\"'bfnrtv0a]))")
-"""One escape of JSON or Python's ``repr``: a surrogate pair, ``\\uXXXX``, ``\\UXXXXXXXX``,
-``\\xXX`` or one character. Each stands for exactly one character."""
+                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}"
+                     r"|3[0-3][0-7]\\2[0-7]{2}|3[45][0-7](?:\\2[0-7]{2}){2}"
+                     r"|36[0-7](?:\\2[0-7]{2}){3}|[0-3][0-7]{0,2}|[4-7][0-7]?"
+                     r"|[\\/\"'bfnrtva]))")
+"""One escape of JSON, Python's ``repr`` or C (PHP, Perl, a shell's ``$'...'``): a surrogate
+pair, ``\\uXXXX``, ``\\UXXXXXXXX``, ``\\xXX``, an octal escape (a character's UTF-8 bytes,
+``\\303\\251``, or one byte, ``\\101``; ``\\0`` is one) or one character. Each stands for one
+character."""
 
 _HTML = re.compile(r"(&(?:quot|amp|apos|lt|gt|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
 """An HTML character reference (``&quot;``, ``&#39;``, ``&#x2F;``): one character each.
@@ -569,25 +592,106 @@ backslash."""
 
 _PERCENT = re.compile(r"(%(?:[0-7][0-9A-Fa-f]|[CDcd][0-9A-Fa-f]%[89ABab][0-9A-Fa-f]"
                       r"|[Ee][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){2}"
-                      r"|[Ff][0-7](?:%[89ABab][0-9A-Fa-f]){3})|\+)")
+                      r"|[Ff][0-7](?:%[89ABab][0-9A-Fa-f]){3}"
+                      r"|[uU][dD][89abAB][0-9A-Fa-f]{2}%[uU][dD][c-fC-F][0-9A-Fa-f]{2}"
+                      r"|[uU][0-9A-Fa-f]{4}|[89A-Fa-f][0-9A-Fa-f])|\+)")
 """A percent-encoded character (its UTF-8 bytes, in either case of hex: ``%2F``, ``%2f``,
-``%C3%A9``) or a ``+`` (a space in a query), one character each. Undone in a view of its
-own (a URL or a form body), for a text holding a ``%XX``."""
+``%C3%A9``; JavaScript's ``escape``, ``%u00E9`` and a surrogate pair ``%uD83D%uDE00``; a
+byte that starts no UTF-8 character, as cp1252 or Latin-1 encode one: ``%E9``) or a ``+``
+(a space in a query), one character each. Undone in a view of its own (a URL or a form
+body), for a text holding a ``%XX``."""
 
-_ANY_ESCAPE = re.compile(f"{_ESCAPE.pattern}|{_HTML.pattern}|{_PERCENT.pattern}")
+_PERCENT_BYTES = re.compile(r"(%[0-9A-Fa-f]{2}|\+)")
+_PERCENT_HIGH = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+"""Percent-encoding byte by byte, each byte a cp1252 character (a page in Windows' encoding,
+``urllib.parse.quote(..., encoding="cp1252")``): a family of its own, made for a text with
+a byte over 127, since bytes valid as UTF-8 read otherwise there (``%DF%80`` is ``ß€`` in
+cp1252, one character in UTF-8)."""
+
+_CSS = re.compile(r"(\\(?:[0-9A-Fa-f]{1,6}(?:\r\n|[ \t\r\n\f])?|[!#$%&()*+,.:;<=>?@\[\]^`{|}~-]))")
+"""A CSS escape: up to six hex digits of a code point and the one white space that may end
+them (``\\41 ``, ``\\000041``), or a punctuation character written after a backslash
+(``\\.``; not a letter or a quote, which JSON and ``repr`` escapes spell). A family of its
+own: ``\\b`` is a backspace in JSON and U+000B in CSS."""
+
+_QP = re.compile(r"(=(?:(?:[0-9A-Fa-f]{2}|\r?\n)(?:=(?:[0-9A-Fa-f]{2}|\r?\n))+"
+                 r"|3D|\r?\n|(?<=[A-Za-z]=)[89A-F][0-9A-F]))")
+"""A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` at a line's end,
+nothing): a mail's body. A run, not a byte: a character's bytes, or a byte and a line
+break, stand together (a mailer breaks a line between a character's bytes). A byte alone
+only as quoted-printable writes one among a value's letters (``=3D`` for ``=``, a Latin-1
+byte after a letter, in upper-case hex: ``caf=E9``): ``width=100``, ``id=20`` or a
+spreadsheet's ``=A1`` is no escape."""
+
+_MIME_WORD = r"=\?[^?\s]{1,64}\?[QqBb]\?[^?\s]*\?="
+_MIME = re.compile(f"({_MIME_WORD}(?:\\s+{_MIME_WORD})*)")
+"""A run of MIME encoded words (RFC 2047, a mail header: ``=?utf-8?q?Caf=C3=A9?=``,
+``=?UTF-8?B?...?=``), the white space between two of them not part of the text (a long
+header folded over lines)."""
+
+_QUOTES = re.compile(r"('(?:\\''|\"'\"'|')|\"\")")
+"""A quote doubled (CSV and SQL: ``""``, ``''``) or a single quote ended, escaped and
+reopened (a shell: ``'\\''``, ``'"'"'`` as ``shlex.quote`` writes it)."""
+
+_FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
+                 "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
+"""Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
+direction marks and embeddings, the byte-order mark."""
+
+_COMPAT_RANGES = ((0x3000, 0x3000), (0xFF01, 0xFF5E), (0x2070, 0x209F), (0x2460, 0x24FF),
+                  (0x1D400, 0x1D7FF))
+"""Characters whose compatibility form (NFKC) is ASCII, that a value may be spelled in:
+fullwidth forms, super- and subscripts, enclosed (circled) letters and digits, mathematical
+letters and digits."""
+
+
+def _normal_table() -> dict[int, str]:
+    table = {ord(c): "" for c in _FILLER_CHARS}
+    for low, high in _COMPAT_RANGES:
+        for code in range(low, high + 1):
+            form = unicodedata.normalize("NFKC", chr(code))
+            if form != chr(code) and form.isascii():
+                table[code] = form
+    return table
+
+
+_NORMAL_TABLE = _normal_table()
+"""What each filler (nothing) and compatibility character (its ASCII form) becomes, for
+``str.translate`` (C speed)."""
+
+_EXOTIC = re.compile("([\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
+                     "\u2070-\u209f\u2460-\u24ff\u3000\ufeff\uff01-\uff5e"
+                     "\U0001d400-\U0001d7ff])")
+"""A filler or a compatibility character (a few ranges that hold ``_NORMAL_TABLE``'s
+characters: a class listing each of them is searched a range at a time, 12 ms for 2 kB of
+text; one of these ranges not in the table stands for itself): the *normal* family, undone in a view of its own
+(the value as it reads, without what was put between its characters)."""
+
+_PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{_EXOTIC.pattern[1:-1]})")
+"""The doubled quotes and the normal family together, in one view (the *plain* family):
+neither changes what a pattern's ``\\b`` sees, and a view of each and of both would cost
+three searches of the text instead of one."""
+
+_BREAKS = re.compile(r"([\r\n][ \t\r\n]*)")
+"""Line breaks and the indentation after them (a value wrapped over lines, a header
+folded): the *wrap* family, undone in a view of its own. A family apart from the normal
+one, since joining lines changes what a pattern's ``\\b`` sees. Only the white space after a
+break, so that a run of spaces is never read twice."""
+
 
 _HTML_NAMES = {"&quot;": '"', "&amp;": "&", "&apos;": "'", "&lt;": "<", "&gt;": ">"}
 
 _SIMPLE_ESCAPES = {"\\" + k: v for k, v in {
     "\\": "\\", "/": "/", '"': '"', "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-    "t": "\t", "v": "\v", "0": "\0", "a": "\a"}.items()}
+    "t": "\t", "v": "\v", "a": "\a"}.items()}
 
 MAX_ESCAPES = 1 << 12
 """Backslashes and ampersands of one text whose escapes are undone exactly (a split and a
 lookup each, a Python call for a ``\\uXXXX`` not seen lately: about 3 µs; 65,536 of them took
 0.7 s). A text with more is searched in a rough view of it, worked out at C speed (its
 common escapes undone) and, if a value or pattern is found there, replaced whole (fail
-closed)."""
+closed). The families that no backslash, ampersand or percent sign marks have a bound of
+their own (``_Family.most``)."""
 
 _MAX_ESCAPED_MATCHES = 256
 """Matches in a text's unescaped views that are mapped back one by one (each some 25 µs:
@@ -600,59 +704,106 @@ and once more."""
 
 class _View:
     """A text with one level of escapes undone, and where each escape was (worked out
-    only when a pattern matches the view: most views match none)."""
+    only when a pattern matches the view: most views match none). An escape stands for
+    any number of characters: one (``\\u00e9``), none (a soft line break, a zero-width
+    space) or several (a MIME encoded word)."""
 
-    __slots__ = ("_escapes", "_literals", "_where", "parent", "text")
+    __slots__ = ("_escapes", "_literals", "_narrow", "_undone", "_where", "parent", "text")
 
-    def __init__(self, text: str, literals: list[str], escapes: list[str],
-                 parent: int) -> None:
+    def __init__(self, text: str, literals: list[str], escapes: list[str], undone: list[str],
+                 parent: int, narrow: bool = False) -> None:
         self.text = text
+        self._narrow = narrow
         self.parent = parent
         """The view this one was made of (its index among the views; -1: the text itself)."""
         self._literals = literals
         self._escapes = escapes
-        self._where: tuple[list[int], list[int], list[int]] | None = None
+        self._undone = undone
+        self._where: tuple[list[int], list[int], list[int], list[int]] | None = None
 
-    def _positions(self) -> tuple[list[int], list[int], list[int]]:
-        """Where each escape's character is in ``text``, and where each escape starts and
-        ends in the escaped text."""
+    def _positions(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Where each escape's characters start and end in ``text``, and where the escape
+        starts and ends in the escaped text."""
         if self._where is None:
             before = list(itertools.accumulate(map(len, self._literals[:-1])))
             escaped = list(itertools.accumulate(map(len, self._escapes), initial=0))
-            self._where = ([b + i for i, b in enumerate(before)],
+            undone = list(itertools.accumulate(map(len, self._undone), initial=0))
+            self._where = ([b + u for b, u in zip(before, undone, strict=False)],
+                           [b + u for b, u in zip(before, undone[1:], strict=True)],
                            [b + e for b, e in zip(before, escaped, strict=False)],
                            [b + e for b, e in zip(before, escaped[1:], strict=True)])
         return self._where
 
     def source(self, start: int, end: int) -> tuple[int, int, bool]:
         """The span of the escaped text that ``text[start:end]`` (not empty) came from, and
-        whether it holds or touches an escape."""
-        starts = self._positions()[0]
-        first = bisect.bisect_left(starts, start - 1)
+        whether it holds or touches an escape (one whose characters end at ``start`` or
+        later and start at ``end`` or before)."""
+        starts, ends = self._positions()[:2]
+        first = bisect.bisect_left(ends, start)
         touches = first < len(starts) and starts[first] <= end
         return self._origin(start, True), self._origin(end - 1, False), touches
 
     def _origin(self, pos: int, start: bool) -> int:
-        starts, origins, ends = self._positions()
-        k = bisect.bisect_left(starts, pos)
-        if k < len(starts) and starts[k] == pos:
-            return origins[k] if start else ends[k]
-        base = pos if k == 0 else ends[k - 1] + pos - starts[k - 1] - 1
+        starts, ends, origins, origin_ends = self._positions()
+        k = bisect.bisect_right(starts, pos) - 1
+        if k >= 0 and pos < ends[k]:  # one of an escape's characters: the whole escape
+            if self._narrow:  # a doubled quote at a match's edge: the quote nearest it
+                return origin_ends[k] - 1 if start else origins[k] + 1
+            return origins[k] if start else origin_ends[k]
+        base = pos if k < 0 else origin_ends[k] + pos - ends[k]
         return base if start else base + 1
+
+
+_CP1252_UNDEFINED = frozenset(b"\x81\x8d\x8f\x90\x9d")
+
+
+def _cp1252_fallback(error: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: bytes that are no UTF-8 as cp1252 writes them (Latin-1 for
+    the five it leaves undefined), the way a page in Windows' encoding meant them."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    bad = error.object[error.start:error.end]
+    return "".join(chr(b) if b in _CP1252_UNDEFINED else bytes((b,)).decode("cp1252")
+                   for b in bad), error.end
+
+
+codecs.register_error("guardrails.cp1252", _cp1252_fallback)
+
+
+def _decoded_bytes(data: bytes, encoding: str = "utf-8") -> str:
+    """``data`` as ``encoding`` (UTF-8 unless a MIME word names one), bytes that are not
+    as cp1252; an unknown encoding as UTF-8."""
+    try:
+        return data.decode(encoding, "guardrails.cp1252")
+    except Exception:  # an encoding Python does not know, or not a text encoding
+        return data.decode("utf-8", "guardrails.cp1252")
+
+
+def _safe_char(code: int) -> str:
+    """A code point as a character; a lone surrogate (or no character at all) as U+FFFD,
+    which RE2 can read."""
+    return "\ufffd" if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
 
 
 @functools.lru_cache(maxsize=4096)
 def _unescaped_char(escape: str) -> str:
-    """The character an escape stands for (cached: a text's escapes repeat)."""
+    """The character an escape of JSON, ``repr``, C, HTML or percent-encoding stands for
+    (cached: a text's escapes repeat)."""
     simple = _SIMPLE_ESCAPES.get(escape) or _HTML_NAMES.get(escape)
     if simple is not None:
         return simple
     if escape == "+":
         return " "
     if escape[0] == "%":
-        char = bytes.fromhex(escape.replace("%", "")).decode("utf-8", "replace")
-        return char if len(char) == 1 and char != "\ufffd" else "\ufffd"
+        if escape[1] in "uU":  # JavaScript's escape(): UTF-16 code units
+            units = escape.replace("%u", "").replace("%U", "")
+            return _decoded_bytes(bytes.fromhex(units), "utf-16-be")
+        char = _decoded_bytes(bytes.fromhex(escape.replace("%", "")))
+        return char if len(char) == 1 else "\ufffd"
     kind = escape[1]
+    if kind in "01234567":  # octal: a byte each, a character's UTF-8 bytes together
+        char = _decoded_bytes(bytes(int(o, 8) & 0xFF for o in escape[1:].split("\\")))
+        return char if len(char) == 1 else "\ufffd"
     if kind == "x":
         return chr(int(escape[2:], 16))
     if kind == "#":  # an HTML character reference by number
@@ -663,20 +814,132 @@ def _unescaped_char(escape: str) -> str:
         code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
     else:
         code = int(escape[2:], 16)
-    # A lone surrogate (or no character at all) stands for a character RE2 cannot read.
-    return "\ufffd" if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
+    return _safe_char(code)
 
 
-def _view(text: str, escape: re.Pattern[str], parent: int) -> _View | None:
-    """``text`` with one level of ``escape`` undone; None if it has none. (A split and
-    C-speed lookups, not a loop per escape: a JSON text holds an escape per line.)"""
-    parts = escape.split(text)
+@functools.lru_cache(maxsize=512)
+def _cp1252_char(escape: str) -> str:
+    """The character a percent-encoded byte stands for in cp1252 (``+``: a space)."""
+    return " " if escape == "+" else _decoded_bytes(bytes.fromhex(escape[1:]), "cp1252")
+
+
+@functools.lru_cache(maxsize=4096)
+def _css_char(escape: str) -> str:
+    """The character a CSS escape stands for (U+0000 as U+FFFD, as CSS reads it)."""
+    digits = escape[1:].rstrip(" \t\r\n\f")
+    if not digits or digits[0] not in "0123456789abcdefABCDEF":
+        return escape[1]
+    code = int(digits, 16)
+    return _safe_char(code) if code else "\ufffd"
+
+
+@functools.lru_cache(maxsize=4096)
+def _qp_run(run: str) -> str:
+    """The characters a run of quoted-printable bytes and soft line breaks stands for."""
+    return _decoded_bytes(binascii.a2b_qp(run.encode("ascii")))
+
+
+_MIME_PARTS = re.compile(r"=\?([^?\s]{1,64})\?([QqBb])\?([^?\s]*)\?=")
+
+
+@functools.lru_cache(maxsize=1024)
+def _mime_run(run: str) -> str:
+    """The text a run of MIME encoded words stands for, each in the encoding it names."""
+    out = []
+    for charset, kind, data in _MIME_PARTS.findall(run):
+        raw = data.encode("ascii", "replace")
+        if kind in "Qq":
+            raw = binascii.a2b_qp(raw, header=True)
+        else:
+            with contextlib.suppress(binascii.Error, ValueError):  # else: as they are
+                raw = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4))
+        out.append(_decoded_bytes(raw, charset.split("*")[0]))
+    return "".join(out)
+
+
+_QUOTE_PAIRS = {"''": "'", '""': '"', "'\\''": "'", "'\"'\"'": "'"}
+
+
+def _plain_char(escape: str) -> str:
+    """What a doubled quote, a filler or a compatibility character stands for."""
+    return _QUOTE_PAIRS.get(escape) or _NORMAL_TABLE.get(ord(escape), escape)
+
+
+def _no_break(escape: str) -> str:
+    return ""
+
+
+class _Family(NamedTuple):
+    """One family of escapes a view undoes."""
+
+    present: Callable[[str], bool]
+    """A cheap test: whether a text may hold one (a character every escape holds)."""
+    pattern: re.Pattern[str]
+    """One escape a match, the whole match its one group (for ``re.split``)."""
+    undo: Callable[[str], str]
+    """What an escape stands for."""
+    most: int
+    """Escapes of one view undone exactly; a view with more is not made, and the text is
+    searched in the rough view too (``_CappedViews``). The families of the backslash, the
+    ampersand and the percent sign are bounded by ``MAX_ESCAPES`` before (``_views``)."""
+    narrow: bool = False
+    """Whether a match that starts or ends at an escape's character starts or ends at the
+    escape's last or first character instead of covering it whole: a doubled quote at the
+    end of a value (``"Zq""``) is often the value's quote and the quote closing the string
+    (a value ending in ``"`` JSON-escaped, ``\\"`` and the JSON string's own ``"``), and
+    the marker must leave the closing one (a JSON text stays JSON). Either quote alone
+    gives nothing of the value away."""
+
+
+def _has_quotes(text: str) -> bool:
+    return "''" in text or '""' in text or "'\"'" in text
+
+
+def _has_normal(text: str) -> bool:
+    return not text.isascii() and _EXOTIC.search(text) is not None
+
+
+def _has_breaks(text: str) -> bool:
+    return "\n" in text or "\r" in text
+
+
+_BACKSLASH_FAMILY = _Family(lambda t: "\\" in t, _ESCAPE, _unescaped_char, 1 << 30)
+_FAMILIES = (
+    _BACKSLASH_FAMILY,
+    _Family(lambda t: "&" in t, _HTML, _unescaped_char, 1 << 30),
+    _Family(lambda t: "%" in t, _PERCENT, _unescaped_char, 1 << 30),
+    _Family(lambda t: "%" in t and _PERCENT_HIGH.search(t) is not None, _PERCENT_BYTES,
+            _cp1252_char, 1 << 30),
+    _Family(lambda t: "\\" in t, _CSS, _css_char, 1 << 30),
+    _Family(lambda t: "=" in t, _QP, _qp_run, MAX_ESCAPES),
+    _Family(lambda t: "=?" in t, _MIME, _mime_run, MAX_ESCAPES),
+    _Family(lambda t: _has_quotes(t) or _has_normal(t), _PLAIN, _plain_char, 1 << 16,
+            narrow=True),
+    _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
+)
+"""The escapes a view undoes. The quotes and the normal family cost a dictionary lookup an
+escape, so they are bounded only to keep a view's memory in proportion."""
+
+_ANY_ESCAPE = re.compile("|".join(f.pattern.pattern for f in _FAMILIES))
+
+_TOO_MANY = object()
+"""What ``_view`` returns for a text with more escapes of a family than it undoes."""
+
+
+def _view(text: str, family: _Family, parent: int) -> _View | object | None:
+    """``text`` with one level of ``family`` undone; None if it has none, ``_TOO_MANY``
+    past the family's bound. (A split and C-speed lookups, not a loop per escape: a JSON
+    text holds an escape per line.)"""
+    parts = family.pattern.split(text)
     if len(parts) == 1:
         return None
+    if len(parts) > 2 * family.most + 1:
+        return _TOO_MANY
     literals = parts[0::2]
     escapes = parts[1::2]
-    parts[1::2] = map(_unescaped_char, escapes)
-    return _View("".join(parts), literals, escapes, parent)
+    undone = list(map(family.undo, escapes))
+    parts[1::2] = undone
+    return _View("".join(parts), literals, escapes, undone, parent, family.narrow)
 
 
 _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"),
@@ -721,8 +984,44 @@ def _rough(text: str) -> str:
         rough += "\n\0\n" + decoded
     if "%" in text:
         rough += "\n\0\n" + _percent_decoded(text)
+    rough += "".join("\n\0\n" + part for part in _rough_more(text))
+    if _has_quotes(rough):
+        rough += "\n\0\n" + _unquoted(rough)
+    if _has_normal(rough) or _has_breaks(rough):
+        rough += "\0" + _normalized(_normalized(rough, breaks=False))
     _RECENT_ROUGH.put(text, rough)
     return rough
+
+
+def _rough_more(text: str) -> Iterator[str]:
+    """The rough view's parts for the families added by red team 20, at C speed: octal
+    escapes as UTF-8 bytes, ``%uXXXX``, percent-encoded cp1252, quoted-printable; and CSS
+    escapes and MIME words, which only a Python step each undoes, when there are at most
+    ``MAX_ESCAPES`` of them (past that, not read: see docs/security-model.md). The doubled
+    quotes and the normal family are undone over all parts (``_rough``)."""
+    if "\\" in text:
+        if _OCTAL_HIGH.search(text) is not None:  # octal bytes, the codec read as Latin-1
+            plain = _NOT_AN_ESCAPE.sub(r"\1\\\\", text.replace("\\/", "/"))
+            latin = plain.encode("latin-1", "backslashreplace").decode("unicode_escape",
+                                                                        "replace")
+            yield latin.encode("latin-1", "replace").decode("utf-8", "guardrails.cp1252")
+        if len(_CSS.findall(text, 0, len(text))) <= MAX_ESCAPES:
+            yield _CSS.sub(lambda m: _css_char(m.group(1)), text)
+    if "%" in text:
+        if "%u" in text or "%U" in text:
+            marked = text.replace("\\", "\\\\").replace("%u", "\\u").replace("%U", "\\u")
+            yield marked.encode("latin-1", "backslashreplace").decode("unicode_escape",
+                                                                       "replace")
+        marked = text.replace("\\", "\\\\").replace("%", "\\x").replace("+", " ")
+        data = marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
+        yield data.encode("latin-1", "backslashreplace").decode("cp1252", "replace")
+    if "=" in text:
+        yield _decoded_bytes(binascii.a2b_qp(text.encode("utf-8", "surrogatepass")))
+        if text.count("=?") <= MAX_ESCAPES:
+            yield _MIME.sub(lambda m: _mime_run(m.group(1)), text)
+
+
+_OCTAL_HIGH = re.compile(r"\\[23][0-7]{2}")
 
 
 def _html_undone(text: str) -> str:
@@ -778,30 +1077,69 @@ _NONE = object()
 
 
 def may_escape(text: str) -> bool:
-    """Whether ``text`` may hold an escape: a backslash, or an HTML character reference (an
-    ampersand alone, as in "Q&A" or a query string, is none)."""
+    """Whether ``text`` may hold an escape: a backslash, an HTML character reference (an
+    ampersand alone, as in "Q&A" or a query string, is none), a percent-encoded character,
+    a quoted-printable byte or MIME word, a doubled quote, a line break, a filler or a
+    compatibility character (``_FAMILIES``)."""
+    return _costly_escape(text) or _has_quotes(text) or _has_breaks(text) or _has_normal(text)
+
+
+def _costly_escape(text: str) -> bool:
+    """Whether ``text`` may hold an escape of a family that C-speed replacements cannot
+    undo exactly (all but the quotes and the normal family)."""
     return "\\" in text or ("&" in text and _HTML.search(text) is not None) or (
-        "%" in text and _PERCENT.search(text) is not None)
+        "%" in text and _PERCENT.search(text) is not None) or (
+        "=" in text and ("=?" in text or _QP.search(text) is not None))
 
 
-_FAMILIES = (("\\", _ESCAPE), ("&", _HTML), ("%", _PERCENT))
-"""The escapes a view undoes, each with the character that any of its escapes holds."""
+def _plain_forms(text: str) -> list[str]:
+    """``text``, and it with its doubled quotes and its normal family undone (one and both),
+    at C speed: for a text that holds no other escape, every form a value may take in it
+    (``_find_escaped``'s probe of a JSON document's strings)."""
+    forms = [text]
+    if _has_quotes(text):
+        forms.append(_unquoted(text))
+    if _has_normal(text) or _has_breaks(text):
+        forms += [_normalized(form) for form in forms]
+        if _has_quotes(forms[-1]):
+            forms.append(_unquoted(forms[-1]))
+    return forms
+
+
+def _unquoted(text: str) -> str:
+    """``text`` with its doubled and shell-escaped quotes undone (C-speed replacements)."""
+    for escaped in ("'\\''", "'\"'\"'", "''", '""'):
+        text = text.replace(escaped, _QUOTE_PAIRS[escaped])
+    return text
+
+
+def _normalized(text: str, *, breaks: bool = True) -> str:
+    """``text`` with its line breaks (and the indentation after them; not with ``breaks``
+    false) and fillers removed, and its compatibility characters in their ASCII form (C
+    speed)."""
+    if breaks and ("\n" in text or "\r" in text):
+        text = _BREAKS.sub("", text)
+    return text if text.isascii() else text.translate(_NORMAL_TABLE)
 
 
 def _views(text: str) -> list[_View] | None:
     """``text`` with up to ``_VIEWS`` levels of escapes undone, each level by each family
-    (JSON and ``repr`` escapes, HTML character references, percent-encoding) of each view
-    before it, as far as it still has escapes of that family: JSON in JSON, and a web page's
-    text in a JSON string (``&amp;`` inside ``\\u00fc`` and ``\\/``), or an HTML-escaped value
-    percent-encoded into a link (red team 18: every HTML and percent view was made of the
-    text itself, so a value escaped by two families went out whole). A view whose text
+    (``_FAMILIES``: JSON, ``repr`` and C escapes, HTML character references,
+    percent-encoding, CSS escapes, quoted-printable, MIME words, doubled quotes, the normal
+    family) of each view before it, as far as it still has escapes of that family: JSON in
+    JSON, and a web page's text in a JSON string (``&amp;`` inside ``\\u00fc`` and ``\\/``),
+    or an HTML-escaped value percent-encoded into a link (red team 18: every HTML and
+    percent view was made of the text itself, so a value escaped by two families went out
+    whole), a mail's quoted-printable source in a JSON result. A view whose text
     another view already has is not made twice. None when ``text``, or all views together,
     hold more than ``MAX_ESCAPES`` backslashes, ampersands, percent and plus signs (too many
     to decode one by one: see ``_rough``). When its views would hold more characters than
     ``_VIEW_COPIES`` copies of it (and ``_VIEW_SMALL``), or ``_VIEW_CHARS``, the views of
-    one family at a time (``_CappedViews``: the rough view is searched too).
+    one family at a time (``_CappedViews``: the rough view is searched too); so too when a
+    view would hold more escapes of a family than the family's bound (``_Family.most``).
     (A view holds no more of those signs than the text it was made of: each escape undone
-    is one character, and the literal text is the same.)"""
+    is one character, or characters a MIME word's bytes stand for, and the literal text is
+    the same.)"""
     found = _RECENT_VIEWS.get(text)
     if found is not None:
         return None if found is _NONE else found
@@ -812,14 +1150,18 @@ def _views(text: str) -> list[_View] | None:
     seen = {text}
     level: list[tuple[str, int]] = [(text, -1)]
     chars, allowed = 0, min(_VIEW_CHARS, _VIEW_COPIES * len(text) + _VIEW_SMALL)
+    too_many = False
     for _ in range(_VIEWS):
         below: list[tuple[str, int]] = []
         for current, parent in level:
-            for mark, escape in _FAMILIES:
-                if mark not in current:
+            for family in _FAMILIES:
+                if not family.present(current):
                     continue
-                view = _view(current, escape, parent)
-                if view is None or view.text in seen:
+                view = _view(current, family, parent)
+                if view is _TOO_MANY:
+                    too_many = True
+                    continue
+                if not isinstance(view, _View) or view.text in seen:
                     continue
                 chars += len(view.text)
                 if chars > allowed:
@@ -833,33 +1175,35 @@ def _views(text: str) -> list[_View] | None:
                 views.append(view)
                 below.append((view.text, len(views) - 1))
         level = below
+    if too_many:
+        views = _CappedViews(views)
     _RECENT_VIEWS.put(text, views)
     return views
 
 
 class _CappedViews(list):  # type: ignore[type-arg]
-    """The views of a text whose views of views were too many (see ``_views``): besides
-    them, the rough view is searched, and a value or pattern found there replaces the text
-    whole (fail closed)."""
+    """The views of a text whose views of views were too many, or whose escapes of a
+    family were (see ``_views``): besides them, the rough view is searched, and a value or
+    pattern found there replaces the text whole (fail closed)."""
 
     __slots__ = ()
 
 
 def _family_views(text: str) -> list[_View]:
-    """Up to ``_VIEWS`` levels of JSON and ``repr`` escapes undone, and the text's HTML
-    references and percent-encoding undone once each: a copy of the text for each."""
+    """Up to ``_VIEWS`` levels of JSON and ``repr`` escapes undone, and the text's escapes
+    of each other family undone once each: a copy of the text for each."""
     views: list[_View] = []
     current, parent = text, -1
     while "\\" in current and len(views) < _VIEWS:
-        view = _view(current, _ESCAPE, parent)
-        if view is None:
+        view = _view(current, _BACKSLASH_FAMILY, parent)
+        if not isinstance(view, _View):
             break
         views.append(view)
         current, parent = view.text, len(views) - 1
-    for mark, escape in _FAMILIES[1:]:
-        if mark in text:
-            view = _view(text, escape, -1)
-            if view is not None:
+    for family in _FAMILIES[1:]:
+        if family.present(text):
+            view = _view(text, family, -1)
+            if isinstance(view, _View):
                 views.append(view)
     return views
 
@@ -983,11 +1327,11 @@ def redact_escaped(text: str, patterns: Sequence[Any],
         runs: list[tuple[int, int]] = []
         for pattern in patterns:
             for m in pattern.finditer(view.text):
+                start, end = m.span()
+                if start == end:  # (a pattern that matches nothing matches everywhere)
+                    continue
                 if (seen := seen + 1) > _MAX_ESCAPED_MATCHES:
                     return REDACTED  # more matches than are worth mapping: fail closed
-                start, end = m.span()
-                if start == end:
-                    continue
                 start = _view_escape_start(view.text, start, runs)
                 start, end, touches = _source(views, level, start, end)
                 if touches and (_ANY_ESCAPE.search(text, start, end) or pattern.search(
