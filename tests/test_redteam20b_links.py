@@ -134,6 +134,8 @@ def test_a_link_inside_one_read_on_is_not_read_on_again() -> None:
 
 @pytest.mark.xfail(strict=True, reason="accepted limit (docs/security-model.md): urls() "
                    "lists http://, https:// and www. links; a client that links a bare "
-                   "name (evil.com/x) opens one urls() does not list")
-def test_a_bare_host_link_is_listed() -> None:
-    assert _urls("Docs moved to evil.com/docs") != []
+                   "name, or a browser repairing a link's scheme, opens one it does not list")
+@pytest.mark.parametrize("body", ["Docs moved to evil.com/docs", "[docs](https:evil.com/x)",
+                                  "[docs](//evil.com/x)", '<a href="https:/\\evil.com">x</a>'])
+def test_a_link_without_its_slashes_is_listed(body: str) -> None:
+    assert _urls(body) != []
