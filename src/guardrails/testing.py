@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from guardrails.engine.counters import PresetCounts
 from guardrails.engine.decision import Decision
@@ -241,7 +241,8 @@ class Runner:
                 counters=PresetCounts(case.counters) if case.counters is not None else None,
             )
             used.setdefault(key, []).append(decision)
-            mismatches = [*_with_key_hints(check(case.expect, decision), case),
+            mismatches = [*_text_number_hints(_with_key_hints(check(case.expect, decision),
+                                                              case), case),
                           *unknown_rules(case.expect, policy_set),
                           *unmatched_tool(case.tool, decision, policy_set),
                           *unmatched_agent(case.tool, case.agent, policy_set),
@@ -330,7 +331,8 @@ def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
     shown = decision.to_dict()
     effect = expect.get("effect")
     if effect is not None and str(effect) != decision.effect.value:
-        out.append(Mismatch("effect", str(effect), decision.effect.value))
+        out.append(Mismatch("effect", str(effect), decision.effect.value,
+                            _audit_note(str(effect), decision)))
     arguments = expect.get("arguments")
     if isinstance(arguments, Mapping):
         for name, want in arguments.items():
@@ -367,6 +369,44 @@ def check(expect: Mapping[str, Any], decision: Decision) -> list[Mismatch]:
                     f"{e.policy}/{e.element}: {e.message}" for e in decision.errors)))
         elif sorted(str(e) for e in errors) != failed:
             out.append(Mismatch("errors", sorted(str(e) for e in errors), failed))
+    return out
+
+
+_SEVERITY: Final = ("allow", "warn", "require_approval", "deny", "halt")
+
+
+def _audit_note(effect: str, decision: Decision) -> str:
+    """Why the expected effect did not happen when an audit-mode rule would have given it
+    (``mode: audit`` left on after a shadow rollout): audit rules are recorded, not
+    enforced, so the case fails with the enforced effect and nothing else says why."""
+    if effect not in _SEVERITY or effect == "allow":
+        return ""
+    would = sorted({r.policy for r in decision.rules if r.audit and r.action.value in
+                    _SEVERITY and _SEVERITY.index(r.action.value) >= _SEVERITY.index(effect)
+                    and r.action.value != "warn"})
+    if not would:
+        return ""
+    names = ", ".join(would)
+    return (f"(policy {names} is in mode: audit: its rules fired and were recorded, not "
+            f"enforced; remove mode: audit to enforce them, or expect the enforced effect)")
+
+
+def _text_number_hints(mismatches: list[Mismatch], case: TestCase) -> list[Mismatch]:
+    """An unexpected "no matching overload ... (string, int)" while the case's args hold a
+    number in quotes (``amount: "5000"``): the case sends text, as a model may, and the
+    rule compares it with a number. Say which argument, so the fix (the case's quotes, or
+    a repair in the policy) is plain."""
+    out: list[Mismatch] = []
+    texts = [f"args.{k} is the text {v!r}" for k, v in (case.args or {}).items()
+             if isinstance(v, str) and re.fullmatch(r"\s*-?[0-9][0-9_,]*(\.[0-9]+)?\s*", v)]
+    for m in mismatches:
+        if (texts and m.field == "errors" and "no matching overload" in m.note
+                and "string" in m.note):
+            m = dataclasses.replace(m, note=m.note + " (the case's " + ", ".join(texts)
+                                    + ": a number in quotes is a string; write it without "
+                                    "quotes, or repair it in the policy if models send it "
+                                    "so)")
+        out.append(m)
     return out
 
 

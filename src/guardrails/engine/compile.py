@@ -473,6 +473,9 @@ class _Compiler:
         if namespace in SHIPPED_LIBRARIES:
             return (f" ('{namespace}' is a library shipped with the package: name it in "
                     f"this policy's spec.uses: [{namespace}])")
+        if namespace == "authorizer":
+            return (" (Kubernetes' authorizer: there is no authorizer here; the caller is "
+                    "principal, as the host passes it: \"payments\" in principal.groups)")
         return (f" (if '{namespace}' is a Library, load the file that defines it with this "
                 "policy)")
 

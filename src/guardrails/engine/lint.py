@@ -654,6 +654,7 @@ def lint_policies(policies: _HasPolicies | Iterable[CompiledPolicy], *,
         findings.extend(_injected_reads(policy, compiled))
         findings.extend(_tool_name_literals(policy, compiled, named))
         findings.extend(_empty_searches(policy))
+        findings.extend(_unanchored_permits(policy))
         for element, expression, program in policy.expressions():
             findings.extend(_lint_regexes(policy, element, expression, program.ast))
     unique = {(f.file, f.line, f.column, f.message): f for f in findings}
@@ -724,7 +725,7 @@ def _lint_logic(policy: CompiledPolicy) -> list[Finding]:
                            f"groups calls by time: key by who or what is counted, such as "
                            f"principal.user)"))
     for glob, at in zip(policy.tools or (), policy.tool_positions, strict=False):
-        problem = _mcp_glob_problem(glob)
+        problem = _mcp_glob_problem(glob) or _regex_glob_problem(glob)
         if problem:
             out.append(_at(at, "warning", f"policy {name}: match.tools '{glob}' {problem}"))
     read = _counters_read(policy)
@@ -869,6 +870,131 @@ def _mcp_glob_problem(glob: str) -> str | None:
     if "/" in glob and ":" not in glob and "*" not in glob.split("/", 1)[0]:
         return f"matches no tool (tool names have no '/'): {form}: mcp:{glob}?"
     return None
+
+
+_REGEX_IN_GLOB: Final = re.compile(r"\.[*+]|^\^|\$$|\||\\[.dwsb]|\(|\)|\+")
+
+
+def _regex_glob_problem(glob: str) -> str | None:
+    """Why a glob written as a regular expression (``send_.*``, ``^send_email$``,
+    ``send_email|send_money``) matches no tool meant: ``match.tools`` are shell globs, so
+    ``.``, ``^``, ``$``, ``|``, ``+`` and parentheses are the characters themselves, which
+    no tool name has. Needs no tool schemas: it is the glob's syntax."""
+    if not _REGEX_IN_GLOB.search(glob):
+        return None
+    if "|" in glob:
+        parts = [p.strip("^$()") for p in glob.split("|")]
+        fix = "list each tool: [" + ", ".join(parts) + "]"
+    else:
+        fix = "write '" + re.sub(r"\.[*+]", "*", glob.strip("^$")).replace("\\", "") + "'"
+    return (f"is a regular expression, but match.tools are shell-style globs (*, ?, "
+            f"[abc]): it matches only a tool named with those very characters; {fix}")
+
+
+def _unanchored_permits(policy: CompiledPolicy) -> list[Finding]:
+    """A ``matches()`` with an unanchored literal pattern where a match lets the call
+    through: in an ``allow`` rule's condition, or negated in a ``deny``, ``halt`` or
+    ``require_approval`` rule's (``!args.to.matches("@example\\.com")``). ``matches()``
+    searches, as RE2 does, so text around the pattern matches too
+    (``ceo@example.com.evil.io``): the permit is wider than the pattern reads. A search
+    in the restricting direction (a deny on ``matches("drop")``) errs the safe way and is
+    not reported; neither is a pattern anchored at either end or starting or ending with
+    ``.*`` (the search written out), nor one of words (``\\b``) or spaces, nor a search in
+    anything but one argument (free text such as ``request.text`` is searched on
+    purpose)."""
+    variables = {v.name: (v.value.program.ast, v.value.expression) for v in policy.variables}
+    out: list[Finding] = []
+    for rule in policy.rules:
+        action = rule.action.value
+        if action == "warn":
+            continue
+        found: list[tuple[ast.Literal, Expression]] = []
+        _permitting_searches(rule.when.program.ast, rule.when.expression, action == "allow",
+                             variables, found, set())
+        for pattern, expression in found[:1]:
+            text = str(pattern.value)
+            how = ("this allow rule also fires for" if action == "allow" else
+                   f"this {action} rule (negated) lets through")
+            out.append(_at(expression.position_of(pattern.offset), "warning",
+                           f"policy {policy.name}: rules.{rule.name}.when: matches() finds "
+                           f"'{text}' anywhere in the text, so {how} any value that "
+                           f"contains it (text before or after it); for the whole value "
+                           f"write '^{text}$' (or ==), for a prefix '^{text}', for a suffix "
+                           f"'{text}$'"))
+    return out
+
+
+def _unanchored(pattern: str) -> bool:
+    body = re.sub(r"^\(\?[a-zA-Z]+\)", "", pattern)
+    return not (body.startswith(("^", "\\A", ".*")) or body.endswith(("$", "\\z", ".*"))
+                or body == "" or "\\b" in body or " " in body or "\\s" in body)
+
+
+def _permitting_searches(node: ast.Node, expression: Expression, positive: bool,
+                         variables: Mapping[str, tuple[ast.Node, Expression]],
+                         found: list[tuple[ast.Literal, Expression]], walked: set[str],
+                         elements: Mapping[str, bool] | None = None) -> None:
+    """The unanchored ``matches()`` patterns of ``node`` that hold where the rule fires
+    with ``positive`` polarity (through ``!``, ``&&``, ``||``, a ternary's branches,
+    ``exists``/``all`` and ``variables.x``); ``elements``: the macro variables in scope,
+    true for one that iterates an argument's elements (``args.cc.exists(c, ...)``)."""
+    elements = elements or {}
+    if isinstance(node, ast.Select) and isinstance(node.operand, ast.Ident) \
+            and node.operand.name == "variables" and node.field in variables \
+            and node.field not in walked:
+        walked.add(node.field)
+        ast_, expr = variables[node.field]
+        _permitting_searches(ast_, expr, positive, variables, found, walked)
+        return
+    if isinstance(node, ast.Comprehension):
+        if node.macro in ("exists", "all", "exists_one"):
+            inner = {**elements, node.iter_var: _an_argument(node.iter_range, elements)}
+            _permitting_searches(node.loop_step, expression, positive, variables, found,
+                                 walked, inner)
+        return
+    if not isinstance(node, ast.Call):
+        return
+    if node.function == "!_" and node.args:
+        _permitting_searches(node.args[0], expression, not positive, variables, found, walked,
+                             elements)
+    elif node.function in ("_&&_", "_||_"):
+        for a in node.args:
+            _permitting_searches(a, expression, positive, variables, found, walked, elements)
+    elif node.function == "_?_:_" and len(node.args) == 3:
+        for a in node.args[1:]:
+            _permitting_searches(a, expression, positive, variables, found, walked, elements)
+    elif positive and node.function == "matches":
+        pattern = pattern_argument("matches", node)
+        searched = node.target if node.target is not None else (node.args or (None,))[0]
+        if isinstance(pattern, ast.Literal) and isinstance(pattern.value, str) \
+                and _unanchored(pattern.value) and _an_argument(searched, elements):
+            found.append((pattern, expression))
+
+
+def _an_argument(node: ast.Node | None, elements: Mapping[str, bool]) -> bool:
+    """``args.to``, ``args["to"]``, ``args.?to.orValue("")``: one argument's whole value,
+    such as an address, a URL or a name (a search in free text, the user's request or a
+    body, is what ``matches()`` is for); ``elements``: macro variables, true for one
+    iterating an argument's elements."""
+    if isinstance(node, ast.Ident):
+        return elements.get(node.name, False)
+    for _ in range(16):
+        if isinstance(node, ast.Select):
+            if isinstance(node.operand, ast.Ident):
+                return node.operand.name == "args"
+            node = node.operand
+        elif isinstance(node, ast.Call) and node.function in ("orValue", "lowerAscii",
+                                                              "trim", "upperAscii") \
+                and node.target is not None:
+            node = node.target
+        elif isinstance(node, ast.Call) and node.function in ("_[_]", "@select") and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Ident):
+                return first.name == "args"
+            node = first
+        else:
+            return False
+    return False
 
 
 def _counters_read(policy: CompiledPolicy) -> set[str] | None:

@@ -196,7 +196,16 @@ _FOREIGN_NAMES: Final[Mapping[str, str]] = {
               "match: {tools: [...]}",
     "resource": "Cedar's resource: what the call acts on is in its arguments, args "
                 "(args.path, args.to)",
-    "context": "the call's names are args, tool, principal, history, request, params, now",
+    "context": "Cedar's context: the tool's arguments are args; the call's names are args, "
+               "tool, principal, history, request, params, now",
+    "None": "Python's None is null here; an argument left out is tested with !has(args.x)",
+    "nil": "null",
+    "NULL": "SQL's NULL is null here; an argument left out is tested with !has(args.x)",
+    "undefined": "JavaScript's undefined: an argument left out is tested with "
+                 "!has(args.x); null is null",
+    "True": "true, in lower case", "False": "false, in lower case",
+    "TRUE": "true, in lower case", "FALSE": "false, in lower case",
+    "_": "Rego's _ (some element): write list.exists(x, condition)",
     "arguments": "the tool's arguments are args",
     "arg": "the tool's arguments are args",
     "param": "static data is params",
@@ -216,6 +225,7 @@ _FOREIGN_FUNCTIONS: Final[Mapping[str, str]] = {
     "sprintf": "string concatenation: \"a \" + string(x)", "concat": "a + b",
     "to_number": "int(x) or double(x)", "is_null": "x == null",
     "in": "x in list", "includes": "x in list, or s.contains(t) for text",
+    "contains": "a method, text first: s.contains(t); for a list, x in list",
     "strip": "x.trim()", "replace_all": "x.replace(a, b)",
     "quantity": "no Kubernetes quantities; compare plain numbers: args.size > 1073741824 "
                 "for 1Gi",

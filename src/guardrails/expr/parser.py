@@ -409,13 +409,28 @@ class _Parser:
             return " (CEL writes 'and' as && and 'or' as ||)"
         if (self.kinds[pos] == "word" and value == "not") or before == "not":
             return " (CEL writes 'not' as !: !(x in list), !has(args.x))"
+        if self.kinds[pos] == "word" and str(value).lower() == "like":
+            return (" (SQL's and Cedar's LIKE: write x.startsWith(p), x.endsWith(s), "
+                    "x.contains(t) or x.matches(regex))")
+        if self.kinds[pos] == "word" and str(value).lower() == "is":
+            return (" (SQL's IS NULL is == null; an argument left out is tested with "
+                    "!has(args.x))")
+        if self.kinds[pos] == "word" and value == "has":
+            return " (Cedar's 'x has y' is has(x.y) here)"
+        if self.kinds[pos] == "/" and (pos == 0 or self.kinds[pos - 1] in ("(", ",")):
+            return (" (CEL has no regex literals: write the pattern as a string, "
+                    "x.matches(\"^a.*\"))")
         return ""
 
-    def expect(self, kind: str, what: str) -> None:
+    def expect(self, kind: str, what: str, hint: str = "") -> None:
         pos = self.pos
         if self.kinds[pos] != kind:
             found = _describe(self.kinds[pos], self.values[pos])
-            self.fail.at(f"expected {what}, found {found}", self.offsets[pos])
+            if self.kinds[pos] == ":" and self.kinds[pos + 1] == ":":
+                hint = (" (Cedar's entities such as Group::\"admins\" do not exist here: "
+                        "the caller is principal, as the host passes it, e.g. \"admins\" in "
+                        "principal.groups)")
+            self.fail.at(f"expected {what}, found {found}{hint}", self.offsets[pos])
         self.pos = pos + 1
 
     def enter(self) -> None:
@@ -532,7 +547,9 @@ class _Parser:
                 if optional:
                     self.pos += 1
                 index = self.expr()
-                self.expect("]", "']'")
+                self.expect("]", "']'", " (CEL has no slices: s.substring(i, j), "
+                            "s.startsWith(p), s.endsWith(s2))" if self.kinds[self.pos] == ":"
+                            else "")
                 if optional:
                     node = self.optional_call(offset, "@index", (node, index))
                 else:
@@ -560,7 +577,10 @@ class _Parser:
                 if self.kinds[self.pos] != ",":
                     break
                 self.pos += 1
-        self.expect(")", "',' or ')'")
+        self.expect(")", "',' or ')'", " (no generator expressions: write "
+                    "list.exists(x, condition) for any(), list.all(x, condition) for all())"
+                    if self.kinds[self.pos] == "word" and self.values[self.pos] == "for"
+                    else "")
         return tuple(args)
 
     def primary(self) -> Node:
@@ -580,7 +600,8 @@ class _Parser:
         if kind == "(":
             self.pos = pos + 1
             node = self.expr()
-            self.expect(")", "')'")
+            self.expect(")", "')'", " (a list is written in brackets: x in [\"a\", \"b\"])"
+                        if self.kinds[self.pos] == "," else "")
             return node
         if kind == "[":
             return self.list_literal()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from guardrails.expr import ast, library, stdlib
 from guardrails.expr.spelling import closest
@@ -502,11 +502,21 @@ def _params_hint(x: ast.Node, y: ast.Node, a: Type, b: Type) -> str:
     return ""
 
 
+_YAML11_BOOLS: Final = frozenset({"yes", "no", "on", "off", "y", "n"})
+"""What YAML 1.1 reads as a bool when unquoted: a param written so is a bool, not text."""
+
+
 def _literal_hint(other: ast.Node, want: Type) -> str:
     if isinstance(other, ast.Literal) and isinstance(other.value, str):
         text = other.value.strip()
         if want.name in NUMERIC and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
             return f"; write the number without quotes: {text}"
+        if want.name == "bool" and text.lower() in ("true", "false"):
+            return f"; write the bool without quotes: {text.lower()}"
+        if want.name == "bool" and text.lower() in _YAML11_BOOLS:
+            return (f"; YAML reads a plain {text} as a bool (YAML 1.1): quote it in the "
+                    f"YAML (\"{text}\") if it is text, or compare with "
+                    f"{'true' if text.lower() in ('yes', 'y', 'on') else 'false'}")
 
     if want.name == "string":
         return "; convert it with string(...)"
@@ -531,6 +541,9 @@ class _Checker:
     def __init__(self, env: Mapping[str, Type]) -> None:
         self.env = env
         self.diagnostics: list[Diagnostic] = []
+        self.guessed: dict[Path, tuple[str, ...]] = {}
+        """Paths read from an open map that lacks them (``params.spec`` where params has
+        only ``maxAmount``), with the map's keys: their type is the other keys' guess."""
         self._locals: list[dict[str, Type]] = []
         self.guards = True
         """False when no field can be absent: then guards change nothing (at load time,
@@ -588,10 +601,19 @@ class _Checker:
             return DYN
         if operand.name != "map":
             where = f"; '{'.'.join(path)}' is {article(operand)}" if path else ""
+            keys = self.guessed.get(path) if path else None
+            if path and keys is not None:
+                parent = ".".join(path[:-1])
+                where = (f"; '{'.'.join(path)}' is not a key of {parent} ({parent} has "
+                         f"{', '.join(keys)}{suggest(path[-1], keys) or ''}), so it was "
+                         f"typed as its other values")
             if operand.name == "list" and operand.elem.name in ("map", "dyn"):
                 # provenance(v).source: the places are a list, each with the field
                 where += (f"; test its elements, e.g. .exists(e, e.{name} == ...) or "
                           f".all(e, ...)")
+            if name in ("length", "len", "count", "size") and operand.name in (
+                    "list", "string", "bytes"):
+                where += f"; its size is size(x) or x.size(), not x.{name}"
             self.error(node, f"{article(operand)} has no fields (reading '.{name}'){where}")
             return DYN
         f = operand.field(name)
@@ -601,6 +623,8 @@ class _Checker:
                 self.unknown_field(operand, name, node, path)
             # A closed map never holds it: read under has(), it is never read; its
             # value type is what the other keys hold, not what this one would.
+            if not operand.closed and path is not None and operand.fields:
+                self.guessed[(*path, name)] = tuple(k for k, _ in operand.fields)
             return DYN if operand.closed else operand.value
         if (not f.required and not test_only and path is not None
                 and not facts.has((*path, name)) and not self.is_local(path[0])):

@@ -511,6 +511,7 @@ _FOREIGN_FIELDS: Mapping[str, str] = {
     "matchConstraints": "Kubernetes' matchConstraints is match: {tools: [...]} here",
     "matchConditions": "Kubernetes' matchConditions is match.when here, one CEL bool",
     "matchResources": "the tools a policy applies to are match: {tools: [...]}",
+    "on": "the tools a policy applies to are match: {tools: [...]}",
     "validations": "Kubernetes' validations are rules here: {name, when, action, message}; "
                    "a validation's expression says what must hold, a rule's when says "
                    "what to act on, so negate it",
@@ -822,6 +823,12 @@ class _DocumentReader:
             elif kind == "literal_error" and isinstance(e["input"], str):
                 allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
                 hint = _VALUE_HINTS.get((str(loc[-1]), e["input"]), "")
+                cased = [a for a in allowed if a.lower() == e["input"].lower()]
+                close = closest(e["input"], allowed)
+                if not hint and cased:
+                    hint = f" (did you mean '{cased[0]}'? values are case-sensitive)"
+                elif not hint and close:
+                    hint = f" (did you mean '{close}'?)"
                 self.error(tree.node(loc), f"{path}: invalid value '{e['input']}'; "
                                            f"allowed: {', '.join(allowed)}{hint}")
             elif kind in ("literal_error", *_EXPECTED):
