@@ -139,3 +139,26 @@ def test_a_link_inside_one_read_on_is_not_read_on_again() -> None:
                                   "[docs](//evil.com/x)", '<a href="https:/\\evil.com">x</a>'])
 def test_a_link_without_its_slashes_is_listed(body: str) -> None:
     assert _urls(body) != []
+
+
+@pytest.mark.xfail(strict=True, reason="accepted limit (docs/security-model.md, promise 8): "
+                   "the request's lists are built uncharged; a request of 64 K of links "
+                   "cost one call 111-234 ms (red team 20b, one run)")
+@pytest.mark.parametrize("request_text", ["www.a.Bc " * 7_282, "www.a'@B " * 7_282,
+                                          "a@b.cc " * 9_362])
+def test_a_request_flooded_with_links_is_over_the_calls_bound(
+        tmp_path: Path, request_text: str) -> None:
+    """As ``s.urls()`` is: more than 2,048 links put the call over its cost bound."""
+    policies = load_text(tmp_path, """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: p}
+spec:
+  match: {tools: [post]}
+  rules:
+    - name: r
+      when: 'request.hosts.size() > 100000'
+      action: deny
+""")
+    decision = policies.evaluate(tool="post", args={"body": "x"},
+                                 request=request_text[:65_536])
+    assert decision.effect == "deny"
