@@ -141,14 +141,13 @@ def test_a_link_without_its_slashes_is_listed(body: str) -> None:
     assert _urls(body) != []
 
 
-@pytest.mark.xfail(strict=True, reason="accepted limit (docs/security-model.md, promise 8): "
-                   "the request's lists are built uncharged; a request of 64 K of links "
-                   "cost one call 111-234 ms (red team 20b, one run)")
 @pytest.mark.parametrize("request_text", ["www.a.Bc " * 7_282, "www.a'@B " * 7_282,
                                           "a@b.cc " * 9_362])
-def test_a_request_flooded_with_links_is_over_the_calls_bound(
-        tmp_path: Path, request_text: str) -> None:
-    """As ``s.urls()`` is: more than 2,048 links put the call over its cost bound."""
+def test_a_request_flooded_with_links_is_an_error(tmp_path: Path, request_text: str) -> None:
+    """The request's lists were built uncharged and unbounded: a request of 64 K of links
+    cost one call 111-234 ms (one run). Now at most 2,048 links, as ``s.urls()``; past it
+    reading the lists is an error (denied under ``Fail``), the same one however often a
+    rule reads them (a loop over 200 values reads the request 200 times)."""
     policies = load_text(tmp_path, """apiVersion: guardrails/v1
 kind: ToolPolicy
 metadata: {name: p}
@@ -156,9 +155,13 @@ spec:
   match: {tools: [post]}
   rules:
     - name: r
-      when: 'request.hosts.size() > 100000'
+      when: 'args.l.exists(x, x in request.urls || x in request.hosts)'
       action: deny
 """)
-    decision = policies.evaluate(tool="post", args={"body": "x"},
+    decision = policies.evaluate(tool="post", args={"l": ["q"] * 200},
                                  request=request_text[:65_536])
     assert decision.effect == "deny"
+    assert [e.message for e in decision.errors] == ["more than 2048 links in one text"]
+    fine = policies.evaluate(tool="post", args={"l": ["q"] * 200},
+                             request=request_text[:65_536 // 8])
+    assert fine.effect == "allow" and not fine.errors
