@@ -683,10 +683,17 @@ _RE_EMAIL: Final = (r"(?:^|[^\pL\pN_.%+-])"
                     r"([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
 """An address: local-part characters (after none of them, nor a letter or digit), ``@``, a
 domain of two labels or more."""
-_RE_URL: Final = (r"(?:^|[^\pL\pN_@])((?i:https?://|www\.)[^" + _SPACE
+_RE_URL: Final = (r"(?:^|[^\pL\pN@])((?i:https?://|www\.)[^" + _SPACE
                   + r"<>\"'()\[\]{}]+)")
 """A link: ``http://``, ``https://`` or ``www.`` (after no letter, digit or ``@``: the domain
-of ``info@www.x.com`` is not a link), up to white space, a quote or a bracket."""
+of ``info@www.x.com`` is not a link; ``_`` is no letter: ``_https://x.com_`` is a link in
+italics to Markdown, red team 20b), up to white space, a quote or a bracket."""
+_SPACE_UTF8: Final = (rb"[\t-\r\x1c-\x20]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]"
+                      rb"|\xe2\x81\x9f|\xe3\x80\x80")
+"""``_SPACE`` in UTF-8, for Python's ``re`` on bytes (a search is a tenth of an RE2 call's
+3 µs; one character class or a fixed sequence: linear)."""
+_URL_SPACE: Final = re.compile(_SPACE_UTF8)
+_URL_AUTHORITY_END: Final = re.compile(rb"[/?#\\]|" + _SPACE_UTF8)
 _EX_HOST = re.compile(r"(?i)(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
                       r"(?:com|org|net|edu|gov|io|ai|co|uk|de|fr|eu|info|biz|app|dev|me)"
                       r"(?![\w-])")
@@ -720,11 +727,74 @@ def _meant(raw: str) -> str | None:
     return None
 
 
+class _Cut:
+    """The links of one text that a quote or a bracket cut inside their host, read on to
+    the white space after them (red team 20b): ``https://acme.com'@evil.com/x`` is one
+    link to a Markdown renderer and a mail client, and a browser opens ``evil.com`` (all
+    before the ``@`` is userinfo), where ``_RE_URL`` alone read ``https://acme.com``, a
+    link an allow-list vouched for. Only where an ``@`` after the cut is still in the
+    host's part (before ``/ ? # \\`` and white space): ``("https://acme.com")`` and
+    ``{"u":"https://acme.com"}`` stay as they are.
+
+    Linear in the text: the next end of a host's part, ``@`` and white space are each
+    searched from a position no earlier than the last search's (a cached answer holds
+    until it is passed), and a link starting inside one already read on is not read
+    again (``www.a'@www.a'@...`` would copy the text once a link)."""
+
+    __slots__ = ("_at", "_authority", "_covered", "_space", "data", "read")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._covered = 0
+        self.read = 0
+        # links cut at a quote or a bracket: each one read past its cut costs a link again
+        self._authority = self._at = self._space = (-1, -1)
+
+    def _next(self, cached: tuple[int, int], pos: int, find: Any) -> tuple[int, int]:
+        if cached[0] <= pos <= cached[1]:
+            return cached
+        found = find(pos)
+        return (pos, len(self.data) if found is None or found < 0 else found)
+
+    def reading(self, start: int, end: int) -> str | None:
+        """The link matched at ``data[start:end]`` as read on past its cut, or None."""
+        data = self.data
+        if end >= len(data) or data[end:end + 1] not in _CUTTING or start < self._covered:
+            return None
+        self._at = self._next(self._at, end, lambda p: data.find(b"@", p))
+        if self._at[1] == len(data):
+            return None  # (no "@" after it: the usual case, one search for the text)
+        self.read += 1
+        scheme = data.find(b"://", start, end)
+        if _URL_AUTHORITY_END.search(data, scheme + 3 if scheme >= 0 else start,
+                                     end) is not None:
+            return None  # the host ended inside the match: the cut is in the path
+        self._authority = self._next(self._authority, end, lambda p: _at_start(
+            _URL_AUTHORITY_END.search(data, p)))
+        if self._at[1] >= self._authority[1]:
+            return None
+        self._space = self._next(self._space, end,
+                                 lambda p: _at_start(_URL_SPACE.search(data, p)))
+        self._covered = self._space[1]
+        return data[start:self._covered].decode().rstrip(_TRAILING)
+
+
+_TRAILING: Final = ".,;:!?*_~"
+"""What ends a sentence or an emphasis after a link, and is not part of it (GitHub's
+Markdown drops the same: ``_https://x.com/a_`` is a link to ``https://x.com/a``)."""
+_CUTTING: Final = frozenset(bytes([c]) for c in b"<>\"'()[]{}")
+
+
+def _at_start(m: Any) -> int | None:
+    return None if m is None else int(m.start())
+
+
 def _links(text: str, limit: int | None = None) -> tuple[list[str], list[str], str, int]:
     """The e-mail addresses (lower-cased) and URLs (as written, without the sentence's
     punctuation after them) of ``text``, the text with both blanked (so the request's other
     kinds are not read inside them), and the matches gone through: at most ``limit``
-    (``MatchBoundExceeded`` past it). A URL holding an address (``https://u@evil.com/x``,
+    (``MatchBoundExceeded`` past it; a link cut at a quote or a bracket counts twice in
+    the count returned, the work charged: ``_Cut``). A URL holding an address (``https://u@evil.com/x``,
     ``?to=a@b.com``) is one URL, whole. RE2 on the text's UTF-8 (linear, no per-match
     conversion of offsets).
 
@@ -737,6 +807,7 @@ def _links(text: str, limit: int | None = None) -> tuple[list[str], list[str], s
     spans: list[tuple[int, int]] = []
     matches = 0
     found: list[list[str]] = []
+    cut = _Cut(data)
     for kind, pattern in enumerate(_LINK_PATTERNS):
         out: list[str] = []
         for m in pattern.finditer(data):
@@ -752,7 +823,11 @@ def _links(text: str, limit: int | None = None) -> tuple[list[str], list[str], s
                 meant = _meant(raw)
                 if meant is not None:
                     out.append(meant)
-            out.append(raw.lower() if kind == 0 else raw.rstrip(".,;:!?"))
+            out.append(raw.lower() if kind == 0 else raw.rstrip(_TRAILING))
+            if kind == 1:
+                longer = cut.reading(start, end)
+                if longer is not None:
+                    out.append(longer)
         found.append(out)
     if spans:
         spans.sort()
@@ -767,7 +842,7 @@ def _links(text: str, limit: int | None = None) -> tuple[list[str], list[str], s
                 last = end
         parts.append(data[last:])
         text = b"".join(parts).decode()
-    return _unique(found[0]), _unique(found[1]), text, matches
+    return _unique(found[0]), _unique(found[1]), text, matches + cut.read
 
 
 class _Spans:
@@ -797,7 +872,7 @@ class _Spans:
 def _extract(text: str) -> dict[str, list[Any]]:
     """The targets a request names. Each kind's spans are blanked before the next kind is
     read, so the digits of an IBAN or a date are not also phone numbers or amounts."""
-    emails, urls, rest, _ = _links(text[:MAX_TEXT])
+    emails, urls, rest, _ = _links(text[:MAX_TEXT], MAX_MATCHES)
     spans = _Spans(rest)
     hosts: dict[str, None] = {}
     for u in urls:
@@ -856,13 +931,14 @@ _REQUEST_KEYS: Final = ("text", "emails", "urls", "hosts", "ibans", "phones", "n
 class Request(Mapping[str, Any]):
     """``request``: the user's words and what they name, extracted on first use."""
 
-    __slots__ = ("_extracted", "text")
+    __slots__ = ("_extracted", "_over", "text")
     _defs: Final = frozenset(_REQUEST_KEYS)
     """The keys it holds: generated code reads them directly (see ``values.Variables``)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._extracted: dict[str, list[Any]] | None = None
+        self._over = ""
 
     def __getitem__(self, key: str) -> Any:
         if key == "text":
@@ -870,7 +946,16 @@ class Request(Mapping[str, Any]):
         if key not in _REQUEST_KEYS:
             raise KeyError(key)
         if self._extracted is None:
-            self._extracted = _extract(self.text)
+            # At most ``MAX_MATCHES`` links, as ``s.urls()``: a request of 64 K of links
+            # cost a call 111-234 ms uncharged (red team 20b). Past it the lists are an
+            # error (the rule's failurePolicy), the same one on every later read.
+            if self._over:
+                raise MatchBoundExceeded(self._over)
+            try:
+                self._extracted = _extract(self.text)
+            except MatchBoundExceeded as exc:
+                self._over = str(exc)
+                raise
         return self._extracted[key]
 
     def __iter__(self) -> Iterator[str]:
