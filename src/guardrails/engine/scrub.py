@@ -614,14 +614,28 @@ them (``\\41 ``, ``\\000041``), or a punctuation character written after a backs
 (``\\.``; not a letter or a quote, which JSON and ``repr`` escapes spell). A family of its
 own: ``\\b`` is a backspace in JSON and U+000B in CSS."""
 
-_QP = re.compile(r"(=(?:(?:[0-9A-Fa-f]{2}|\r?\n)(?:=(?:[0-9A-Fa-f]{2}|\r?\n))+"
-                 r"|3D|\r?\n|(?<=[A-Za-z]=)[89A-F][0-9A-F]))")
-"""A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` at a line's end,
-nothing): a mail's body. A run, not a byte: a character's bytes, or a byte and a line
-break, stand together (a mailer breaks a line between a character's bytes). A byte alone
-only as quoted-printable writes one among a value's letters (``=3D`` for ``=``, a Latin-1
-byte after a letter, in upper-case hex: ``caf=E9``): ``width=100``, ``id=20`` or a
-spreadsheet's ``=A1`` is no escape."""
+_QP_BREAK = r"[ \t]*\r*\n"
+"""What follows the ``=`` of a soft line break: the white space a transport may pad a line
+with (RFC 2045), any carriage returns and a line feed, as ``binascii.a2b_qp`` (``quopri``)
+or the ``email`` package reads one."""
+
+_QP_PADDING = r"(?<![ \t])[ \t]+(?=\r*\n)"
+"""White space at a line's end, which a quoted-printable reader deletes (RFC 2045: a
+transport added it; an encoder writes a space there as ``=20``). Matched from the start of
+its run only, so that a long run of spaces is read once."""
+
+_QP = re.compile(rf"(=(?:(?:[0-9A-Fa-f]{{2}}|{_QP_BREAK})(?:=(?:[0-9A-Fa-f]{{2}}|{_QP_BREAK}))+"
+                 rf"|3D|{_QP_BREAK}|(?<=[A-Za-z]=)[89A-F][0-9A-F])|{_QP_PADDING})")
+"""A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` and ``_QP_BREAK``, nothing),
+or a line's padding (``_QP_PADDING``, nothing): a mail's body. Quoted-printable inside
+quoted-printable meets both: a line break the outer layer split (``\\r=\\r\\n\\n``)
+is ``=\\r\\r\\n`` one level down, a soft line break wrapped over lines is ``=`` and white
+space before a line break (a value encoded and wrapped three times over went out whole). A
+run, not a byte: a character's bytes, or a byte and a line break, stand together (a mailer
+breaks a line between a character's bytes). A byte alone only as quoted-printable writes
+one among a value's letters (``=3D`` for ``=``, a Latin-1 byte after a letter, in
+upper-case hex: ``caf=E9``): ``width=100``, ``id=20`` or a spreadsheet's ``=A1`` is no
+escape."""
 
 _MIME_WORD = r"=\?[^?\s]{1,64}\?[QqBb]\?[^?\s]*\?="
 _MIME = re.compile(f"({_MIME_WORD}(?:\\s+{_MIME_WORD})*)")
@@ -835,8 +849,15 @@ def _css_char(escape: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _qp_run(run: str) -> str:
-    """The characters a run of quoted-printable bytes and soft line breaks stands for."""
-    return _decoded_bytes(binascii.a2b_qp(run.encode("ascii")))
+    """The characters a run of quoted-printable bytes and soft line breaks stands for (a
+    line's padding: nothing)."""
+    if run[0] != "=":
+        return ""
+    return _decoded_bytes(binascii.a2b_qp(_QP_NOTHING.sub("", run).encode("ascii")))
+
+
+_QP_NOTHING = re.compile(f"={_QP_BREAK}|{_QP_PADDING}")
+"""Soft line breaks and a line's padding: what a quoted-printable reader deletes."""
 
 
 _MIME_PARTS = re.compile(r"=\?([^?\s]{1,64})\?([QqBb])\?([^?\s]*)\?=")
@@ -1016,7 +1037,8 @@ def _rough_more(text: str) -> Iterator[str]:
         data = marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
         yield data.encode("latin-1", "backslashreplace").decode("cp1252", "replace")
     if "=" in text:
-        yield _decoded_bytes(binascii.a2b_qp(text.encode("utf-8", "surrogatepass")))
+        yield _decoded_bytes(binascii.a2b_qp(
+            _QP_NOTHING.sub("", text).encode("utf-8", "surrogatepass")))
         if text.count("=?") <= MAX_ESCAPES:
             yield _MIME.sub(lambda m: _mime_run(m.group(1)), text)
 
