@@ -17,6 +17,7 @@ from __future__ import annotations
 import html.entities
 import logging
 import re
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,3 +105,21 @@ def test_the_scrubber_reads_each_spelling_and_keeps_the_text(spelling: str) -> N
 ])
 def test_ordinary_texts_are_unchanged(text: str) -> None:
     assert Scrubber([SECRET])(text) == text
+
+
+@pytest.mark.parametrize("secret", ["''0009;<", "'Zq9vTx3mW2", "ab''cd'ef'gh"])
+def test_a_value_with_leading_quotes_shell_quoted(secret: str) -> None:
+    """``shlex.quote`` of a value starting with quotes writes ``''"'"''"'"'...``: the
+    doubled-quote reading took the leading ``''`` (an empty shell string) for a quote and
+    read the rest out of step, so the value went out whole (found by red team 20's
+    property, on main as well). Shell quotes are read in a view of their own."""
+    spelled = shlex.quote(secret)
+    out = Scrubber([secret])("run " + spelled + " now")
+    assert "[REDACTED]" in out and secret not in decoded(out), out
+
+
+async def test_a_value_with_leading_quotes_shell_quoted_in_the_real_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    CASE[:] = [shlex.quote, WAYS["dict"]]
+    assert await _leaked(tmp_path, monkeypatch, caplog, secret="''Grüße9vTx3;<") == []
