@@ -642,6 +642,12 @@ _QUOTES = re.compile(r"('(?:\\''|\"'\"'|')|\"\")")
 """A quote doubled (CSV and SQL: ``""``, ``''``) or a single quote ended, escaped and
 reopened (a shell: ``'\\''``, ``'"'"'`` as ``shlex.quote`` writes it)."""
 
+_SHELL_QUOTES = re.compile(r"('\\''|'\"'\"')")
+"""A single quote ended, escaped and reopened, alone (a shell: ``'\\''``, ``'"'"'``): a view
+of its own besides the plain family's, since that one reads a quoted empty string before
+it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
+``''"'"''"'"'...``) and the value out of step (red team 21)."""
+
 _FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
                  "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
 """Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
@@ -927,6 +933,8 @@ _FAMILIES = (
     _Family(lambda t: "=" in t, _QP, _qp_run, MAX_ESCAPES),
     _Family(lambda t: "=?" in t, _MIME, _mime_run, MAX_ESCAPES),
     _Family(lambda t: _has_quotes(t) or _has_normal(t), _PLAIN, _plain_char, 1 << 16,
+            narrow=True),
+    _Family(lambda t: "'\"'\"'" in t or "'\\''" in t, _SHELL_QUOTES, _plain_char, 1 << 16,
             narrow=True),
     _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
 )
