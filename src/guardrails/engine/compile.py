@@ -64,8 +64,11 @@ CALL_NAMES = frozenset({"tool", "args", "principal", "history", "request", "para
 
 PROVENANCE_FUNCTIONS = frozenset({"provenance", "untrusted"})
 """Functions that read ``history`` and ``request`` without naming them."""
+SCANNING_METHODS = frozenset({"mentions"})
+"""Methods that scan on the call's provenance budget (``lib_provenance.SCAN_BUDGET``)."""
 PROVENANCE_MARKER = "@provenance"
-"""In ``CompiledExpression.names`` of an expression calling them (never a CEL name)."""
+"""In ``CompiledExpression.names`` of an expression calling them or ``SCANNING_METHODS``
+(never a CEL name)."""
 
 PathLike = str | os.PathLike[str]
 
@@ -549,6 +552,10 @@ class _Compiler:
                     # They read both, unnamed; the marker tells the engine to set their
                     # context.
                     used.update(("history", "request", PROVENANCE_MARKER))
+                elif node.target is not None and node.function in SCANNING_METHODS:
+                    # They read no context, but scan on the call's one budget (red team
+                    # 21: without it each ``s.mentions(v)`` had a budget of its own).
+                    used.add(PROVENANCE_MARKER)
             elif kind is not cel.Select:
                 continue  # only a select or an index names a counter or a variable
             counter = _reference(node, "counters")

@@ -12,6 +12,7 @@ import bisect
 import codecs
 import contextlib
 import functools
+import html.entities
 import itertools
 import json
 import re
@@ -576,17 +577,25 @@ def _leaf_texts(value: Any) -> set[str]:
 # -- redact patterns on escaped text ------------------------------------------------------
 
 _ESCAPE = re.compile(r"(\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}"
+                     r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}"
+                     r"|x[cCdD][0-9a-fA-F]\\x[89abAB][0-9a-fA-F]"
+                     r"|x[eE][0-9a-fA-F](?:\\x[89abAB][0-9a-fA-F]){2}"
+                     r"|x[fF][0-7](?:\\x[89abAB][0-9a-fA-F]){3}|x[0-9a-fA-F]{2}"
                      r"|3[0-3][0-7]\\2[0-7]{2}|3[45][0-7](?:\\2[0-7]{2}){2}"
                      r"|36[0-7](?:\\2[0-7]{2}){3}|[0-3][0-7]{0,2}|[4-7][0-7]?"
                      r"|[\\/\"'bfnrtva]))")
 """One escape of JSON, Python's ``repr`` or C (PHP, Perl, a shell's ``$'...'``): a surrogate
-pair, ``\\uXXXX``, ``\\UXXXXXXXX``, ``\\xXX``, an octal escape (a character's UTF-8 bytes,
-``\\303\\251``, or one byte, ``\\101``; ``\\0`` is one) or one character. Each stands for one
-character."""
+pair, ``\\uXXXX``, ``\\UXXXXXXXX``, ``\\xXX`` (a character's UTF-8 bytes together, as C, Go
+and a shell's ``printf`` write them, ``\\xc3\\xa9``: red team 21, read as ``Ã©`` they went
+out whole; or one), an octal escape (a character's UTF-8 bytes, ``\\303\\251``, or one byte,
+``\\101``; ``\\0`` is one) or one character. Each stands for one character (bytes that are
+no UTF-8 character, for one each)."""
 
-_HTML = re.compile(r"(&(?:quot|amp|apos|lt|gt|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
-"""An HTML character reference (``&quot;``, ``&#39;``, ``&#x2F;``): one character each.
+_HTML = re.compile(r"(&(?:[A-Za-z][A-Za-z0-9]{1,31};|#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?))")
+"""An HTML character reference (``&quot;``, ``&uuml;``, ``&sol;``, ``&#39;``, ``&#x2F;``;
+a number without its ``;``, which browsers read too): one character each (a name HTML 5
+does not know stands for itself). Red team 21: only five names were read, so PHP's
+``htmlentities`` (``Gr&uuml;&szlig;e``) went out whole.
 Undone in a view of its own: a text is HTML or JSON, and a backslash in HTML is a
 backslash."""
 
@@ -646,6 +655,12 @@ header folded over lines)."""
 _QUOTES = re.compile(r"('(?:\\''|\"'\"'|')|\"\")")
 """A quote doubled (CSV and SQL: ``""``, ``''``) or a single quote ended, escaped and
 reopened (a shell: ``'\\''``, ``'"'"'`` as ``shlex.quote`` writes it)."""
+
+_SHELL_QUOTES = re.compile(r"('\\''|'\"'\"')")
+"""A single quote ended, escaped and reopened, alone (a shell: ``'\\''``, ``'"'"'``): a view
+of its own besides the plain family's, since that one reads a quoted empty string before
+it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
+``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
 _FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
                  "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
@@ -818,10 +833,14 @@ def _unescaped_char(escape: str) -> str:
     if kind in "01234567":  # octal: a byte each, a character's UTF-8 bytes together
         char = _decoded_bytes(bytes(int(o, 8) & 0xFF for o in escape[1:].split("\\")))
         return char if len(char) == 1 else "\ufffd"
-    if kind == "x":
-        return chr(int(escape[2:], 16))
+    if kind == "x":  # a byte each, a character's UTF-8 bytes together
+        data = bytes(int(h, 16) for h in escape[2:].split("\\x"))
+        char = data.decode("utf-8", "replace") if len(data) > 1 else ""
+        return char if len(char) == 1 and char != "\ufffd" else data.decode("latin-1")
+    if escape[0] == "&" and kind != "#":  # an HTML character reference by name
+        return html.entities.html5.get(escape[1:], escape)
     if kind == "#":  # an HTML character reference by number
-        digits = escape[2:-1]
+        digits = escape[2:].rstrip(";")
         code = int(digits[1:], 16) if digits[:1] in "xX" else int(digits)
     elif len(escape) == 12:  # a surrogate pair
         high, low = int(escape[2:6], 16), int(escape[8:12], 16)
@@ -935,6 +954,8 @@ _FAMILIES = (
     _Family(lambda t: "=" in t, _QP, _qp_run, MAX_ESCAPES),
     _Family(lambda t: "=?" in t, _MIME, _mime_run, MAX_ESCAPES),
     _Family(lambda t: _has_quotes(t) or _has_normal(t), _PLAIN, _plain_char, 1 << 16,
+            narrow=True),
+    _Family(lambda t: "'\"'\"'" in t or "'\\''" in t, _SHELL_QUOTES, _plain_char, 1 << 16,
             narrow=True),
     _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
 )

@@ -189,6 +189,11 @@ COMPILE_SCAN_COST: Final = 1_000_000
 values found in a call's texts would otherwise cost seconds. Charged per call, whatever the
 process compiled before, so a call is decided alike cold or warm; a value whose literal is
 in no text never needs its pattern, and costs nothing of this."""
+CLASS_SCAN_COST: Final = 200_000
+"""Scan units of each Unicode class (``\\pL``, ``\\pN``) in a pattern, on top of
+``COMPILE_SCAN_COST``: RE2 compiles each in about 0.4 ms, and a text's pattern holds two
+between each pair of its words (red team 21: a value of 200 words took 150-260 ms to
+compile, charged as one pattern; 40 of them, 7 s in one call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +209,9 @@ class Matcher:
     """For identifiers and phone numbers: what the text without separators must contain."""
     words: str = ""
     """The value's letters and digits, lower-cased: what a field that is the value holds."""
+    partial: bool = False
+    """The value is longer than its pattern reads (``VALUE_CHARS``): a text holds it only
+    where the pattern matches and ``words``, all of them, run on in it (``_letters``)."""
 
     def found(self, low: str, budget: _Scan) -> bool:
         return self.first(low, budget) is not None
@@ -221,7 +229,11 @@ class Matcher:
         budget.charge(len(low))
         budget.use(self.pattern)
         match = compile_re2(self.pattern).search(low)
-        return None if match is None else (match.start() + match.end()) // 2
+        if match is None:
+            return None
+        if self.partial and self.words not in _letters(low, budget):
+            return None
+        return int(match.start() + match.end()) // 2
 
 
 _WORDLESS = re.compile(r"[^\w]|_")
@@ -252,6 +264,66 @@ def _fields_of(low: str) -> Iterator[str]:
         if colon and _KEY.fullmatch(key):
             line = rest.strip(" \t,")
         yield line
+
+
+_LETTERLESS = re.compile(r"(?:[^\w\x00]|_)+")
+"""What is not a letter or digit, NUL aside (NUL parts texts no value crosses)."""
+_ASCII_LETTERLESS = bytes(c for c in range(1, 128) if not chr(c).isalnum())
+_LETTERS: dict[str, str] = {}
+LETTERS_COST: Final = 64
+"""Scan units a character of a text that is not ASCII costs ``_letters`` (a regex
+substitution, 100-150 ns a character where a scan unit is about 2.5 ns; an ASCII text is
+one C-speed ``bytes.translate``, charged as a scan)."""
+
+
+def _letters(low: str, budget: _Scan) -> str:
+    """``low``'s letters and digits (and NULs), cached: where a value longer than its
+    pattern reads must run on whole (``Matcher.partial``). Charged alike cached or not (a
+    call is decided alike cold or warm)."""
+    ascii_only = low.isascii()
+    budget.charge(len(low) if ascii_only else LETTERS_COST * len(low))
+    found = _LETTERS.get(low)
+    if found is None:
+        if ascii_only:
+            found = low.encode("ascii").translate(None, _ASCII_LETTERLESS).decode("ascii")
+        else:
+            found = _LETTERLESS.sub("", low)
+        if len(_LETTERS) >= _CACHE_SIZE:
+            _LETTERS.clear()
+        _LETTERS[low] = found
+    return found
+
+
+VALUE_CHARS: Final = 1024
+"""Characters of a value its pattern is made of, and ``VALUE_WORDS`` the words of a plain
+text's. A longer value is matched as plain text by its first words, and then found only
+where its letters and digits, every one, run on in the text (``Matcher.partial``): its
+first characters alone named what they did not hold (red team 21: ``"bob@acme.com"``,
+1,020 blanks, ``",mallory@evil.com"`` was named by a request naming bob), and a value cut
+inside a word was found nowhere (an untrusted page's long text copied whole was not
+untrusted)."""
+VALUE_WORDS: Final = 16
+"""Words of a plain text's pattern (two Unicode classes each: ``CLASS_SCAN_COST``)."""
+
+
+def _partial(low: str) -> tuple[str, str, str, bool] | None:
+    """``_classify`` of a value longer than ``VALUE_CHARS`` or of more than ``VALUE_WORDS``
+    words: plain text, its first word the literal, the pattern its first words, up to
+    ``VALUE_WORDS`` of them and ``VALUE_CHARS`` characters (blanks and fillers before and
+    between them do not count), with no boundary after the last (what follows is the
+    value's ``words``)."""
+    words: list[str] = []
+    size = 0
+    for m in _WORD.finditer(low):
+        word = m.group()[:VALUE_CHARS - size]
+        words.append(word)
+        size += len(word)
+        if size >= VALUE_CHARS or len(words) >= VALUE_WORDS:
+            break
+    if not words:
+        return None
+    return ("text", words[0], _B_L + r"[^\pL\pN\x00]+".join(re.escape(w) for w in words),
+            True)
 
 
 def _number_pattern(d: Decimal) -> str:
@@ -305,8 +377,9 @@ def _as_date(low: str) -> datetime.date | None:
         return None
 
 
-def _classify(value: Any) -> tuple[str, str, str] | None:
-    """(kind, literal, RE2 pattern) for a value; None when nothing can contain it.
+def _classify(value: Any) -> tuple[str, str, str, bool] | None:
+    """(kind, literal, RE2 pattern, partial: ``Matcher.partial``) for a value; None when
+    nothing can contain it.
 
     For identifiers and phone numbers the literal is the value's digits and letters without
     separators, to look for in the dense text (see ``Matcher.dense``)."""
@@ -315,10 +388,24 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
             return None
         d = Decimal(str(value)) if type(value) is float else Decimal(value)
         whole = format(abs(d).normalize(), "f").partition(".")[0]
-        return "number", whole[-3:], _number_pattern(d)
+        return "number", whole[-3:], _number_pattern(d), False
     if type(value) is not str:
         return None
-    low = value.strip().lower()[:1024]
+    low = value.strip().lower()
+    if len(low) > VALUE_CHARS:
+        return _partial(low)
+    found = _classify_short(low)
+    if found is _TOO_MANY_WORDS:
+        return _partial(low)
+    return None if found is None else (*found, False)
+
+
+_TOO_MANY_WORDS: Final = ("text", "", "")
+"""What ``_classify_short`` gives a plain text of more than ``VALUE_WORDS`` words."""
+
+
+def _classify_short(low: str) -> tuple[str, str, str] | None:
+    """``_classify`` of a value of at most ``VALUE_CHARS`` characters."""
     if not low:
         return None
     if _EMAIL.fullmatch(low):
@@ -363,6 +450,8 @@ def _classify(value: Any) -> tuple[str, str, str] | None:
     words = _WORD.findall(low)
     if not words:
         return None
+    if len(words) > VALUE_WORDS:
+        return _TOO_MANY_WORDS
     literal = max(words, key=len)
     return "text", literal, (_B_L + r"[^\pL\pN\x00]+".join(re.escape(w) for w in words) + _B_R)
 
@@ -372,11 +461,11 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     found = _classify(value)
     if found is None:
         return None
-    kind, literal, pattern = found
+    kind, literal, pattern, partial = found
     words = _WORDLESS.sub("", str(value).lower())
     if kind in ("identifier", "phone"):
         return Matcher(kind, "", pattern, dense=literal, words=words)
-    return Matcher(kind, literal, pattern, words=words)
+    return Matcher(kind, literal, pattern, words=words, partial=partial)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -420,7 +509,7 @@ class _Scan:
     def use(self, pattern: str) -> None:
         """Charge a pattern's first use in this call (before it is compiled)."""
         if pattern not in self.used:
-            self.charge(COMPILE_SCAN_COST)
+            self.charge(COMPILE_SCAN_COST + CLASS_SCAN_COST * pattern.count("\\p"))
             self.used.add(pattern)
 
 
