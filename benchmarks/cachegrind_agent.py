@@ -11,7 +11,9 @@ of a run's memory a cache of a given size keeps. So each variant of
 ``--runs`` timed runs after ``--warmup`` and with none after the same warm-up; the
 difference divided by ``--runs`` is what one run costs, without the start-up and the load.
 The collector is off in both (``gc.freeze()`` after the warm-up, then ``gc.disable()``), so
-a collection does not land in one of the two processes only.
+a collection does not land in one of the two processes only, and each process ends with
+``os._exit`` (no interpreter shutdown: its collection of what the runs left would land in the
+process with runs only; the cyclic garbage a run leaves is ``agent_bench.py``'s to count).
 
 ``--keep DIR`` keeps the cachegrind files (``cg_diff`` of the two, then ``cg_annotate``,
 gives the interpreter's C functions per run). ``--inner VARIANT N`` is what runs under
@@ -102,7 +104,8 @@ def main() -> None:
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     if opts.inner:
         asyncio.run(_inner(opts.inner[0], int(opts.inner[1]), opts.warmup))
-        return
+        sys.stdout.flush()
+        os._exit(0)
     keep = opts.keep or Path(tempfile.mkdtemp(prefix="guardrails-cachegrind-"))
     keep.mkdir(parents=True, exist_ok=True)
     per_run: dict[str, dict[str, float]] = {}
