@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import re2
 
 from guardrails.engine.decision import REDACTED
+from guardrails.textforms import EXOTIC, NORMAL_TABLE
 
 __all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
            "redact_escaped", "spellings"]
@@ -654,39 +655,10 @@ of its own besides the plain family's, since that one reads a quoted empty strin
 it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
 ``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
-_FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
-                 "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
-"""Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
-direction marks and embeddings, the byte-order mark."""
-
-_COMPAT_RANGES = ((0x3000, 0x3000), (0xFF01, 0xFF5E), (0x2070, 0x209F), (0x2460, 0x24FF),
-                  (0x1D400, 0x1D7FF))
-"""Characters whose compatibility form (NFKC) is ASCII, that a value may be spelled in:
-fullwidth forms, super- and subscripts, enclosed (circled) letters and digits, mathematical
-letters and digits."""
-
-
-def _normal_table() -> dict[int, str]:
-    table = {ord(c): "" for c in _FILLER_CHARS}
-    for low, high in _COMPAT_RANGES:
-        for code in range(low, high + 1):
-            form = unicodedata.normalize("NFKC", chr(code))
-            if form != chr(code) and form.isascii():
-                table[code] = form
-    return table
-
-
-_NORMAL_TABLE = _normal_table()
-"""What each filler (nothing) and compatibility character (its ASCII form) becomes, for
-``str.translate`` (C speed)."""
-
-_EXOTIC = re.compile("([\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
-                     "\u2070-\u209f\u2460-\u24ff\u3000\ufeff\uff01-\uff5e"
-                     "\U0001d400-\U0001d7ff])")
-"""A filler or a compatibility character (a few ranges that hold ``_NORMAL_TABLE``'s
-characters: a class listing each of them is searched a range at a time, 12 ms for 2 kB of
-text; one of these ranges not in the table stands for itself): the *normal* family, undone in a view of its own
-(the value as it reads, without what was put between its characters)."""
+_EXOTIC = EXOTIC
+"""A filler or a compatibility character (``guardrails.textforms``): the *normal* family,
+undone in a view of its own (the value as it reads, without what was put between its
+characters)."""
 
 _PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{_EXOTIC.pattern[1:-1]})")
 """The doubled quotes and the normal family together, in one view (the *plain* family):
@@ -894,7 +866,7 @@ _QUOTE_PAIRS = {"''": "'", '""': '"', "'\\''": "'", "'\"'\"'": "'"}
 
 def _plain_char(escape: str) -> str:
     """What a doubled quote, a filler or a compatibility character stands for."""
-    return _QUOTE_PAIRS.get(escape) or _NORMAL_TABLE.get(ord(escape), escape)
+    return _QUOTE_PAIRS.get(escape) or NORMAL_TABLE.get(ord(escape), escape)
 
 
 def _no_break(escape: str) -> str:
@@ -1171,7 +1143,7 @@ def _normalized(text: str, *, breaks: bool = True) -> str:
     speed)."""
     if breaks and ("\n" in text or "\r" in text):
         text = _BREAKS.sub("", text)
-    return text if text.isascii() else text.translate(_NORMAL_TABLE)
+    return text if text.isascii() else text.translate(NORMAL_TABLE)
 
 
 def _views(text: str) -> list[_View] | None:
