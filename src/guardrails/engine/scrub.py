@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import re2
 
 from guardrails.engine.decision import REDACTED
-from guardrails.textforms import EXOTIC, NORMAL_TABLE
+from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE
 
 __all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
            "redact_escaped", "spellings"]
@@ -656,7 +656,7 @@ it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
 ``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
 _EXOTIC = EXOTIC
-"""A filler or a compatibility character (``guardrails.textforms``): the *normal* family,
+"""A filler or a compatibility character (``guardrails.expr.textforms``): the *normal* family,
 undone in a view of its own (the value as it reads, without what was put between its
 characters)."""
 

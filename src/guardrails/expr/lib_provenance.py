@@ -35,8 +35,8 @@ import re2
 
 from guardrails.expr.lib_common import RE2_OPTIONS, compile_re2, guarded, no_overload
 from guardrails.expr.limits import MAX_MATCHES
+from guardrails.expr.textforms import normal
 from guardrails.expr.values import CelError, MatchBoundExceeded
-from guardrails.textforms import normal
 
 __all__ = [
     "MAX_TEXT",
@@ -113,7 +113,7 @@ def _unglue(text: str) -> str:
 
 _IDNA_DOTS: Final = str.maketrans({"\u3002": ".", "\uff61": "."})
 """The full stops IDNA reads as a label's dot besides ``.`` and the fullwidth ``．``
-(``guardrails.textforms``): ideographic and halfwidth ideographic (UTS 46)."""
+(``guardrails.expr.textforms``): ideographic and halfwidth ideographic (UTS 46)."""
 
 
 def _normal(text: str) -> str:
