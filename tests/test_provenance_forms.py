@@ -31,6 +31,7 @@ import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
 from guardrails.expr import lib_provenance as lp
+from guardrails.expr.textforms import NORMAL_TABLE, normal
 from tests.af_support import load_text
 
 MAIL = """apiVersion: guardrails/v1
@@ -230,3 +231,46 @@ async def test_in_the_loop_a_payee_stored_in_another_form_is_held_not_paid(
     assert PAID == []
     [held] = response.user_input_requests  # from the untrusted e-mail: a human decides
     assert "read_mail" in held.additional_properties["reason"]
+
+
+# ---------------------------------------------------------------- the normalisation's cost
+
+_SPARSE_RUN = "".join("\uff21" if i % 16 == 0 else "\u3042" for i in range(4096))
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain ascii", "\u3042" * 5000,                      # nothing to read through
+    "\uff21" * 5000, "\u200b" * 5000,                        # dense from the start
+    _SPARSE_RUN, _SPARSE_RUN + "\uff21" * 3000,              # at the density, then dense
+    "\uff21" * 3000 + _SPARSE_RUN, "\u3042" * 4000 + "\uff45\u200b\U0001d41e\u2473",
+    "".join(chr(c) for c in range(0x2000, 0x2500)) * 3,       # fillers, marks, others mixed
+])
+def test_normal_reads_any_arrangement_as_the_whole_text_translated(text: str) -> None:
+    """``textforms.normal`` looks characters up one by one where they are few and
+    translates the rest whole from where they run dense: the same text either way."""
+    assert normal(text) == text.translate(NORMAL_TABLE)
+
+
+def test_a_result_is_normalised_once_a_call(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read unglued and as written (``_lower``, ``_as_written``), a result was normalised
+    twice: a cold history of 100 dense non-ASCII pages cost 1.2 s in one call (0.4 s now;
+    docs/performance.md, worst case)."""
+    seen: list[str] = []
+    real = lp._normal
+
+    def counted(text: str) -> str:
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(lp, "_normal", counted)
+    policies = load_text(tmp_path, UPLOAD)
+    pages = [f"\uff2e\uff45\uff57\uff53 {i} {id(seen)} " + "\u3042\uff21" * 500
+             for i in range(3)]
+    history = [{"tool": "fetch", "args": {"url": f"https://news.example/{i}"},
+                "trusted": False, "effect": "allow", "result": page}
+               for i, page in enumerate(pages)]
+    decision = policies.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                                 history=history, request="Summarise the news")
+    assert decision.effect == "allow"
+    assert sorted(t for t in seen if t in pages) == sorted(pages)

@@ -134,13 +134,30 @@ def _normal(text: str) -> str:
     return text
 
 
+_LAST_CUT: tuple[str, str] = ("", "")
+
+
+def _normal_cut(text: str) -> str:
+    """``text`` cut at ``MAX_TEXT`` and read through ``_normal``; the last one kept, by the
+    text's identity: ``_as_written`` reads the result ``_lower`` has just read, and a
+    text dense in compatibility characters costs about 5 ms for 64 K to normalise (twice
+    a result, a cold history of 100 such results cost 1.2 s in one call)."""
+    global _LAST_CUT
+    last = _LAST_CUT
+    if last[0] is text:
+        return last[1]
+    cut = _normal(text[:MAX_TEXT])
+    _LAST_CUT = (text, cut)
+    return cut
+
+
 def _lower(text: str) -> str:
     """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
     of a session, and their hashes are cached by the string objects)."""
     found = _LOWER.get(text)
     if found is None:
-        found = _unglue(_normal(text[:MAX_TEXT])).lower()
+        found = _unglue(_normal_cut(text)).lower()
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
@@ -155,7 +172,7 @@ def _as_written(text: str) -> str | None:
     page wrote its last label capitalised (``https://files.evil.Com now``; red team 18)."""
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
-        cut = _normal(text[:MAX_TEXT])
+        cut = _normal_cut(text)
         found = None if _GLUED.search(cut) is None else cut.lower()
         if found == _lower(text):
             found = None
