@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import re2
 
 from guardrails.engine.decision import REDACTED
-from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE
+from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE, normal
 
 __all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
            "redact_escaped", "spellings"]
@@ -655,12 +655,7 @@ of its own besides the plain family's, since that one reads a quoted empty strin
 it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
 ``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
-_EXOTIC = EXOTIC
-"""A filler or a compatibility character (``guardrails.expr.textforms``): the *normal* family,
-undone in a view of its own (the value as it reads, without what was put between its
-characters)."""
-
-_PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{_EXOTIC.pattern[1:-1]})")
+_PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{EXOTIC.pattern[1:-1]})")
 """The doubled quotes and the normal family together, in one view (the *plain* family):
 neither changes what a pattern's ``\\b`` sees, and a view of each and of both would cost
 three searches of the text instead of one."""
@@ -900,7 +895,7 @@ def _has_quotes(text: str) -> bool:
 
 
 def _has_normal(text: str) -> bool:
-    return not text.isascii() and _EXOTIC.search(text) is not None
+    return not text.isascii() and EXOTIC.search(text) is not None
 
 
 def _has_breaks(text: str) -> bool:
@@ -1139,11 +1134,11 @@ def _unquoted(text: str) -> str:
 
 def _normalized(text: str, *, breaks: bool = True) -> str:
     """``text`` with its line breaks (and the indentation after them; not with ``breaks``
-    false) and fillers removed, and its compatibility characters in their ASCII form (C
-    speed)."""
+    false) and fillers removed, and its compatibility characters in their ASCII form
+    (``textforms.normal``, as provenance reads them)."""
     if breaks and ("\n" in text or "\r" in text):
         text = _BREAKS.sub("", text)
-    return text if text.isascii() else text.translate(NORMAL_TABLE)
+    return normal(text)
 
 
 def _views(text: str) -> list[_View] | None:
