@@ -612,14 +612,15 @@ def test_the_fast_composer_takes_exactly_what_the_exact_one_accepts(depth: int) 
 def test_the_fast_composer_tags_every_scalar_as_the_exact_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast composer remembers plain scalars' tags by text: the same texts plain,
-    quoted, as keys, in flow and block style, repeated, and past the memo's bound (so it
-    is cleared and refilled), are tagged as the pure-Python composer tags them."""
+    quoted, as keys, in flow and block style, repeated, long (not remembered), and past
+    the memo's bound (so it is cleared and refilled), are tagged as the pure-Python composer tags them."""
     from guardrails.model import _yaml
 
     monkeypatch.setattr(_yaml, "_PLAIN_TAGS_MAX", 8)
     words = ["1", "-1", "0x1f", "0o7", "1_000", "1.5", ".inf", "-.Inf", ".nan", "1e3", "true",
              "False", "on", "yes", "no", "off", "y", "~", "null", "Null", "2026-12-03",
-             "2026-12-03T07:00:00Z", "12:30", "deny", "=", "<<", "'1'", '"true"', "x y"]
+             "2026-12-03T07:00:00Z", "12:30", "deny", "=", "<<", "'1'", '"true"', "x y",
+             "9" * 80, "1." + "5" * 80, "w" * 80]
     lines = [f"k{i}: {w}\n{w if w[0] not in chr(39) + chr(34) else 'q' + str(i)}: {w}\n"
              for i, w in enumerate(words)]
     text = "".join(lines) * 2 + "l: [" + ", ".join(words) + "]\n"
@@ -648,6 +649,7 @@ def test_the_fast_composer_tags_every_scalar_as_the_exact_one(
     assert {t for t, _ in tags(fast[0])} >= {_yaml.INT, _yaml.FLOAT, _yaml.BOOL, _yaml.NULL,
                                              _yaml.TIMESTAMP, _yaml.STR, _yaml.MAP, _yaml.SEQ}
     assert len(_yaml._PLAIN_TAGS) <= 8
+    assert all(len(t) <= _yaml._PLAIN_TAG_CHARS for t in _yaml._PLAIN_TAGS)  # never prose
 
 
 @pytest.mark.parametrize("regex", ["(", "(a)\\1", "a{1001}", "[z-a]"])

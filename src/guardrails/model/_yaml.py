@@ -127,8 +127,11 @@ def _holds_a_document(node: Node | None) -> TypeGuard[Node]:
 
 
 _PLAIN_TAGS: dict[str, str] = {}
-"""The tag of each plain scalar's text (``_CLoader.resolve``), at most ``_PLAIN_TAGS_MAX``."""
+"""The tag of each plain scalar's text (``_CLoader.resolve``), at most ``_PLAIN_TAGS_MAX``
+texts of at most ``_PLAIN_TAG_CHARS`` characters (a long text is rarely repeated, and kept
+it would hold a document's prose alive)."""
 _PLAIN_TAGS_MAX = 4096
+_PLAIN_TAG_CHARS = 64
 
 
 _C_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # used only with libyaml
@@ -149,6 +152,8 @@ class _CLoader(_C_BASE):  # type: ignore[misc]
             return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
         if not implicit[0]:
             return STR
+        if len(value) > _PLAIN_TAG_CHARS:
+            return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
         tag = _PLAIN_TAGS.get(value)
         if tag is None:
             tag = super().resolve(kind, value, implicit)
