@@ -143,15 +143,11 @@ def row_rule1() -> dict[str, Any]:
                                  lambda: ps.evaluate("pay", args), number=3000)}
 
 
-def _first_and_steady(n_rules: int) -> tuple[float, float, float]:
-    """Seconds to load, seconds for the first decision, µs for a steady decision."""
-    return _first_and_steady_cpu(n_rules)[:3]
-
-
-def _first_and_steady_cpu(n_rules: int) -> tuple[float, float, float, float]:
-    """``_first_and_steady``, and the CPU seconds of the load and first decision: on the
-    shared machine the wall clock measures the other processes too (2-2.5x the CPU time at
-    load average 3-4; ``benchmarks/load_cpu.py`` compares checkouts by CPU time)."""
+def _first_and_steady(n_rules: int) -> tuple[float, float, float, float]:
+    """Seconds to load, seconds for the first decision, µs for a steady decision, and the
+    CPU seconds of the load and first decision: on the shared machine the wall clock
+    measures the other processes too (2-2.5x the CPU time at load average 3-4;
+    ``benchmarks/load_cpu.py`` compares checkouts by CPU time)."""
     text = generated(n_rules)
     c0 = time.process_time()
     t0 = time.perf_counter()
@@ -166,12 +162,12 @@ def _first_and_steady_cpu(n_rules: int) -> tuple[float, float, float, float]:
 
 
 def row_first_call() -> dict[str, Any]:
-    _, first, steady = _first_and_steady(200)
+    _, first, steady, _ = _first_and_steady(200)
     return {"value": first * 1e6 / steady, "detail": f"{first * 1e3:.2f} ms vs {steady:.0f} µs"}
 
 
 def row_load10k() -> dict[str, Any]:
-    load, first, steady, cpu = _first_and_steady_cpu(10_000)
+    load, first, steady, cpu = _first_and_steady(10_000)
     return {"value": load + first,
             "detail": f"load {load:.2f} s, first {first * 1e3:.0f} ms, steady "
                       f"{steady / 1e3:.0f} ms; CPU {cpu:.2f} s (import included)"}
