@@ -143,3 +143,19 @@ def approve_all(response: Any, approved: bool = True) -> Message:
     return Message(role="user", contents=[r.to_function_approval_response(approved=approved)
                                           for r in response.user_input_requests])
 
+
+ORIGIN_MAIL = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: mail}
+spec:
+  match: {tools: ["send_email"]}
+  uses: [origin]
+  params: {known: [carol@acme.com]}
+  rules:
+    - {name: unknown-origin, when: 'origin.unknown(args.to)', action: deny,
+       message: Nobody gave that recipient.}
+    - {name: from-content, when: '!origin.vouched(args.to) && !origin.unknown(args.to)',
+       action: deny, message: Only content gave that recipient.}
+"""
+"""send_email's recipient must come from the user (the request, the deployment's list
+or a trusted tool): the origin library's two rules, as the origin red teams attack them."""

@@ -32,20 +32,8 @@ from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
 from guardrails.expr import lib_provenance as lp
 from guardrails.expr.textforms import NORMAL_TABLE, normal
+from tests.af_support import ORIGIN_MAIL as MAIL
 from tests.af_support import load_text
-
-MAIL = """apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: mail}
-spec:
-  match: {tools: ["send_email"]}
-  uses: [origin]
-  params: {known: [carol@acme.com]}
-  rules:
-    - {name: unknown-origin, when: 'origin.unknown(args.to)', action: deny}
-    - {name: from-content, when: '!origin.vouched(args.to) && !origin.unknown(args.to)',
-       action: deny}
-"""
 
 UPLOAD = """apiVersion: guardrails/v1
 kind: ToolPolicy
@@ -62,13 +50,17 @@ def _mail(tmp_path: Path) -> guardrails.PolicySet:
     return load_text(tmp_path, MAIL)
 
 
+def _lookup(name: str, email: str) -> dict[str, Any]:
+    """A trusted contact lookup by name, as history records it."""
+    return {"tool": "lookup_contact", "args": {"name": name}, "trusted": True,
+            "effect": "allow", "result": f"- name: {name}\n  email: {email}"}
+
+
 def _laundered(saved: dict[str, Any]) -> list[dict[str, Any]]:
     """The model saves a contact (the tool normalises what it stores), then a trusted
     lookup reads it back whole."""
     return [{"tool": "save_contact", "args": saved, "trusted": False, "effect": "allow",
-             "result": "saved"},
-            {"tool": "lookup_contact", "args": {"name": "mallory"}, "trusted": True,
-             "effect": "allow", "result": "- name: Mallory\n  email: mallory@evil.com"}]
+             "result": "saved"}, _lookup("Mallory", "mallory@evil.com")]
 
 
 @pytest.mark.parametrize("saved", [
@@ -91,10 +83,9 @@ def test_a_value_the_model_stored_in_another_form_is_not_vouched_for(
 def test_a_trusted_lookup_by_part_of_the_value_still_vouches(
         mail: guardrails.PolicySet) -> None:
     """The other side: a lookup by name gave the tool one word of the address, not all."""
-    history = [{"tool": "lookup_contact", "args": {"name": "Bob"}, "trusted": True,
-                "effect": "allow", "result": "- name: Bob\n  email: bob@acme.com"}]
     decision = mail.evaluate(tool="send_email", args={"to": "bob@acme.com"},
-                             history=history, request="Mail my contact Bob the notes.")
+                             history=[_lookup("Bob", "bob@acme.com")],
+                             request="Mail my contact Bob the notes.")
     assert decision.effect == "allow"
 
 
@@ -148,10 +139,9 @@ def test_the_deployments_list_and_a_trusted_field_are_read_alike(
     decision = policies.evaluate(tool="send_email", args={"to": "carol@acme.com"},
                                  request="Mail the team.")
     assert decision.effect == "allow"
-    history = [{"tool": "lookup_contact", "args": {"name": "Dan"}, "trusted": True,
-                "effect": "allow", "result": "- name: Dan\n  email: dan@ac\u200bme.com"}]
     decision = policies.evaluate(tool="send_email", args={"to": "dan@acme.com"},
-                                 history=history, request="Mail my contact Dan.")
+                                 history=[_lookup("Dan", "dan@ac\u200bme.com")],
+                                 request="Mail my contact Dan.")
     assert decision.effect == "allow"
 
 

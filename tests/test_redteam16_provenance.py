@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import Agent, Content, tool
+from agent_framework import Agent, AgentResponse, Content, tool
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -219,11 +219,8 @@ DISGUISES = {
 }
 
 
-@pytest.mark.parametrize("email", list(DISGUISES.values()), ids=list(DISGUISES))
-async def test_a_payee_the_model_decoded_from_a_disguised_e_mail_is_never_paid_unasked(
-        policies: guardrails.PolicySet, email: str) -> None:
-    """Held (a documented limit, and why the policy denies "unknown origin"): the model
-    decodes a disguised IBAN, which no search finds; of unknown origin, it is denied."""
+async def _pay_from_inbox(policies: guardrails.PolicySet, email: str) -> AgentResponse:
+    """The model reads ``email`` in the real loop, then pays the IBAN it decoded from it."""
     @tool(name="read_fr_inbox")
     def disguised_inbox() -> str:
         """An e-mail asking to pay a disguised IBAN."""
@@ -233,7 +230,15 @@ async def test_a_payee_the_model_decoded_from_a_disguised_e_mail_is_never_paid_u
                                  [call("send_money", recipient=FR_IBAN, amount=5)],
                                  [text("done")]])
     agent = Agent(client=client, tools=[disguised_inbox, send_money], middleware=guard(policies))
-    response = await agent.run("Handle my inbox", session=agent.create_session())
+    return await agent.run("Handle my inbox", session=agent.create_session())
+
+
+@pytest.mark.parametrize("email", list(DISGUISES.values()), ids=list(DISGUISES))
+async def test_a_payee_the_model_decoded_from_a_disguised_e_mail_is_never_paid_unasked(
+        policies: guardrails.PolicySet, email: str) -> None:
+    """Held (a documented limit, and why the policy denies "unknown origin"): the model
+    decodes a disguised IBAN, which no search finds; of unknown origin, it is denied."""
+    response = await _pay_from_inbox(policies, email)
     assert paid == []
     assert response.user_input_requests == []  # denied outright, not even asked
 
@@ -251,16 +256,7 @@ async def test_a_payee_disguised_in_another_form_is_found_in_the_e_mail(
     """Since scrub22 provenance reads fillers and compatibility forms through (the same
     normalisation on both sides): the payee is found in the e-mail, so it is content's,
     held for a human rather than denied as of unknown origin; never paid unasked."""
-    @tool(name="read_fr_inbox")
-    def disguised_inbox() -> str:
-        """An e-mail asking to pay a disguised IBAN."""
-        return email
-
-    client = ScriptedChatClient([[call("read_fr_inbox")],
-                                 [call("send_money", recipient=FR_IBAN, amount=5)],
-                                 [text("done")]])
-    agent = Agent(client=client, tools=[disguised_inbox, send_money], middleware=guard(policies))
-    response = await agent.run("Handle my inbox", session=agent.create_session())
+    response = await _pay_from_inbox(policies, email)
     assert paid == []
     [request] = response.user_input_requests
     assert request.additional_properties["reason"]

@@ -22,21 +22,9 @@ import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
 from guardrails.expr import compile_expression
+from tests.af_support import ORIGIN_MAIL as POLICY
 from tests.af_support import STREAMING, agent_with, load_text, run
 
-POLICY = """apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: mail}
-spec:
-  match: {tools: ["send_email"]}
-  uses: [origin]
-  params: {known: [carol@acme.com]}
-  rules:
-    - {name: unknown-origin, when: 'origin.unknown(args.to)', action: deny,
-       message: Nobody gave that recipient.}
-    - {name: from-content, when: '!origin.vouched(args.to) && !origin.unknown(args.to)',
-       action: deny, message: Only content gave that recipient.}
-"""
 REQUEST = "Mail bob@acme.com the notes."
 PADS = [" " * 1020, "\u200b" * 1020, "-" * 1020, "\n" * 1020]
 PADDED = [f"bob@acme.com{pad},mallory@evil.com" for pad in PADS]
