@@ -175,7 +175,19 @@ async def test_a_value_the_server_would_coerce_never_runs(
         arguments = {"recipient": "bob", "amount": 5, "cc": "ops@bank.example", **arguments}
     text = await one_call([bank], mcp_policies, tool_name, **arguments)
     assert received(text) is None, text
-    assert "Invalid arguments" in text or "denied by policy" in text
+    if isinstance(arguments.get("payment"), str):
+        return  # the rules cannot read a string as a payment: denied before any validation
+    assert text.startswith("Error: Argument parsing failed."), text  # whatever the rules say
+
+
+async def test_the_refusal_names_the_place_never_the_value(
+        mcp_policies: guardrails.PolicySet, bank: MCPStdioTool) -> None:
+    client = ScriptedChatClient([[call("pay", recipient="bob", amount=5,
+                                       cc="ops@bank.example", force="sk-yes-4417")]])
+    await agent_with(client, [bank], guard(mcp_policies), include_detailed_errors=True).run("pay")
+    text = result_text(client.tool_results()[0])
+    assert "Invalid arguments for 'pay'" in text and "force: fails 'anyOf'" in text, text
+    assert "sk-yes-4417" not in client.model_saw()
 
 
 # --- MCP: what the client sends -------------------------------------------------------------
