@@ -12,7 +12,6 @@ guard's own blocks the call, and once a run is halted nothing else in it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import fnmatch
@@ -90,13 +89,26 @@ from guardrails.agent_framework._secrets import (
     unchanged,
 )
 from guardrails.agent_framework._state import RUN, RunState, session_state, stored_request
+from guardrails.agent_framework._stores import (
+    STORE_TIMEOUT,
+    check_timeout,
+    in_background,
+    round_trip,
+)
 from guardrails.agent_framework._unreadable import UnreadableArguments
 from guardrails.agent_framework._unreadable import install as install_unreadable_check
 from guardrails.agent_framework._unreadable import marker as unreadable_marker
 from guardrails.agent_framework._unreadable import message as unreadable_message
 from guardrails.agent_framework._unreadable import replaced as replaced_arguments
 from guardrails.engine import Decision, Effect, PolicyProvider, PolicySet
-from guardrails.engine.counters import CounterStore, MemoryStore
+from guardrails.engine.counters import (
+    CounterRequest,
+    CounterResult,
+    CounterStore,
+    MemoryStore,
+    Reservation,
+    StoreUnavailable,
+)
 from guardrails.engine.policy import SecretRef
 from guardrails.telemetry import GuardTelemetry
 
@@ -295,6 +307,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         approvals: ApprovalStore | None = None,
         approval_key: bytes | None = None,
         trusted_tools: TrustLabels = None,
+        store_timeout: float = STORE_TIMEOUT,
     ) -> None:
         if unmatched not in UNMATCHED:
             raise ValueError(f"unmatched must be one of {', '.join(UNMATCHED)}, not {unmatched!r}")
@@ -315,6 +328,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                          "code, so arguments its parser cannot read end the run (no tool "
                          "runs) instead of being denied one call at a time")
         self._unmatched = unmatched
+        self._store_timeout = check_timeout(store_timeout)
         self._approvals = approvals
         self._approval_key = approval_key or None
         self._counters: CounterStore = counters if counters is not None else MemoryStore()
@@ -506,7 +520,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     live = history
                     history = list(live) if live is not None else None
                     counted = await self._counted(
-                        settled.decision, lambda: evaluate(judged[0], self._counters))
+                        settled.decision, lambda counters: evaluate(judged[0], counters))
                     history = live
                 turn.enter(state)  # (the last look, and on to the record)
                 if history_mark(context.session, run) == seen:
@@ -522,7 +536,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             # The one evaluation that reserves, on the settled arguments. (A call the rules
             # block anyway is not counted: no need to ask the store.)
             settled = settled._replace(decision=await self._counted(
-                settled.decision, lambda: evaluate(judged[0], self._counters)))
+                settled.decision, lambda counters: evaluate(judged[0], counters)))
         decision, arguments = settled.decision, settled.arguments
         validated, invalid, deferred = settled.validated, settled.invalid, settled.deferred
         # From here on the call may hold a reservation: anything that fails blocks the
@@ -562,22 +576,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             self._release(decision)
             raise
 
-    async def _counted(self, settled: Decision, evaluate: Callable[[], Decision]) -> Decision:
+    async def _counted(self, settled: Decision,
+                       evaluate: Callable[[CounterStore], Decision]) -> Decision:
         """The settled call evaluated once more, with the counter store (off the event loop
         when the store does I/O). Counters never change arguments: if these differ, the
         call is refused rather than run on arguments the reservation did not judge."""
         if self._counters.blocking:
-            # Shielded: a call cancelled while the store reserves for it (a sibling's halt
-            # cancels a parallel batch) never runs, and the store's thread runs on; what
-            # it reserved goes back once it is done.
-            reserving = asyncio.ensure_future(asyncio.to_thread(evaluate))
+            # Bounded (``_stores``): a store that does not answer in time is unavailable,
+            # its counters decided by their ``failurePolicy`` as for a store that is down
+            # (one more evaluation, with no I/O). A call cancelled while the store reserves
+            # for it (a sibling's halt cancels a parallel batch) never runs. Either way the
+            # store's thread runs on, and what it reserved goes back once it is done.
             try:
-                decision = await asyncio.shield(reserving)
-            except asyncio.CancelledError:
-                reserving.add_done_callback(self._release_when_done)
-                raise
+                decision = await round_trip(evaluate, self._counters,
+                                            timeout=self._store_timeout, late=self._release)
+            except StoreUnavailable as exc:
+                decision = evaluate(_Unanswered(str(exc)))
         else:
-            decision = evaluate()
+            decision = evaluate(self._counters)
         if not same_json(dict(decision.arguments), dict(settled.arguments)):
             self._release(decision)
             raise ValueError("the counted evaluation repaired the arguments differently")
@@ -739,9 +755,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         return take_held(state, approval_id)
 
     async def _store(self, call: Callable[..., Any], *args: Any) -> Any:
-        """A shared-store call, off the event loop when the store does I/O."""
+        """A shared-store call, off the event loop (and bounded in time) when the store
+        does I/O."""
         if getattr(self._approvals, "blocking", True):
-            return await asyncio.to_thread(call, *args)
+            return await round_trip(call, *args, timeout=self._store_timeout)
         return call(*args)
 
     def _memory_for(self, policies: PolicySet) -> Scrubber:
@@ -763,14 +780,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             self._set_memory = (policies, memory)
         return memory
 
-    def _release_when_done(self, reserving: asyncio.Future[Decision]) -> None:
-        """The reservation of a call cancelled while the store reserved it, given back."""
-        if not reserving.cancelled() and reserving.exception() is None:
-            self._release(reserving.result())
-
     def _release(self, decision: Decision) -> None:
-        """The call does not run: give its counter reservations back."""
+        """The call does not run: give its counter reservations back. A store that does
+        I/O is not waited for (``_stores.in_background``): its round trip cannot hold up
+        the event loop, and no call's outcome depends on it."""
         if decision.reservations:
+            if self._counters.blocking:
+                in_background(self._counters.release, decision.reservations)
+                return
             try:
                 self._counters.release(decision.reservations)
             except Exception as exc:  # the count stays high: errs towards refusing
@@ -1193,6 +1210,22 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 args, truncated = redacted(arguments, names, scrub)
                 record(history, call.name, args, "rejected", self._history_limit,
                        truncated=truncated, trusted=self.trusted(call.name))
+
+
+class _Unanswered:
+    """The counter store of a call whose store did not answer in time: unavailable, so
+    the engine decides its counters as for a store that is down."""
+
+    blocking = False
+
+    def __init__(self, why: str) -> None:
+        self._why = why
+
+    def reserve(self, requests: Sequence[CounterRequest]) -> list[CounterResult]:
+        raise StoreUnavailable(self._why)
+
+    def release(self, reservations: Sequence[Reservation]) -> None:
+        return None
 
 
 def _without(arguments: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:

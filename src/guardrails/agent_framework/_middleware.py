@@ -21,6 +21,7 @@ from guardrails.agent_framework._function import (
     TrustLabels,
 )
 from guardrails.agent_framework._secrets import SecretProvider, install_log_filter
+from guardrails.agent_framework._stores import STORE_TIMEOUT
 from guardrails.engine import PolicyProvider, PolicySet
 from guardrails.engine.counters import CounterStore
 from guardrails.engine.policy import Mode
@@ -44,6 +45,7 @@ def guard(
     approvals: ApprovalStore | None = None,
     approval_key: bytes | None = None,
     trusted_tools: TrustLabels = None,
+    store_timeout: float = STORE_TIMEOUT,
 ) -> list[AgentMiddleware | FunctionMiddleware]:
     """The middleware list for ``Agent(middleware=guard(policies, ...))``: the run boundary
     (``GuardRunMiddleware``) and the function middleware (``GuardFunctionMiddleware``).
@@ -68,6 +70,9 @@ def guard(
     ``trusted_tools`` labels tools' results for the provenance functions: names (or globs)
     of trusted tools, or a mapping of them to True/False; it adds to the policies'
     ``spec.results`` labels, and an untrusted label always wins. Unlabelled: untrusted.
+    ``store_timeout``: seconds a call waits for one round trip to ``counters`` or
+    ``approvals`` (a store's own timeout bounds each read, not the round trip); a store
+    that has not answered by then blocks the call.
     Keep other function middleware that changes arguments *before* this list.
     """
     if mode == "audit":
@@ -84,7 +89,7 @@ def guard(
         GuardFunctionMiddleware(policies, principal=principal, secrets=secrets,
                                 telemetry=telemetry, unmatched=unmatched, counters=counters,
                                 approvals=approvals, approval_key=approval_key,
-                                trusted_tools=trusted_tools),
+                                trusted_tools=trusted_tools, store_timeout=store_timeout),
     ]
 
 

@@ -36,6 +36,9 @@ that changes them fails those tests loudly instead of silently weakening the gua
 
 from __future__ import annotations
 
+import copy
+import inspect
+import math
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +46,7 @@ from typing import Any
 
 from agent_framework import FunctionInvocationContext
 from agent_framework import _tools as _framework_tools
+from agent_framework._mcp import _MCP_FRAMEWORK_DENYLIST
 from agent_framework._middleware import _ApprovalResponseObserver
 from agent_framework._tools import (
     _FUNCTION_RESULT_CARRIER_CONTEXT_KEY,
@@ -56,6 +60,8 @@ from agent_framework._tools import (
 )
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+
+from guardrails.agent_framework import _schema
 
 __all__ = [
     "APPROVAL_OBSERVER",
@@ -304,7 +310,10 @@ def prepared_arguments(context: FunctionInvocationContext,
             and argument_token(arguments if type(arguments) is dict else dict(arguments))
             == prepared.token):
         return None
-    return _with_defaults(context.function, dict(prepared.arguments), copied=True)
+    try:
+        return _as_received(context, dict(prepared.arguments))
+    except _FunctionArgumentValidationError:
+        return None  # (an MCP tool's strict check) validated again, and refused, by the guard
 
 
 def prepare_arguments(context: FunctionInvocationContext,
@@ -324,7 +333,111 @@ def prepare_arguments(context: FunctionInvocationContext,
     result = prepare(dict(arguments))
     if not isinstance(result, dict):
         raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
-    return _with_defaults(function, result, copied=True)  # a dict of its own
+    return _as_received(context, result)  # a dict of its own
+
+
+def _as_received(context: FunctionInvocationContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Validated ``arguments`` (the caller's own copy) as the tool will hold them.
+
+    A tool with an input model: its defaults filled in (``_with_defaults``). A tool declared
+    by a JSON schema gets no such validation, and the framework checks top-level types only:
+    an MCP tool receives what its server makes of the arguments the client sends
+    (``_mcp_sent``), a local function its signature's defaults for what was left out
+    (``_signature_defaults``)."""
+    function = context.function
+    if getattr(function, "_schema_supplied", False) is not True:
+        return _with_defaults(function, arguments, copied=True)
+    remote = mcp_remote_name(function)
+    if remote is not None:
+        return _mcp_sent(context, remote, arguments)
+    return _signature_defaults(function, arguments)
+
+
+def _mcp_sent(context: FunctionInvocationContext, remote: str,
+              arguments: dict[str, Any]) -> dict[str, Any]:
+    """Exactly the arguments the framework's MCP client sends the server, every default the
+    server's schema declares made explicit, and strictly of the schema's JSON types.
+
+    The client (``MCPTool._prepare_call_kwargs``) sends only the names the server declares
+    (or the host opted in with ``additional_tool_argument_names``), never ``_meta`` or a
+    name of the framework's deny list; a declared name the model left out goes with the
+    host's runtime value (``function_invocation_kwargs``) when it has one. The server then
+    fills its defaults and converts values (pydantic's lax mode): sending the defaults
+    and refusing values not already of their types leaves it nothing to change
+    (``_schema``). A function whose MCP tool cannot be found is a guard error."""
+    function = context.function
+    caller = getattr(function, "func", None)
+    server = (inspect.getclosurevars(caller).nonlocals.get("mcp_tool")
+              if inspect.isfunction(caller) else None)
+    declared = getattr(server, "_tool_param_names_by_name", None)
+    extras_of = getattr(server, "_resolved_extra_args", None)
+    if not isinstance(declared, Mapping) or not callable(extras_of):
+        raise TypeError(f"the MCP tool behind '{getattr(function, 'name', '?')}' is unknown: "
+                        "what it sends cannot be judged")
+    names = declared.get(remote) or frozenset()
+    extras = extras_of(remote)
+
+    def sent(name: str) -> bool:
+        return name != "_meta" and (name in extras or (
+            name in names and name not in _MCP_FRAMEWORK_DENYLIST))
+
+    out = {k: v for k, v in arguments.items() if sent(k)}
+    for name, value in dict(context.kwargs).items():
+        if name not in out and sent(name):
+            out[name] = value  # the framework merges the run's kwargs under the model's
+    schema = function.parameters()
+    name = getattr(function, "name", remote)
+    try:
+        out = _schema.with_defaults(out, schema)
+        _schema.check(out, schema, name)
+    except _schema.SchemaMismatch as exc:
+        # Its text names places and schema keywords, never a value: the brief text too.
+        raise _FunctionArgumentValidationError(str(exc), redacted_message=str(exc)) from exc
+    return out
+
+
+def _signature_defaults(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with the local function's own defaults filled in for the parameters
+    left out: the framework calls it with the arguments as they are, whatever defaults its
+    JSON schema claims. A default that is not JSON data (a sentinel object) is the
+    function's way of telling "not given": it is left to the function (the rules see the
+    argument missing)."""
+    func = function.func
+    if isinstance(func, _framework_tools.FunctionTool):
+        func = func.func
+    if func is None:
+        return arguments
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return arguments
+    context_name = getattr(function, "_context_parameter_name", None)
+    for parameter in parameters:
+        name = parameter.name
+        if (name in arguments or name in {"self", "cls"} or name == context_name
+                or parameter.default is inspect.Parameter.empty
+                or parameter.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                          inspect.Parameter.KEYWORD_ONLY)
+                or not _json_data(parameter.default)):
+            continue
+        arguments[name] = copy.deepcopy(parameter.default)
+    return arguments
+
+
+def _json_data(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is plain JSON data (finite numbers), a few levels deep at most."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= 16:
+        return False
+    if kind is list:
+        return all(_json_data(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _json_data(v, depth + 1) for k, v in value.items())
+    return False
 
 
 _FRAMEWORK_PREPARE: Any = _framework_tools.FunctionTool._prepare_arguments
