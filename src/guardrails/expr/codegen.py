@@ -182,6 +182,39 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+Hits = list[tuple[int, Any, Exception | None]]
+"""A fused function's result: ``(rule index, value, error)`` of each rule not false."""
+
+
+def _rule_error(hits: Hits | None, i: int, error: Exception) -> Hits:
+    """Rule ``i`` of a fused function raised ``error``: kept as the error its own function
+    raises (``_HANDLERS``: a ``CelError`` as it is, a ``RecursionError`` as too deep, any
+    other as failed, or what reading that one's text raised), without its traceback
+    (``values.untraced``: the fused frame holds ``hits``). Out of line, once for all rules:
+    the fused function runs start to end on every call, and a handler in line per rule
+    was a third of its bytecode, on the path of an error that is rare."""
+    if not isinstance(error, CelError):
+        if isinstance(error, RecursionError):
+            error = CelError("expression evaluation too deep")
+        else:
+            try:
+                error = CelError(f"evaluation failed: {type(error).__name__}: {error}")
+            except Exception as exc:  # its text raised: that is the error, as _failed's
+                error = exc
+    if hits is None:
+        hits = []
+    hits.append((i, None, untraced(error)))
+    return hits
+
+
+def _rule_hit(hits: Hits | None, i: int, value: Any) -> Hits:
+    """Rule ``i`` of a fused function gave ``value``, not false (out of line: rare)."""
+    if hits is None:
+        hits = []
+    hits.append((i, value, None))
+    return hits
+
+
 def _select_any(value: Any, field: str) -> Any:
     """A field selected exactly as ``_Gen.select``'s generated line selects it, as one
     call. A fused function tests in line only the type its operand has on the engine's
@@ -242,6 +275,8 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_library_error": _library_error,
     "_again": again,
     "_untraced": untraced,
+    "_rule_error": _rule_error,
+    "_rule_hit": _rule_hit,
     "_no_overload": std.no_overload,
     "_select": std.select,
     "_select_any": _select_any,
@@ -1735,29 +1770,23 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
         pad = "            " if guarded else "        "
         if guarded:
             lines.append(f"        if _s <= {i}:")
+        # One handler level a rule: what the rule's own function's handlers (``_HANDLERS``)
+        # make of an error is made out of line, by ``_rule_error``, with its recording.
         lines.append(pad + "try:")
-        if parts.budget == "local":
-            lines += [pad + "    _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()",
-                      pad + "    _b0 = _bud"]
+        if parts.budget == "local":  # ``_b0`` first: the ``finally`` then subtracts 0
+            lines += [pad + "    _b0 = _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()"]
         elif parts.budget in ("direct", "check"):
             lines.append(pad + "    if _m.left < 0: _cost_exceeded()")
-        lines.append(pad + "    try:")
-        lines += [pad + "        " + line for line in body.split("\n")]
-        lines += [pad + "    except _CelError:", pad + "        raise",
-                  pad + "    except RecursionError:", pad + "        _too_deep()",
-                  pad + "    except Exception as _x:", pad + "        _failed(_x)"]
-        if parts.budget == "local":
-            lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
+        lines += [pad + "    " + line for line in body.split("\n")]
         lines += [pad + "except Exception as _e:",
-                  pad + "    if _hits is None: _hits = []",
-                  # Without its traceback (``values.untraced``): this frame holds ``_hits``.
-                  pad + f"    _hits.append(({i}, None, _untraced(_e)))",
+                  pad + f"    _hits = _rule_error(_hits, {i}, _e)",
                   pad + "else:",
                   pad + "    if _v is not False:",
-                  pad + "        if _hits is None: _hits = []",
-                  pad + f"        _hits.append(({i}, _v, None))"]
+                  pad + f"        _hits = _rule_hit(_hits, {i}, _v)"]
         if stops[i] and i + 1 < len(pieces):
             lines.append(pad + "        if _v is True: return _hits")
+        if parts.budget == "local":
+            lines += [pad + "finally:", pad + "    _m.left -= _b0 - _bud"]
     lines += ["        return _hits", "    return _p", ""]
     return "\n".join(lines), tuple(hoisted)
 
