@@ -67,6 +67,7 @@ def check_family(texts: list[str], limits: Limits = DEFAULT_LIMITS) -> None:
         assert outcome(parser.parse, text, limits) == outcome(general, text, limits), text
     for text in texts:
         assert outcome(parser.parse, text, limits) == outcome(general, text, limits), text
+        assert_shaped_alike(text, limits)
         # A text the parser accepts, its skeleton parsed at least twice: it has a
         # template now, so the comparison above took the template's path.
         if outcome(general, text, limits)[0] == "ok" and (
@@ -74,6 +75,22 @@ def check_family(texts: list[str], limits: Limits = DEFAULT_LIMITS) -> None:
             lexed = parser._tokenize(text, parser._Fail(text))
             key = (limits, tuple(lexed.kinds), tuple(lexed.words))
             assert parser._TEMPLATES.get(key, parser._NEVER)[0], text
+
+
+def assert_shaped_alike(text: str, limits: Limits) -> None:
+    """``parse_shaped``'s shape (from the template's, for a built tree) is ``ast.shape``
+    of its tree: the same key, and the tree's own literal nodes in the same order."""
+    try:
+        node, shaped = parser.parse_shaped(text, limits)
+    except CelSyntaxError:
+        return
+    walked = ast.shape(node)
+    if walked is None:
+        assert shaped is None, text
+        return
+    assert shaped is not None, text
+    assert shaped[0] == walked[0], text
+    assert [id(n) for n in shaped[1]] == [id(n) for n in walked[1]], text
 
 
 _INTS = ["0", "1", "7", "9223372036854775807", "9223372036854775808", "9223372036854775809",

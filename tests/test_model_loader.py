@@ -609,6 +609,47 @@ def test_the_fast_composer_takes_exactly_what_the_exact_one_accepts(depth: int) 
         assert (fast is not None) == (not exact.problems), (depth, text[:80], exact.problems)
 
 
+def test_the_fast_composer_tags_every_scalar_as_the_exact_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast composer remembers plain scalars' tags by text: the same texts plain,
+    quoted, as keys, in flow and block style, repeated, and past the memo's bound (so it
+    is cleared and refilled), are tagged as the pure-Python composer tags them."""
+    from guardrails.model import _yaml
+
+    monkeypatch.setattr(_yaml, "_PLAIN_TAGS_MAX", 8)
+    words = ["1", "-1", "0x1f", "0o7", "1_000", "1.5", ".inf", "-.Inf", ".nan", "1e3", "true",
+             "False", "on", "yes", "no", "off", "y", "~", "null", "Null", "2026-12-03",
+             "2026-12-03T07:00:00Z", "12:30", "deny", "=", "<<", "'1'", '"true"', "x y"]
+    lines = [f"k{i}: {w}\n{w if w[0] not in chr(39) + chr(34) else 'q' + str(i)}: {w}\n"
+             for i, w in enumerate(words)]
+    text = "".join(lines) * 2 + "l: [" + ", ".join(words) + "]\n"
+
+    def tags(node: object) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, _yaml.MappingNode):
+                out.append((n.tag, ""))
+                stack.extend(x for kv in n.value for x in kv)
+            elif isinstance(n, _yaml.SequenceNode):
+                out.append((n.tag, ""))
+                stack.extend(n.value)
+            else:
+                assert isinstance(n, _yaml.ScalarNode)
+                out.append((n.tag, n.value))
+        return out
+
+    exact_src = _yaml.SourceFile("f.yaml", text)
+    exact = _yaml._compose_exact(exact_src)
+    fast = _yaml._compose_fast(text)
+    assert not exact_src.problems and fast is not None
+    assert [tags(n) for n in fast] == [tags(n) for n in exact]
+    assert {t for t, _ in tags(fast[0])} >= {_yaml.INT, _yaml.FLOAT, _yaml.BOOL, _yaml.NULL,
+                                             _yaml.TIMESTAMP, _yaml.STR, _yaml.MAP, _yaml.SEQ}
+    assert len(_yaml._PLAIN_TAGS) <= 8
+
+
 @pytest.mark.parametrize("regex", ["(", "(a)\\1", "a{1001}", "[z-a]"])
 def test_a_rejected_redact_pattern_writes_nothing_to_stderr(
         tmp_path: Path, capfd: pytest.CaptureFixture[str], regex: str) -> None:

@@ -84,3 +84,35 @@ def test_a_policy_reports_what_each_rule_reports_alone(rules: list[tuple[str, st
         alone |= {f.replace("rules.r0.", f"rules.r{i}.")
                   for f in _findings(_policy([when]))}
     assert together == alone
+
+
+def test_guards_follow_each_environment_across_policies_checked_in_turn() -> None:
+    """Whether a field may be absent (so guards matter) is kept by environment: a
+    principal whose ``x`` is required and one where it may be absent, checked in turn,
+    each give what they give on fresh caches (``has()`` guards the read only where ``x``
+    may be absent, and only there is the unguarded read a warning)."""
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  rules:\n"
+            "    - {name: a, when: 'has(principal.x) && principal.x > 1', action: deny}\n"
+            "    - {name: b, when: 'principal.x > 1', action: deny}\n")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.yaml"
+        path.write_text(text, encoding="utf-8")
+        policies, _ = load_with_warnings([str(path)])
+    policy = next(iter(policies.policies))
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    optional = typecheck.principal_type(schema)
+    required = typecheck.principal_type({**schema, "required": ["x"]})
+
+    def found(principal: typecheck.Type) -> list[tuple[str, str]]:
+        return [(f.element, f.message) for f in typecheck.typecheck(policy, principal=principal)]
+
+    fresh = {}
+    for name, t in (("optional", optional), ("required", required)):
+        _fresh()
+        typecheck._ABSENT.clear()
+        fresh[name] = found(t)
+    assert fresh["required"] == []
+    assert [e for e, _ in fresh["optional"]] == ["rules.b.when"]
+    for name, t in (("required", required), ("optional", optional)) * 2:
+        assert found(t) == fresh[name], name

@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 import re2
 
 from guardrails.engine.decision import REDACTED
+from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE
 
-__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber", "redact_escaped", "spellings",
-           "value_texts"]
+__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
+           "redact_escaped", "spellings"]
 
 MAX_TEXTS = 2048
 """Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
@@ -109,18 +110,26 @@ class Scrubber:
             return (_opaque, (self._redact,))
         return (Scrubber, (sorted(self.texts), self._redact))
 
-    def _set(self, texts: frozenset[str] | None, *, per_call: bool = False) -> None:
+    def _set(self, texts: frozenset[str] | None, *, per_call: bool = False,
+             spelled: Scrubber | None = None) -> None:
+        """This layer's values: ``texts`` on top of the base's. ``spelled`` is a layer on
+        the same base whose texts are already spelled (``merged``): only the texts it does
+        not hold are spelled, its needles are kept."""
         known = self._base.texts if self._base is not None else frozenset()
-        if texts is None or len(texts) + len(known) > MAX_TEXTS or (
+        done = spelled._texts if spelled is not None else known
+        every = texts | known if texts is not None else frozenset()
+        if texts is None or len(every) > MAX_TEXTS or (
                 self._base is not None and self._base.opaque) or (
                 per_call and sum(len(t) for t in texts - known) > MAX_LAYER_CHARS):
             self._opaque = True
             self._texts, self._needles = frozenset(), ()
             return
-        self._texts = texts | known
+        self._texts = every
         # Every spelling our serializers give a value (see ``spellings``), longest first.
-        forms = {form for t in texts - known if len(t) >= MIN_SUBSTRING_LENGTH
+        forms = {form for t in texts - done if len(t) >= MIN_SUBSTRING_LENGTH
                  for form in spellings(t)}
+        if spelled is not None:
+            forms.update(spelled._needles)
         self._needles = tuple(sorted(forms, key=len, reverse=True))
 
     def _compute(self) -> None:
@@ -177,13 +186,7 @@ class Scrubber:
         if texts is not None and texts <= self._texts:
             return self
         out = Scrubber((), self._redact, base=self._base)
-        if texts is None or len(self._texts | texts) > MAX_TEXTS:
-            out._set(None)
-            return out
-        out._texts = self._texts | texts
-        forms = {form for t in texts - self._texts if len(t) >= MIN_SUBSTRING_LENGTH
-                 for form in spellings(t)}
-        out._needles = tuple(sorted({*self._needles, *forms}, key=len, reverse=True))
+        out._set(None if texts is None else self._texts | texts, spelled=self)
         return out
 
     def top_layer(self) -> Scrubber:
@@ -544,22 +547,6 @@ def _texts_of(values: Iterable[Any]) -> frozenset[str] | None:
 _END = object()
 
 
-def value_texts(value: Any) -> Iterator[str]:
-    """The ways a value can appear in a text (CEL and Python spellings); never ``""``."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from value_texts(k)
-            yield from value_texts(v)
-        return
-    if isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from value_texts(v)
-        return
-    yield from _leaf_texts(value)
-
-
 def _leaf_texts(value: Any) -> set[str]:
     """The texts of a value that is not a container."""
     if isinstance(value, bytes):
@@ -633,8 +620,14 @@ _QP_PADDING = r"(?<![ \t])[ \t]+(?=\r*\n)"
 transport added it; an encoder writes a space there as ``=20``). Matched from the start of
 its run only, so that a long run of spaces is read once."""
 
+_QP_LINE_END = r"(?:2[Ee]|20|09)(?=[ \t]*(?:\r*\n|\Z))"
+"""A byte alone that an encoder writes at a line's end, before a line break or at the
+text's end: a line that is only a dot (``=2E``, as ``quopri`` writes it) and white space
+there (``=20``, ``=09``), which a reader would otherwise delete as a transport's padding.
+``a2b_qp`` reads it; ``id=20`` inside a line is still no escape."""
+
 _QP = re.compile(rf"(=(?:(?:[0-9A-Fa-f]{{2}}|{_QP_BREAK})(?:=(?:[0-9A-Fa-f]{{2}}|{_QP_BREAK}))+"
-                 rf"|3D|{_QP_BREAK}|(?<=[A-Za-z]=)[89A-F][0-9A-F])|{_QP_PADDING})")
+                 rf"|3D|{_QP_BREAK}|(?<=[A-Za-z]=)[89A-F][0-9A-F]|{_QP_LINE_END})|{_QP_PADDING})")
 """A run of quoted-printable bytes (``=C3=A9``) and soft line breaks (``=`` and ``_QP_BREAK``, nothing),
 or a line's padding (``_QP_PADDING``, nothing): a mail's body. Quoted-printable inside
 quoted-printable meets both: a line break the outer layer split (``\\r=\\r\\n\\n``)
@@ -643,8 +636,8 @@ space before a line break (a value encoded and wrapped three times over went out
 run, not a byte: a character's bytes, or a byte and a line break, stand together (a mailer
 breaks a line between a character's bytes). A byte alone only as quoted-printable writes
 one among a value's letters (``=3D`` for ``=``, a Latin-1 byte after a letter, in
-upper-case hex: ``caf=E9``): ``width=100``, ``id=20`` or a spreadsheet's ``=A1`` is no
-escape."""
+upper-case hex: ``caf=E9``) or at a line's end (``_QP_LINE_END``): ``width=100``, ``id=20;``
+or a spreadsheet's ``=A1`` is no escape."""
 
 _MIME_WORD = r"=\?[^?\s]{1,64}\?[QqBb]\?[^?\s]*\?="
 _MIME = re.compile(f"({_MIME_WORD}(?:\\s+{_MIME_WORD})*)")
@@ -662,39 +655,10 @@ of its own besides the plain family's, since that one reads a quoted empty strin
 it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
 ``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
-_FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
-                 "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
-"""Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
-direction marks and embeddings, the byte-order mark."""
-
-_COMPAT_RANGES = ((0x3000, 0x3000), (0xFF01, 0xFF5E), (0x2070, 0x209F), (0x2460, 0x24FF),
-                  (0x1D400, 0x1D7FF))
-"""Characters whose compatibility form (NFKC) is ASCII, that a value may be spelled in:
-fullwidth forms, super- and subscripts, enclosed (circled) letters and digits, mathematical
-letters and digits."""
-
-
-def _normal_table() -> dict[int, str]:
-    table = {ord(c): "" for c in _FILLER_CHARS}
-    for low, high in _COMPAT_RANGES:
-        for code in range(low, high + 1):
-            form = unicodedata.normalize("NFKC", chr(code))
-            if form != chr(code) and form.isascii():
-                table[code] = form
-    return table
-
-
-_NORMAL_TABLE = _normal_table()
-"""What each filler (nothing) and compatibility character (its ASCII form) becomes, for
-``str.translate`` (C speed)."""
-
-_EXOTIC = re.compile("([\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
-                     "\u2070-\u209f\u2460-\u24ff\u3000\ufeff\uff01-\uff5e"
-                     "\U0001d400-\U0001d7ff])")
-"""A filler or a compatibility character (a few ranges that hold ``_NORMAL_TABLE``'s
-characters: a class listing each of them is searched a range at a time, 12 ms for 2 kB of
-text; one of these ranges not in the table stands for itself): the *normal* family, undone in a view of its own
-(the value as it reads, without what was put between its characters)."""
+_EXOTIC = EXOTIC
+"""A filler or a compatibility character (``guardrails.expr.textforms``): the *normal* family,
+undone in a view of its own (the value as it reads, without what was put between its
+characters)."""
 
 _PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{_EXOTIC.pattern[1:-1]})")
 """The doubled quotes and the normal family together, in one view (the *plain* family):
@@ -902,7 +866,7 @@ _QUOTE_PAIRS = {"''": "'", '""': '"', "'\\''": "'", "'\"'\"'": "'"}
 
 def _plain_char(escape: str) -> str:
     """What a doubled quote, a filler or a compatibility character stands for."""
-    return _QUOTE_PAIRS.get(escape) or _NORMAL_TABLE.get(ord(escape), escape)
+    return _QUOTE_PAIRS.get(escape) or NORMAL_TABLE.get(ord(escape), escape)
 
 
 def _no_break(escape: str) -> str:
@@ -984,15 +948,18 @@ def _view(text: str, family: _Family, parent: int) -> _View | object | None:
     return _View("".join(parts), literals, escapes, undone, parent, family.narrow)
 
 
+_ROUGH_HTML = (("&amp;", "&"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"), ("&lt;", "<"),
+               ("&gt;", ">"))
+"""The common HTML character references, ``&amp;`` first: a reference escaped twice
+(``&amp;lt;``, a web page's text HTML-escaped again) is undone too. (Listing the others
+before ``&amp;`` as well, as the rough view once did, changes nothing: undoing one of them
+never makes or unmakes an ``&amp;``.)"""
+
 _ROUGH = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ('\\"', '"'), ("\\'", "'"),
-          ("\\/", "/"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"), ("&lt;", "<"),
-          ("&gt;", ">"), ("&amp;", "&"), ("&quot;", '"'), ("&#39;", "'"), ("&#x27;", "'"),
-          ("&lt;", "<"), ("&gt;", ">"), ("%20", " "), ("%3D", "="), ("%3d", "="),
+          ("\\/", "/"), *_ROUGH_HTML, ("%20", " "), ("%3D", "="), ("%3d", "="),
           ("%3A", ":"), ("%3a", ":"), ("%2F", "/"), ("%2f", "/"), ("%2B", "+"), ("%2b", "+"),
           ("%22", '"'), ("%27", "'"), ("\\\\", "\\"))
-
-
-_ROUGH_HTML = tuple(pair for pair in _ROUGH if pair[0].startswith("&"))
+"""The common escapes the rough view undoes with C-speed replacements."""
 
 
 _NOT_AN_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?![\\'\"abfnrtv0-7xuU\n])")
@@ -1009,24 +976,28 @@ def _rough(text: str) -> str:
     And, after it, ``text`` with every JSON and ``repr`` backslash escape undone, by the
     ``unicode_escape`` codec (C speed too): a key spelled in ``\\u`` or ``\\x`` escapes
     and padded past ``MAX_ESCAPES`` went out whole (red team 17b). A match across the two
-    parts only replaces the text whole, the safe side."""
+    parts only replaces the text whole, the safe side. Each codec decoding is made once
+    and read in each encoding its bytes may be in (``_backslash_bytes``,
+    ``_percent_bytes``)."""
     found = _RECENT_ROUGH.get(text)
     if isinstance(found, str):
         return found
     rough = text
     for escaped, char in _ROUGH:
         rough = rough.replace(escaped, char)
-    if "\\" in text:
-        plain = _NOT_AN_ESCAPE.sub(r"\1\\\\", text.replace("\\/", "/"))
-        decoded = plain.encode("latin-1", "backslashreplace").decode(
-            "unicode_escape", "replace")
+    parts = [rough]
+    backslash = _backslash_bytes(text) if "\\" in text else None
+    if backslash is not None:
+        decoded = backslash
         if "&" in decoded or "%" in decoded:  # a web page's text in a JSON string
             for escaped, char in _ROUGH:
                 decoded = decoded.replace(escaped, char)
-        rough += "\n\0\n" + decoded
-    if "%" in text:
-        rough += "\n\0\n" + _percent_decoded(text)
-    rough += "".join("\n\0\n" + part for part in _rough_more(text))
+        parts.append(decoded)
+    percent = _percent_bytes(text) if "%" in text else None
+    if percent is not None:
+        parts.append(_html_undone(_as_bytes(percent, "utf-8")))
+    parts += _rough_more(text, backslash, percent)
+    rough = "\n\0\n".join(parts)
     if _has_quotes(rough):
         rough += "\n\0\n" + _unquoted(rough)
     if _has_normal(rough) or _has_breaks(rough):
@@ -1035,28 +1006,49 @@ def _rough(text: str) -> str:
     return rough
 
 
-def _rough_more(text: str) -> Iterator[str]:
+def _backslash_bytes(text: str) -> str:
+    """``text`` with every backslash escape undone by the ``unicode_escape`` codec (a
+    backslash that starts none kept as it is): ``\\u`` escapes as their characters, ``\\x``
+    and octal ones as the Latin-1 characters of their bytes. For the rough view only."""
+    plain = _NOT_AN_ESCAPE.sub(r"\1\\\\", text.replace("\\/", "/"))
+    return plain.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
+
+
+def _percent_bytes(text: str) -> str:
+    """Every ``%XX`` of ``text`` undone (and ``+`` as a space), each byte as the Latin-1
+    character of it, at C speed: each ``%`` becomes a ``\\x`` escape that the
+    ``unicode_escape`` codec turns into its byte (one not followed by two hex digits into
+    U+FFFD). For the rough view only: a literal non-ASCII character of ``text`` comes out
+    mangled (the text as it is is the rough view's first part)."""
+    marked = text.replace("\\", "\\\\").replace("%", "\\x").replace("+", " ")
+    return marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
+
+
+def _as_bytes(latin: str, encoding: str) -> str:
+    """A codec decoding's Latin-1 characters read as the bytes of ``encoding`` (a character
+    no byte stands for, as its escape)."""
+    return latin.encode("latin-1", "backslashreplace").decode(encoding, "replace")
+
+
+def _rough_more(text: str, backslash: str | None, percent: str | None) -> Iterator[str]:
     """The rough view's parts for the families added by red team 20, at C speed: octal
     escapes as UTF-8 bytes, ``%uXXXX``, percent-encoded cp1252, quoted-printable; and CSS
     escapes and MIME words, which only a Python step each undoes, when there are at most
     ``MAX_ESCAPES`` of them (past that, not read: see docs/security-model.md). The doubled
-    quotes and the normal family are undone over all parts (``_rough``)."""
-    if "\\" in text:
+    quotes and the normal family are undone over all parts (``_rough``). ``backslash``
+    and ``percent`` are ``text``'s codec decodings (``_backslash_bytes``,
+    ``_percent_bytes``), when it holds those signs."""
+    if backslash is not None:
         if _OCTAL_HIGH.search(text) is not None:  # octal bytes, the codec read as Latin-1
-            plain = _NOT_AN_ESCAPE.sub(r"\1\\\\", text.replace("\\/", "/"))
-            latin = plain.encode("latin-1", "backslashreplace").decode("unicode_escape",
-                                                                        "replace")
-            yield latin.encode("latin-1", "replace").decode("utf-8", "guardrails.cp1252")
+            yield backslash.encode("latin-1", "replace").decode("utf-8", "guardrails.cp1252")
         if len(_CSS.findall(text, 0, len(text))) <= MAX_ESCAPES:
             yield _CSS.sub(lambda m: _css_char(m.group(1)), text)
-    if "%" in text:
+    if percent is not None:
         if "%u" in text or "%U" in text:
             marked = text.replace("\\", "\\\\").replace("%u", "\\u").replace("%U", "\\u")
             yield marked.encode("latin-1", "backslashreplace").decode("unicode_escape",
                                                                        "replace")
-        marked = text.replace("\\", "\\\\").replace("%", "\\x").replace("+", " ")
-        data = marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
-        yield data.encode("latin-1", "backslashreplace").decode("cp1252", "replace")
+        yield _as_bytes(percent, "cp1252")
     if "=" in text:
         yield _decoded_bytes(binascii.a2b_qp(
             _QP_NOTHING.sub("", text).encode("utf-8", "surrogatepass")))
@@ -1075,17 +1067,6 @@ def _html_undone(text: str) -> str:
         for escaped, char in _ROUGH_HTML:
             text = text.replace(escaped, char)
     return text
-
-
-def _percent_decoded(text: str) -> str:
-    """Every ``%XX`` of ``text`` undone as UTF-8 (and ``+`` as a space), then its common
-    HTML escapes, at C speed: each ``%`` becomes a ``\\x`` escape that the
-    ``unicode_escape`` codec turns into its byte (one not followed by two hex digits into
-    U+FFFD). For the rough view only: a literal non-ASCII character of ``text`` comes out
-    mangled (the text as it is is the rough view's first part)."""
-    marked = text.replace("\\", "\\\\").replace("%", "\\x").replace("+", " ")
-    data = marked.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
-    return _html_undone(data.encode("latin-1", "backslashreplace").decode("utf-8", "replace"))
 
 
 class _Recent:
@@ -1162,7 +1143,7 @@ def _normalized(text: str, *, breaks: bool = True) -> str:
     speed)."""
     if breaks and ("\n" in text or "\r" in text):
         text = _BREAKS.sub("", text)
-    return text if text.isascii() else text.translate(_NORMAL_TABLE)
+    return text if text.isascii() else text.translate(NORMAL_TABLE)
 
 
 def _views(text: str) -> list[_View] | None:

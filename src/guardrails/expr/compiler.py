@@ -35,7 +35,7 @@ from guardrails.expr.codegen import (
     shared,
 )
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
-from guardrails.expr.parser import CelSyntaxError, parse
+from guardrails.expr.parser import CelSyntaxError, parse_shaped
 from guardrails.expr.program import Program
 from guardrails.expr.values import UInt
 
@@ -198,10 +198,9 @@ def compile_expression(
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}")
     try:
-        node = parse(source, limits)
+        node, shaped = parse_shaped(source, limits)
     except CelSyntaxError as e:
         raise ExpressionError(e.message, e.offset) from None
-    shaped = ast.shape(node)
     if backend == "compiled":
         program = _generated(node, shaped, source, key[1], limits, container)
     else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import datetime
 import functools
+import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -34,6 +35,7 @@ import re2
 
 from guardrails.expr.lib_common import RE2_OPTIONS, compile_re2, guarded, no_overload
 from guardrails.expr.limits import MAX_MATCHES
+from guardrails.expr.textforms import normal
 from guardrails.expr.values import CelError, MatchBoundExceeded
 
 __all__ = [
@@ -109,13 +111,36 @@ def _unglue(text: str) -> str:
     return "".join(parts)
 
 
+_IDNA_DOTS: Final = str.maketrans({"\u3002": ".", "\uff61": "."})
+"""The full stops IDNA reads as a label's dot besides ``.`` and the fullwidth ``．``
+(``guardrails.expr.textforms``): ideographic and halfwidth ideographic (UTS 46)."""
+
+
+def _normal(text: str) -> str:
+    """The one reading of every text and value the provenance functions compare, before
+    case is ignored: fillers (zero-width spaces, joiners, direction marks) removed,
+    compatibility characters (fullwidth, mathematical, circled, super- and subscript
+    letters, digits and signs) in their ASCII form, and IDNA's other full stops as dots.
+    A tool, a mail system or a browser reads them so (``ｅｖｉｌ.com`` is ``evil.com`` to
+    IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
+    came back vouched for by a trusted tool, and a page hid a destination from
+    ``untrusted`` (scrub22). At most four times the text (``textforms.NORMAL_TABLE``);
+    look-alike letters of other scripts stay themselves, so never match."""
+    if text.isascii():
+        return text
+    text = normal(text)
+    if "\u3002" in text or "\uff61" in text:
+        text = text.translate(_IDNA_DOTS)
+    return text
+
+
 def _lower(text: str) -> str:
-    """``text`` cut at ``MAX_TEXT``, a sentence glued to a host moved off it (``_unglue``)
-    and lower-cased, cached (results are searched by many calls of a session, and their
-    hashes are cached by the string objects)."""
+    """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
+    moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
+    of a session, and their hashes are cached by the string objects)."""
     found = _LOWER.get(text)
     if found is None:
-        found = _unglue(text[:MAX_TEXT]).lower()
+        found = _unglue(_normal(text[:MAX_TEXT])).lower()
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
@@ -130,7 +155,7 @@ def _as_written(text: str) -> str | None:
     page wrote its last label capitalised (``https://files.evil.Com now``; red team 18)."""
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
-        cut = text[:MAX_TEXT]
+        cut = _normal(text[:MAX_TEXT])
         found = None if _GLUED.search(cut) is None else cut.lower()
         if found == _lower(text):
             found = None
@@ -209,6 +234,10 @@ class Matcher:
     """For identifiers and phone numbers: what the text without separators must contain."""
     words: str = ""
     """The value's letters and digits, lower-cased: what a field that is the value holds."""
+    parts: tuple[str, ...] = ()
+    """The value's words (runs of letters and digits), its first ``VALUE_WORDS``: what a
+    call given the value split over its arguments holds, each somewhere
+    (``Origins._first_given``)."""
     partial: bool = False
     """The value is longer than its pattern reads (``VALUE_CHARS``): a text holds it only
     where the pattern matches and ``words``, all of them, run on in it (``_letters``)."""
@@ -391,7 +420,7 @@ def _classify(value: Any) -> tuple[str, str, str, bool] | None:
         return "number", whole[-3:], _number_pattern(d), False
     if type(value) is not str:
         return None
-    low = value.strip().lower()
+    low = _normal(value).strip().lower()
     if len(low) > VALUE_CHARS:
         return _partial(low)
     found = _classify_short(low)
@@ -462,10 +491,12 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     if found is None:
         return None
     kind, literal, pattern, partial = found
-    words = _WORDLESS.sub("", str(value).lower())
+    low = _normal(str(value)).lower()
+    words = _WORDLESS.sub("", low)
+    parts = tuple(itertools.islice((m.group() for m in _WORD.finditer(low)), VALUE_WORDS))
     if kind in ("identifier", "phone"):
-        return Matcher(kind, "", pattern, dense=literal, words=words)
-    return Matcher(kind, literal, pattern, words=words, partial=partial)
+        return Matcher(kind, "", pattern, dense=literal, words=words, parts=parts)
+    return Matcher(kind, literal, pattern, words=words, parts=parts, partial=partial)
 
 
 def matcher(value: Any) -> Matcher | None:
@@ -544,7 +575,7 @@ class Origins:
     _places: dict[Any, tuple[Place, ...]] = field(default_factory=dict)
     _params_text: dict[int, str] = field(default_factory=dict)
     _requested: dict[int, bool] = field(default_factory=dict)
-    _given: tuple[str, list[int], list[int], int] | None = None
+    _given: tuple[str, list[int], list[int], int, list[str]] | None = None
     _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
     def places(self, value: Any) -> tuple[Place, ...]:
@@ -626,24 +657,39 @@ class Origins:
         """The index of the first call in history that ran and may have been given the
         value (``len(history)`` if none): it is in the call's arguments, one by one or run
         together (a tool that joins a bank code and an account number echoes the IBAN
-        neither holds alone), or some of its arguments are not known (the entry was cut
-        for size, or they are nested deeper than ``_ARGS_DEPTH``): then it cannot be told,
-        and the answer is yes. Calls that did not run (denied, halted) were given nothing.
-        One search of every call's texts together (see ``_given_texts``)."""
-        text, ends, indices, unknown = self._given_texts()
+        neither holds alone), each of its words is in them, in any order, with anything
+        between (a tool that joins ``user``, ``@`` and ``domain``; scrub22: the value
+        split over arguments a tool joins with a separator was not given), or some of its
+        arguments are not known (the entry was cut for size, or they are nested deeper
+        than ``_ARGS_DEPTH``): then it cannot be told, and the answer is yes. Calls that
+        did not run (denied, halted) were given nothing. One search of every call's texts
+        together (see ``_given_texts``), and for a value of several words a look for each
+        in each call's letters and digits before that."""
+        text, ends, indices, unknown, joined = self._given_texts()
         at = m.first(text, self.scan) if text else None
-        return unknown if at is None else indices[bisect.bisect_right(ends, at)]
+        first = unknown if at is None else indices[bisect.bisect_right(ends, at)]
+        if len(m.parts) > 1:
+            for index, values in zip(indices, joined, strict=True):
+                if index >= first:
+                    break
+                letters = _letters(values, self.scan)
+                self.scan.charge(SEARCH_COST + len(m.parts) * len(letters) // 8)
+                if all(part in letters for part in m.parts):
+                    return index
+        return first
 
-    def _given_texts(self) -> tuple[str, list[int], list[int], int]:
+    def _given_texts(self) -> tuple[str, list[int], list[int], int, list[str]]:
         """The argument texts of the calls that ran, up to the first whose arguments are
         not all known, in one text: per call its texts, each ended by ``\\x00``, which no
-        pattern matches across; where each call's part ends, its index, and the index of
-        that first unknown call (``len(history)`` if none). Built once per evaluated call."""
+        pattern matches across; where each call's part ends, its index, the index of
+        that first unknown call (``len(history)`` if none), and per call its values run
+        together. Built once per evaluated call."""
         found = self._given
         if found is None:
             parts: list[str] = []
             ends: list[int] = []
             indices: list[int] = []
+            joined: list[str] = []
             unknown, end = len(self.history), 0
             for i, entry in enumerate(self.history):
                 if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
@@ -657,7 +703,8 @@ class Origins:
                 end += len(part)
                 ends.append(end)
                 indices.append(i)
-            found = self._given = ("".join(parts), ends, indices, unknown)
+                joined.append(texts[1])
+            found = self._given = ("".join(parts), ends, indices, unknown, joined)
         return found
 
     def _params_lower(self) -> str:
@@ -666,7 +713,7 @@ class Origins:
             return ""
         found = self._params_text.get(id(params))
         if found is None:
-            found = "\x00".join(_strings(params, 0)).lower()[:MAX_TEXT * 16]
+            found = _normal("\x00".join(_strings(params, 0))).lower()[:MAX_TEXT * 16]
             self._params_text[id(params)] = found
         return found
 
@@ -685,10 +732,10 @@ def _args_lower(entry: Mapping[str, Any]) -> tuple[str, str] | None:
     values: list[str] = []
     if not _all_strings(args, 0, names, values):
         return None
-    separated = "\x00".join(names + values).lower()
+    separated = _normal("\x00".join(names + values)).lower()
     if len(separated) > MAX_TEXT:
         return None
-    return separated, "".join(values).lower()
+    return separated, _normal("".join(values)).lower()
 
 
 _DID_NOT_RUN: Final = ("deny", "halt", "rejected")

@@ -43,11 +43,13 @@ from guardrails.expr.ast import (
     Node,
     Select,
     StructLit,
+    TreeShape,
+    shape,
 )
 from guardrails.expr.limits import DEFAULT_LIMITS, Limits
 from guardrails.expr.values import INT64_MAX, INT64_MIN, UINT64_MAX, UInt
 
-__all__ = ["ACCUMULATOR", "RESERVED_WORDS", "CelSyntaxError", "parse"]
+__all__ = ["ACCUMULATOR", "RESERVED_WORDS", "CelSyntaxError", "parse", "parse_shaped"]
 
 ACCUMULATOR: Final = "__result__"
 """The accumulator variable of expanded macros (cel-go's historical name)."""
@@ -881,6 +883,13 @@ def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
     Raises ``CelSyntaxError`` for invalid syntax and for expressions that break the
     load-time bounds in ``limits``; never anything else.
     """
+    return parse_shaped(source, limits)[0]
+
+
+def parse_shaped(source: str, limits: Limits = DEFAULT_LIMITS) -> tuple[Node, TreeShape | None]:
+    """``parse``, and the tree's ``ast.shape`` (the front end's cache key): for a tree built
+    from a template, from what the template's trees share (``_shape_of``) instead of a walk
+    over every node, which was a fifteenth of a 10,000-rule load."""
     fail = _Fail(source)
     if len(source) > limits.max_expression_length:
         fail.at(
@@ -892,7 +901,8 @@ def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
     key = (limits, tuple(lexed.kinds), tuple(lexed.words))
     template = _TEMPLATES.get(key)
     if template is not None and template[0] and _fits(template, lexed):
-        return _build(template, lexed.values, lexed.offsets)
+        nodes = _build_nodes(template, lexed.values, lexed.offsets)
+        return nodes[-1], _shape_of(template[2], nodes)
     node = _parse_tokens(lexed, fail, limits)
     if template is None:
         if len(_TEMPLATES) >= _TEMPLATES_MAX:
@@ -900,7 +910,7 @@ def parse(source: str, limits: Limits = DEFAULT_LIMITS) -> Node:
         _TEMPLATES[key] = _ONCE
     elif template is _ONCE:  # the second tree of this skeleton: later ones are built
         _TEMPLATES[key] = _template(node, lexed) or _NEVER
-    return node
+    return node, shape(node)
 
 
 def _parse_tokens(lexed: _Lexed, fail: _Fail, limits: Limits) -> Node:
@@ -938,13 +948,36 @@ def _parse_tokens(lexed: _Lexed, fail: _Fail, limits: Limits) -> Node:
 # compares both on generated and hostile expressions.
 
 _Step = tuple[Any, ...]
-_Template = tuple[tuple[_Step, ...], tuple[int, ...]]
-"""The steps that build the tree (the last one is the root), and the token indices of
-the int and double literals (``_fits``)."""
 
-_ONCE: Final[_Template] = ((), ())
+
+class _Shapes:
+    """What ``ast.shape`` gives for a template's trees, learnt from the first one built.
+
+    Its literals are the same steps in every tree (an int or double token, a string,
+    bytes or uint one, a fixed value), and its key differs only by their types (a
+    ``lit`` token is a string, bytes or a uint): so the key is kept by those types.
+    tests/test_expr_skeleton.py compares it with ``ast.shape`` on every family."""
+
+    __slots__ = ("keys", "literals", "unshaped")
+
+    def __init__(self) -> None:
+        self.literals: tuple[int, ...] | None = None
+        """The steps of the literals ``shape`` lists, in its order (None: not yet learnt)."""
+        self.unshaped = False
+        """``shape`` does not describe these trees (a message literal, too deep)."""
+        self.keys: dict[tuple[type, ...], tuple[object, ...]] = {}
+
+
+_SHAPE_KEYS_MAX: Final = 64
+"""Type combinations kept a template (beyond them, the tree is walked)."""
+
+_Template = tuple[tuple[_Step, ...], tuple[int, ...], _Shapes]
+"""The steps that build the tree (the last one is the root), the token indices of
+the int and double literals (``_fits``), and the trees' shapes."""
+
+_ONCE: Final[_Template] = ((), (), _Shapes())
 """A skeleton parsed once (no steps: never built from)."""
-_NEVER: Final[_Template] = ((), (-1,))
+_NEVER: Final[_Template] = ((), (-1,), _Shapes())
 """A skeleton whose tree ``_template`` cannot describe: always parsed."""
 _TEMPLATES: dict[tuple[object, ...], _Template] = {}
 """By (limits, token kinds, words): ``_ONCE``, then the template (or ``_NEVER``) after
@@ -1024,15 +1057,42 @@ def _template(root: Node, lexed: _Lexed) -> _Template | None:
         add(root)
     except (_NoTemplate, RecursionError):
         return None
-    return tuple(steps), tuple(sorted(numbers))
+    return tuple(steps), tuple(sorted(numbers)), _Shapes()
 
 
 class _NoTemplate(Exception):
     pass
 
 
-def _build(template: _Template, values: list[Any], offsets: list[int]) -> Node:
-    """The tree of ``template`` with these tokens' offsets and literals."""
+def _shape_of(shapes: _Shapes, nodes: list[Any]) -> TreeShape | None:
+    """``ast.shape`` of the tree whose nodes, one a step, ``_build_nodes`` gave."""
+    if shapes.unshaped:
+        return None
+    if shapes.literals is None:
+        found = shape(nodes[-1])
+        if found is None:
+            shapes.unshaped = True
+            return None
+        index = {id(n): i for i, n in enumerate(nodes)}
+        shapes.literals = tuple(index[id(n)] for n in found[1])
+        shapes.keys[tuple(type(n.value) for n in found[1])] = found[0]
+        return found
+    literals = [nodes[i] for i in shapes.literals]
+    types = tuple([type(n.value) for n in literals])
+    key = shapes.keys.get(types)
+    if key is None:
+        found = shape(nodes[-1])
+        if found is None:  # not reached: the same steps, other literal types
+            return None
+        key = found[0]
+        if len(shapes.keys) < _SHAPE_KEYS_MAX:
+            shapes.keys[types] = key
+    return key, literals
+
+
+def _build_nodes(template: _Template, values: list[Any], offsets: list[int]) -> list[Any]:
+    """The nodes of ``template``'s tree, one a step (the root last), with these tokens'
+    offsets and literals."""
     nodes: list[Any] = []
     add = nodes.append
     for step in template[0]:
@@ -1062,5 +1122,4 @@ def _build(template: _Template, values: list[Any], offsets: list[int]) -> Node:
             add(Comprehension(offset, step[2], step[3], nodes[step[4]], step[5],
                               nodes[step[6]], nodes[step[7]], nodes[step[8]], nodes[step[9]],
                               step[10]))
-    root: Node = nodes[-1]
-    return root
+    return nodes

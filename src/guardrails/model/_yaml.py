@@ -126,8 +126,40 @@ def _holds_a_document(node: Node | None) -> TypeGuard[Node]:
                                      and node.value in ("", "~", "null"))
 
 
+_PLAIN_TAGS: dict[str, str] = {}
+"""The tag of each plain scalar's text (``_CLoader.resolve``), at most ``_PLAIN_TAGS_MAX``."""
+_PLAIN_TAGS_MAX = 4096
+
+
+_C_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # used only with libyaml
+
+
+class _CLoader(_C_BASE):  # type: ignore[misc]
+    """libyaml's composer, with the tags of plain scalars remembered by text.
+
+    libyaml calls ``resolve`` (Python, a regex per implicit type) for every scalar: a
+    large policy set repeats the same keys and words (``name``, ``action``, ``deny``)
+    thousands of times. Without path resolvers (``SafeLoader`` has none), the tag of a
+    plain scalar depends only on its text, and a quoted one's, a mapping's or a list's
+    is the default.
+    """
+
+    def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
+        if self.yaml_path_resolvers or kind is not ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
+        if not implicit[0]:
+            return STR
+        tag = _PLAIN_TAGS.get(value)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(_PLAIN_TAGS) >= _PLAIN_TAGS_MAX:
+                _PLAIN_TAGS.clear()
+            _PLAIN_TAGS[value] = tag
+        return tag
+
+
 def _compose_fast(text: str) -> list[Node] | None:
-    loader = yaml.CSafeLoader(text)
+    loader = _CLoader(text)
     nodes: list[Node] = []
     try:
         while loader.check_node():
