@@ -14,6 +14,7 @@ text and falls back when it cannot be built.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,73 @@ def one_by_one(programs: Any, b: Any) -> list[tuple[int, Any, str | None]]:
         if value is not False:
             expected.append((i, value, None))
     return expected
+
+
+# --- Python errors inside a rule: recorded as that rule's error, as one by one ------------
+
+class _Unprintable(Exception):
+    """An exception whose text cannot be read: ``str()`` of it raises."""
+
+    def __str__(self) -> str:
+        raise LookupError("no text")
+
+
+class _Raising(Mapping[str, Any]):
+    """Arguments whose every read raises ``error`` (a Python error, not a CEL one)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __getitem__(self, key: str) -> Any:
+        raise self.error
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise self.error
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize(("error", "expected"), [
+    (RecursionError("deep"), "CelError: expression evaluation too deep"),
+    (ValueError("bad"), "CelError: evaluation failed: ValueError: bad"),
+    (_Unprintable(), "LookupError: no text"),
+])
+def test_a_python_error_inside_a_rule_is_that_rules_error(error: BaseException,
+                                                          expected: str) -> None:
+    rules = ["args.a > 5", "true", "args.b == 1 || false", "params.limit < 9",
+             'size(args.c) > 2 && "x" in params.known', "variables.v1 > 3"]
+    body = "".join(f"    - {{name: r{i}, when: {_q(r)}, action: deny}}\n"
+                   for i, r in enumerate(rules))
+    text = ("apiVersion: guardrails/v1\nkind: ToolPolicy\nmetadata: {name: p}\nspec:\n"
+            "  match: {tools: [t]}\n  params: {limit: 4, known: [x, y, sX]}\n"
+            "  variables:\n    - {name: v1, expression: 'args.a'}\n"
+            f"  rules:\n{body}")
+    ps = _load(text, "compiled", Limits())
+    programs = [r.when.program for r in ps.policies[0].rules]
+    fused = codegen.fused_rules(programs, [False] * len(programs))
+    assert fused is not None
+    codegen.generate_pending()
+    assert fused.run is not None
+    meter = Meter(10**6)
+    b = _bindings(ps, {}, meter)
+    b["args"] = _Raising(error)
+    hits = fused.run(b, meter, 0)
+    assert hits is not None
+    got = [(i, v, None if e is None else f"{type(e).__name__}: {e}") for i, v, e in hits]
+    assert got[:5] == [(0, None, expected), (1, True, None), (2, None, expected),
+                       (3, True, None), (4, None, expected)]
+    assert got[5][:2] == (5, None) and str(got[5][2]).startswith("CelError: variable v1: ")
+    for _, _, e in hits:  # kept without what holds the frame (``values.untraced``)
+        assert e is None or (e.__traceback__ is None and e.__context__ is None
+                             and e.__cause__ is None)
+    # Rule by rule, each rule's own function raises the same.
+    for i, program in enumerate(programs):
+        if i in (1, 3):
+            continue
+        with pytest.raises(Exception) as caught:
+            program.evaluate(b)
+        assert f"{type(caught.value).__name__}: {caught.value}" == got[i][2]

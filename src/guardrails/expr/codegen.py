@@ -182,6 +182,65 @@ def _failed(e: Exception) -> NoReturn:
     raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
 
 
+Hits = list[tuple[int, Any, Exception | None]]
+"""A fused function's result: ``(rule index, value, error)`` of each rule not false."""
+
+
+def _rule_error(hits: Hits | None, i: int, error: Exception) -> Hits:
+    """Rule ``i`` of a fused function raised ``error``: kept as the error its own function
+    raises (``_HANDLERS``: a ``CelError`` as it is, a ``RecursionError`` as too deep, any
+    other as failed, or what reading that one's text raised), without its traceback
+    (``values.untraced``: the fused frame holds ``hits``). Out of line, once for all rules:
+    the fused function runs start to end on every call, and a handler in line per rule
+    was a third of its bytecode, on the path of an error that is rare."""
+    if not isinstance(error, CelError):
+        if isinstance(error, RecursionError):
+            error = CelError("expression evaluation too deep")
+        else:
+            try:
+                error = CelError(f"evaluation failed: {type(error).__name__}: {error}")
+            except Exception as exc:  # its text raised: that is the error, as _failed's
+                error = exc
+    if hits is None:
+        hits = []
+    hits.append((i, None, untraced(error)))
+    return hits
+
+
+def _rule_hit(hits: Hits | None, i: int, value: Any) -> Hits:
+    """Rule ``i`` of a fused function gave ``value``, not false (out of line: rare)."""
+    if hits is None:
+        hits = []
+    hits.append((i, value, None))
+    return hits
+
+
+def _compare_any(b: Mapping[str, Any], op: Callable[[Any, Any], Any], left: Any, right: Any,
+                 limit: int) -> Any:
+    """A comparison of two values the call brings, of other types than the one tested in
+    line (``_Gen.compare``): numbers of two types free, anything else charged by what it
+    reads (``stdlib.comparison_cost``). Out of line: the rare case's code is not in every
+    rule's."""
+    if not (type(left) in std.NUMBER_TYPES and type(right) in std.NUMBER_TYPES):
+        _charge_call(b, std.comparison_cost(left, right), limit)
+    return op(left, right)
+
+
+def _member_any(b: Mapping[str, Any], item: Any, container: Any, limit: int) -> bool:
+    """``item in container`` but for a text in a short list (``_Gen.membership`` tests that
+    in line): a long list charged per element it scans, a list searched for another value
+    or a map looked up by one charged by what the comparison reads. Out of line, as
+    ``_compare_any``."""
+    if type(container) is list and (len(container) > IN_FREE or type(item) is not str):
+        _charge_call(b, IN_SCAN_COST * len(container) if type(item) is str
+                     else std.membership_cost(item, container), limit)
+    elif type(item) is not str:
+        _charge_call(b, std.lookup_cost(container, item), limit)
+    if type(item) is str and (type(container) is list or type(container) is dict):
+        return item in container
+    return std.in_(item, container)
+
+
 def _select_any(value: Any, field: str) -> Any:
     """A field selected exactly as ``_Gen.select``'s generated line selects it, as one
     call. A fused function tests in line only the type its operand has on the engine's
@@ -242,9 +301,13 @@ _GLOBALS: Final[Mapping[str, Any]] = {
     "_library_error": _library_error,
     "_again": again,
     "_untraced": untraced,
+    "_rule_error": _rule_error,
+    "_rule_hit": _rule_hit,
     "_no_overload": std.no_overload,
     "_select": std.select,
     "_select_any": _select_any,
+    "_compare_any": _compare_any,
+    "_member_any": _member_any,
     "_MISS": _MISS,
     "_has": std.has_field,
     "_eq": std.eq,
@@ -895,11 +958,9 @@ class _Gen:
             self.emit(f"    {t} = {left} {op} {right}")
             # Numbers of two types (an int argument against a double param): nothing to
             # charge (``comparison_cost`` is 0), so no meter call, as on closures.
-            self.emit(f"elif type({left}) in _NUMS and type({right}) in _NUMS:")
-            self.emit(f"    {t} = {helper}({left}, {right})")
             self.emit("else:")
-            self.emit(f"    {self.call_charge(f'_comparison_cost({left}, {right})')}")
-            self.emit(f"    {t} = {helper}({left}, {right})")
+            self.emit(f"    {t} = _compare_any(b, {helper}, {left}, {right}, "
+                      f"{self.const(self.max_cost)})")
             return t
         self.emit(f"{t} = {left} {op} {right} if {test} else {helper}({left}, {right})")
         return t
@@ -924,24 +985,12 @@ class _Gen:
         short = f"type({container}) is _list and len({container}) <= {self.const(IN_FREE)}"
         self.emit(f"if {short}:" if is_str else f"if type({item}) is _str and {short}:")
         self.emit(f"    {t} = {item} in {container}")
-        self.emit("else:")
-        with self.indent():
-            self.emit(f"if type({container}) is _list and (len({container}) > "
-                      f"{self.const(IN_FREE)} or type({item}) is not _str):")
-            units = (f"{self.const(IN_SCAN_COST)} * len({container}) if type({item}) is _str "
-                     f"else _membership_cost({item}, {container})")
-            # Charged to the call's meter directly: short lists (the common case) add no
-            # budget bookkeeping to the expression. An expression with a budget of its own
-            # sees the charge when it returns, so it may run on past the bound by at most
-            # what it charges itself, once.
-            self.emit(f"    {self.call_charge(units)}")
-            self.emit(f"elif type({item}) is not _str:")
-            self.emit(f"    {self.call_charge(f'_lookup_cost({container}, {item})')}")
-            self.emit(
-                f"{t} = {item} in {container} if type({item}) is _str and "
-                f"(type({container}) is _list or type({container}) is _dict) "
-                f"else _in({item}, {container})"
-            )
+        # Any other case (a long list, another value, a map), charged to the call's meter
+        # directly: short lists (the common case) add no budget bookkeeping to the
+        # expression. An expression with a budget of its own sees the charge when it
+        # returns, so it may run on past the bound by at most what it charges itself, once.
+        self.emit(f"else: {t} = _member_any(b, {item}, {container}, "
+                  f"{self.const(self.max_cost)})")
         return t
 
     def add(self, args: tuple[ast.Node, ...]) -> str:
@@ -1735,29 +1784,23 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
         pad = "            " if guarded else "        "
         if guarded:
             lines.append(f"        if _s <= {i}:")
+        # One handler level a rule: what the rule's own function's handlers (``_HANDLERS``)
+        # make of an error is made out of line, by ``_rule_error``, with its recording.
         lines.append(pad + "try:")
-        if parts.budget == "local":
-            lines += [pad + "    _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()",
-                      pad + "    _b0 = _bud"]
+        if parts.budget == "local":  # ``_b0`` first: the ``finally`` then subtracts 0
+            lines += [pad + "    _b0 = _bud = _m.left", pad + "    if _bud < 0: _cost_exceeded()"]
         elif parts.budget in ("direct", "check"):
             lines.append(pad + "    if _m.left < 0: _cost_exceeded()")
-        lines.append(pad + "    try:")
-        lines += [pad + "        " + line for line in body.split("\n")]
-        lines += [pad + "    except _CelError:", pad + "        raise",
-                  pad + "    except RecursionError:", pad + "        _too_deep()",
-                  pad + "    except Exception as _x:", pad + "        _failed(_x)"]
-        if parts.budget == "local":
-            lines += [pad + "    finally:", pad + "        _m.left -= _b0 - _bud"]
+        lines += [pad + "    " + line for line in body.split("\n")]
         lines += [pad + "except Exception as _e:",
-                  pad + "    if _hits is None: _hits = []",
-                  # Without its traceback (``values.untraced``): this frame holds ``_hits``.
-                  pad + f"    _hits.append(({i}, None, _untraced(_e)))",
+                  pad + f"    _hits = _rule_error(_hits, {i}, _e)",
                   pad + "else:",
                   pad + "    if _v is not False:",
-                  pad + "        if _hits is None: _hits = []",
-                  pad + f"        _hits.append(({i}, _v, None))"]
+                  pad + f"        _hits = _rule_hit(_hits, {i}, _v)"]
         if stops[i] and i + 1 < len(pieces):
             lines.append(pad + "        if _v is True: return _hits")
+        if parts.budget == "local":
+            lines += [pad + "finally:", pad + "    _m.left -= _b0 - _bud"]
     lines += ["        return _hits", "    return _p", ""]
     return "\n".join(lines), tuple(hoisted)
 
