@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import re2
 
 from guardrails.engine.decision import REDACTED
-from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE, normal
+from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE, exotic, normal
 
 __all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
            "redact_escaped", "spellings"]
@@ -895,7 +895,7 @@ def _has_quotes(text: str) -> bool:
 
 
 def _has_normal(text: str) -> bool:
-    return not text.isascii() and EXOTIC.search(text) is not None
+    return exotic(text)
 
 
 def _has_breaks(text: str) -> bool:

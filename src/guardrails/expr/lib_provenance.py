@@ -25,6 +25,7 @@ import datetime
 import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -120,7 +121,8 @@ def _normal(text: str) -> str:
     """The one reading of every text and value the provenance functions compare, before
     case is ignored: fillers (zero-width spaces, joiners, direction marks) removed,
     compatibility characters (fullwidth, mathematical, circled, super- and subscript
-    letters, digits and signs) in their ASCII form, and IDNA's other full stops as dots.
+    letters, digits and signs) in their ASCII form, IDNA's other full stops as dots, and
+    composed (NFC: ``e`` and U+0301 is ``é``, as IDNA reads them).
     A tool, a mail system or a browser reads them so (``ｅｖｉｌ.com`` is ``evil.com`` to
     IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
     came back vouched for by a trusted tool, and a page hid a destination from
@@ -131,6 +133,8 @@ def _normal(text: str) -> str:
     text = normal(text)
     if "\u3002" in text or "\uff61" in text:
         text = text.translate(_IDNA_DOTS)
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
     return text
 
 
@@ -200,8 +204,11 @@ def _dense(low: str) -> str:
 
 # -------------------------------------------------------------------- value -> pattern
 
-_B_L = r"(?:^|[^\pL\pN])"
-_B_R = r"(?:$|[^\pL\pN])"
+_B_L = r"(?:^|[^\pL\pN\pM])"
+_B_R = r"(?:$|[^\pL\pN\pM])"
+_GAP = r"[^\pL\pN\pM\x00]+"
+"""What may stand between two words of a plain text: anything but a letter, a digit, a
+combining mark (part of the letter before it) or the NUL that ends a text."""
 
 _EMAIL = re.compile(r"[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 _EMAIL_LEFT = (r"(?:^|[^a-z0-9.!#$%&'*+/=?^_`{|}~-]"
@@ -216,7 +223,11 @@ _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\
 _AMOUNT = re.compile(r"[-+]?(?:[$€£¥]\s?)?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)")
 _PHONE = re.compile(r"\+?[0-9][0-9 ().-]{5,}[0-9]")
 _IDENTIFIER = re.compile(r"[a-z0-9]+(?:[ -][a-z0-9]+)*")
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re2.compile(r"[\pL\pN\pM]+")
+"""A word: letters and digits, with the combining marks on them. A mark is part of its
+letter, never a gap between words (scrub22: ``acme`` + U+0301, the domain ``acmé.com``
+an attacker can register, was plain text of the words ``acme`` and ``com``, named by a
+request that names ``acme.com``)."""
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
 
@@ -368,7 +379,7 @@ def _partial(low: str) -> tuple[str, str, str, bool] | None:
             break
     if not words:
         return None
-    return ("text", words[0], _B_L + r"[^\pL\pN\x00]+".join(re.escape(w) for w in words),
+    return ("text", words[0], _B_L + _GAP.join(re.escape(w) for w in words),
             True)
 
 
@@ -499,7 +510,7 @@ def _classify_short(low: str) -> tuple[str, str, str] | None:
     if len(words) > VALUE_WORDS:
         return _TOO_MANY_WORDS
     literal = max(words, key=len)
-    return "text", literal, (_B_L + r"[^\pL\pN\x00]+".join(re.escape(w) for w in words) + _B_R)
+    return "text", literal, (_B_L + _GAP.join(re.escape(w) for w in words) + _B_R)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -510,7 +521,9 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     kind, literal, pattern, partial = found
     low = _normal(str(value)).lower()
     words = _WORDLESS.sub("", low)
-    parts = tuple(itertools.islice((m.group() for m in _WORD.finditer(low)), VALUE_WORDS))
+    # compared with a text's letters and digits (``_letters``: no marks), so without marks
+    parts = tuple(itertools.islice((_WORDLESS.sub("", m.group()) for m in _WORD.finditer(low)),
+                                   VALUE_WORDS))
     if kind in ("identifier", "phone"):
         return Matcher(kind, "", pattern, dense=literal, words=words, parts=parts)
     return Matcher(kind, literal, pattern, words=words, parts=parts, partial=partial)
