@@ -388,8 +388,7 @@ def _mcp_sent(context: FunctionInvocationContext, remote: str,
     schema = function.parameters()
     name = getattr(function, "name", remote)
     try:
-        out = _schema.with_defaults(out, schema)
-        _schema.check(out, schema, name)
+        out = _schema.as_sent(out, schema, name)
     except _schema.SchemaMismatch as exc:
         # Its text names places and schema keywords, never a value: the brief text too.
         raise _FunctionArgumentValidationError(str(exc), redacted_message=str(exc)) from exc

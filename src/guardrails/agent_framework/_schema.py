@@ -18,15 +18,29 @@ the client's to see: docs/security-model.md, promise 2.
 
 ``jsonschema`` comes with the ``mcp`` package, which every MCP tool needs; it is imported
 when a schema is first checked.
+
+Cost (promise 8; red team 23): the model chooses the arguments, and a schema's keywords
+cost per value and per alternative (a recursive union both of whose models accept a value
+tried both ways at every level: exponential; a recursive model checked again at every
+level: quadratic). So every keyword applied while filling and checking one call's
+arguments is counted against ``SCHEMA_STEPS``, and a call that needs more is refused.
+Two keywords cost more than one step in ``jsonschema``: ``pattern`` (and the patterns of
+``patternProperties``), which Python's backtracking ``re`` can take exponential time over,
+is matched by RE2 instead (linear, and the regex syntax of pydantic's Rust engine, which
+MCP servers validate with); ``uniqueItems``, quadratic when the items do not sort, is
+charged for its comparisons.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["SchemaMismatch", "check", "with_defaults"]
+import re2
+
+__all__ = ["SCHEMA_STEPS", "SchemaMismatch", "as_sent", "check", "with_defaults"]
 
 _REF_HOPS = 32
 """``$ref`` links followed from one schema to the schema it names, at most."""
@@ -34,11 +48,72 @@ _REF_HOPS = 32
 _MAX_ERRORS = 5
 """Mismatches named in one refusal."""
 
+SCHEMA_STEPS = 6_000
+"""Schema keywords applied to one call's arguments (filling its defaults and checking its
+types together), at most: a few microseconds each in ``jsonschema``, so under 50 ms of CPU
+(benchmarks/worst_case.py). A model of a few fields costs about ten, so some six hundred
+such values (a list of payments, a tree of conditions) fit."""
+
+_PAIRS_PER_STEP = 32
+"""``uniqueItems`` comparisons of items that do not sort charged as one step."""
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid pattern is a refusal, not a line on stderr
+
 
 class SchemaMismatch(ValueError):
     """The arguments are not of the types the schema declares: the server would convert
     them (or refuse them), so the call does not run. Its text names the places and the
     schema keywords only, never a value (a value may be a secret)."""
+
+
+class _OverBudget(SchemaMismatch):
+    """The call's ``SCHEMA_STEPS`` are spent."""
+
+
+class _Steps:
+    """What is left of one call's ``SCHEMA_STEPS``."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = SCHEMA_STEPS
+
+    def spend(self, steps: int = 1) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise _OverBudget(
+                f"the arguments take more than {SCHEMA_STEPS} steps to check against its "
+                "schema (too large, or nested too deeply, for it)")
+
+
+_STEPS: contextvars.ContextVar[_Steps | None] = contextvars.ContextVar(
+    "guardrails_schema_steps", default=None)
+"""The budget of the call being filled and checked (``as_sent``); None outside one."""
+
+
+def _spend(steps: int = 1) -> None:
+    budget = _STEPS.get()
+    if budget is not None:
+        budget.spend(steps)
+
+
+def as_sent(arguments: Mapping[str, Any], schema: Mapping[str, Any],
+            tool: str) -> dict[str, Any]:
+    """``arguments`` with their defaults made explicit (``with_defaults``) and checked
+    strictly (``check``), within one budget of ``SCHEMA_STEPS``."""
+    token = _STEPS.set(_Steps())
+    try:
+        filled = with_defaults(arguments, schema)
+        check(filled, schema, tool)
+        return filled
+    except _OverBudget as exc:
+        raise SchemaMismatch(f"Invalid arguments for '{tool}': {exc}.") from None
+    except RecursionError:
+        raise SchemaMismatch(f"Invalid arguments for '{tool}': nested too deeply to check "
+                             "against its schema") from None
+    finally:
+        _STEPS.reset(token)
 
 
 def with_defaults(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,13 +156,95 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     import jsonschema  # type: ignore[import-untyped]  # comes with mcp, which its tools need
 
     plain = dict(schema)
-    cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
-    cls.check_schema(plain)
+    base = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
+    base.check_schema(plain)
+    keywords = {name: _counted(check) for name, check in base.VALIDATORS.items()}
+    if "pattern" in keywords:
+        keywords["pattern"] = _counted(_pattern)
+    if "patternProperties" in keywords:
+        keywords["patternProperties"] = _counted(_pattern_properties)
+    if "uniqueItems" in keywords:
+        keywords["uniqueItems"] = _charged_unique(keywords["uniqueItems"])
+    cls = jsonschema.validators.extend(base, keywords)
     validator = cls(plain)  # no format checker: formats are the server's reading of text
     if len(_SCHEMAS) >= 256:
         _SCHEMAS.clear()
     _SCHEMAS[id(schema)] = (schema, validator)
     return validator
+
+
+def _counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``jsonschema``'s check of one keyword, each application counted as a step."""
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _spend()
+        return keyword(validator, value, instance, schema)
+    return counted
+
+
+def _charged_unique(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``uniqueItems`` charged for its work: items that do not sort (mixed types, objects)
+    are compared pairwise, ``n * n / 2`` comparisons."""
+    def charged(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if value and isinstance(instance, list):
+            count = len(instance)
+            _spend(1 + count // _PAIRS_PER_STEP)
+            if count > 1 and not _sortable(instance):
+                _spend(count * (count - 1) // 2 // _PAIRS_PER_STEP)
+        return keyword(validator, value, instance, schema)
+    return charged
+
+
+def _sortable(items: list[Any]) -> bool:
+    """Whether ``jsonschema``'s uniqueness check can sort ``items`` (all numbers, all
+    strings: not objects, lists, booleans or ``null`` mixed in)."""
+    kinds = {str if type(item) is str else float if type(item) in (int, float) else object
+             for item in items}
+    return len(kinds) == 1 and object not in kinds
+
+
+def _compiled(pattern: str) -> Any:
+    found = _PATTERNS.get(pattern)
+    if found is None:
+        try:
+            found = re2.compile(pattern, options=_RE2_OPTIONS)
+        except re2.error:
+            raise SchemaMismatch("the schema has a pattern that cannot be checked in linear "
+                                 "time") from None
+        if len(_PATTERNS) >= 256:
+            _PATTERNS.clear()
+        _PATTERNS[pattern] = found
+    return found
+
+
+_PATTERNS: dict[str, Any] = {}
+"""Compiled RE2 patterns, by their text."""
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``pattern`` matched by RE2, charged for the text's length."""
+    if isinstance(instance, str) and isinstance(pattern, str):
+        _spend(len(instance) // 256)
+        if _compiled(pattern).search(instance) is None:
+            yield _error("does not match its pattern")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any,
+                        schema: Any) -> Iterator[Any]:
+    """``patternProperties`` with its patterns matched by RE2."""
+    if not (isinstance(instance, dict) and isinstance(patterns, Mapping)):
+        return
+    for pattern, sub in patterns.items():
+        compiled = _compiled(pattern)
+        for name, value in instance.items():
+            _spend(1 + len(name) // 256)
+            if compiled.search(name) is not None:
+                yield from validator.descend(value, sub, path=name, schema_path=pattern)
+
+
+def _error(message: str) -> Any:
+    import jsonschema
+
+    return jsonschema.ValidationError(message)
 
 
 def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
@@ -109,6 +266,7 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
 
 
 def _filled(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
+    _spend()
     schema = _resolve(schema, root)
     if not isinstance(schema, Mapping):
         return value
