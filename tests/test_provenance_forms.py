@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 from agent_framework import Agent, tool
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -338,3 +340,13 @@ async def test_in_the_loop_a_destination_hidden_in_a_page_is_not_uploaded_to(
     await agent.run("Summarise https://news.example/today", session=agent.create_session())
     assert UPLOADED == []
     assert "injected-destination" in client.model_saw()
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=())))
+@example("x\ud800y")
+@example("\u3042\U0001d41e")
+@example("")
+def test_astral_tells_a_character_past_the_bmp_as_max_does(text: str) -> None:
+    """``textforms._astral`` (a UTF-16 length, at C speed) answers what ``max(text) >
+    "\\uffff"`` did, lone surrogates included."""
+    assert textforms._astral(text) == (bool(text) and max(text) > "\uffff")

@@ -75,6 +75,13 @@ for themselves where they hold none of ``NORMAL_TABLE``'s): for ``re.split``. To
 whether a text holds one, ``exotic`` is faster."""
 
 
+def _astral(text: str) -> bool:
+    """Whether ``text`` holds a character past the BMP: it then takes two UTF-16 units.
+    Encoding is a copy at C speed (0.03 ms for 64 K); ``max(text)`` compares character
+    objects one by one (2.1 ms, 43% of ``normal`` on a dense page)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)
+
+
 def exotic(text: str) -> bool:
     """Whether ``text`` holds a filler or a compatibility character. The BMP's are one
     exact class (a bitmap to ``re``: 25 µs for 2 kB of text); the class of the few past it
@@ -84,7 +91,7 @@ def exotic(text: str) -> bool:
         return False
     if _EXOTIC_BMP.search(text) is not None:
         return True
-    return max(text) > "\uffff" and _EXOTIC_ASTRAL.search(text) is not None
+    return _astral(text) and _EXOTIC_ASTRAL.search(text) is not None
 
 
 def normal(text: str) -> str:
@@ -98,7 +105,7 @@ def normal(text: str) -> str:
     start took twice that when its characters were looked up one by one first)."""
     if text.isascii():
         return text
-    pattern = EXOTIC if max(text) > "\uffff" else _EXOTIC_BMP
+    pattern = EXOTIC if _astral(text) else _EXOTIC_BMP
     parts: list[str] = []
     last = 0
     for seen, m in enumerate(pattern.finditer(text)):
