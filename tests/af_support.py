@@ -159,3 +159,14 @@ spec:
 """
 """send_email's recipient must come from the user (the request, the deployment's list
 or a trusted tool): the origin library's two rules, as the origin red teams attack them."""
+
+UNTRUSTED_UPLOAD = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: upload}
+spec:
+  match: {tools: ["upload"]}
+  rules:
+    - {name: injected-destination, when: 'untrusted(args.url)', action: deny}
+"""
+"""upload's destination must not come from content (``untrusted``): the provenance tests'
+one rule, normalised or charged."""

@@ -21,16 +21,8 @@ import pytest
 
 import guardrails
 from guardrails.expr import lib_provenance as lp
+from tests.af_support import UNTRUSTED_UPLOAD as UPLOAD
 from tests.af_support import load_text
-
-UPLOAD = """apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: upload}
-spec:
-  match: {tools: ["upload"]}
-  rules:
-    - {name: injected-destination, when: 'untrusted(args.url)', action: deny}
-"""
 
 NOTE = """apiVersion: guardrails/v1
 kind: ToolPolicy

@@ -36,16 +36,8 @@ from guardrails.expr import lib_provenance as lp
 from guardrails.expr import textforms
 from guardrails.expr.textforms import NORMAL_TABLE, normal
 from tests.af_support import ORIGIN_MAIL as MAIL
+from tests.af_support import UNTRUSTED_UPLOAD as UPLOAD
 from tests.af_support import load_text
-
-UPLOAD = """apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: upload}
-spec:
-  match: {tools: ["upload"]}
-  rules:
-    - {name: injected-destination, when: 'untrusted(args.url)', action: deny}
-"""
 
 
 @pytest.fixture(name="mail")
