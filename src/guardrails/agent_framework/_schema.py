@@ -40,6 +40,8 @@ from typing import Any
 
 import re2
 
+from guardrails.expr.lib_common import RE2_OPTIONS
+
 __all__ = ["SCHEMA_STEPS", "SchemaMismatch", "as_sent", "check", "with_defaults"]
 
 _REF_HOPS = 32
@@ -58,8 +60,6 @@ such values (a list of payments, a tree of conditions) fit."""
 _PAIRS_PER_STEP = 32
 """``uniqueItems`` comparisons of items that do not sort charged as one step."""
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # an invalid pattern is a refusal, not a line on stderr
 
 
 class SchemaMismatch(ValueError):
@@ -207,7 +207,7 @@ def _compiled(pattern: str) -> Any:
     found = _PATTERNS.get(pattern)
     if found is None:
         try:
-            found = re2.compile(pattern, options=_RE2_OPTIONS)
+            found = re2.compile(pattern, options=RE2_OPTIONS)
         except re2.error:
             raise SchemaMismatch("the schema has a pattern that cannot be checked in linear "
                                  "time") from None
