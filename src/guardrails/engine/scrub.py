@@ -902,6 +902,72 @@ def _has_breaks(text: str) -> bool:
     return "\n" in text or "\r" in text
 
 
+_COMPOSE_RANGES = (
+    (0x0300, 0x0387), (0x0483, 0x0487), (0x0591, 0x074A), (0x07EB, 0x108D), (0x1161, 0x11C2),
+    (0x135D, 0x135F), (0x1714, 0x1734), (0x17D2, 0x17DD), (0x18A9, 0x18A9), (0x1939, 0x193B),
+    (0x1A17, 0x1C37), (0x1CD0, 0x1CF9), (0x1DC0, 0x1DFF), (0x1F71, 0x2001), (0x20D0, 0x212B),
+    (0x2329, 0x232A), (0x2ADC, 0x2ADC), (0x2CEF, 0x2CF1), (0x2D7F, 0x2DFF), (0x302A, 0x309A),
+    (0xA66F, 0xA6F1), (0xA806, 0xA82C), (0xA8C4, 0xA9C0), (0xAAB0, 0xAAF6), (0xABED, 0xABED),
+    (0xF900, 0xFB4E), (0xFE20, 0xFE2F), (0x101FD, 0x101FD), (0x102E0, 0x102E0),
+    (0x10376, 0x1037A), (0x10A0D, 0x10A3F), (0x10AE5, 0x10AE6), (0x10D24, 0x10D27),
+    (0x10EAB, 0x10EAC), (0x10F46, 0x10F85), (0x11046, 0x11236), (0x112E9, 0x11374),
+    (0x11442, 0x114C3), (0x115AF, 0x1172B), (0x11839, 0x1183A), (0x11930, 0x11943),
+    (0x119E0, 0x11A99), (0x11C3F, 0x11C3F), (0x11D42, 0x11D97), (0x16AF0, 0x16B36),
+    (0x16FF0, 0x16FF1), (0x1BC9E, 0x1BC9E), (0x1D15E, 0x1D1C0), (0x1D242, 0x1D244),
+    (0x1E000, 0x1E02A), (0x1E130, 0x1E136), (0x1E2AE, 0x1E2EF), (0x1E8D0, 0x1E94A),
+    (0x2F800, 0x2FA1D))
+"""Where the characters are that composing a text (NFC) joins to the character before
+them (combining marks, the second of a canonical pair, conjoining vowels and finals) or
+changes alone (singletons: the angstrom sign, compatibility ideographs), all of them (a
+test reads every code point: tests/test_redteam24_secrets.py)."""
+
+
+def _class(codes: Iterable[int]) -> str:
+    spans: list[list[int]] = []
+    for code in sorted(codes):
+        if spans and code == spans[-1][1] + 1:
+            spans[-1][1] = code
+        else:
+            spans.append([code, code])
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                   for a, b in spans)
+
+
+def _composing() -> tuple[str, str]:
+    """The characters NFC joins to the one before them, and those it changes alone (as
+    classes for ``re``)."""
+    joined: set[int] = set()
+    alone: set[int] = set()
+    for low, high in _COMPOSE_RANGES:
+        for code in range(low, high + 1):
+            char = chr(code)
+            if unicodedata.combining(char):
+                joined.add(code)
+            decomposition = unicodedata.decomposition(char)
+            if decomposition and decomposition[0] != "<" and len(decomposition.split()) == 2:
+                joined.add(int(decomposition.split()[1], 16))
+            if not unicodedata.is_normalized("NFC", char):
+                alone.add(code)
+    joined |= {*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)}  # Hangul vowels, finals
+    return _class(joined), _class(alone)
+
+
+_JOINED, _ALONE = _composing()
+_COMPOSED = re.compile(f"((?s:.)[{_JOINED}]+|[{_ALONE}][{_JOINED}]*)")
+"""A character and the marks NFC joins to it, or one NFC changes alone: one match a run
+that composing may change (a text in mixed forms, or with marks out of their canonical
+order, reads as its NFC form only so)."""
+_COMPOSABLE = re.compile(f"[{_JOINED}{_ALONE}]")
+
+
+def _has_composable(text: str) -> bool:
+    return not text.isascii() and _COMPOSABLE.search(text) is not None
+
+
+def _composed_run(run: str) -> str:
+    return unicodedata.normalize("NFC", run)
+
+
 _BACKSLASH_FAMILY = _Family(lambda t: "\\" in t, _ESCAPE, _unescaped_char, 1 << 30)
 _FAMILIES = (
     _BACKSLASH_FAMILY,
@@ -917,6 +983,7 @@ _FAMILIES = (
     _Family(lambda t: "'\"'\"'" in t or "'\\''" in t, _SHELL_QUOTES, _plain_char, 1 << 16,
             narrow=True),
     _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
+    _Family(_has_composable, _COMPOSED, _composed_run, 1 << 16),
 )
 """The escapes a view undoes. The quotes and the normal family cost a dictionary lookup an
 escape, so they are bounded only to keep a view's memory in proportion."""
@@ -997,6 +1064,8 @@ def _rough(text: str) -> str:
         rough += "\n\0\n" + _unquoted(rough)
     if _has_normal(rough) or _has_breaks(rough):
         rough += "\0" + _normalized(_normalized(rough, breaks=False))
+    if _has_composable(rough):
+        rough += "\0" + unicodedata.normalize("NFC", rough)
     _RECENT_ROUGH.put(text, rough)
     return rough
 
@@ -1100,7 +1169,8 @@ def may_escape(text: str) -> bool:
     ampersand alone, as in "Q&A" or a query string, is none), a percent-encoded character,
     a quoted-printable byte or MIME word, a doubled quote, a line break, a filler or a
     compatibility character (``_FAMILIES``)."""
-    return _costly_escape(text) or _has_quotes(text) or _has_breaks(text) or _has_normal(text)
+    return (_costly_escape(text) or _has_quotes(text) or _has_breaks(text)
+            or _has_normal(text) or _has_composable(text))
 
 
 def _costly_escape(text: str) -> bool:
@@ -1122,6 +1192,8 @@ def _plain_forms(text: str) -> list[str]:
         forms += [_normalized(form) for form in forms]
         if _has_quotes(forms[-1]):
             forms.append(_unquoted(forms[-1]))
+    if any(map(_has_composable, forms)):  # mixed normal forms, marks out of order
+        forms += [unicodedata.normalize("NFC", form) for form in forms]
     return forms
 
 

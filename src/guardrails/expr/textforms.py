@@ -14,10 +14,17 @@ import unicodedata
 
 __all__ = ["COMPAT_RANGES", "EXOTIC", "FILLER_CHARS", "NORMAL_TABLE", "exotic", "normal"]
 
-FILLER_CHARS = ("\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c"
-                "\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff")
+FILLER_CHARS = ("\u00ad\u034f\u180b\u180c\u180d\u180e\u180f\u200b\u200c\u200d\u200e"
+                "\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064"
+                "\u2066\u2067\u2068\u2069\ufeff"
+                + "".join(map(chr, range(0xFE00, 0xFE10)))
+                + "".join(map(chr, range(0xE0000, 0xE0080)))
+                + "".join(map(chr, range(0xE0100, 0xE01F0))))
 """Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
-direction marks and embeddings, the byte-order mark."""
+direction marks and embeddings, the byte-order mark; and variation selectors (Mongolian
+ones too) and tag characters, which IDNA's mapping ignores as it ignores the others (red
+team 24: ``ev\ufe0fil.com`` hid a destination from ``untrusted()``, and a secret with one
+between each of its characters went out whole)."""
 
 COMPAT_RANGES = ((0x00A0, 0x00BA), (0x0132, 0x0133), (0x017F, 0x017F), (0x01C7, 0x01CC),
                  (0x01F1, 0x01F3), (0x02B0, 0x02B8), (0x02E1, 0x02E3), (0x037E, 0x037E),
