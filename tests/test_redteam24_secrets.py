@@ -237,3 +237,11 @@ def test_every_character_composing_joins_or_changes_is_read() -> None:
         if not unicodedata.is_normalized("NFC", char):
             alone.add(code)
     assert (scrub._class(joined), scrub._class(alone)) == (scrub._JOINED, scrub._ALONE)
+    # The BMP's pattern (a bitmap to ``re``) reads every one of them there, the whole
+    # pattern those past it.
+    for code in joined:
+        pattern = scrub._COMPOSED if code < 0x10000 else scrub._COMPOSED_ALL
+        assert pattern.fullmatch("a" + chr(code)), hex(code)
+    for code in alone:
+        pattern = scrub._COMPOSED if code < 0x10000 else scrub._COMPOSED_ALL
+        assert pattern.fullmatch(chr(code)), hex(code)
