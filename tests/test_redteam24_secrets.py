@@ -245,3 +245,12 @@ def test_every_character_composing_joins_or_changes_is_read() -> None:
     for code in alone:
         pattern = scrub._COMPOSED if code < 0x10000 else scrub._COMPOSED_ALL
         assert pattern.fullmatch(chr(code)), hex(code)
+
+
+@pytest.mark.parametrize("padding", ["\\n" * 5000, "caf\u00e9 \u200b" * 40000])
+def test_mixed_forms_past_the_view_bounds_are_still_found(padding: str) -> None:
+    """Past ``MAX_ESCAPES`` (the rough view decides: the text replaced whole) and past
+    the views' size (one family's view at a time), the composed reading still applies."""
+    spelled = _marks_reordered(SECRET)
+    out = Scrubber([SECRET])(padding + " " + spelled + " end")
+    assert SECRET not in _readable(out) and "[REDACTED]" in out
