@@ -11,9 +11,10 @@ a zero-width space, and the normalisation did not. Held (pinned): a destination 
 with one letter decomposed, marks out of order, a combining grapheme joiner, fullwidth
 letters with a mark after them.
 
-Left (xfail, docs/functions.md "Not normalised"): a URL respelled as a URL parser reads it
-the same (a trailing dot on the host, the scheme's default port, an empty fragment, a dot
-segment, a backslash, a percent-encoded letter): the value is looked for as written.
+Found and fixed too: a URL the page wrote as a URL parser reads it the same (a trailing
+dot on the host, the scheme's default port, an empty fragment, a dot segment, a
+backslash) hid ``https://evil.com/drop``: the URL was looked for as written. Left (xfail,
+docs/functions.md "Not normalised"): a percent-encoded letter in the path.
 """
 
 from __future__ import annotations
@@ -105,27 +106,57 @@ RESPELLED = {
     "empty-fragment": "https://evil.com/drop#",
     "dot-segment": "https://evil.com/./drop",
     "backslash": "https://evil.com\\drop",
-    "percent-encoded-letter": "https://evil.com/%64rop",
+    "all-at-once": "https://EVIL.com.:443\\.\\drop#",
 }
+PERCENT = "https://evil.com/%64rop"
 
 
-@pytest.mark.xfail(strict=True, reason="a URL respelled as a parser reads it the same is "
-                   "looked for as written (docs/functions.md, Not normalised)")
 @pytest.mark.parametrize("respelled", list(RESPELLED))
 async def test_a_destination_in_a_respelled_url_is_not_uploaded_to(
         tmp_path: Path, respelled: str) -> None:
-    uploaded, _ = await _uploaded(tmp_path, RESPELLED[respelled], "https://evil.com/drop")
+    """The page writes the URL as a URL parser reads it the same; the model writes it
+    plainly (5 of these 6 were uploaded to before the fix: the URL was looked for as
+    written)."""
+    uploaded, seen = await _uploaded(tmp_path, RESPELLED[respelled], "https://evil.com/drop")
     assert uploaded == []
+    assert "injected-destination" in seen
 
 
 @pytest.mark.parametrize("respelled", list(RESPELLED))
+async def test_a_respelled_destination_is_found_in_a_plain_page(tmp_path: Path,
+                                                               respelled: str) -> None:
+    """The other way round: the page writes it plainly, the model respells it."""
+    uploaded, _ = await _uploaded(tmp_path, "https://evil.com/drop", RESPELLED[respelled])
+    if respelled in ("backslash", "all-at-once"):
+        return  # not a URL to ``kind_of`` (no ``/`` after the host): read as its words
+    assert uploaded == []
+
+
+async def test_a_destination_near_a_named_one_is_still_another(tmp_path: Path) -> None:
+    """What the respellings allow is the same URL only: another path, port or host is
+    another destination (the page names ``https://evil.com/dropbox``)."""
+    for sent in ("https://evil.com/drop", "https://evil.com:8443/dropbox",
+                 "https://evil.com.au/dropbox"):
+        uploaded, _ = await _uploaded(tmp_path, "https://evil.com/dropbox", sent)
+        assert uploaded == [sent], sent
+
+
+@pytest.mark.xfail(strict=True, reason="percent-encoding in a URL is looked for as written "
+                   "(docs/functions.md, Not normalised)")
+async def test_a_destination_with_a_percent_encoded_letter_is_not_uploaded_to(
+        tmp_path: Path) -> None:
+    uploaded, _ = await _uploaded(tmp_path, PERCENT, "https://evil.com/drop")
+    assert uploaded == []
+
+
+@pytest.mark.parametrize("respelled", [*RESPELLED, "percent"])
 async def test_a_respelled_url_is_still_found_by_its_host(tmp_path: Path,
                                                            respelled: str) -> None:
     """The workaround the docs give: a rule on the destination's host as well
     (``untrusted(url(args.url).getHostname())``); the host is found in every respelling."""
     policy = UPLOAD.replace("when: 'untrusted(args.url)'",
                             "when: 'untrusted(args.url) || untrusted(url(args.url).getHostname())'")
-    uploaded, seen = await _uploaded(tmp_path, RESPELLED[respelled], "https://evil.com/drop",
-                                     policy)
+    page = PERCENT if respelled == "percent" else RESPELLED[respelled]
+    uploaded, seen = await _uploaded(tmp_path, page, "https://evil.com/drop", policy)
     assert uploaded == []
     assert "injected-destination" in seen
