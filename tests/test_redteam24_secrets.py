@@ -32,6 +32,7 @@ import pytest
 from agent_framework import AgentSession, Content
 from pydantic import BaseModel
 
+import guardrails
 from guardrails.agent_framework import ScriptedChatClient
 from guardrails.agent_framework.scripted import call, text
 from guardrails.engine import scrub
@@ -254,3 +255,15 @@ def test_mixed_forms_past_the_view_bounds_are_still_found(padding: str) -> None:
     spelled = _marks_reordered(SECRET)
     out = Scrubber([SECRET])(padding + " " + spelled + " end")
     assert SECRET not in _readable(out) and "[REDACTED]" in out
+
+
+@pytest.mark.parametrize("filler", ["\ufe0f", "\U000e0041", "\u180b"])
+@pytest.mark.parametrize("credential", ["AKIAIOSFODNN7EXAMPLE", "ghp_" + "Zk3Qa9" * 6])
+def test_redact_patterns_read_through_invisible_selectors(credential: str,
+                                                          filler: str) -> None:
+    """The library's redact patterns over a credential with a selector between each of
+    its characters (read as fillers, as the values are)."""
+    policies = guardrails.load(Path(__file__).resolve().parent.parent / "policies"
+                               / "exfiltration.yaml")
+    out = policies.redact("deploy key: " + filler.join(credential) + " (rotate)")
+    assert credential not in _readable(out) and "[REDACTED]" in out, out
