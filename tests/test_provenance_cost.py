@@ -73,7 +73,6 @@ def _errors(decision: guardrails.Decision) -> list[str]:
     return [e.message for e in decision.errors]
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_cold_history_is_read_within_the_scan_budget(upload: guardrails.PolicySet,
                                                        normalised: list[int]) -> None:
     """100 fresh results of 64 KiB, dense: the call stops reading them when its scan
@@ -90,7 +89,6 @@ def test_a_cold_history_is_read_within_the_scan_budget(upload: guardrails.Policy
     assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Three results of 20 K characters, not ASCII, under a budget of 200,000: their
@@ -108,7 +106,6 @@ def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
     assert any("scanning budget" in m for m in _errors(spelled))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
                                                normalised: list[int],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +124,6 @@ def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
     assert any("scanning budget" in m for m in _errors(over))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_text_the_expression_builds_is_charged(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``mentions`` on texts a rule builds (each one new to the cache): their reading is

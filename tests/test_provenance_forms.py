@@ -258,6 +258,10 @@ async def test_in_the_loop_a_payee_stored_in_another_form_is_held_not_paid(
 
 # ---------------------------------------------------------------- the normalisation's cost
 
+_EVERY_BMP = "".join(chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000)
+"""Every character of the BMP but surrogates: after a dense start, translated whole through
+``textforms._BMP_TABLE`` (a list indexed by code point, which must read each as the
+dictionary does)."""
 _SPARSE_RUN = "".join("\uff21" if i % 16 == 0 else "\u3042" for i in range(4096))
 
 
@@ -267,6 +271,7 @@ _SPARSE_RUN = "".join("\uff21" if i % 16 == 0 else "\u3042" for i in range(4096)
     _SPARSE_RUN, _SPARSE_RUN + "\uff21" * 3000,              # at the density, then dense
     "\uff21" * 3000 + _SPARSE_RUN, "\u3042" * 4000 + "\uff45\u200b\U0001d41e\u2473",
     "".join(chr(c) for c in range(0x2000, 0x2500)) * 3,       # fillers, marks, others mixed
+    "\uff21" * 200 + _EVERY_BMP,                              # dense, then every character
 ])
 def test_normal_reads_any_arrangement_as_the_whole_text_translated(text: str) -> None:
     """``textforms.normal`` looks characters up one by one where they are few and
