@@ -177,3 +177,23 @@ def test_a_realistic_mixed_history_of_200_kib_is_read_whole(upload: guardrails.P
                              history=history, request=request)
     assert (hidden.effect, _errors(hidden)) == ("deny", [])
     assert [f.rule for f in hidden.rules] == ["injected-destination"]
+
+
+def test_ungluing_a_result_is_charged(upload: guardrails.PolicySet) -> None:
+    """A sentence glued to a host (``a.b.Com``) is moved off it one match at a time in
+    Python (``_unglue``, about 1.3 µs a match): 100 fresh ASCII results of 64 KiB made of
+    them cost the call about 1 s, charged nothing (ASCII is free to read). Each match is
+    charged now (``GLUE_COST``), alike cold or warm; a page with a few is read whole."""
+    history = _history([_page(i, K, "a.b.Com ") for i in range(100)])
+    decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                               history=history, request="Summarise the news")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))
+    again = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                            history=history, request="Summarise the news")
+    assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
+    few = _history([_page(i, K, "plain words " * 500 + "see www.evil.com.Then ")
+                    for i in range(100)])
+    hidden = upload.evaluate(tool="upload", args={"url": "https://www.evil.com"},
+                             history=few, request="Summarise the news")
+    assert (hidden.effect, _errors(hidden)) == ("deny", [])
