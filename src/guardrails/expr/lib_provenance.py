@@ -162,18 +162,21 @@ def _lower(text: str, scan: _Scan) -> str:
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
     of a session, and their hashes are cached by the string objects). Its reading is
     charged to ``scan`` first, and its glued sentences before they are moved, cached or
-    not (``_Scan.read``, ``_Scan.unglue``)."""
-    scan.read(text, MAX_TEXT)
+    not (``_Scan.read``, ``_Scan.unglue``; an ASCII text without glued sentences, the
+    usual one, makes neither call)."""
+    if not text.isascii():
+        scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
         cut = _normal_cut(text)
         glued = len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
-        scan.unglue(text, glued)
+        if glued:
+            scan.unglue(text, glued)
         found = (_unglue(cut).lower() if glued else cut.lower(), glued)
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
-    else:
+    elif found[1]:
         scan.unglue(text, found[1])
     return found[0]
 
@@ -185,7 +188,8 @@ def _as_written(text: str, scan: _Scan) -> str | None:
     request, a trusted result) but hid a destination from ``untrusted`` when an injected
     page wrote its last label capitalised (``https://files.evil.Com now``; red team 18).
     The same reading as ``_lower``'s, charged once a call."""
-    scan.read(text, MAX_TEXT)
+    if not text.isascii():
+        scan.read(text, MAX_TEXT)
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
         cut = _normal_cut(text)
@@ -556,7 +560,7 @@ def matcher(value: Any, scan: _Scan) -> Matcher | None:
     reading is charged to ``scan`` first, whole, cached or not (``_Scan.read``)."""
     if type(value) is bool:
         return None
-    if type(value) is str:
+    if type(value) is str and not value.isascii():
         scan.read(value, len(value))
     try:
         return _matcher_of(value, type(value).__name__)  # 1 and 1.0 hash alike
@@ -629,9 +633,9 @@ class _Scan:
         self.read_chars[text] = size
 
     def unglue(self, text: str, glued: int) -> None:
-        """Charge moving the ``glued`` sentences of ``text`` off their hosts, once per
-        text per call, cold or warm."""
-        if glued and text not in self.glued:
+        """Charge moving the ``glued`` sentences of ``text`` off their hosts (some),
+        once per text per call, cold or warm."""
+        if text not in self.glued:
             self.charge(GLUE_COST * glued)
             self.glued.add(text)
 
