@@ -595,11 +595,12 @@ characters, cost the first call 0.4-0.8 s uncharged; a call now reads at most
 ``SCAN_BUDGET // READ_COST`` (524,288) such characters, fewer as it searches."""
 
 
-GLUE_COST: Final = 512
+GLUE_COST: Final = 1024
 """Scan units of each sentence glued to a token (``_GLUED``: ``www.x.com.They``) in a text
-read, ASCII or not: ``_unglue`` looks back over its token in Python, about 1.3 µs a match
-(a fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms; 100 of them, 1 s a call,
-charged nothing). A page with a few costs a few thousand units."""
+read, ASCII or not: ``_unglue`` looks back over its token in Python, about 1.3 µs a match,
+charged as twice that (at 512, the budget's worth of them took 41-47 ms on a loaded
+machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of them 0.6-1 s
+a call, charged nothing; a page with a few costs a few thousand units."""
 
 
 class _Scan:
