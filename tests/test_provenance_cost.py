@@ -14,6 +14,7 @@ out is an error of the rule (``failurePolicy``), as any exhausted scan.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,19 @@ def test_reading_a_result_s_fields_is_charged(upload: guardrails.PolicySet) -> N
                             history=_history([records + f"\nurl: {url}\n"] * 3))
     assert (found.effect, _errors(found)) == ("deny", [])
     assert [f.rule for f in found.rules] == ["injected-destination"]
+
+
+def test_reading_the_kind_of_every_recorded_value_is_charged(upload: guardrails.PolicySet) -> None:
+    """Where a result names the value, the arguments of the call that produced it are
+    looked up in the request (``Origins.requested``): each value classified and turned into
+    a search (15-40 µs), charged only its search. 3,600 fresh values in 100 entries cost
+    one call 85-120 ms; each value's first use in a call is charged now (``VALUE_COST``)."""
+    n = itertools.count()
+    history = [{"tool": "fetch", "trusted": False, "effect": "allow",
+                "result": "see https://acme.com/x",
+                "args": {f"k{j}": [f"word{next(n)} other{next(n)}" for _ in range(12)]
+                         for j in range(3)}} for _ in range(100)]
+    decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                               history=history, request="Summarise the news for me")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))

@@ -556,10 +556,12 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
 
 
 def matcher(value: Any, scan: _Scan) -> Matcher | None:
-    """The search for ``value`` (cached); None when no text can contain it. A text's
-    reading is charged to ``scan`` first, whole, cached or not (``_Scan.read``)."""
+    """The search for ``value`` (cached); None when no text can contain it. Its first use
+    in a call is charged to ``scan`` first (``VALUE_COST``), and a text's reading, whole,
+    cached or not (``_Scan.read``)."""
     if type(value) is bool:
         return None
+    scan.value(value)
     if type(value) is str and not value.isascii():
         scan.read(value, len(value))
     try:
@@ -603,6 +605,12 @@ machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of th
 a call, charged nothing; a page with a few costs a few thousand units."""
 
 
+VALUE_COST: Final = 16_384
+"""Scan units of a value's first use in a call (``matcher``): reading its kind and building
+its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
+calls whose results name the value are each looked up in the request
+(``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
+only; a call now looks up about a thousand."""
 FIELD_COST: Final = 1024
 """Scan units of each line and quoted string of a result read as fields (``_fields_of``,
 ``Origins.whole``: a result that names the value), charged before they are read: about
@@ -616,7 +624,7 @@ class _Scan:
     read and search is charged to it before they do, and a call that runs it out is an
     error of the rule (its ``failurePolicy``)."""
 
-    __slots__ = ("glued", "left", "read_chars", "used")
+    __slots__ = ("glued", "left", "read_chars", "used", "values")
 
     def __init__(self, left: int) -> None:
         self.left = left
@@ -627,6 +635,19 @@ class _Scan:
         their characters (a result is read up to ``MAX_TEXT``, a value whole)."""
         self.glued: set[str] = set()
         """Texts this call has been charged for ungluing (``GLUE_COST``)."""
+        self.values: set[tuple[type, Any]] = set()
+        """Values this call has been charged for (``VALUE_COST``)."""
+
+    def value(self, value: Any) -> None:
+        """Charge a value's first use in this call, cold or warm (``matcher``'s cache)."""
+        try:
+            key = (type(value), value)
+            if key in self.values:
+                return
+        except TypeError:  # unhashable: no matcher, nothing to charge
+            return
+        self.charge(VALUE_COST)
+        self.values.add(key)
 
     def read(self, text: str, limit: int) -> None:
         """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
