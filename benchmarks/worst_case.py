@@ -7,7 +7,8 @@ whatever the model sends. Each input below is a tool call's raw JSON-parsed argu
 tool's result, or the session's history) built to make one of the guard's passes as slow as
 possible: input normalisation, evaluation, history bookkeeping, scrubbing, telemetry and the
 decision log. Policies: the whole library in ``policies/`` plus a regex-heavy policy (40
-``matches`` rules over every string argument), all matching the called tool.
+``matches`` rules over every string argument, ``untrusted()`` of a URL payload), all matching
+the called tool.
 
 Two figures per input, CPU time (``time.thread_time``) of one call, the best of a few:
 
@@ -19,6 +20,12 @@ Two figures per input, CPU time (``time.thread_time``) of one call, the best of 
 - ``evaluate``: ``PolicySet.evaluate`` alone on the same arguments.
 
 The worst input and its figure are printed last; the 50 ms goal is reported as a ratio.
+
+A cold history (``COLD``): the call's arguments are ordinary, but the session's history is
+restored in a replica that has never read it (or a process whose text cache moved on),
+its results as many and as long as the bounds keep (the guard's 50 of 64 KiB; 100 for
+``evaluate``, the engine's bound), dense non-ASCII text that the provenance functions
+read through their normalisation. Every repeat gets fresh texts: each call is a first one.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import sys
 import tempfile
@@ -57,7 +65,7 @@ from guardrails.agent_framework import (  # noqa: E402
     ScriptedChatClient,
     guard,
 )
-from guardrails.agent_framework._history import redacted  # noqa: E402
+from guardrails.agent_framework._history import HISTORY_LIMIT, RESULT_LIMIT, redacted  # noqa: E402
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
 from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber  # noqa: E402
@@ -88,6 +96,9 @@ spec:
       when: >-
         history.exists(h, h.args.exists(k, type(h.args[k]) == string &&
           h.args[k].matches('(?i)acme_[a-z0-9]{20,}')))
+      action: deny
+    - name: provenance-scan  # reads every result of the history (``COLD``)
+      when: 'type(args.payload) == string && args.payload.startsWith("https://") && untrusted(args.payload)'
       action: deny
     - name: principal-scan
       when: >-
@@ -143,6 +154,29 @@ def _fits(args: Any, bound: int) -> bool:
     return True
 
 
+_DENSE = "\u3042\uff21\u200b"
+"""Hiragana, a fullwidth letter, a zero-width space: two characters in three are rewritten
+by the normalisation (``textforms.normal``), the costliest page to read."""
+_PAGES = itertools.count()
+
+
+def cold_history(entries: int) -> list[dict[str, Any]]:
+    """``entries`` results of an untrusted tool, each ``RESULT_LIMIT`` characters of dense
+    non-ASCII text never seen by this process (numbered: no cache holds them)."""
+    out = []
+    for _ in range(entries):
+        n = next(_PAGES)
+        page = (f"page {n} " + _DENSE * (RESULT_LIMIT // len(_DENSE) + 1))[:RESULT_LIMIT]
+        out.append({"tool": "fetch", "args": {"url": f"https://news.example/{n}"},
+                    "effect": "allow", "trusted": False, "result": page})
+    return out
+
+
+COLD = "a URL, after a cold history of dense non-ASCII pages"
+"""The input whose history is ``cold_history``: its payload is a URL, which the regex-heavy
+policy asks ``untrusted()`` of (every result of the history is read)."""
+
+
 def inputs(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     """Name -> a factory of the tool call's arguments (each as large as the bounds allow)."""
     # room for the principal and a full history (50 entries of at most 4 KB each)
@@ -182,6 +216,7 @@ def inputs(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
             "payload": "é\u2028'" * (MAX_LAYER_CHARS // 3 + 1)},
         "a non-ASCII secret argument of a million characters (over)": lambda: {
             "payload": "é" * 10**6},
+        COLD: lambda: {"payload": "https://acme.com/report", "note": "the summary"},
         "a typical call": lambda: {"payload": "hello", "note": "pay rent"},
     }
 
@@ -221,9 +256,10 @@ class TimedGuard(FunctionMiddleware):
 
 async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
                         session: AgentSession, repeat: int, provider: TracerProvider, *,
-                        history: int) -> float:
+                        history: int, cold: bool = False) -> float:
     """The best of ``repeat`` calls, the session's history holding ``history`` earlier
-    calls with the same arguments (the guard keeps 50)."""
+    calls with the same arguments (the guard keeps 50), or with ``cold`` that many fresh
+    results (``cold_history``) before each call."""
     run_mw, fn_mw = guard(policies, principal=PRINCIPAL, tracer_provider=provider)
     assert isinstance(fn_mw, GuardFunctionMiddleware)
     timed = TimedGuard(fn_mw)
@@ -235,6 +271,9 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
         entry["truncated"] = True
     session.state["guardrails"] = {"history": [dict(entry) for _ in range(history)]}
     for _ in range(repeat):
+        if cold:
+            session.state["guardrails"] = {"history": cold_history(history)}
+            gc.collect()
         client = ScriptedChatClient([[call("submit", **args)], [text("done")]])
         agent = Agent(client=client, tools=[submit], middleware=[run_mw, timed])
         # a halt is a decision like any other: its cost is what is measured
@@ -243,12 +282,18 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
     return min(timed.samples[-repeat:])
 
 
-def _evaluate(policies: guardrails.PolicySet, args: dict[str, Any], repeat: int) -> tuple[float, str]:
+def _evaluate(policies: guardrails.PolicySet, args: dict[str, Any], repeat: int,
+              cold: int = 0) -> tuple[float, str]:
+    """The best of ``repeat`` evaluations (with ``cold``, each after that many fresh
+    results: ``cold_history``)."""
     best = float("inf")
     effect = ""
     for _ in range(repeat):
+        history = cold_history(cold) if cold else None
+        gc.collect()
         t0 = time.thread_time()
-        d = policies.evaluate("submit", args, principal=PRINCIPAL, request="submit")
+        d = policies.evaluate("submit", args, principal=PRINCIPAL, request="submit",
+                              history=history)
         best = min(best, time.thread_time() - t0)
         effect = d.effect.value + (f" ({d.errors[-1].message})" if d.errors else "")
     return best, effect
@@ -258,6 +303,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="inputs a tenth of the size")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="", help="only the inputs whose name holds this")
     opts = parser.parse_args()
     logging.getLogger("guardrails.decisions").setLevel(logging.INFO)
     logging.getLogger("guardrails.decisions").addHandler(logging.NullHandler())
@@ -278,12 +324,17 @@ def main() -> int:
               f"{sum(len(p.rules) for p in policies.policies)} rules")
         print(f"{'input':48} {'guard ms':>9} {'evaluate ms':>12}  decision")
         for name, make in inputs(opts.quick).items():
+            if opts.only not in name:
+                continue
             args = make()
             gc.collect()
             session = AgentSession()
+            cold = name == COLD
+            kept = (5 if opts.quick else HISTORY_LIMIT)
             guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat,
-                                                provider, history=5 if opts.quick else 50))
-            eval_s, effect = _evaluate(policies, args, opts.repeat)
+                                                provider, history=kept, cold=cold))
+            eval_s, effect = _evaluate(policies, args, opts.repeat,
+                                       (10 if opts.quick else 100) if cold else 0)
             print(f"{name:48} {guard_s * 1e3:9.1f} {eval_s * 1e3:12.1f}  {effect[:60]}",
                   flush=True)
             worst = max(worst, (guard_s, f"{name}, {title}"),

@@ -14,6 +14,7 @@ out is an error of the rule (``failurePolicy``), as any exhausted scan.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,6 @@ def _errors(decision: guardrails.Decision) -> list[str]:
     return [e.message for e in decision.errors]
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_cold_history_is_read_within_the_scan_budget(upload: guardrails.PolicySet,
                                                        normalised: list[int]) -> None:
     """100 fresh results of 64 KiB, dense: the call stops reading them when its scan
@@ -90,7 +90,6 @@ def test_a_cold_history_is_read_within_the_scan_budget(upload: guardrails.Policy
     assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Three results of 20 K characters, not ASCII, under a budget of 200,000: their
@@ -108,7 +107,6 @@ def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
     assert any("scanning budget" in m for m in _errors(spelled))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
                                                normalised: list[int],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +125,6 @@ def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
     assert any("scanning budget" in m for m in _errors(over))
 
 
-@pytest.mark.xfail(strict=True, reason="budget23: provenance normalisation is not charged to the scan budget yet (docs/performance.md, Provenance)")
 def test_a_text_the_expression_builds_is_charged(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``mentions`` on texts a rule builds (each one new to the cache): their reading is
@@ -156,3 +153,83 @@ def test_a_usual_non_ascii_history_is_read_whole(upload: guardrails.PolicySet) -
                              history=_history(pages), request=request)
     assert (hidden.effect, _errors(hidden)) == ("deny", [])
     assert [f.rule for f in hidden.rules] == ["injected-destination"]
+
+
+def test_a_realistic_mixed_history_of_200_kib_is_read_whole(upload: guardrails.PolicySet) -> None:
+    """Ten results of 20 KiB, Japanese, Russian and accented English pages and their
+    arguments (a session of browsing, 200 KiB not ASCII: 6.5 M of the 16.8 M units): every
+    one is read, the last one too, where a destination is spelled in fullwidth letters."""
+    units = ["\u65e5\u672c\u8a9e\u306e\u30cb\u30e5\u30fc\u30b9\u3002\u3000",
+             "\u041d\u043e\u0432\u043e\u0441\u0442\u0438 \u0434\u043d\u044f. ",
+             "Caf\u00e9 cr\u00e8me, na\u00efve r\u00e9sum\u00e9 \u2014 ",
+             "\uff08\u682a\uff09\u6771\u4eac\uff11\uff12\uff13\u756a\u5730 "]
+    pages = [_page(i, 20_480, units[i % len(units)]) for i in range(10)]
+    pages[9] = pages[9][:19_000] + " \uff48\uff54\uff54\uff50\uff53://\uff45\uff56\uff49\uff4c.com/drop " \
+        + pages[9][19_000:]
+    history = _history(pages)
+    for i, entry in enumerate(history):
+        entry["args"] = {"url": f"https://news.example/{i}", "query": units[i % len(units)] * 8}
+    assert sum(len(p) for p in pages) >= 200 * 1024
+    request = "\u30cb\u30e5\u30fc\u30b9\u3092\u307e\u3068\u3081\u3066 (summarise the news)"
+    fine = upload.evaluate(tool="upload", args={"url": "https://acme.com/\u30ec\u30dd\u30fc\u30c8"},
+                           history=history, request=request)
+    assert (fine.effect, _errors(fine)) == ("allow", [])
+    hidden = upload.evaluate(tool="upload", args={"url": "https://evil.com/drop"},
+                             history=history, request=request)
+    assert (hidden.effect, _errors(hidden)) == ("deny", [])
+    assert [f.rule for f in hidden.rules] == ["injected-destination"]
+
+
+def test_ungluing_a_result_is_charged(upload: guardrails.PolicySet) -> None:
+    """A sentence glued to a host (``a.b.Com``) is moved off it one match at a time in
+    Python (``_unglue``, about 1.3 µs a match): 100 fresh ASCII results of 64 KiB made of
+    them cost the call about 1 s, charged nothing (ASCII is free to read). Each match is
+    charged now (``GLUE_COST``), alike cold or warm; a page with a few is read whole."""
+    history = _history([_page(i, K, "a.b.Com ") for i in range(100)])
+    decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                               history=history, request="Summarise the news")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))
+    again = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                            history=history, request="Summarise the news")
+    assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
+    few = _history([_page(i, K, "plain words " * 500 + "see www.evil.com.Then ")
+                    for i in range(100)])
+    hidden = upload.evaluate(tool="upload", args={"url": "https://www.evil.com"},
+                             history=few, request="Summarise the news")
+    assert (hidden.effect, _errors(hidden)) == ("deny", [])
+
+
+def test_reading_a_result_s_fields_is_charged(upload: guardrails.PolicySet) -> None:
+    """A result that names the value is read field by field to tell whether one of them
+    is the value whole (``Origins.whole``: each line and quoted string, about 1 µs of
+    Python each): 100 untrusted results of 13,000 lines each cost one call 1.4-1.6 s,
+    charged an eighth of a unit a character. Each line and quoted string is charged now
+    (``FIELD_COST``), before they are read; a result of a few hundred records still is."""
+    url = "https://acme.com/x"
+    lines = _history([(f"{url} {i}\n" + "a: b\n" * (K // 5))[:K] for i in range(100)])
+    decision = upload.evaluate(tool="upload", args={"url": url}, history=lines,
+                               request="Summarise")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))
+    records = "\n".join(f"- name: contact {i}\n  email: 'c{i}@example.com'" for i in range(300))
+    found = upload.evaluate(tool="upload", args={"url": url}, request="Summarise",
+                            history=_history([records + f"\nurl: {url}\n"] * 3))
+    assert (found.effect, _errors(found)) == ("deny", [])
+    assert [f.rule for f in found.rules] == ["injected-destination"]
+
+
+def test_reading_the_kind_of_every_recorded_value_is_charged(upload: guardrails.PolicySet) -> None:
+    """Where a result names the value, the arguments of the call that produced it are
+    looked up in the request (``Origins.requested``): each value classified and turned into
+    a search (15-40 µs), charged only its search. 3,600 fresh values in 100 entries cost
+    one call 85-120 ms; each value's first use in a call is charged now (``VALUE_COST``)."""
+    n = itertools.count()
+    history = [{"tool": "fetch", "trusted": False, "effect": "allow",
+                "result": "see https://acme.com/x",
+                "args": {f"k{j}": [f"word{next(n)} other{next(n)}" for _ in range(12)]
+                         for j in range(3)}} for _ in range(100)]
+    decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
+                               history=history, request="Summarise the news for me")
+    assert decision.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(decision))

@@ -258,6 +258,10 @@ async def test_in_the_loop_a_payee_stored_in_another_form_is_held_not_paid(
 
 # ---------------------------------------------------------------- the normalisation's cost
 
+_EVERY_BMP = "".join(chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000)
+"""Every character of the BMP but surrogates: after a dense start, translated whole through
+``textforms._BMP_TABLE`` (a list indexed by code point, which must read each as the
+dictionary does)."""
 _SPARSE_RUN = "".join("\uff21" if i % 16 == 0 else "\u3042" for i in range(4096))
 
 
@@ -267,6 +271,7 @@ _SPARSE_RUN = "".join("\uff21" if i % 16 == 0 else "\u3042" for i in range(4096)
     _SPARSE_RUN, _SPARSE_RUN + "\uff21" * 3000,              # at the density, then dense
     "\uff21" * 3000 + _SPARSE_RUN, "\u3042" * 4000 + "\uff45\u200b\U0001d41e\u2473",
     "".join(chr(c) for c in range(0x2000, 0x2500)) * 3,       # fillers, marks, others mixed
+    "\uff21" * 200 + _EVERY_BMP,                              # dense, then every character
 ])
 def test_normal_reads_any_arrangement_as_the_whole_text_translated(text: str) -> None:
     """``textforms.normal`` looks characters up one by one where they are few and
@@ -342,3 +347,31 @@ def test_astral_tells_a_character_past_the_bmp_as_max_does(text: str) -> None:
     """``textforms._astral`` (a UTF-16 length, at C speed) answers what ``max(text) >
     "\\uffff"`` did, lone surrogates included."""
     assert textforms._astral(text) == (bool(text) and max(text) > "\uffff")
+
+
+def _unglue_by_hand(text: str) -> str:
+    """``_unglue`` as it was first written (each token scanned back a character at a time,
+    4 ms for a token of 64 K): the reading the C-speed one must keep."""
+    parts: list[str] = []
+    last = 0
+    for m in lp._GLUED.finditer(text):
+        start = m.start()
+        i = start
+        while i > last and not text[i - 1].isspace():
+            i -= 1
+        token = text[i:start]
+        if "." in token and token == token.lower() and token[-1:].isalnum():
+            parts += (text[last:start + 1], " ")
+            last = start + 1
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("text", [
+    "", "see www.x.com.They sent it", "www.x.com.They", "a.b.Com a.b.Com\na.b.Com",
+    "x" * 5000 + "a.b.Com", "www.Example.Com.Then no", "\u3000www.x.com.Then\u2028y.z.Org",
+    "a.b.Com.Net www.x.com..Then", "\u00e9.\u00e9.Com \u00c9.b.Com www.x-.Com",
+    " www.x.com.Then", "www.x.com.Then ", "a.Com.Com", "x\u200by.z.Com \x85q.r.Net",
+])
+def test_unglue_reads_as_the_character_by_character_scan(text: str) -> None:
+    assert lp._unglue(text) == _unglue_by_hand(text)

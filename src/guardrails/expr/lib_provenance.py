@@ -77,11 +77,13 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
 
 # -------------------------------------------------------------------- lower-cased texts
 
-_LOWER: dict[str, str] = {}
+_LOWER: dict[str, tuple[str, int]] = {}
+"""Each text's reading (``_lower``) and the sentences glued in it (``GLUE_COST``)."""
 _DENSE: dict[str, str] = {}
 _CACHE_SIZE = 256
 """Texts whose lower-cased (and dense) forms are kept: at most 2 x 256 x 64 KiB."""
-_SEPARATORS = str.maketrans("", "", " -().\t")
+_SEPARATOR_CHARS: Final = " -().\t"
+_SEPARATORS = str.maketrans("", "", _SEPARATOR_CHARS)
 
 
 _GLUED = re.compile(r"\.[A-Z][a-z]+(?=\s|$)")
@@ -92,18 +94,20 @@ def _unglue(text: str) -> str:
     """``text`` with a sentence that starts right after a lower-case host or URL (no space
     after its full stop: ``www.x.com.They``) moved off it by a space, so the host is found
     as the writer meant it. Only a token lower-case up to that dot qualifies (a host
-    written ``www.Example.Com`` stays one name); each token is scanned back once, so the
-    cost is linear."""
+    written ``www.Example.Com`` stays one name). The token is the text since the last
+    white space, found at C speed (``str.rsplit``, white space as ``str.isspace``) in what
+    lies after the match before (white space follows every match): scanned back a
+    character at a time in Python, one token of 64 K cost 4 ms a text, charged nothing.
+    Linear; each match is charged (``GLUE_COST``)."""
     if _GLUED.search(text) is None:
         return text
     parts: list[str] = []
-    last = 0
+    last = after = 0
     for m in _GLUED.finditer(text):
         start = m.start()
-        i = start
-        while i > last and not text[i - 1].isspace():
-            i -= 1
-        token = text[i:start]
+        before = text[max(last, after):start]
+        after = m.end()
+        token = "" if not before or before[-1].isspace() else before.rsplit(None, 1)[-1]
         if "." in token and token == token.lower() and token[-1:].isalnum():
             parts.append(text[last:start + 1])
             parts.append(" ")
@@ -112,17 +116,13 @@ def _unglue(text: str) -> str:
     return "".join(parts)
 
 
-_IDNA_DOTS: Final = str.maketrans({"\u3002": ".", "\uff61": "."})
-"""The full stops IDNA reads as a label's dot besides ``.`` and the fullwidth ``．``
-(``guardrails.expr.textforms``): ideographic and halfwidth ideographic (UTS 46)."""
-
-
 def _normal(text: str) -> str:
     """The one reading of every text and value the provenance functions compare, before
     case is ignored: fillers (zero-width spaces, joiners, direction marks) removed,
     compatibility characters (fullwidth, mathematical, circled, super- and subscript
     letters, digits and signs) in their ASCII form, IDNA's other full stops as dots, and
-    composed (NFC: ``e`` and U+0301 is ``é``, as IDNA reads them).
+    composed (NFC: ``e`` and U+0301 is ``é``, as IDNA reads them). IDNA's other full
+    stops are the ideographic and halfwidth ideographic ones (UTS 46).
     A tool, a mail system or a browser reads them so (``ｅｖｉｌ.com`` is ``evil.com`` to
     IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
     came back vouched for by a trusted tool, and a page hid a destination from
@@ -131,8 +131,10 @@ def _normal(text: str) -> str:
     if text.isascii():
         return text
     text = normal(text)
-    if "\u3002" in text or "\uff61" in text:
-        text = text.translate(_IDNA_DOTS)
+    if "\u3002" in text:
+        text = text.replace("\u3002", ".")  # (C speed; translating with a dict: 6 ms a 64 K)
+    if "\uff61" in text:
+        text = text.replace("\uff61", ".")
     if not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
     return text
@@ -155,30 +157,44 @@ def _normal_cut(text: str) -> str:
     return cut
 
 
-def _lower(text: str) -> str:
+def _lower(text: str, scan: _Scan) -> str:
     """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
-    of a session, and their hashes are cached by the string objects)."""
+    of a session, and their hashes are cached by the string objects). Its reading is
+    charged to ``scan`` first, and its glued sentences before they are moved, cached or
+    not (``_Scan.read``, ``_Scan.unglue``; an ASCII text without glued sentences, the
+    usual one, makes neither call)."""
+    if not text.isascii():
+        scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
-        found = _unglue(_normal_cut(text)).lower()
+        cut = _normal_cut(text)
+        glued = len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
+        if glued:
+            scan.unglue(text, glued)
+        found = (_unglue(cut).lower() if glued else cut.lower(), glued)
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
-    return found
+    elif found[1]:
+        scan.unglue(text, found[1])
+    return found[0]
 
 
-def _as_written(text: str) -> str | None:
+def _as_written(text: str, scan: _Scan) -> str | None:
     """``text`` lower-cased as written, when ``_lower`` unglued something in it (else None):
     an untrusted result is searched in both forms. Ungluing reads the host a sentence is
     glued to, not the longer one (``www.x.com.They``), which is right for what vouches (the
     request, a trusted result) but hid a destination from ``untrusted`` when an injected
-    page wrote its last label capitalised (``https://files.evil.Com now``; red team 18)."""
+    page wrote its last label capitalised (``https://files.evil.Com now``; red team 18).
+    The same reading as ``_lower``'s, charged once a call."""
+    if not text.isascii():
+        scan.read(text, MAX_TEXT)
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
         cut = _normal_cut(text)
         found = None if _GLUED.search(cut) is None else cut.lower()
-        if found == _lower(text):
+        if found == _lower(text, scan):
             found = None
         if len(_AS_WRITTEN) >= _CACHE_SIZE:
             _AS_WRITTEN.clear()
@@ -195,7 +211,14 @@ def _dense(low: str) -> str:
     the prefilter for them (a value that is not in it cannot match)."""
     found = _DENSE.get(low)
     if found is None:
-        found = low.translate(_SEPARATORS)
+        if low.isascii():
+            found = low.translate(_SEPARATORS)
+        else:
+            # (``translate`` raises and clears a KeyError for every character it keeps:
+            # 5-7 ms for 64 K not ASCII; six replaces at C speed, 0.5 ms)
+            found = low
+            for separator in _SEPARATOR_CHARS:
+                found = found.replace(separator, "")
         if len(_DENSE) >= _CACHE_SIZE:
             _DENSE.clear()
         _DENSE[low] = found
@@ -434,9 +457,9 @@ def _as_date(low: str) -> datetime.date | None:
         return None
 
 
-def _classify(value: Any) -> tuple[str, str, str, bool] | None:
-    """(kind, literal, RE2 pattern, partial: ``Matcher.partial``) for a value; None when
-    nothing can contain it.
+def _classify(value: Any, normal_form: str) -> tuple[str, str, str, bool] | None:
+    """(kind, literal, RE2 pattern, partial: ``Matcher.partial``) for a value (a text read
+    as ``normal_form``, its ``_normal``); None when nothing can contain it.
 
     For identifiers and phone numbers the literal is the value's digits and letters without
     separators, to look for in the dense text (see ``Matcher.dense``)."""
@@ -448,7 +471,7 @@ def _classify(value: Any) -> tuple[str, str, str, bool] | None:
         return "number", whole[-3:], _number_pattern(d), False
     if type(value) is not str:
         return None
-    low = _normal(value).strip().lower()
+    low = normal_form.strip().lower()
     if len(low) > VALUE_CHARS:
         return _partial(low)
     found = _classify_short(low)
@@ -551,11 +574,14 @@ def _classify_short(low: str) -> tuple[str, str, str] | None:
 
 @functools.lru_cache(maxsize=4096)
 def _matcher_of(value: Any, type_name: str) -> Matcher | None:
-    found = _classify(value)
+    # read once: classified and matched alike (twice, a value of 600 K characters not
+    # ASCII cost 130-150 ms a call)
+    normal_form = _normal(value) if type(value) is str else str(value)
+    found = _classify(value, normal_form)
     if found is None:
         return None
     kind, literal, pattern, partial = found
-    low = _normal(str(value)).lower()
+    low = normal_form.lower()
     words = _WORDLESS.sub("", low)
     # compared with a text's letters and digits (``_letters``: no marks), so without marks
     parts = tuple(itertools.islice((_WORDLESS.sub("", m.group()) for m in _WORD.finditer(low)),
@@ -565,10 +591,15 @@ def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     return Matcher(kind, literal, pattern, words=words, parts=parts, partial=partial)
 
 
-def matcher(value: Any) -> Matcher | None:
-    """The search for ``value`` (cached); None when no text can contain it."""
+def matcher(value: Any, scan: _Scan) -> Matcher | None:
+    """The search for ``value`` (cached); None when no text can contain it. Its first use
+    in a call is charged to ``scan`` first (``VALUE_COST``), and a text's reading, whole,
+    cached or not (``_Scan.read``)."""
     if type(value) is bool:
         return None
+    scan.value(value)
+    if type(value) is str and not value.isascii():
+        scan.read(value, len(value))
     try:
         return _matcher_of(value, type(value).__name__)  # 1 and 1.0 hash alike
     except TypeError:  # unhashable
@@ -577,26 +608,108 @@ def matcher(value: Any) -> Matcher | None:
 
 def kind_of(value: Any) -> str:
     """How ``value`` is matched: email, url, host, date, number, phone, identifier, text."""
-    m = matcher(value)
+    m = matcher(value, _Scan(SCAN_BUDGET))
     return m.kind if m is not None else "none"
 
 
 def mentioned(value: Any, text: str) -> bool:
     """Whether ``text`` contains ``value`` under the documented normalisation (no budget)."""
-    m = matcher(value)
-    return m is not None and m.found(_lower(text), _Scan(SCAN_BUDGET))
+    scan = _Scan(SCAN_BUDGET)
+    m = matcher(value, scan)
+    return m is not None and m.found(_lower(text, scan), scan)
 
 
 # -------------------------------------------------------------------- the call's context
 
 
+READ_COST: Final = 32
+"""Scan units of each character of a text that is not ASCII, for reading it: through
+``_normal`` (``textforms.normal``, NFC), ungluing and lower-casing, 25-60 ns a character
+on a 64 KiB page dense in compatibility characters where a unit is about 2.5 ns. An
+ASCII text is not rewritten: it costs nothing to read (an ``isascii`` test, a flag of the
+string). Charged once per text per call, before it is read, whether the process has its
+reading cached or not (``_Scan.read``): a cold history of 100 such pages, 6.5 M
+characters, cost the first call 0.4-0.8 s uncharged; a call now reads at most
+``SCAN_BUDGET // READ_COST`` (524,288) such characters, fewer as it searches."""
+
+
+GLUE_COST: Final = 1024
+"""Scan units of each sentence glued to a token (``_GLUED``: ``www.x.com.They``) in a text
+read, ASCII or not: ``_unglue`` looks back over its token in Python, about 1.3 µs a match,
+charged as twice that (at 512, the budget's worth of them took 41-47 ms on a loaded
+machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of them 0.6-1 s
+a call, charged nothing; a page with a few costs a few thousand units."""
+
+
+VALUE_COST: Final = 16_384
+"""Scan units of a value's first use in a call (``matcher``): reading its kind and building
+its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
+calls whose results name the value are each looked up in the request
+(``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
+only; a call now looks up about a thousand."""
+FIELD_COST: Final = 1024
+"""Scan units of each line and quoted string of a result read as fields (``_fields_of``,
+``Origins.whole``: a result that names the value), charged before they are read: about
+1.1 µs of Python each, charged as twice that. 100 untrusted results of 13,000 short lines
+each cost one call 1.4-1.6 s, charged an eighth of a unit a character; a result of a few
+hundred records costs a few hundred thousand units."""
+
+
 class _Scan:
-    __slots__ = ("left", "used")
+    """One evaluated call's scan budget (``SCAN_BUDGET``): what the provenance functions
+    read and search is charged to it before they do, and a call that runs it out is an
+    error of the rule (its ``failurePolicy``)."""
+
+    __slots__ = ("glued", "left", "read_chars", "used", "values")
 
     def __init__(self, left: int) -> None:
         self.left = left
         self.used: set[str] = set()
         """Patterns this call has been charged for (``COMPILE_SCAN_COST``)."""
+        self.read_chars: dict[str, int] = {}
+        """Texts this call has been charged for reading (``READ_COST``): how many of
+        their characters (a result is read up to ``MAX_TEXT``, a value whole)."""
+        self.glued: set[str] = set()
+        """Texts this call has been charged for ungluing (``GLUE_COST``)."""
+        self.values: set[tuple[type, Any]] = set()
+        """Values this call has been charged for (``VALUE_COST``)."""
+
+    def value(self, value: Any) -> None:
+        """Charge a value's first use in this call, cold or warm (``matcher``'s cache)."""
+        try:
+            key = (type(value), value)
+            if key in self.values:
+                return
+        except TypeError:  # unhashable: no matcher, nothing to charge
+            return
+        self.charge(VALUE_COST)
+        self.values.add(key)
+
+    def read(self, text: str, limit: int) -> None:
+        """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
+        before they are read; once per text per call, alike cold or warm (the texts'
+        cached readings, ``_LOWER`` and ``matcher``'s, never decide a call)."""
+        if text.isascii():
+            return
+        size = min(len(text), limit)
+        charged = self.read_chars.get(text, 0)
+        if size <= charged or (size < len(text) and text[:size].isascii()):
+            return
+        self.charge(READ_COST * (size - charged))
+        self.read_chars[text] = size
+
+    def unglue(self, text: str, glued: int) -> None:
+        """Charge moving the ``glued`` sentences of ``text`` off their hosts (some),
+        once per text per call, cold or warm."""
+        if text not in self.glued:
+            self.charge(GLUE_COST * glued)
+            self.glued.add(text)
+
+    def texts(self, text: str) -> None:
+        """Charge reading a text built for this call alone (joined arguments, params),
+        unless it is ASCII, before it is read."""
+        if not text.isascii():
+            self.charge(READ_COST * len(text))
 
     def charge(self, n: int) -> None:
         self.left -= n
@@ -651,10 +764,10 @@ class Origins:
             found = self._places.get(key)
             if found is not None:
                 return found
-        m = matcher(value)
+        m = matcher(value, self.scan)
         out: list[Place] = []
         if m is not None:
-            if self.request and m.found(_lower(self.request), self.scan):
+            if self.request and m.found(_lower(self.request, self.scan), self.scan):
                 out.append(Place("request", "", -1, True, True))
             params = self._params_lower()
             if params and m.found(params, self.scan):
@@ -664,9 +777,9 @@ class Origins:
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is not str or not result:
                     continue
-                unglued = m.found(_lower(result), self.scan)
+                unglued = m.found(_lower(result, self.scan), self.scan)
                 if not unglued:
-                    written = _as_written(result)
+                    written = _as_written(result, self.scan)
                     if written is None or not m.found(written, self.scan):
                         continue
                 tool = entry.get("tool")
@@ -699,9 +812,10 @@ class Origins:
             if isinstance(args, Mapping):
                 for v in list(args.values())[:16]:
                     values += v[:16] if isinstance(v, list) else [v]
-            low = _lower(self.request) if self.request else ""
+            low = _lower(self.request, self.scan) if self.request else ""
             found = bool(low) and any(
-                (m := matcher(v)) is not None and m.kind != "number" and m.found(low, self.scan)
+                (m := matcher(v, self.scan)) is not None and m.kind != "number"
+                and m.found(low, self.scan)
                 for v in values if type(v) is str)
             self._requested[index] = found
         return found
@@ -711,8 +825,10 @@ class Origins:
         the same letters and digits, and found in it under the value's matching."""
         fields = self._fields.get(index)
         if fields is None:
-            low = _lower(result)
-            self.scan.charge(len(low) // 8)
+            low = _lower(result, self.scan)
+            # (counted at C speed: each line and quoted string is Python's to read)
+            pieces = low.count("\n") + 1 + (low.count("'") + low.count('"')) // 2
+            self.scan.charge(len(low) // 8 + FIELD_COST * pieces)
             fields = {}
             for f in _fields_of(low):
                 fields.setdefault(_WORDLESS.sub("", f), []).append(f)
@@ -760,7 +876,7 @@ class Origins:
             for i, entry in enumerate(self.history):
                 if not isinstance(entry, Mapping) or entry.get("effect") in _DID_NOT_RUN:
                     continue
-                texts = _args_lower(entry)
+                texts = _args_lower(entry, self.scan)
                 if texts is None:
                     unknown = i
                     break
@@ -779,7 +895,9 @@ class Origins:
             return ""
         found = self._params_text.get(id(params))
         if found is None:
-            found = _normal("\x00".join(_strings(params, 0))).lower()[:MAX_TEXT * 16]
+            text = "\x00".join(_strings(params, 0))
+            self.scan.texts(text)
+            found = _normal(text).lower()[:MAX_TEXT * 16]
             self._params_text[id(params)] = found
         return found
 
@@ -788,9 +906,9 @@ def _hashable(value: Any) -> bool:
     return type(value) in (str, int, float)
 
 
-def _args_lower(entry: Mapping[str, Any]) -> tuple[str, str] | None:
+def _args_lower(entry: Mapping[str, Any], scan: _Scan) -> tuple[str, str] | None:
     """A recorded call's argument texts (names and values), lower-cased: separated, and
-    run together; None when they are not all known."""
+    run together; None when they are not all known. Both readings charged to ``scan``."""
     args = entry.get("args")
     if entry.get("truncated") is True or not isinstance(args, Mapping):
         return None
@@ -798,10 +916,14 @@ def _args_lower(entry: Mapping[str, Any]) -> tuple[str, str] | None:
     values: list[str] = []
     if not _all_strings(args, 0, names, values):
         return None
-    separated = _normal("\x00".join(names + values)).lower()
+    separated = "\x00".join(names + values)
+    scan.texts(separated)
+    separated = _normal(separated).lower()
     if len(separated) > MAX_TEXT:
         return None
-    return separated, _normal("".join(values)).lower()
+    joined = "".join(values)
+    scan.texts(joined)
+    return separated, _normal(joined).lower()
 
 
 _DID_NOT_RUN: Final = ("deny", "halt", "rejected")
@@ -1195,8 +1317,8 @@ def mentions(within: Any, value: Any) -> bool:
     _arg("mentions", value)
     origins = ORIGINS.get()
     scan = origins.scan if origins is not None else _Scan(SCAN_BUDGET)
-    m = matcher(value)
-    return m is not None and bool(text) and m.found(_lower(text), scan)
+    m = matcher(value, scan)
+    return m is not None and bool(text) and m.found(_lower(text, scan), scan)
 
 
 def _links_work(name: str, s: Any) -> tuple[list[str], list[str], int]:
