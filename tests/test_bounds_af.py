@@ -119,10 +119,12 @@ async def test_inputs_over_the_bounds_are_denied_cheaply(
 
 async def test_over_the_bounds_never_runs_even_when_the_policy_ignores_errors(
         tmp_path: Path) -> None:
-    """``failurePolicy: Ignore`` skips the policy's rules on an input error; the guard still
-    refuses to run a call it could not afford to read (bind, record, scrub)."""
+    """``failurePolicy: Ignore`` skips a policy whose own rule errs, not one whose call is
+    over the bounds: the engine denies it (race 24; it was allowed, an ``input`` error
+    skipped), and the guard refuses to run a call it could not afford to read (bind,
+    record, scrub) whatever the decision."""
     policies = _policies(tmp_path, "Ignore")
-    assert policies.evaluate("submit", {"payload": [""] * 150_000}).effect.value == "allow"
+    assert policies.evaluate("submit", {"payload": [""] * 150_000}).effect.value == "deny"
     session = AgentSession()
     text = await _call(policies, session, payload=[""] * 150_000)
     assert "denied" in text and RAN == []

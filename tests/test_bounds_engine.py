@@ -275,10 +275,13 @@ def test_description_that_is_not_text(ps: guardrails.PolicySet) -> None:
     assert ps.evaluate("t", {}, description=42).effect is Effect.ALLOW  # type: ignore[arg-type]
 
 
-def test_under_ignore_a_hostile_input_skips_the_policy(lenient: guardrails.PolicySet) -> None:
+def test_under_ignore_a_hostile_input_is_denied_all_the_same(
+        lenient: guardrails.PolicySet) -> None:
+    """Inputs the engine cannot read are the caller's doing, not an error of the policy's
+    own rules: ``Ignore`` does not skip the policy for them (it did: allowed)."""
     d = lenient.evaluate("t", RaisingMapping())
-    assert d.effect is Effect.ALLOW
-    assert [e.handled_as for e in d.errors] == ["skipped"]
+    assert d.effect is Effect.DENY
+    assert [(e.element, e.handled_as) for e in d.errors] == [("input", "fired")]
 
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
@@ -401,11 +404,15 @@ def test_over_budget_denies_even_when_no_rule_would_fire(tmp_path: Path) -> None
     assert d.effect is Effect.DENY
 
 
-def test_over_budget_under_ignore_is_skipped_like_any_input_error(tmp_path: Path) -> None:
+def test_over_budget_under_ignore_is_denied_like_any_input_error(tmp_path: Path) -> None:
+    """Padding the input past the budget must not turn an ``Ignore`` policy off (it was
+    skipped: allowed)."""
     ps = _many_rules(tmp_path, 40, failure="Ignore")
     n = DEFAULT_LIMITS.max_cost // ITERATION_COST // 20
     d = ps.evaluate("t", {"l": ["no"] * n})
-    assert any(e.element == "input" and e.handled_as == "skipped" for e in d.errors)
+    assert d.effect is Effect.DENY
+    assert any(e.element == "input" and e.handled_as == "fired" and "cost bound" in e.message
+               for e in d.errors)
 
 
 def test_variables_and_match_conditions_draw_on_the_same_budget(tmp_path: Path) -> None:

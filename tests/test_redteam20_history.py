@@ -165,18 +165,18 @@ async def test_a_sub_agent_sharing_the_session_takes_its_turn_without_deadlock(
     assert sorted(effects) == ["allow", "allow", "deny"]  # (pay, payer, the inner pay)
 
 
-def test_a_section_held_by_this_thread_is_an_error_not_a_deadlock() -> None:
+async def test_a_section_held_by_this_thread_is_an_error_not_a_deadlock() -> None:
     """Nothing is awaited in a section; were a call of this thread to hold one across an
-    await, a second call of the same event loop would wait for it forever on a thread
-    lock. It is a guard error instead (the call is blocked), and the section stays
-    usable."""
+    await, a second call of the same event loop would wait for it (up to the bound) for
+    nothing. It is a guard error at once instead (the call is blocked), and the section
+    stays usable."""
     state: dict[str, Any] = {}
     first, second = HistoryTurn(), HistoryTurn()
-    first.enter(state)
+    await first.enter(state)
     with pytest.raises(RuntimeError, match="of this thread"):
-        second.enter(state)
+        await second.enter(state)
     first.done()
-    second.enter(state)  # free again
+    await second.enter(state)  # free again
     second.done()
 
 
@@ -184,12 +184,12 @@ def test_a_call_of_another_thread_waits_for_the_section() -> None:
     state: dict[str, Any] = {}
     order: list[str] = []
     holder = HistoryTurn()
-    holder.enter(state)
+    asyncio.run(holder.enter(state))
     entered = threading.Event()
 
     def other() -> None:
         turn = HistoryTurn()
-        turn.enter(state)
+        asyncio.run(turn.enter(state))
         order.append("other")
         entered.set()
         turn.done()

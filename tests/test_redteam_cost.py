@@ -317,8 +317,11 @@ async def test_a_flood_of_matches_is_denied_under_ignore(tmp_path: Path, stream:
     flood = " ".join(["https://ok.example/x"] * 3_000 + ["https://evil.example/"])
     assert policies.evaluate("post", {"body": "see https://evil.example/"}).effect.value == "deny"
     decision = policies.evaluate("post", {"body": flood})
-    # Over the call's bound (an input error), not only an error of the rule.
-    assert any(e.element == "input" and "cost bound" in e.message for e in decision.errors)
+    # Over the call's bound (an input error), not only an error of the rule: denied by the
+    # engine itself, whatever the failurePolicy (a host acting on ``decision.effect``).
+    assert decision.effect.value == "deny"
+    assert any(e.element == "input" and "cost bound" in e.message and e.handled_as == "fired"
+               for e in decision.errors)
     client = ScriptedChatClient([[call("post", body=flood)]])
     await run(agent_with(client, [post], guard(policies)), "post it", stream=stream,
               session=AgentSession())

@@ -447,7 +447,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         # From reading the history to recording the call, no call of another thread reads
         # or records it (``HistoryTurn.enter``; a call decided again below leaves and
         # enters again for its last look).
-        turn.enter(state)
+        await turn.enter(state)
         # The engine copies what it reads; an empty history is no history (None: the engine
         # skips reading it, with the same result).
         history = history_of(state, run) or None
@@ -522,7 +522,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     counted = await self._counted(
                         settled.decision, lambda counters: evaluate(judged[0], counters))
                     history = live
-                turn.enter(state)  # (the last look, and on to the record)
+                await turn.enter(state)  # (the last look, and on to the record)
                 if history_mark(context.session, run) == seen:
                     if counted is not None:
                         settled = settled._replace(decision=counted)

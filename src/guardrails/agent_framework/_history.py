@@ -35,6 +35,7 @@ from typing import Any
 
 from agent_framework import Content
 
+from guardrails.agent_framework._locks import acquire
 from guardrails.agent_framework._secrets import Scrubber, unchanged
 from guardrails.agent_framework._state import RunState, session_state
 from guardrails.engine.decision import REDACTED
@@ -160,14 +161,15 @@ class HistoryTurn:
             raise
         self._entry, self._key = entry, key
 
-    def enter(self, state: dict[str, Any] | None) -> None:
+    async def enter(self, state: dict[str, Any] | None) -> None:
         """Enter the section of the session history kept in ``state`` (the session's guard
         state; nothing for None, a run's own history, which one event loop reads): from
         reading the history a call is decided on, or the last look of a call decided again,
         until its record (``leave``, ``done``). Nothing is awaited in a section, so a call
-        of another thread waits at most for one call's decision and record; a section this
-        thread holds already (a call that awaited inside one) is a guard error, never a
-        deadlock."""
+        of another thread waits at most for one call's decision and record; it waits
+        without stalling its own event loop (``_locks.acquire``: the loop's other tasks run
+        meanwhile), and past ``_SECTION_WAIT`` it is a guard error. A section this thread
+        holds already (a call that awaited inside one) is a guard error, never a wait."""
         if state is None or self._section is not None:
             return
         key = id(state)
@@ -180,8 +182,15 @@ class HistoryTurn:
                 section = _SECTIONS[key] = _Section()
             section.users += 1
         me = threading.get_ident()
-        if not section.lock.acquire(False) and (  # (the usual case: nobody holds it)
-                section.thread == me or not section.lock.acquire(timeout=_SECTION_WAIT)):
+        taken = section.lock.acquire(False)  # (the usual case: nobody holds it)
+        if not taken and section.thread != me:
+            try:
+                taken = await acquire(section.lock, _SECTION_WAIT)
+            except BaseException:  # cancelled while waiting: it holds nothing
+                with _SECTIONS_LOCK:
+                    section.users -= 1
+                raise
+        if not taken:
             with _SECTIONS_LOCK:
                 section.users -= 1
             raise RuntimeError("the session's history is held by another call "

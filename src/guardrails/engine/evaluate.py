@@ -5,7 +5,8 @@ Order, per call: match every candidate policy (globs were checked by the index;
 order to the raw arguments, then evaluate each matched policy's rules against the
 repaired arguments, with that policy's ``params`` and lazily computed ``variables``.
 Every evaluation error is data: it is recorded and handled by the policy's
-``failurePolicy``, so ``evaluate`` itself never raises for any input.
+``failurePolicy``, so ``evaluate`` itself never raises for any input. A call over one of
+its bounds (size, cost, scan budget) is denied whatever the ``failurePolicy``.
 """
 
 from __future__ import annotations
@@ -691,9 +692,10 @@ def evaluate_call(
 
     Every expression evaluated for the call draws on one ``Meter`` of ``max_cost`` units.
     A call that runs it out is an input error of the whole call (handled like inputs over
-    the size bound): the expression that ran out errors as usual, and every matched
-    policy also records an ``input`` error, so the call is denied under ``Fail`` whatever
-    rules had not run or were skipped.
+    the size bound, and like a call that runs out the provenance functions' scan budget):
+    the expression that ran out errors as usual, and every matched policy also records an
+    ``input`` error, so the call is denied whatever rules had not run or were skipped, and
+    whatever the policies' ``failurePolicy`` (``_over_bound``).
 
     ``counters`` is where the policies' counters live; with None, each counter reads as if
     nothing had been counted before (a dry run: ``guardrails eval``, ``guardrails test``).
@@ -1565,16 +1567,25 @@ def _fired_rule(policy: CompiledPolicy, rule: CompiledRule, bindings: Mapping[st
     return FiredRule(policy.name, rule.name, rule.action, text, policy.audit)
 
 
-def _over_cost(matched: Sequence[CompiledPolicy], errors: list[EvaluationError],
-               effect: Effect) -> Effect:
-    """The call ran out of its cost budget: an ``input`` error of every matched policy."""
+def _over_bound(matched: Sequence[CompiledPolicy], errors: list[EvaluationError],
+                effect: Effect, message: str) -> Effect:
+    """The call is over one of its bounds (inputs over the size bound or not JSON, the
+    evaluation's cost budget, the provenance scan budget): an ``input`` error of every
+    matched policy, and the call is denied whatever their ``failurePolicy``. ``Ignore``
+    skips a policy whose own rule errs; a call over a bound is the caller's doing (an
+    attacker pads the input to get there), and skipping the policy would let padding turn
+    it off. (Audit policies still only record.)"""
     for policy in matched:
-        handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-        errors.append(EvaluationError(policy.name, "input", COST_ERROR, handled))
-        if policy.failure_policy == "Fail" and not policy.audit and (
-                _SEVERITY[Effect.DENY] > _SEVERITY[effect]):
+        errors.append(EvaluationError(policy.name, "input", message, "fired"))
+        if not policy.audit and _SEVERITY[Effect.DENY] > _SEVERITY[effect]:
             effect = Effect.DENY
     return effect
+
+
+def _over_cost(matched: Sequence[CompiledPolicy], errors: list[EvaluationError],
+               effect: Effect) -> Effect:
+    """The call ran out of its cost budget (``_over_bound``)."""
+    return _over_bound(matched, errors, effect, COST_ERROR)
 
 
 def _evaluate_call(
@@ -1649,11 +1660,7 @@ def _evaluate_call(
             matched.append(policy)
 
     if input_error is not None:
-        for policy in matched:
-            handled = "fired" if policy.failure_policy == "Fail" else "skipped"
-            errors.append(EvaluationError(policy.name, "input", input_error, handled))
-            if policy.failure_policy == "Fail" and not policy.audit:
-                effect = Effect.DENY
+        effect = _over_bound(matched, errors, effect, input_error)
         if trace is not None:
             _scrub_traces(trace, scrub)
         return _record(call, effect, args, fired, repairs, errors, matched, revision,
@@ -1724,6 +1731,11 @@ def _evaluate_call(
 
     if meter.left < 0:
         effect = _over_cost(matched, errors, effect)
+    elif origins is not None and origins.scan.left < 0:
+        # Spent by a provenance function: the rule that ran it out erred (its text says
+        # so), and an error ``||`` absorbed or ``Ignore`` skipped must not let the call
+        # through unread (the match bound's rule, ``MatchBoundExceeded``).
+        effect = _over_bound(matched, errors, effect, SCAN_ERROR)
     if reservations and effect not in (Effect.ALLOW, Effect.REQUIRE_APPROVAL):
         _release(counters, reservations)  # only a call that runs is counted
         reservations = []
@@ -1849,6 +1861,7 @@ def _release(store: CounterStore | None, reservations: Sequence[Reservation]) ->
 
 
 COST_ERROR = "the call exceeds the evaluation cost bound"
+SCAN_ERROR = "the call exceeds the provenance scanning budget"
 
 
 def _scrub_traces(traces: list[PolicyTrace], scrub: Scrubber) -> None:
