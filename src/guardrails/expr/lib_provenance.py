@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import datetime
 import functools
+import ipaddress
 import itertools
 import re
 import unicodedata
@@ -127,17 +128,140 @@ def _normal(text: str) -> str:
     IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
     came back vouched for by a trusted tool, and a page hid a destination from
     ``untrusted`` (scrub22). At most four times the text (``textforms.NORMAL_TABLE``);
-    look-alike letters of other scripts stay themselves, so never match."""
+    look-alike letters of other scripts stay themselves, so never match. Then URLs are read
+    as a URL parser reads them (``_respelled``)."""
     if text.isascii():
-        return text
+        return _respelled(text) if _respellings(text) else text
     text = normal(text)
     if "\u3002" in text:
         text = text.replace("\u3002", ".")  # (C speed; translating with a dict: 6 ms a 64 K)
     if "\uff61" in text:
         text = text.replace("\uff61", ".")
+    if _respellings(text):
+        text = _respelled(text)
     if not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
     return text
+
+
+# -------------------------------------------------------------------- URL spellings
+
+_UNRESERVED: Final = {
+    key: ch
+    for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+    for key in (f"{ord(ch):02x}", f"{ord(ch):02X}")
+}
+"""The two hex digits after a ``%`` that encode an unreserved character (RFC 3986 2.3),
+either case: the same character to every URL parser (6.2.2.2)."""
+_IN_URL: Final = re.compile(r"(?i)(?:://|www\.)[^\s<>\"'`]*")
+"""A URL after its scheme (or from its ``www.``) to the white space, quote or angle
+bracket after it: where percent-encoding is read (a text's other escapes are words: an
+IBAN written ``%46%52%37...`` in an e-mail is a disguise the model decoded, of unknown
+origin, not a link)."""
+_PUNYCODE: Final = re.compile(r"(?i)(?<![a-z0-9-])xn--[a-z0-9-]{1,59}(?![a-z0-9-])")
+"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows)."""
+_IP_HOST: Final = re.compile(r"(?i)(://(?:[^\s/\\?#]*@)?)(\[[0-9a-f:.]{2,45}\]|[0-9][0-9a-fx.]{0,63})"
+                             r"(?=[/\\?#:\s]|$)")
+"""A URL's host that may be an IP address: after the scheme and any user info (the last
+``@`` before the path), a bracketed IPv6 address or digits, ``x``, hex letters and dots."""
+
+
+def _respellings(text: str) -> int:
+    """How many places of ``text`` ``_respelled`` may rewrite (each ``%``, ``--`` and
+    ``://``: counted at C speed; what a text is charged for, ``RESPELL_COST``)."""
+    return text.count("%") + text.count("--") + text.count("://")
+
+
+def _respelled(text: str) -> str:
+    """``text`` with its URLs as RFC 3986 (6.2.2) and the WHATWG URL parser read them: each
+    percent-encoded unreserved character of a URL (``%65``, ``%2E``, ``%7e``; ``_IN_URL``)
+    as the character, each
+    ``xn--`` label as the Unicode label it encodes (``xn--bcher-kva`` is ``bücher``), and
+    a URL's numeric host as its canonical address (``0x7f.1``, ``2130706433`` and
+    ``0177.0.0.1`` are ``127.0.0.1``; ``[0:0::1]`` is ``[::1]``). The value and every text
+    are read so, so each spelling is found wherever another one is written (url25: a page
+    writing ``https://%65vil.com/%64rop`` hid ``https://evil.com/drop`` from
+    ``untrusted()``). Other escapes (``%2f`` is not a slash, ``%25`` not an escape) stay:
+    a parser reads them as other URLs. Linear: Python work per ``%``, ``xn--`` label and
+    numeric host (charged per ``_respellings``)."""
+    if "%" in text:
+        text = _IN_URL.sub(_unescaped, text)
+    if "--" in text:
+        text = _PUNYCODE.sub(_unicode_label, text)
+    if "://" in text:
+        text = _IP_HOST.sub(_canonical_address, text)
+    return text
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    """A URL with its percent-encoded unreserved characters decoded."""
+    url = m[0]
+    if "%" not in url:
+        return url
+    pieces = url.split("%")
+    out = [pieces[0]]
+    for piece in itertools.islice(pieces, 1, None):
+        ch = _UNRESERVED.get(piece[:2])
+        out.append("%" + piece if ch is None else ch + piece[2:])
+    return "".join(out)
+
+
+def _unicode_label(m: re.Match[str]) -> str:
+    """An ``xn--`` label as the Unicode it encodes, read as any text is (``_normal``'s
+    forms, NFC); as written when it encodes nothing (a browser would not open it)."""
+    try:
+        label = m[0][4:].lower().encode("ascii").decode("punycode")
+    except UnicodeError:
+        return m[0]
+    if not label or label.isascii():
+        return m[0]  # (an ASCII label is never encoded: not a name a browser opens)
+    label = normal(label)
+    return unicodedata.normalize("NFC", label)
+
+
+def _canonical_address(m: re.Match[str]) -> str:
+    host = m[2]
+    if host.startswith("["):
+        try:
+            canonical = "[" + ipaddress.IPv6Address(host[1:-1]).compressed + "]"
+        except ValueError:
+            return m[0]
+    else:
+        found = _ipv4(host)
+        if found is None:
+            return m[0]
+        canonical = found
+    return m[1] + canonical
+
+
+_IPV4_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
+
+
+def _ipv4(host: str) -> str | None:
+    """A host as the WHATWG URL parser reads an IPv4 address (up to four dot-separated
+    numbers, each decimal, octal with a leading ``0`` or hex with ``0x``; the last fills
+    the bytes left; a trailing dot ignored), dotted; None when it is not one."""
+    parts = host.split(".")
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers: list[int] = []
+    for part in parts:
+        if _IPV4_PART.fullmatch(part) is None:
+            return None
+        if part[:2] in ("0x", "0X"):
+            numbers.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part[0] == "0":
+            numbers.append(int(part[1:], 8))
+        else:
+            numbers.append(int(part))
+    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        return None
+    address = numbers[-1]
+    for i, n in enumerate(numbers[:-1]):
+        address += n << (8 * (3 - i))
+    return str(ipaddress.IPv4Address(address))
 
 
 _LAST_CUT: tuple[str, str] = ("", "")
@@ -162,22 +286,27 @@ def _lower(text: str, scan: _Scan) -> str:
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
     of a session, and their hashes are cached by the string objects). Its reading is
     charged to ``scan`` first, and its glued sentences before they are moved, cached or
-    not (``_Scan.read``, ``_Scan.unglue``; an ASCII text without glued sentences, the
-    usual one, makes neither call)."""
+    not, and so is undoing its URL spellings (``_Scan.read``, ``_Scan.rewrite``; an ASCII
+    text without glued sentences, ``%``, ``--`` or ``://``, the usual one, makes neither
+    call)."""
     if not text.isascii():
         scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
+        respellings = _respellings(text[:MAX_TEXT])
+        if respellings:
+            scan.rewrite(text, RESPELL_COST * respellings)
         cut = _normal_cut(text)
         glued = len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
+        units = RESPELL_COST * respellings + GLUE_COST * glued
         if glued:
-            scan.unglue(text, glued)
-        found = (_unglue(cut).lower() if glued else cut.lower(), glued)
+            scan.rewrite(text, units)
+        found = (_unglue(cut).lower() if glued else cut.lower(), units)
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
     elif found[1]:
-        scan.unglue(text, found[1])
+        scan.rewrite(text, found[1])
     return found[0]
 
 
@@ -486,10 +615,13 @@ def _url_parts(rest: str) -> tuple[str, str, bool]:
     segments (``/./``) and an empty fragment removed and backslashes as slashes, and
     whether the host has a port of its own (red team 24: a page that wrote
     ``https://evil.com./drop``, ``:443``, ``/./`` or a backslash hid
-    ``https://evil.com/drop`` from ``untrusted()``)."""
+    ``https://evil.com/drop`` from ``untrusted()``). User info before the host
+    (``https://acme.com@evil.com/``) is left out: the destination is its host, and a text
+    naming that URL with any or no user info names it (url25)."""
     cut = min((i for i in (rest.find("/"), rest.find("\\"), rest.find("?"), rest.find("#"))
                if i >= 0), default=len(rest))
     host, path = rest[:cut], rest[cut:].replace("\\", "/")
+    host = host.rpartition("@")[2] or host  # user info is not the host (url25)
     name, colon, port = host.rpartition(":")
     if not (colon and port.isdigit()):
         name, port = host, ""
@@ -641,6 +773,13 @@ machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of th
 a call, charged nothing; a page with a few costs a few thousand units."""
 
 
+RESPELL_COST: Final = 256
+"""Scan units of each ``%``, ``--`` and ``://`` of a text or value read (``_respellings``),
+for undoing its URL spellings (``_respelled``): about 0.1-0.3 µs of Python each, charged
+as about twice that. A page of 64 KiB of ``%`` costs 16 M units, the whole budget: such a
+history puts the call over its bounds (denied) rather than slowing it."""
+
+
 VALUE_COST: Final = 16_384
 """Scan units of a value's first use in a call (``matcher``): reading its kind and building
 its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
@@ -660,7 +799,7 @@ class _Scan:
     read and search is charged to it before they do, and a call that runs it out is an
     error of the rule (its ``failurePolicy``)."""
 
-    __slots__ = ("glued", "left", "read_chars", "used", "values")
+    __slots__ = ("left", "read_chars", "rewritten", "used", "values")
 
     def __init__(self, left: int) -> None:
         self.left = left
@@ -669,8 +808,9 @@ class _Scan:
         self.read_chars: dict[str, int] = {}
         """Texts this call has been charged for reading (``READ_COST``): how many of
         their characters (a result is read up to ``MAX_TEXT``, a value whole)."""
-        self.glued: set[str] = set()
-        """Texts this call has been charged for ungluing (``GLUE_COST``)."""
+        self.rewritten: dict[str, int] = {}
+        """Texts this call has been charged for rewriting (``GLUE_COST``,
+        ``RESPELL_COST``): how many units."""
         self.values: set[tuple[type, Any]] = set()
         """Values this call has been charged for (``VALUE_COST``)."""
 
@@ -684,6 +824,8 @@ class _Scan:
             return
         self.charge(VALUE_COST)
         self.values.add(key)
+        if type(value) is str and _respellings(value):
+            self.charge(RESPELL_COST * _respellings(value))
 
     def read(self, text: str, limit: int) -> None:
         """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
@@ -698,18 +840,23 @@ class _Scan:
         self.charge(READ_COST * (size - charged))
         self.read_chars[text] = size
 
-    def unglue(self, text: str, glued: int) -> None:
-        """Charge moving the ``glued`` sentences of ``text`` off their hosts (some),
-        once per text per call, cold or warm."""
-        if text not in self.glued:
-            self.charge(GLUE_COST * glued)
-            self.glued.add(text)
+    def rewrite(self, text: str, units: int) -> None:
+        """Charge rewriting ``text`` (its URL spellings undone, then its glued sentences
+        moved off their hosts): ``units`` in all, once per text per call, cold or warm
+        (a cold reading charges each step before it, a warm one their sum)."""
+        charged = self.rewritten.get(text, 0)
+        if units > charged:
+            self.charge(units - charged)
+            self.rewritten[text] = units
 
     def texts(self, text: str) -> None:
-        """Charge reading a text built for this call alone (joined arguments, params),
-        unless it is ASCII, before it is read."""
+        """Charge reading a text built for this call alone (joined arguments, params, a
+        value), unless it is ASCII, before it is read, and undoing its URL spellings."""
         if not text.isascii():
             self.charge(READ_COST * len(text))
+        respellings = _respellings(text)
+        if respellings:
+            self.charge(RESPELL_COST * respellings)
 
     def charge(self, n: int) -> None:
         self.left -= n
