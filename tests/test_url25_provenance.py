@@ -126,7 +126,7 @@ def test_respelling_a_text_is_charged_cold_and_warm() -> None:
         low = lp._lower(page, scan)
         spent.append(lp.SCAN_BUDGET - scan.left)
     assert low.endswith("https://evil.com/drop") and low.startswith("https://x.example/aaa")
-    assert spent[0] == spent[1] >= lp.RESPELL_COST * 20_001
+    assert spent[0] == spent[1] >= lp.ESCAPE_COST * 20_001
 
 
 def test_a_page_of_escapes_runs_out_the_budget_not_the_clock() -> None:

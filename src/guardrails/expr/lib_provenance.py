@@ -27,7 +27,7 @@ import ipaddress
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -119,187 +119,84 @@ def _unglue(text: str) -> str:
 
 def _normal(text: str) -> str:
     """The one reading of every text and value the provenance functions compare, before
-    case is ignored: fillers (zero-width spaces, joiners, direction marks) removed,
-    compatibility characters (fullwidth, mathematical, circled, super- and subscript
-    letters, digits and signs) in their ASCII form, IDNA's other full stops as dots, and
-    composed (NFC: ``e`` and U+0301 is ``é``, as IDNA reads them). IDNA's other full
-    stops are the ideographic and halfwidth ideographic ones (UTS 46).
+    case is ignored: its character forms (``_forms``), then its URLs as a URL parser reads
+    them (``_respelled``). What it costs is charged by the caller (``_Scan.value``,
+    ``_normal_charged``, ``_normal_cut``)."""
+    return _respelled(_forms(text))
+
+
+def _forms(text: str) -> str:
+    """Fillers (zero-width spaces, joiners, direction marks) removed, compatibility
+    characters (fullwidth, mathematical, circled, super- and subscript letters, digits and
+    signs) in their ASCII form, IDNA's other full stops as dots, and composed (NFC: ``e``
+    and U+0301 is ``é``, as IDNA reads them). IDNA's other full stops are the ideographic
+    and halfwidth ideographic ones (UTS 46).
     A tool, a mail system or a browser reads them so (``ｅｖｉｌ.com`` is ``evil.com`` to
     IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
     came back vouched for by a trusted tool, and a page hid a destination from
     ``untrusted`` (scrub22). At most four times the text (``textforms.NORMAL_TABLE``);
-    look-alike letters of other scripts stay themselves, so never match. Then URLs are read
-    as a URL parser reads them (``_respelled``)."""
+    look-alike letters of other scripts stay themselves, so never match."""
     if text.isascii():
-        return _respelled(text) if _respellings(text) else text
+        return text
     text = normal(text)
     if "\u3002" in text:
         text = text.replace("\u3002", ".")  # (C speed; translating with a dict: 6 ms a 64 K)
     if "\uff61" in text:
         text = text.replace("\uff61", ".")
-    if _respellings(text):
-        text = _respelled(text)
     if not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
     return text
 
 
-# -------------------------------------------------------------------- URL spellings
-
-_UNRESERVED: Final = {
-    key: ch
-    for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
-    for key in (f"{ord(ch):02x}", f"{ord(ch):02X}")
-}
-"""The two hex digits after a ``%`` that encode an unreserved character (RFC 3986 2.3),
-either case: the same character to every URL parser (6.2.2.2)."""
-_IN_URL: Final = re.compile(r"(?i)(?:://|www\.)[^\s<>\"'`]*")
-"""A URL after its scheme (or from its ``www.``) to the white space, quote or angle
-bracket after it: where percent-encoding is read (a text's other escapes are words: an
-IBAN written ``%46%52%37...`` in an e-mail is a disguise the model decoded, of unknown
-origin, not a link)."""
-_PUNYCODE: Final = re.compile(r"(?i)(?<![a-z0-9-])xn--[a-z0-9-]{1,59}(?![a-z0-9-])")
-"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows)."""
-_IP_HOST: Final = re.compile(r"(?i)(://(?:[^\s/\\?#]*@)?)(\[[0-9a-f:.]{2,45}\]|[0-9][0-9a-fx.]{0,63})"
-                             r"(?=[/\\?#:\s]|$)")
-"""A URL's host that may be an IP address: after the scheme and any user info (the last
-``@`` before the path), a bracketed IPv6 address or digits, ``x``, hex letters and dots."""
+def _normal_charged(text: str, scan: _Scan) -> str:
+    """``_normal`` of a text built for this call alone (joined arguments, params), undoing
+    its URL spellings charged to ``scan`` first (its reading is: ``_Scan.texts``)."""
+    return _respelled(_forms(text), scan.charge)
 
 
-def _respellings(text: str) -> int:
-    """How many places of ``text`` ``_respelled`` may rewrite (each ``%``, ``--`` and
-    ``://``: counted at C speed; what a text is charged for, ``RESPELL_COST``)."""
-    return text.count("%") + text.count("--") + text.count("://")
+_LAST_CUT: tuple[str, str, int] = ("", "", 0)
 
 
-def _respelled(text: str) -> str:
-    """``text`` with its URLs as RFC 3986 (6.2.2) and the WHATWG URL parser read them: each
-    percent-encoded unreserved character of a URL (``%65``, ``%2E``, ``%7e``; ``_IN_URL``)
-    as the character, each
-    ``xn--`` label as the Unicode label it encodes (``xn--bcher-kva`` is ``bücher``), and
-    a URL's numeric host as its canonical address (``0x7f.1``, ``2130706433`` and
-    ``0177.0.0.1`` are ``127.0.0.1``; ``[0:0::1]`` is ``[::1]``). The value and every text
-    are read so, so each spelling is found wherever another one is written (url25: a page
-    writing ``https://%65vil.com/%64rop`` hid ``https://evil.com/drop`` from
-    ``untrusted()``). Other escapes (``%2f`` is not a slash, ``%25`` not an escape) stay:
-    a parser reads them as other URLs. Linear: Python work per ``%``, ``xn--`` label and
-    numeric host (charged per ``_respellings``)."""
-    if "%" in text:
-        text = _IN_URL.sub(_unescaped, text)
-    if "--" in text:
-        text = _PUNYCODE.sub(_unicode_label, text)
-    if "://" in text:
-        text = _IP_HOST.sub(_canonical_address, text)
-    return text
-
-
-def _unescaped(m: re.Match[str]) -> str:
-    """A URL with its percent-encoded unreserved characters decoded."""
-    url = m[0]
-    if "%" not in url:
-        return url
-    pieces = url.split("%")
-    out = [pieces[0]]
-    for piece in itertools.islice(pieces, 1, None):
-        ch = _UNRESERVED.get(piece[:2])
-        out.append("%" + piece if ch is None else ch + piece[2:])
-    return "".join(out)
-
-
-def _unicode_label(m: re.Match[str]) -> str:
-    """An ``xn--`` label as the Unicode it encodes, read as any text is (``_normal``'s
-    forms, NFC); as written when it encodes nothing (a browser would not open it)."""
-    try:
-        label = m[0][4:].lower().encode("ascii").decode("punycode")
-    except UnicodeError:
-        return m[0]
-    if not label or label.isascii():
-        return m[0]  # (an ASCII label is never encoded: not a name a browser opens)
-    label = normal(label)
-    return unicodedata.normalize("NFC", label)
-
-
-def _canonical_address(m: re.Match[str]) -> str:
-    host = m[2]
-    if host.startswith("["):
-        try:
-            canonical = "[" + ipaddress.IPv6Address(host[1:-1]).compressed + "]"
-        except ValueError:
-            return m[0]
-    else:
-        found = _ipv4(host)
-        if found is None:
-            return m[0]
-        canonical = found
-    return m[1] + canonical
-
-
-_IPV4_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
-
-
-def _ipv4(host: str) -> str | None:
-    """A host as the WHATWG URL parser reads an IPv4 address (up to four dot-separated
-    numbers, each decimal, octal with a leading ``0`` or hex with ``0x``; the last fills
-    the bytes left; a trailing dot ignored), dotted; None when it is not one."""
-    parts = host.split(".")
-    if len(parts) > 1 and parts[-1] == "":
-        parts.pop()
-    if not 1 <= len(parts) <= 4:
-        return None
-    numbers: list[int] = []
-    for part in parts:
-        if _IPV4_PART.fullmatch(part) is None:
-            return None
-        if part[:2] in ("0x", "0X"):
-            numbers.append(int(part[2:] or "0", 16))
-        elif len(part) > 1 and part[0] == "0":
-            numbers.append(int(part[1:], 8))
-        else:
-            numbers.append(int(part))
-    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
-        return None
-    address = numbers[-1]
-    for i, n in enumerate(numbers[:-1]):
-        address += n << (8 * (3 - i))
-    return str(ipaddress.IPv4Address(address))
-
-
-_LAST_CUT: tuple[str, str] = ("", "")
-
-
-def _normal_cut(text: str) -> str:
-    """``text`` cut at ``MAX_TEXT`` and read through ``_normal``; the last one kept, by the
-    text's identity: ``_as_written`` reads the result ``_lower`` has just read, and a
-    text dense in compatibility characters costs about 5 ms for 64 K to normalise (twice
-    a result, a cold history of 100 such results cost 1.2 s in one call)."""
+def _normal_cut(text: str, scan: _Scan) -> tuple[str, int]:
+    """``text`` cut at ``MAX_TEXT`` and read through ``_normal``, and the scan units
+    undoing its URL spellings cost (charged to ``scan`` first, once a call:
+    ``_Scan.rewrite``); the last one kept, by the text's identity: ``_as_written`` reads
+    the result ``_lower`` has just read, and a text dense in compatibility characters
+    costs about 5 ms for 64 K to normalise (twice a result, a cold history of 100 such
+    results cost 1.2 s in one call)."""
     global _LAST_CUT
     last = _LAST_CUT
     if last[0] is text:
-        return last[1]
-    cut = _normal(text[:MAX_TEXT])
-    _LAST_CUT = (text, cut)
-    return cut
+        if last[2]:
+            scan.rewrite(text, last[2])
+        return last[1], last[2]
+    spent = [0]
+
+    def charge(units: int) -> None:
+        spent[0] += units
+        scan.rewrite(text, spent[0])
+
+    cut = _respelled(_forms(text[:MAX_TEXT]), charge)
+    _LAST_CUT = (text, cut, spent[0])
+    return cut, spent[0]
 
 
 def _lower(text: str, scan: _Scan) -> str:
     """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
     of a session, and their hashes are cached by the string objects). Its reading is
-    charged to ``scan`` first, and its glued sentences before they are moved, cached or
-    not, and so is undoing its URL spellings (``_Scan.read``, ``_Scan.rewrite``; an ASCII
-    text without glued sentences, ``%``, ``--`` or ``://``, the usual one, makes neither
+    charged to ``scan`` first, and undoing its URL spellings and its glued sentences
+    before they are, cached or not (``_Scan.read``, ``_Scan.rewrite``; an ASCII text
+    without ``%``, ``--``, ``://`` and glued sentences, the usual one, makes neither
     call)."""
     if not text.isascii():
         scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
-        respellings = _respellings(text[:MAX_TEXT])
-        if respellings:
-            scan.rewrite(text, RESPELL_COST * respellings)
-        cut = _normal_cut(text)
+        cut, units = _normal_cut(text, scan)
         glued = len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
-        units = RESPELL_COST * respellings + GLUE_COST * glued
         if glued:
+            units += GLUE_COST * glued
             scan.rewrite(text, units)
         found = (_unglue(cut).lower() if glued else cut.lower(), units)
         if len(_LOWER) >= _CACHE_SIZE:
@@ -321,7 +218,7 @@ def _as_written(text: str, scan: _Scan) -> str | None:
         scan.read(text, MAX_TEXT)
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
-        cut = _normal_cut(text)
+        cut, _ = _normal_cut(text, scan)
         found = None if _GLUED.search(cut) is None else cut.lower()
         if found == _lower(text, scan):
             found = None
@@ -352,6 +249,183 @@ def _dense(low: str) -> str:
             _DENSE.clear()
         _DENSE[low] = found
     return found
+
+
+# -------------------------------------------------------------------- URL spellings
+
+_UNRESERVED: Final = {
+    key.encode(): ch.encode()
+    for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+    for key in (f"{ord(ch):02x}", f"{ord(ch):02X}")
+}
+"""The two hex digits after a ``%`` that encode an unreserved character (RFC 3986 2.3),
+either case: the same character to every URL parser (6.2.2.2)."""
+_ESCAPED_URL: Final = re2.compile(rb"(?i)(?:://|www\.)[^\s<>\"'`%]*%[^\s<>\"'`]*",
+                                  options=RE2_OPTIONS)
+"""A URL holding a ``%``, after its scheme (or from its ``www.``) to the white space, quote
+or angle bracket after it: where percent-encoding is read. A text's other escapes are
+words: an IBAN written ``%46%52%37...`` in an e-mail is a disguise the model decoded, of
+unknown origin (tests/test_redteam16_provenance.py), not a link."""
+_PUNYCODE: Final = re2.compile(rb"(?i)xn--[a-z0-9-]{1,59}", options=RE2_OPTIONS)
+"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows; whole labels
+only, ``_unicode_label``)."""
+_IP_HOST: Final = re2.compile(rb"(?i)://(?:[^\s/\\?#]{0,255}@)?"
+                              rb"(\[[0-9a-f:.]{2,45}\]|[0-9][0-9a-fx.]{0,63})",
+                              options=RE2_OPTIONS)
+"""A URL's host that may be an IP address: after the scheme and any user info (up to the
+last ``@`` before the path, in 256 characters: unbounded, each ``://`` of a long token
+would read to its end), a bracketed IPv6 address or digits, ``x``, hex letters and dots
+(whole hosts only, ``_canonical_address``)."""
+_LABEL_CHARS: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_HOST_CHARS: Final = _LABEL_CHARS | frozenset(b"._~%")
+
+_ESCAPE: Final = re.compile(r"%[0-9a-fA-F]{2}")
+_NUMERIC_HOST: Final = (re.compile(rb"://[0-9\[]"), re.compile(rb"@[0-9\[]"))
+_NUMERIC_HOST_TEXT: Final = (re.compile(r"://[0-9\[]"), re.compile(r"@[0-9\[]"))
+"""What a text must hold for each pass of ``_respelled`` to run, found at C speed (a
+literal first: about 30 µs a 64 KiB text): an escape; ``n--`` (``xn--``, any case); a
+digit or bracket after a scheme or user info."""
+
+ESCAPE_COST: Final = 256
+"""Scan units of each ``%`` of a URL holding an escape (``_respelled``): 0.15-0.5 µs of
+Python each."""
+MATCH_COST: Final = 2048
+"""Scan units of each such URL: RE2's own cost of a match and the Python around it,
+about 3 µs."""
+NAME_COST: Final = 8192
+"""Scan units of each ``xn--`` label and each URL host that may be an IP address
+(``_respelled``): 6-10 µs each (RE2's match, decoding the label and reading it as any
+text, or parsing the address)."""
+PASS_COST: Final = 2
+"""Scan units of each byte of a text each pass of ``_respelled`` reads (RE2)."""
+
+
+def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
+    """``text`` with its URLs as RFC 3986 (6.2.2) and the WHATWG URL parser read them: each
+    percent-encoded unreserved character of a URL (``%65``, ``%2E``, ``%7e``;
+    ``_ESCAPED_URL``) as the character, then each ``xn--`` label as the Unicode label it
+    encodes (``xn--bcher-kva`` is ``bücher``), then a URL's numeric host as its canonical
+    address (``0x7f.1``, ``2130706433`` and ``0177.0.0.1`` are ``127.0.0.1``; ``[0:0::1]``
+    is ``[::1]``). The value and every text are read so, so each spelling is found wherever
+    another one is written (url25: a page writing ``https://%65vil.com/%64rop`` hid
+    ``https://evil.com/drop`` from ``untrusted()``). Other escapes (``%2f`` is not a slash,
+    ``%25`` not an escape) stay: a parser reads them as other URLs.
+
+    Each pass runs only where the text holds what it reads (``_ESCAPE``, ``n--``,
+    ``_NUMERIC_HOST``: C speed; the usual text runs none), is RE2 on the text's UTF-8
+    (linear), and its Python per match is given to ``charge`` first (``PASS_COST`` a byte,
+    ``MATCH_COST``, ``ESCAPE_COST``, ``NAME_COST``)."""
+    escapes = _ESCAPE.search(text) is not None
+    if not escapes and "n--" not in text and "N--" not in text and not any(
+            p.search(text) is not None for p in _NUMERIC_HOST_TEXT):
+        return text  # (the usual text: four C-speed searches)
+    data = out = text.encode("utf-8", "surrogatepass")
+    if escapes:
+        out = _substituted(_ESCAPED_URL, out, _unescaped, charge,
+                           lambda m: MATCH_COST + ESCAPE_COST * m.group().count(b"%"))
+    if b"n--" in out or b"N--" in out:
+        out = _substituted(_PUNYCODE, out, _unicode_label, charge, lambda m: NAME_COST)
+    if any(p.search(out) is not None for p in _NUMERIC_HOST):
+        out = _substituted(_IP_HOST, out, _canonical_address, charge, lambda m: NAME_COST)
+    return text if out is data else out.decode("utf-8", "surrogatepass")
+
+
+def _substituted(pattern: Any, data: bytes, replace: Any,
+                 charge: Callable[[int], None] | None, cost: Any) -> bytes:
+    """``data`` with each match of ``pattern`` replaced by ``replace(data, match)`` (None:
+    kept), the pass charged first (``charge``, ``cost`` of each match); ``data`` itself
+    when nothing is replaced."""
+    matches = list(pattern.finditer(data))
+    if charge is not None:
+        charge(PASS_COST * len(data) + sum(cost(m) for m in matches))
+    parts: list[bytes] = []
+    last = 0
+    for m in matches:
+        new = replace(data, m)
+        if new is not None:
+            start, end = m.span()
+            parts += (data[last:start], new)
+            last = end
+    if not parts:
+        return data
+    parts.append(data[last:])
+    return b"".join(parts)
+
+
+def _unescaped(data: bytes, m: Any) -> bytes | None:
+    """A URL with its percent-encoded unreserved characters decoded."""
+    pieces = m.group().split(b"%")
+    out = [pieces[0]]
+    for piece in itertools.islice(pieces, 1, None):
+        ch = _UNRESERVED.get(piece[:2])
+        out.append(b"%" + piece if ch is None else ch + piece[2:])
+    return b"".join(out)
+
+
+def _unicode_label(data: bytes, m: Any) -> bytes | None:
+    """An ``xn--`` label as the Unicode it encodes, read as any text is (``_forms``); as
+    written when it is part of a longer name or encodes nothing (a browser would not open
+    it)."""
+    start, end = m.span()
+    if (start and data[start - 1] in _LABEL_CHARS) or (end < len(data)
+                                                       and data[end] in _LABEL_CHARS):
+        return None
+    try:
+        label = m.group()[4:].lower().decode("punycode")
+    except UnicodeError:
+        return None
+    if not label or label.isascii():
+        return None  # (an ASCII label is never encoded: not a name a browser opens)
+    return _forms(label).encode("utf-8", "surrogatepass")
+
+
+def _canonical_address(data: bytes, m: Any) -> bytes | None:
+    """A URL's numeric host as its canonical address (``_ipv4``, IPv6 compressed)."""
+    end = m.end()
+    if end < len(data) and data[end] in _HOST_CHARS:
+        return None  # a longer host: a name, not an address
+    host = m.group(1).decode("ascii")
+    if host.startswith("["):
+        try:
+            canonical = "[" + ipaddress.IPv6Address(host[1:-1]).compressed + "]"
+        except ValueError:
+            return None
+    else:
+        found = _ipv4(host)
+        if found is None:
+            return None
+        canonical = found
+    return data[m.start():m.start(1)] + canonical.encode()
+
+
+_IPV4_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
+
+
+def _ipv4(host: str) -> str | None:
+    """A host as the WHATWG URL parser reads an IPv4 address (up to four dot-separated
+    numbers, each decimal, octal with a leading ``0`` or hex with ``0x``; the last fills
+    the bytes left; a trailing dot ignored), dotted; None when it is not one."""
+    parts = host.split(".")
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers: list[int] = []
+    for part in parts:
+        if _IPV4_PART.fullmatch(part) is None:
+            return None
+        if part[:2] in ("0x", "0X"):
+            numbers.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part[0] == "0":
+            numbers.append(int(part[1:], 8))
+        else:
+            numbers.append(int(part))
+    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        return None
+    address = numbers[-1]
+    for i, n in enumerate(numbers[:-1]):
+        address += n << (8 * (3 - i))
+    return str(ipaddress.IPv4Address(address))
 
 
 # -------------------------------------------------------------------- value -> pattern
@@ -773,13 +847,6 @@ machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of th
 a call, charged nothing; a page with a few costs a few thousand units."""
 
 
-RESPELL_COST: Final = 256
-"""Scan units of each ``%``, ``--`` and ``://`` of a text or value read (``_respellings``),
-for undoing its URL spellings (``_respelled``): about 0.1-0.3 µs of Python each, charged
-as about twice that. A page of 64 KiB of ``%`` costs 16 M units, the whole budget: such a
-history puts the call over its bounds (denied) rather than slowing it."""
-
-
 VALUE_COST: Final = 16_384
 """Scan units of a value's first use in a call (``matcher``): reading its kind and building
 its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
@@ -809,8 +876,8 @@ class _Scan:
         """Texts this call has been charged for reading (``READ_COST``): how many of
         their characters (a result is read up to ``MAX_TEXT``, a value whole)."""
         self.rewritten: dict[str, int] = {}
-        """Texts this call has been charged for rewriting (``GLUE_COST``,
-        ``RESPELL_COST``): how many units."""
+        """Texts this call has been charged for rewriting (undoing URL spellings,
+        ``_respelled``; ungluing, ``GLUE_COST``): how many units."""
         self.values: set[tuple[type, Any]] = set()
         """Values this call has been charged for (``VALUE_COST``)."""
 
@@ -824,8 +891,9 @@ class _Scan:
             return
         self.charge(VALUE_COST)
         self.values.add(key)
-        if type(value) is str and _respellings(value):
-            self.charge(RESPELL_COST * _respellings(value))
+        if type(value) is str:
+            # ``_matcher_of``'s reading (``_normal``), its URL spellings charged first
+            _respelled(_forms(value), self.charge)
 
     def read(self, text: str, limit: int) -> None:
         """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
@@ -850,13 +918,10 @@ class _Scan:
             self.rewritten[text] = units
 
     def texts(self, text: str) -> None:
-        """Charge reading a text built for this call alone (joined arguments, params, a
-        value), unless it is ASCII, before it is read, and undoing its URL spellings."""
+        """Charge reading a text built for this call alone (joined arguments, params),
+        unless it is ASCII, before it is read."""
         if not text.isascii():
             self.charge(READ_COST * len(text))
-        respellings = _respellings(text)
-        if respellings:
-            self.charge(RESPELL_COST * respellings)
 
     def charge(self, n: int) -> None:
         self.left -= n
@@ -1044,7 +1109,7 @@ class Origins:
         if found is None:
             text = "\x00".join(_strings(params, 0))
             self.scan.texts(text)
-            found = _normal(text).lower()[:MAX_TEXT * 16]
+            found = _normal_charged(text, self.scan).lower()[:MAX_TEXT * 16]
             self._params_text[id(params)] = found
         return found
 
@@ -1065,12 +1130,12 @@ def _args_lower(entry: Mapping[str, Any], scan: _Scan) -> tuple[str, str] | None
         return None
     separated = "\x00".join(names + values)
     scan.texts(separated)
-    separated = _normal(separated).lower()
+    separated = _normal_charged(separated, scan).lower()
     if len(separated) > MAX_TEXT:
         return None
     joined = "".join(values)
     scan.texts(joined)
-    return separated, _normal(joined).lower()
+    return separated, _normal_charged(joined, scan).lower()
 
 
 _DID_NOT_RUN: Final = ("deny", "halt", "rejected")
