@@ -129,11 +129,23 @@ def test_respelling_a_text_is_charged_cold_and_warm() -> None:
     assert spent[0] == spent[1] >= lp.ESCAPE_COST * 20_001
 
 
-def test_a_page_of_escapes_runs_out_the_budget_not_the_clock() -> None:
-    """A history of pages made of escapes is charged before it is read: the call is over
-    its scan budget (an error: denied), never slow."""
+DENSE_PAGES = {
+    "escapes": "https://x/" + "%2e" * 21_845,
+    "labels": "xn--bcher-kva " * 4_681,
+    "addresses": "http://0x7f.1/ " * 4_369,
+    "hosts-after-at": "@1" * 32_768,
+}
+
+
+@pytest.mark.parametrize("dense", list(DENSE_PAGES))
+def test_a_history_dense_in_spellings_runs_out_the_budget_not_the_clock(dense: str) -> None:
+    """A history of pages made of what ``_respelled`` rewrites is charged as it is read,
+    each match before it is rewritten: the call is over its scan budget (an error:
+    denied), never slow (the budget runs out inside the first pages)."""
     scan = lp._Scan(lp.SCAN_BUDGET)
-    pages = [("https://x/" + "%2e" * 21_845) + str(i) for i in range(100)]
+    read = 0
     with pytest.raises(lp.CelError, match="budget"):
-        for p in pages:
-            lp._lower(p, scan)
+        for i in range(100):
+            lp._lower(DENSE_PAGES[dense] + str(i), scan)
+            read += 1
+    assert read < 10
