@@ -148,6 +148,14 @@ def _forms(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=256)
+def _value_forms(value: str) -> str:
+    """``_forms`` of a value, kept: a call charges its URL spellings (``_Scan.value``) and
+    ``_matcher_of`` reads it, and a long value not ASCII costs milliseconds to read (twice,
+    600 K characters cost 130-150 ms a call)."""
+    return _forms(value)
+
+
 def _normal_charged(text: str, scan: _Scan) -> str:
     """``_normal`` of a text built for this call alone (joined arguments, params), undoing
     its URL spellings charged to ``scan`` first (its reading is: ``_Scan.texts``)."""
@@ -789,7 +797,7 @@ def _classify_short(low: str) -> tuple[str, str, str] | None:
 def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     # read once: classified and matched alike (twice, a value of 600 K characters not
     # ASCII cost 130-150 ms a call)
-    normal_form = _normal(value) if type(value) is str else str(value)
+    normal_form = _respelled(_value_forms(value)) if type(value) is str else str(value)
     found = _classify(value, normal_form)
     if found is None:
         return None
@@ -900,7 +908,7 @@ class _Scan:
         self.values.add(key)
         if type(value) is str:
             # ``_matcher_of``'s reading (``_normal``), its URL spellings charged first
-            _respelled(_forms(value), self.charge)
+            _respelled(_value_forms(value), self.charge)
 
     def read(self, text: str, limit: int) -> None:
         """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
