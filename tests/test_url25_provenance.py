@@ -43,6 +43,7 @@ SPELLINGS = {
     "ipv6-zeros": ("http://[::1]/drop", "http://[0:0:0:0:0:0:0:1]/drop"),
     "userinfo": ("https://evil.com/drop", "https://acme.com@evil.com/drop"),
     "userinfo-password": ("https://evil.com/drop", "https://acme.com:pw@evil.com/drop"),
+    "userinfo-and-address": ("http://127.0.0.1/drop", "http://acme.com@2130706433/drop"),
 }
 
 
@@ -113,6 +114,14 @@ def test_percent_encoding_outside_a_url_is_as_written() -> None:
     assert not lp.mentioned("FR76", "pay to %46%52%37%36 now")
     assert lp.mentioned("https://evil.com/drop", "see https://evil.com/%64rop now")
     assert lp.mentioned("https://www.evil.com/drop", "see www.%65vil.com/drop now")
+
+
+def test_numbers_in_prose_are_not_addresses() -> None:
+    """Only a URL's host is read as an address: ``@1500`` in prose, an address's domain or
+    a version stay as written (1500 is still mentioned)."""
+    assert lp.mentioned(1500, "buy ten @1500 each, see http://x.example/v/2024.")
+    assert lp.mentioned("bob@10.5", "write to bob@10.5 today")
+    assert lp.mentioned("http://127.0.0.1/a", "open http://u:p@127.1/a")
 
 
 def test_respelling_a_text_is_charged_cold_and_warm() -> None:

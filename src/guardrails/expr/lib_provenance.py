@@ -281,11 +281,10 @@ _PUNYCODE: Final = re2.compile(rb"(?i)xn--[a-z0-9-]{1,59}", options=RE2_OPTIONS)
 only, ``_unicode_label``)."""
 _IP_HOST: Final = re2.compile(rb"(?i)(?:://|@)(\[[0-9a-f:.]{2,45}\]|[0-9][0-9a-fx.]{0,63})",
                               options=RE2_OPTIONS)
-"""A URL's host that may be an IP address: after the scheme or after user info (any
-``@``: an address after one in an e-mail is read alike, on both sides), a bracketed IPv6
-address or digits, ``x``, hex letters and dots (whole hosts only,
-``_canonical_address``). No user info is looked for after the scheme: bounded, a longer
-one hid the host, and unbounded, each ``://`` of a long token read on to its end."""
+"""A URL's host that may be an IP address: after the scheme or after an ``@`` (user info:
+``_after_scheme``), a bracketed IPv6 address or digits, ``x``, hex letters and dots (whole
+hosts only, ``_canonical_address``). User info is not part of the pattern: each ``://`` of
+a long token would read on to its end."""
 _LABEL_CHARS: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _HOST_CHARS: Final = _LABEL_CHARS | frozenset(b"._~%")
 
@@ -396,9 +395,11 @@ def _unicode_label(data: bytes, m: Any) -> bytes | None:
 
 def _canonical_address(data: bytes, m: Any) -> bytes | None:
     """A URL's numeric host as its canonical address (``_ipv4``, IPv6 compressed)."""
-    end = m.end()
+    start, end = m.span()
     if end < len(data) and data[end] in _HOST_CHARS:
         return None  # a longer host: a name, not an address
+    if data[start] == 0x40 and not _after_scheme(data, start):
+        return None  # "@10" in prose, or in an e-mail address: not a URL's host
     host = m.group(1).decode("ascii")
     if host.startswith("["):
         try:
@@ -411,6 +412,18 @@ def _canonical_address(data: bytes, m: Any) -> bytes | None:
             return None
         canonical = found
     return data[m.start():m.start(1)] + canonical.encode()
+
+
+_AUTHORITY_ENDS: Final = re.compile(rb"[/\\?#\s]")
+
+
+def _after_scheme(data: bytes, at: int) -> bool:
+    """Whether the ``@`` at ``at`` ends a URL's user info: ``://`` before it in the same
+    authority (no ``/ \\ ? #`` or white space between), looked for in the 256 bytes
+    before it (a longer user info hides a numeric host from this reading)."""
+    before = data[max(0, at - 256):at]
+    scheme = before.rfind(b"://")
+    return scheme >= 0 and _AUTHORITY_ENDS.search(before, scheme + 3) is None
 
 
 _IPV4_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
