@@ -268,51 +268,52 @@ _UNRESERVED: Final = {
 }
 """The two hex digits after a ``%`` that encode an unreserved character (RFC 3986 2.3),
 either case: the same character to every URL parser (6.2.2.2)."""
-_URL_TOKEN: Final = re.compile(rb"(?://|www\.|WWW\.)[^\s<>\"'`]*")
-"""A URL after its scheme (or from its ``www.``) to the white space, quote or angle bracket
-after it, each token once (a URL inside one is part of it: linear): where
-percent-encoding is read. A text's other escapes are words: an IBAN written
-``%46%52%37...`` in an e-mail is a disguise the model decoded, of unknown origin
-(tests/test_redteam16_provenance.py), not a link. Python's ``re`` (its literal-first scan
-and its matches cost a tenth of RE2's through pyre2: a page of 1,200 links with a
-``%20`` each took 5.7 ms as RE2 matches); a ``www.`` in mixed case is not read."""
-_PUNYCODE: Final = re2.compile(rb"(?i)xn--[a-z0-9-]{1,59}", options=RE2_OPTIONS)
-"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows; whole labels
-only, ``_unicode_label``)."""
-_IP_HOST: Final = re2.compile(rb"(?i)(?:://|@)(\[[0-9a-f:.]{2,45}\]|[0-9][0-9a-fx.]{0,63})",
-                              options=RE2_OPTIONS)
-"""A URL's host that may be an IP address: after the scheme or after an ``@`` (user info:
-``_after_scheme``), a bracketed IPv6 address or digits, ``x``, hex letters and dots (whole
-hosts only, ``_canonical_address``). User info is not part of the pattern: each ``://`` of
-a long token would read on to its end."""
+_ESCAPE: Final = re.compile(rb"%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DEde]|5[Ff]|7[Ee])")
+"""A percent-encoded unreserved character (``_UNRESERVED``): the only escapes read. The
+usual ones (``%20``, ``%2F``, ``%3D``) are not, so cost a link nothing."""
+_ESCAPE_TEXT: Final = re.compile(_ESCAPE.pattern.decode())
+_TOKEN_END: Final = re.compile(rb"[\s<>\"'`]")
+"""What ends a URL (``_unescaped``): white space, a quote or an angle bracket."""
+_PUNYCODE: Final = re.compile(rb"(?:xn|XN|Xn|xN)--[A-Za-z0-9-]{1,59}(?![A-Za-z0-9-])")
+"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows), whole: nothing
+of a label after it, nor before it (``_unicode_label``: a look-behind first, the search
+tried every position, 10 ns a byte)."""
 _LABEL_CHARS: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-_HOST_CHARS: Final = _LABEL_CHARS | frozenset(b"._~%")
+_IP_HOST: Final = re.compile(rb"(?://|@)(\[[0-9A-Fa-f:.]{2,45}\]|[0-9][0-9A-Fa-fxX.]{0,63})"
+                             rb"(?![A-Za-z0-9._~%-])")
+"""A URL's host that may be an IP address, whole: after the scheme or after an ``@``
+(user info: ``_after_scheme``), a bracketed IPv6 address or digits, ``x``, hex letters
+and dots (``_canonical_address``). User info is not part of the pattern: each ``://`` of
+a long token would read on to its end. (Python's ``re``: a match costs a tenth of pyre2's.)"""
+_DOTTED: Final = re.compile(rb"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+                            rb"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
+"""An IPv4 address as written canonically (the usual numeric host: kept as it is)."""
 
-_ESCAPE: Final = re.compile(r"%[0-9a-fA-F]{2}")
 _NUMERIC_HOST: Final = (re.compile(rb"://[0-9\[]"), re.compile(rb"@[0-9\[]"))
 _NUMERIC_HOST_TEXT: Final = (re.compile(r"://[0-9\[]"), re.compile(r"@[0-9\[]"))
 """What a text must hold for each pass of ``_respelled`` to run, found at C speed (a
-literal first: about 30 µs a 64 KiB text): an escape; ``n--`` (``xn--``, any case); a
-digit or bracket after a scheme or user info."""
+literal first: about 30 µs a 64 KiB text): an escape of an unreserved character
+(``_ESCAPE``); ``n--`` (``xn--``, any case); a digit or bracket after a scheme or ``@``."""
 
 ESCAPE_COST: Final = 512
-"""Scan units of each ``%`` of a URL in a text holding an escape (``_respelled``):
-0.15-0.5 µs of Python each."""
-URL_COST: Final = 128
-"""Scan units of each URL of such a text (``_URL_TOKEN``'s match and the test for a ``%``
-in it, about 0.3 µs)."""
-NAME_COST: Final = 8192
+"""Scan units of each escape of an unreserved character in a text (``_unescaped``):
+0.3-1 µs of Python each, with the URL around it found once for all its escapes."""
+TOKEN_COST: Final = 1024
+"""Scan units of each token holding such an escape (found, its start and end searched for
+and whether it is a URL: about 2 µs)."""
+NAME_COST: Final = 4096
 """Scan units of each ``xn--`` label and each URL host that may be an IP address
-(``_respelled``): 6-10 µs each (RE2's match, decoding the label and reading it as any
-text, or parsing the address)."""
+(``_respelled``): 4-8 µs each (decoding the label and reading it as any text, or parsing
+the address; a canonical dotted address is kept at a regex's cost)."""
 PASS_COST: Final = 2
-"""Scan units of each byte of a text each pass of ``_respelled`` reads (RE2)."""
+"""Scan units of each byte of a text each pass of ``_respelled`` reads (Python's ``re``
+on bytes, a literal or two first: 0.03-0.35 ms a 64 KiB text)."""
 
 
 def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
     """``text`` with its URLs as RFC 3986 (6.2.2) and the WHATWG URL parser read them: each
     percent-encoded unreserved character of a URL (``%65``, ``%2E``, ``%7e``;
-    ``_URL_TOKEN``) as the character, then each ``xn--`` label as the Unicode label it
+    ``_unescaped``) as the character, then each ``xn--`` label as the Unicode label it
     encodes (``xn--bcher-kva`` is ``bücher``), then a URL's numeric host as its canonical
     address (``0x7f.1``, ``2130706433`` and ``0177.0.0.1`` are ``127.0.0.1``; ``[0:0::1]``
     is ``[::1]``). The value and every text are read so, so each spelling is found wherever
@@ -321,17 +322,16 @@ def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
     ``%25`` not an escape) stay: a parser reads them as other URLs.
 
     Each pass runs only where the text holds what it reads (``_ESCAPE``, ``n--``,
-    ``_NUMERIC_HOST``: C speed; the usual text runs none), is RE2 on the text's UTF-8
-    (linear), and its Python per match is given to ``charge`` first (``PASS_COST`` a byte,
-    ``URL_COST``, ``ESCAPE_COST``, ``NAME_COST``)."""
-    escapes = _ESCAPE.search(text) is not None
+    ``_NUMERIC_HOST``: C speed; the usual text runs none), is one linear search of the
+    text's UTF-8, and its Python per match is given to ``charge`` first (``PASS_COST`` a byte,
+    ``ESCAPE_COST``, ``TOKEN_COST``, ``NAME_COST``)."""
+    escapes = _ESCAPE_TEXT.search(text) is not None
     if not escapes and "n--" not in text and "N--" not in text and not any(
             p.search(text) is not None for p in _NUMERIC_HOST_TEXT):
         return text  # (the usual text: four C-speed searches)
     data = out = text.encode("utf-8", "surrogatepass")
     if escapes:
-        out = _substituted(_URL_TOKEN, out, _unescaped, charge,
-                           lambda m: URL_COST + ESCAPE_COST * m.group().count(b"%"))
+        out = _unescaped(out, charge)
     if b"n--" in out or b"N--" in out:
         out = _substituted(_PUNYCODE, out, _unicode_label, charge, lambda m: NAME_COST)
     if any(p.search(out) is not None for p in _NUMERIC_HOST):
@@ -363,26 +363,55 @@ def _substituted(pattern: Any, data: bytes, replace: Any,
     return b"".join(parts)
 
 
-def _unescaped(data: bytes, m: Any) -> bytes | None:
-    """A URL with its percent-encoded unreserved characters decoded (None: it has none)."""
-    url = m.group()
-    if b"%" not in url:
-        return None
-    pieces = url.split(b"%")
-    out = [pieces[0]]
-    for piece in itertools.islice(pieces, 1, None):
-        ch = _UNRESERVED.get(piece[:2])
-        out.append(b"%" + piece if ch is None else ch + piece[2:])
-    return b"".join(out)
+def _unescaped(data: bytes, charge: Callable[[int], None] | None) -> bytes:
+    """``data`` with each escape of an unreserved character in a URL decoded: in a token
+    (up to white space, a quote or an angle bracket: ``_TOKEN_END``) with ``://`` or
+    ``www.`` (any case) before the escape. A text's other escapes are words: an IBAN
+    written ``%46%52%37...`` in an e-mail is a disguise the model decoded, of unknown
+    origin (tests/test_redteam16_provenance.py), not a link. Linear: each token is looked
+    through once, from its first escape (back to its start in the reversed text, on to its
+    end), and each escape charged as it is found."""
+    if charge is not None:
+        charge(PASS_COST * len(data))
+    size = len(data)
+    reversed_data = b""
+    parts: list[bytes] = []
+    last = 0
+    start = end = searched = -1
+    in_url = False
+    for m in _ESCAPE.finditer(data):
+        if charge is not None:
+            charge(ESCAPE_COST)
+        at = m.start()
+        if at >= end:  # the first escape of another token
+            if charge is not None:
+                charge(TOKEN_COST)
+            if not reversed_data:
+                reversed_data = data[::-1]
+            found = _TOKEN_END.search(data, at)
+            end = size if found is None else found.start()
+            found = _TOKEN_END.search(reversed_data, size - at)
+            start = searched = 0 if found is None else size - found.start()
+            in_url = False
+        if not in_url:
+            head = data[max(start, searched - 3):at]
+            in_url = b"://" in head or b"www." in head.lower()
+            searched = at
+        if in_url:
+            parts += (data[last:at], _UNRESERVED[m.group()[1:]])
+            last = m.end()
+    if not parts:
+        return data
+    parts.append(data[last:])
+    return b"".join(parts)
 
 
 def _unicode_label(data: bytes, m: Any) -> bytes | None:
     """An ``xn--`` label as the Unicode it encodes, read as any text is (``_forms``); as
-    written when it is part of a longer name or encodes nothing (a browser would not open
-    it)."""
-    start, end = m.span()
-    if (start and data[start - 1] in _LABEL_CHARS) or (end < len(data)
-                                                       and data[end] in _LABEL_CHARS):
+    written when it is the end of a longer label or encodes nothing (a browser would not
+    open it)."""
+    start = m.start()
+    if start and data[start - 1] in _LABEL_CHARS:
         return None
     try:
         label = m.group()[4:].lower().decode("punycode")
@@ -395,9 +424,9 @@ def _unicode_label(data: bytes, m: Any) -> bytes | None:
 
 def _canonical_address(data: bytes, m: Any) -> bytes | None:
     """A URL's numeric host as its canonical address (``_ipv4``, IPv6 compressed)."""
-    start, end = m.span()
-    if end < len(data) and data[end] in _HOST_CHARS:
-        return None  # a longer host: a name, not an address
+    start = m.start()
+    if _DOTTED.fullmatch(m.group(1)) is not None:
+        return None
     if data[start] == 0x40 and not _after_scheme(data, start):
         return None  # "@10" in prose, or in an e-mail address: not a URL's host
     host = m.group(1).decode("ascii")
