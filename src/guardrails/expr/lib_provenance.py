@@ -314,9 +314,10 @@ PROBE_COST: Final = 512
 """Scan units of each place a label or address pass tries a match at (its literal, and
 for an address a digit or bracket after it): up to 64 bytes on, about 1 µs (a text of
 ``n--`` repeated)."""
-PASS_BYTES: Final = 2
+PASS_BYTES: Final = 4
 """Bytes of a text each pass of ``_respelled`` reads for a scan unit (Python's ``re`` on
-bytes from a literal: 0.03-0.04 ms a 64 KiB text, about 0.5 ns a byte)."""
+bytes from a literal: 0.03-0.04 ms a 64 KiB text, about 0.5 ns a byte; what the matches
+cost is charged besides)."""
 
 
 def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
