@@ -429,13 +429,22 @@ def _unicode_label(data: bytes, m: Any) -> tuple[int, bytes] | None:
     if start < 1 or data[start - 1] not in b"xX" or (start > 1
                                                      and data[start - 2] in _LABEL_CHARS):
         return None
+    unicode = _label(m.group()[3:].lower())
+    return None if unicode is None else (start - 1, unicode)
+
+
+@functools.lru_cache(maxsize=1024)
+def _label(encoded: bytes) -> bytes | None:
+    """The UTF-8 of the Unicode label ``xn--`` + ``encoded`` stands for, read as any text
+    is (``_forms``), kept (a page names its hosts many times; charged alike, kept or not:
+    ``NAME_COST``); None when it encodes nothing or ASCII only."""
     try:
-        label = m.group()[3:].lower().decode("punycode")
+        label = encoded.decode("punycode")
     except UnicodeError:
         return None
     if not label or label.isascii():
         return None  # (an ASCII label is never encoded: not a name a browser opens)
-    return start - 1, _forms(label).encode("utf-8", "surrogatepass")
+    return _forms(label).encode("utf-8", "surrogatepass")
 
 
 def _address_cost(m: Any) -> int:
