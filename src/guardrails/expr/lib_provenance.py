@@ -195,8 +195,8 @@ def _lower(text: str, scan: _Scan) -> str:
     of a session, and their hashes are cached by the string objects). Its reading is
     charged to ``scan`` first, and undoing its URL spellings and its glued sentences
     before they are, cached or not (``_Scan.read``, ``_Scan.rewrite``; an ASCII text
-    without ``%``, ``--``, ``://`` and glued sentences, the usual one, makes neither
-    call)."""
+    with no spelling to undo (``_respelled``'s gates) and no glued sentence, the usual
+    one, makes neither call)."""
     if not text.isascii():
         scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
