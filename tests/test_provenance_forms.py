@@ -285,13 +285,13 @@ def test_a_result_is_normalised_once_a_call(tmp_path: Path,
     twice: a cold history of 100 dense non-ASCII pages cost 1.2 s in one call (0.4 s now;
     docs/performance.md, worst case)."""
     seen: list[str] = []
-    real = lp._normal
+    real = lp._forms  # (the character forms of ``_normal``: url25 split its URL reading off)
 
     def counted(text: str) -> str:
         seen.append(text)
         return real(text)
 
-    monkeypatch.setattr(lp, "_normal", counted)
+    monkeypatch.setattr(lp, "_forms", counted)
     policies = load_text(tmp_path, UPLOAD)
     pages = [f"\uff2e\uff45\uff57\uff53 {i} {id(seen)} " + "\u3042\uff21" * 500
              for i in range(3)]

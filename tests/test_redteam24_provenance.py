@@ -13,8 +13,8 @@ letters with a mark after them.
 
 Found and fixed too: a URL the page wrote as a URL parser reads it the same (a trailing
 dot on the host, the scheme's default port, an empty fragment, a dot segment, a
-backslash) hid ``https://evil.com/drop``: the URL was looked for as written. Left (xfail,
-docs/functions.md "Not normalised"): a percent-encoded letter in the path.
+backslash) hid ``https://evil.com/drop``: the URL was looked for as written. A
+percent-encoded letter in the path was left (xfail) to url25, which read it.
 """
 
 from __future__ import annotations
@@ -141,10 +141,9 @@ async def test_a_destination_near_a_named_one_is_still_another(tmp_path: Path) -
         assert uploaded == [sent], sent
 
 
-@pytest.mark.xfail(strict=True, reason="percent-encoding in a URL is looked for as written "
-                   "(docs/functions.md, Not normalised)")
 async def test_a_destination_with_a_percent_encoded_letter_is_not_uploaded_to(
         tmp_path: Path) -> None:
+    """Fixed by url25 (tests/test_url25_provenance.py: every spelling, both ways)."""
     uploaded, _ = await _uploaded(tmp_path, PERCENT, "https://evil.com/drop")
     assert uploaded == []
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 import bisect
 import datetime
 import functools
+import ipaddress
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -118,11 +119,18 @@ def _unglue(text: str) -> str:
 
 def _normal(text: str) -> str:
     """The one reading of every text and value the provenance functions compare, before
-    case is ignored: fillers (zero-width spaces, joiners, direction marks) removed,
-    compatibility characters (fullwidth, mathematical, circled, super- and subscript
-    letters, digits and signs) in their ASCII form, IDNA's other full stops as dots, and
-    composed (NFC: ``e`` and U+0301 is ``é``, as IDNA reads them). IDNA's other full
-    stops are the ideographic and halfwidth ideographic ones (UTS 46).
+    case is ignored: its character forms (``_forms``), then its URLs as a URL parser reads
+    them (``_respelled``). What it costs is charged by the caller (``_Scan.value``,
+    ``_normal_charged``, ``_normal_cut``)."""
+    return _respelled(_forms(text))
+
+
+def _forms(text: str) -> str:
+    """Fillers (zero-width spaces, joiners, direction marks) removed, compatibility
+    characters (fullwidth, mathematical, circled, super- and subscript letters, digits and
+    signs) in their ASCII form, IDNA's other full stops as dots, and composed (NFC: ``e``
+    and U+0301 is ``é``, as IDNA reads them). IDNA's other full stops are the ideographic
+    and halfwidth ideographic ones (UTS 46).
     A tool, a mail system or a browser reads them so (``ｅｖｉｌ.com`` is ``evil.com`` to
     IDNA, ``evil。com`` too): read otherwise, a value the model stored in another form
     came back vouched for by a trusted tool, and a page hid a destination from
@@ -140,44 +148,70 @@ def _normal(text: str) -> str:
     return text
 
 
-_LAST_CUT: tuple[str, str] = ("", "")
+@functools.lru_cache(maxsize=256)
+def _value_forms(value: str) -> str:
+    """``_forms`` of a value, kept: a call charges its URL spellings (``_Scan.value``) and
+    ``_matcher_of`` reads it, and a long value not ASCII costs milliseconds to read (twice,
+    600 K characters cost 130-150 ms a call)."""
+    return _forms(value)
 
 
-def _normal_cut(text: str) -> str:
-    """``text`` cut at ``MAX_TEXT`` and read through ``_normal``; the last one kept, by the
-    text's identity: ``_as_written`` reads the result ``_lower`` has just read, and a
-    text dense in compatibility characters costs about 5 ms for 64 K to normalise (twice
-    a result, a cold history of 100 such results cost 1.2 s in one call)."""
+def _normal_charged(text: str, scan: _Scan) -> str:
+    """``_normal`` of a text built for this call alone (joined arguments, params), undoing
+    its URL spellings charged to ``scan`` first (its reading is: ``_Scan.texts``)."""
+    return _respelled(_forms(text), scan.charge)
+
+
+_LAST_CUT: tuple[str, str, int] = ("", "", 0)
+
+
+def _normal_cut(text: str, scan: _Scan) -> tuple[str, int]:
+    """``text`` cut at ``MAX_TEXT`` and read through ``_normal``, and the scan units
+    undoing its URL spellings cost (charged to ``scan`` first, once a call:
+    ``_Scan.rewrite``); the last one kept, by the text's identity: ``_as_written`` reads
+    the result ``_lower`` has just read, and a text dense in compatibility characters
+    costs about 5 ms for 64 K to normalise (twice a result, a cold history of 100 such
+    results cost 1.2 s in one call)."""
     global _LAST_CUT
     last = _LAST_CUT
     if last[0] is text:
-        return last[1]
-    cut = _normal(text[:MAX_TEXT])
-    _LAST_CUT = (text, cut)
-    return cut
+        if last[2]:
+            scan.rewrite(text, last[2])
+        return last[1], last[2]
+    spent = [0]
+
+    def charge(units: int) -> None:
+        spent[0] += units
+        scan.rewrite(text, spent[0])
+
+    cut = _respelled(_forms(text[:MAX_TEXT]), charge)
+    _LAST_CUT = (text, cut, spent[0])
+    return cut, spent[0]
 
 
 def _lower(text: str, scan: _Scan) -> str:
     """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
     of a session, and their hashes are cached by the string objects). Its reading is
-    charged to ``scan`` first, and its glued sentences before they are moved, cached or
-    not (``_Scan.read``, ``_Scan.unglue``; an ASCII text without glued sentences, the
-    usual one, makes neither call)."""
+    charged to ``scan`` first, and undoing its URL spellings and its glued sentences
+    before they are, cached or not (``_Scan.read``, ``_Scan.rewrite``; an ASCII text
+    with no spelling to undo (``_respelled``'s gates) and no glued sentence, the usual
+    one, makes neither call)."""
     if not text.isascii():
         scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
-        cut = _normal_cut(text)
+        cut, units = _normal_cut(text, scan)
         glued = len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
         if glued:
-            scan.unglue(text, glued)
-        found = (_unglue(cut).lower() if glued else cut.lower(), glued)
+            units += GLUE_COST * glued
+            scan.rewrite(text, units)
+        found = (_unglue(cut).lower() if glued else cut.lower(), units)
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
     elif found[1]:
-        scan.unglue(text, found[1])
+        scan.rewrite(text, found[1])
     return found[0]
 
 
@@ -192,7 +226,7 @@ def _as_written(text: str, scan: _Scan) -> str | None:
         scan.read(text, MAX_TEXT)
     found = _AS_WRITTEN.get(text, _NO_GLUE)
     if found is _NO_GLUE:
-        cut = _normal_cut(text)
+        cut, _ = _normal_cut(text, scan)
         found = None if _GLUED.search(cut) is None else cut.lower()
         if found == _lower(text, scan):
             found = None
@@ -223,6 +257,263 @@ def _dense(low: str) -> str:
             _DENSE.clear()
         _DENSE[low] = found
     return found
+
+
+# -------------------------------------------------------------------- URL spellings
+
+_UNRESERVED: Final = {
+    key.encode(): ch.encode()
+    for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+    for key in (f"{ord(ch):02x}", f"{ord(ch):02X}")
+}
+"""The two hex digits after a ``%`` that encode an unreserved character (RFC 3986 2.3),
+either case: the same character to every URL parser (6.2.2.2)."""
+_ESCAPE: Final = re.compile(rb"%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DEde]|5[Ff]|7[Ee])")
+"""A percent-encoded unreserved character (``_UNRESERVED``): the only escapes read. The
+usual ones (``%20``, ``%2F``, ``%3D``) are not, so cost a link nothing."""
+_ESCAPE_TEXT: Final = re.compile(_ESCAPE.pattern.decode())
+_TOKEN_END: Final = re.compile(rb"[\s<>\"'`]")
+"""What ends a URL (``_unescaped``): white space, a quote or an angle bracket."""
+_PUNYCODE: Final = tuple(re.compile(dashes + rb"[A-Za-z0-9-]{1,59}(?![A-Za-z0-9-])")
+                         for dashes in (rb"n--", rb"N--"))
+"""An IDNA label in its ASCII form (``xn--``, at most 63 characters, as DNS allows), whole:
+nothing of a label after it, nor before its ``x`` (``_unicode_label``). Found from a
+literal (two passes, 0.03 ms a 64 KiB text; ``(?:xn|XN|Xn|xN)--`` took 0.35 ms)."""
+_LABEL_CHARS: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_IP_HOST: Final = tuple(
+    re.compile(after + rb"(\[[0-9A-Fa-f:.]{2,45}\]|[0-9][0-9A-Fa-fxX.]{0,63})(?![A-Za-z0-9._~%-])")
+    for after in (rb"://", rb"@"))
+"""A URL's host that may be an IP address, whole: after the scheme or after an ``@``
+(user info: ``_after_scheme``), a bracketed IPv6 address or digits, ``x``, hex letters
+and dots (``_canonical_address``). User info is not part of the pattern: each ``://`` of
+a long token would read on to its end. Python's ``re`` from a literal (a match costs a
+tenth of pyre2's; ``(?://|@)`` took ten times as long to search)."""
+_DOTTED: Final = re.compile(rb"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+                            rb"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
+"""An IPv4 address as written canonically (the usual numeric host: kept as it is)."""
+
+_NUMERIC_HOST: Final = (re.compile(rb"://[0-9\[]"), re.compile(rb"@[0-9\[]"))
+_NUMERIC_HOST_TEXT: Final = (re.compile(r"://[0-9\[]"), re.compile(r"@[0-9\[]"))
+"""What a text must hold for each pass of ``_respelled`` to run, found at C speed (a
+literal first: about 30 µs a 64 KiB text): an escape of an unreserved character
+(``_ESCAPE``); ``n--`` (``xn--``, any case); a digit or bracket after a scheme or ``@``."""
+
+ESCAPE_COST: Final = 512
+"""Scan units of each escape of an unreserved character in a text (``_unescaped``):
+0.3-1 µs of Python each, with the URL around it found once for all its escapes."""
+TOKEN_COST: Final = 1024
+"""Scan units of each token holding such an escape (found, its start and end searched for
+and whether it is a URL: about 2 µs)."""
+NAME_COST: Final = 4096
+"""Scan units of each ``xn--`` label and each URL host that may be an IP address
+(``_respelled``): 4-8 µs each (decoding the label and reading it as any text, or parsing
+the address; a canonical dotted address is kept at a regex's cost)."""
+DOTTED_COST: Final = 256
+"""Scan units of a URL host written as a canonical dotted IPv4 address (``_DOTTED``)."""
+PROBE_COST: Final = 512
+"""Scan units of each place a label or address pass tries a match at (its literal, and
+for an address a digit or bracket after it): up to 64 bytes on, about 1 µs (a text of
+``n--`` repeated)."""
+PASS_BYTES: Final = 4
+"""Bytes of a text each pass of ``_respelled`` reads for a scan unit (Python's ``re`` on
+bytes from a literal: 0.03-0.04 ms a 64 KiB text, about 0.5 ns a byte; what the matches
+cost is charged besides)."""
+
+
+def _respelled(text: str, charge: Callable[[int], None] | None = None) -> str:
+    """``text`` with its URLs as RFC 3986 (6.2.2) and the WHATWG URL parser read them: each
+    percent-encoded unreserved character of a URL (``%65``, ``%2E``, ``%7e``;
+    ``_unescaped``) as the character, then each ``xn--`` label as the Unicode label it
+    encodes (``xn--bcher-kva`` is ``bücher``), then a URL's numeric host as its canonical
+    address (``0x7f.1``, ``2130706433`` and ``0177.0.0.1`` are ``127.0.0.1``; ``[0:0::1]``
+    is ``[::1]``). The value and every text are read so, so each spelling is found wherever
+    another one is written (url25: a page writing ``https://%65vil.com/%64rop`` hid
+    ``https://evil.com/drop`` from ``untrusted()``). Other escapes (``%2f`` is not a slash,
+    ``%25`` not an escape) stay: a parser reads them as other URLs.
+
+    Each pass runs only where the text holds what it reads (``_ESCAPE``, ``n--``,
+    ``_NUMERIC_HOST``: C speed; the usual text runs none), is one linear search of the
+    text's UTF-8, and its Python per match is given to ``charge`` first (``PASS_BYTES``,
+    ``PROBE_COST``, ``ESCAPE_COST``, ``TOKEN_COST``, ``NAME_COST``)."""
+    escapes = _ESCAPE_TEXT.search(text) is not None
+    if not escapes and "n--" not in text and "N--" not in text and not any(
+            p.search(text) is not None for p in _NUMERIC_HOST_TEXT):
+        return text  # (the usual text: four C-speed searches)
+    data = out = text.encode("utf-8", "surrogatepass")
+    if escapes:
+        out = _unescaped(out, charge)
+    for dashes, pattern in zip((b"n--", b"N--"), _PUNYCODE, strict=True):
+        if dashes in out:
+            out = _substituted(pattern, out, out.count(dashes), _unicode_label, charge,
+                               lambda m: NAME_COST)
+    for gate, pattern in zip(_NUMERIC_HOST, _IP_HOST, strict=True):
+        if gate.search(out) is not None:
+            out = _substituted(pattern, out, len(gate.findall(out)), _canonical_address,
+                               charge, _address_cost)
+    return text if out is data else out.decode("utf-8", "surrogatepass")
+
+
+def _substituted(pattern: Any, data: bytes, probes: int, replace: Any,
+                 charge: Callable[[int], None] | None, cost: Any) -> bytes:
+    """``data`` with each match of ``pattern`` replaced (``replace(data, match)``: where
+    the replaced part starts, at the match or before it, and what replaces it up to the
+    match's end; None: kept), the pass charged first (its bytes and the ``probes`` places
+    it tries a match at, each up to 64 bytes on) and each match before it is replaced
+    (``charge``, ``cost``); ``data`` itself when nothing is replaced."""
+    if charge is not None:
+        charge(len(data) // PASS_BYTES + PROBE_COST * probes)
+    parts: list[bytes] = []
+    last = 0
+    for m in pattern.finditer(data):
+        if charge is not None:
+            charge(cost(m))  # (as they are found: a text of many runs the budget out early)
+        new = replace(data, m)
+        if new is not None:
+            start, replaced = new
+            parts += (data[last:start], replaced)
+            last = m.end()
+    if not parts:
+        return data
+    parts.append(data[last:])
+    return b"".join(parts)
+
+
+def _unescaped(data: bytes, charge: Callable[[int], None] | None) -> bytes:
+    """``data`` with each escape of an unreserved character in a URL decoded: in a token
+    (up to white space, a quote or an angle bracket: ``_TOKEN_END``) with ``://`` or
+    ``www.`` (any case) before the escape. A text's other escapes are words: an IBAN
+    written ``%46%52%37...`` in an e-mail is a disguise the model decoded, of unknown
+    origin (tests/test_redteam16_provenance.py), not a link. Linear: each token is looked
+    through once, from its first escape (back to its start in the reversed text, on to its
+    end), and each escape charged as it is found."""
+    if charge is not None:
+        charge(len(data) // PASS_BYTES)
+    size = len(data)
+    reversed_data = b""
+    parts: list[bytes] = []
+    last = 0
+    start = end = searched = -1
+    in_url = False
+    for m in _ESCAPE.finditer(data):
+        if charge is not None:
+            charge(ESCAPE_COST)
+        at = m.start()
+        if at >= end:  # the first escape of another token
+            if charge is not None:
+                charge(TOKEN_COST)
+            if not reversed_data:
+                reversed_data = data[::-1]
+            found = _TOKEN_END.search(data, at)
+            end = size if found is None else found.start()
+            found = _TOKEN_END.search(reversed_data, size - at)
+            start = searched = 0 if found is None else size - found.start()
+            in_url = False
+        if not in_url:
+            head = data[max(start, searched - 3):at]
+            in_url = b"://" in head or b"www." in head.lower()
+            searched = at
+        if in_url:
+            parts += (data[last:at], _UNRESERVED[m.group()[1:]])
+            last = m.end()
+    if not parts:
+        return data
+    parts.append(data[last:])
+    return b"".join(parts)
+
+
+def _unicode_label(data: bytes, m: Any) -> tuple[int, bytes] | None:
+    """An ``xn--`` label as the Unicode it encodes, read as any text is (``_forms``); as
+    written when it is the end of a longer label or encodes nothing (a browser would not
+    open it)."""
+    start = m.start()
+    if start < 1 or data[start - 1] not in b"xX" or (start > 1
+                                                     and data[start - 2] in _LABEL_CHARS):
+        return None
+    unicode = _label(m.group()[3:].lower())
+    return None if unicode is None else (start - 1, unicode)
+
+
+@functools.lru_cache(maxsize=1024)
+def _label(encoded: bytes) -> bytes | None:
+    """The UTF-8 of the Unicode label ``xn--`` + ``encoded`` stands for, read as any text
+    is (``_forms``), kept (a page names its hosts many times; charged alike, kept or not:
+    ``NAME_COST``); None when it encodes nothing or ASCII only."""
+    try:
+        label = encoded.decode("punycode")
+    except UnicodeError:
+        return None
+    if not label or label.isascii():
+        return None  # (an ASCII label is never encoded: not a name a browser opens)
+    return _forms(label).encode("utf-8", "surrogatepass")
+
+
+def _address_cost(m: Any) -> int:
+    """A numeric host's cost: ``NAME_COST``, or ``DOTTED_COST`` when it is canonical
+    already (the usual one: a regex's test, kept as it is)."""
+    return DOTTED_COST if _DOTTED.fullmatch(m.group(1)) is not None else NAME_COST
+
+
+def _canonical_address(data: bytes, m: Any) -> tuple[int, bytes] | None:
+    """A URL's numeric host as its canonical address (``_ipv4``, IPv6 compressed)."""
+    start = m.start()
+    if _DOTTED.fullmatch(m.group(1)) is not None:
+        return None
+    if data[start] == 0x40 and not _after_scheme(data, start):
+        return None  # "@10" in prose, or in an e-mail address: not a URL's host
+    host = m.group(1).decode("ascii")
+    if host.startswith("["):
+        try:
+            canonical = "[" + ipaddress.IPv6Address(host[1:-1]).compressed + "]"
+        except ValueError:
+            return None
+    else:
+        found = _ipv4(host)
+        if found is None:
+            return None
+        canonical = found
+    return m.start(1), canonical.encode()
+
+
+_AUTHORITY_ENDS: Final = re.compile(rb"[/\\?#\s]")
+
+
+def _after_scheme(data: bytes, at: int) -> bool:
+    """Whether the ``@`` at ``at`` ends a URL's user info: ``://`` before it in the same
+    authority (no ``/ \\ ? #`` or white space between), looked for in the 256 bytes
+    before it (a longer user info hides a numeric host from this reading)."""
+    before = data[max(0, at - 256):at]
+    scheme = before.rfind(b"://")
+    return scheme >= 0 and _AUTHORITY_ENDS.search(before, scheme + 3) is None
+
+
+_IPV4_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
+
+
+def _ipv4(host: str) -> str | None:
+    """A host as the WHATWG URL parser reads an IPv4 address (up to four dot-separated
+    numbers, each decimal, octal with a leading ``0`` or hex with ``0x``; the last fills
+    the bytes left; a trailing dot ignored), dotted; None when it is not one."""
+    parts = host.split(".")
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers: list[int] = []
+    for part in parts:
+        if _IPV4_PART.fullmatch(part) is None:
+            return None
+        if part[:2] in ("0x", "0X"):
+            numbers.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part[0] == "0":
+            numbers.append(int(part[1:], 8))
+        else:
+            numbers.append(int(part))
+    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        return None
+    address = numbers[-1]
+    for i, n in enumerate(numbers[:-1]):
+        address += n << (8 * (3 - i))
+    return str(ipaddress.IPv4Address(address))
 
 
 # -------------------------------------------------------------------- value -> pattern
@@ -486,10 +777,13 @@ def _url_parts(rest: str) -> tuple[str, str, bool]:
     segments (``/./``) and an empty fragment removed and backslashes as slashes, and
     whether the host has a port of its own (red team 24: a page that wrote
     ``https://evil.com./drop``, ``:443``, ``/./`` or a backslash hid
-    ``https://evil.com/drop`` from ``untrusted()``)."""
+    ``https://evil.com/drop`` from ``untrusted()``). User info before the host
+    (``https://acme.com@evil.com/``) is left out: the destination is its host, and a text
+    naming that URL with any or no user info names it (url25)."""
     cut = min((i for i in (rest.find("/"), rest.find("\\"), rest.find("?"), rest.find("#"))
                if i >= 0), default=len(rest))
     host, path = rest[:cut], rest[cut:].replace("\\", "/")
+    host = host.rpartition("@")[2] or host  # user info is not the host (url25)
     name, colon, port = host.rpartition(":")
     if not (colon and port.isdigit()):
         name, port = host, ""
@@ -576,7 +870,7 @@ def _classify_short(low: str) -> tuple[str, str, str] | None:
 def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     # read once: classified and matched alike (twice, a value of 600 K characters not
     # ASCII cost 130-150 ms a call)
-    normal_form = _normal(value) if type(value) is str else str(value)
+    normal_form = _respelled(_value_forms(value)) if type(value) is str else str(value)
     found = _classify(value, normal_form)
     if found is None:
         return None
@@ -660,7 +954,7 @@ class _Scan:
     read and search is charged to it before they do, and a call that runs it out is an
     error of the rule (its ``failurePolicy``)."""
 
-    __slots__ = ("glued", "left", "read_chars", "used", "values")
+    __slots__ = ("left", "read_chars", "rewritten", "used", "values")
 
     def __init__(self, left: int) -> None:
         self.left = left
@@ -669,8 +963,9 @@ class _Scan:
         self.read_chars: dict[str, int] = {}
         """Texts this call has been charged for reading (``READ_COST``): how many of
         their characters (a result is read up to ``MAX_TEXT``, a value whole)."""
-        self.glued: set[str] = set()
-        """Texts this call has been charged for ungluing (``GLUE_COST``)."""
+        self.rewritten: dict[str, int] = {}
+        """Texts this call has been charged for rewriting (undoing URL spellings,
+        ``_respelled``; ungluing, ``GLUE_COST``): how many units."""
         self.values: set[tuple[type, Any]] = set()
         """Values this call has been charged for (``VALUE_COST``)."""
 
@@ -684,6 +979,9 @@ class _Scan:
             return
         self.charge(VALUE_COST)
         self.values.add(key)
+        if type(value) is str:
+            # ``_matcher_of``'s reading (``_normal``), its URL spellings charged first
+            _respelled(_value_forms(value), self.charge)
 
     def read(self, text: str, limit: int) -> None:
         """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
@@ -698,12 +996,14 @@ class _Scan:
         self.charge(READ_COST * (size - charged))
         self.read_chars[text] = size
 
-    def unglue(self, text: str, glued: int) -> None:
-        """Charge moving the ``glued`` sentences of ``text`` off their hosts (some),
-        once per text per call, cold or warm."""
-        if text not in self.glued:
-            self.charge(GLUE_COST * glued)
-            self.glued.add(text)
+    def rewrite(self, text: str, units: int) -> None:
+        """Charge rewriting ``text`` (its URL spellings undone, then its glued sentences
+        moved off their hosts): ``units`` in all, once per text per call, cold or warm
+        (a cold reading charges each step before it, a warm one their sum)."""
+        charged = self.rewritten.get(text, 0)
+        if units > charged:
+            self.charge(units - charged)
+            self.rewritten[text] = units
 
     def texts(self, text: str) -> None:
         """Charge reading a text built for this call alone (joined arguments, params),
@@ -897,7 +1197,7 @@ class Origins:
         if found is None:
             text = "\x00".join(_strings(params, 0))
             self.scan.texts(text)
-            found = _normal(text).lower()[:MAX_TEXT * 16]
+            found = _normal_charged(text, self.scan).lower()[:MAX_TEXT * 16]
             self._params_text[id(params)] = found
         return found
 
@@ -918,12 +1218,12 @@ def _args_lower(entry: Mapping[str, Any], scan: _Scan) -> tuple[str, str] | None
         return None
     separated = "\x00".join(names + values)
     scan.texts(separated)
-    separated = _normal(separated).lower()
+    separated = _normal_charged(separated, scan).lower()
     if len(separated) > MAX_TEXT:
         return None
     joined = "".join(values)
     scan.texts(joined)
-    return separated, _normal(joined).lower()
+    return separated, _normal_charged(joined, scan).lower()
 
 
 _DID_NOT_RUN: Final = ("deny", "halt", "rejected")
