@@ -35,7 +35,7 @@ from typing import Any, Final
 import re2
 
 from guardrails.expr.lib_common import RE2_OPTIONS, compile_re2, guarded, no_overload
-from guardrails.expr.limits import MAX_MATCHES
+from guardrails.expr.limits import MAX_MATCHES, Meter
 from guardrails.expr.textforms import normal
 from guardrails.expr.values import CelError, MatchBoundExceeded
 
@@ -1255,31 +1255,38 @@ _REQUEST_KEYS: Final = ("text", "emails", "urls", "hosts", "ibans", "phones", "n
 class Request(Mapping[str, Any]):
     """``request``: the user's words and what they name, extracted on first use."""
 
-    __slots__ = ("_extracted", "_over", "text")
+    __slots__ = ("_extracted", "_meter", "_over", "text")
     _defs: Final = frozenset(_REQUEST_KEYS)
     """The keys it holds: generated code reads them directly (see ``values.Variables``)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, meter: Meter | None = None) -> None:
         self.text = text
         self._extracted: dict[str, list[Any]] | None = None
         self._over = ""
+        self._meter = meter
+        """The call's cost meter: a request over its bound of links puts the call over
+        its cost bound (red team 25)."""
 
     def __getitem__(self, key: str) -> Any:
         if key == "text":
             return self.text
         if key not in _REQUEST_KEYS:
             raise KeyError(key)
-        if self._extracted is None:
+        if self._extracted is None and not self._over:
             # At most ``MAX_MATCHES`` links, as ``s.urls()``: a request of 64 K of links
             # cost a call 111-234 ms uncharged (red team 20b). Past it the lists are an
-            # error (the rule's failurePolicy), the same one on every later read.
-            if self._over:
-                raise MatchBoundExceeded(self._over)
+            # error of the rule, the same one on every later read, and the call is over
+            # its cost bound (as a regex function over its bound of matches): denied
+            # whatever the failurePolicy, an error ``||`` absorbed or ``Ignore`` skipped
+            # (red team 25: a request padded with links turned an Ignore policy off).
             try:
                 self._extracted = _extract(self.text)
             except MatchBoundExceeded as exc:
                 self._over = str(exc)
-                raise
+        if self._extracted is None:
+            if self._meter is not None:
+                self._meter.left = min(self._meter.left, -1)
+            raise MatchBoundExceeded(self._over)
         return self._extracted[key]
 
     def __iter__(self) -> Iterator[str]:
