@@ -31,6 +31,14 @@ CASES: dict[str, str] = {
     "CJK 2 kB": ("日本語のテキストです。" * 200)[:2048],
     "JSON of decomposed Vietnamese 64 kB": json.dumps(
         {f"k{i}": unicodedata.normalize("NFD", VIET) for i in range(800)})[:65536],
+    # red team 25: runs no process has seen (each measure starts with none remembered),
+    # and the secret after them between zero-width spaces (every view is read)
+    "distinct runs: 32 K CJK letters and a mark": "".join(
+        chr(0x4E00 + i) + "\u0301" for i in range(32_768)) + " " + "\u200b".join(
+        "Ngệ-Café-Zq9vTx3mW2pL"),
+    "distinct runs: 21 K astral letters and a mark": "".join(
+        chr(0x20000 + i) + "\u0301" for i in range(21_845)) + " " + "\u200b".join(
+        "Ngệ-Café-Zq9vTx3mW2pL"),
 }
 
 
@@ -51,9 +59,11 @@ def measure() -> dict[str, float]:
     scrubber = Scrubber(["tok-\"q'\\ñ-Zq9vTx3mW2pLr8", "Ngệ-Café-Zq9vTx3mW2pL"])
     out = {}
     for name, text in CASES.items():
-        def once(text: str = text) -> None:
+        def once(text: str = text, name: str = name) -> None:
             for cache in (scrub._RECENT_VIEWS, scrub._RECENT_ROUGH, scrub._RECENT_JSON):
                 cache._items.clear()  # a text seen the first time
+            if name.startswith("distinct runs"):
+                scrub._composed_run.cache_clear()
             scrubber(text)
         out[name] = _median_us(once)
     return out

@@ -110,9 +110,10 @@ def test_the_reading_of_results_is_charged(upload: guardrails.PolicySet,
 def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
                                                normalised: list[int],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A value of 300 K characters, not ASCII: normalised once a call (twice before:
-    classified, then matched; 130-150 ms a call of 600 K), and charged by its length."""
-    value = "https://acme.com/" + "\uff21\u3042" * 150_000
+    """A value of 150 K characters, not ASCII: normalised once a call (twice before:
+    classified, then matched; 130-150 ms a call of 600 K), and charged by its length
+    (its reading and its letters: one of 300 K is over the budget, red team 25)."""
+    value = "https://acme.com/" + "\uff21\u3042" * 75_000
     decision = upload.evaluate(tool="upload", args={"url": value}, request="Summarise",
                                history=_history(["a page"]))
     assert decision.effect == "allow"

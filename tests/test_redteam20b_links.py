@@ -20,6 +20,7 @@ from agent_framework import AgentSession, tool
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
+from guardrails.engine.evaluate import COST_ERROR
 from guardrails.expr import compile_expression
 from guardrails.expr.limits import METER, Meter
 from tests.af_support import STREAMING, agent_with, load_text, run
@@ -161,7 +162,9 @@ spec:
     decision = policies.evaluate(tool="post", args={"l": ["q"] * 200},
                                  request=request_text[:65_536])
     assert decision.effect == "deny"
-    assert [e.message for e in decision.errors] == ["more than 2048 links in one text"]
+    # (and the call is over its cost bound, whatever the failurePolicy: red team 25)
+    assert [e.message for e in decision.errors] == ["more than 2048 links in one text",
+                                                    COST_ERROR]
     fine = policies.evaluate(tool="post", args={"l": ["q"] * 200},
                              request=request_text[:65_536 // 8])
     assert fine.effect == "allow" and not fine.errors

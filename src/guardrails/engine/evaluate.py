@@ -665,7 +665,7 @@ def _base(call: Call, names: frozenset[str], meter: Meter) -> dict[str, Any]:
         "args": call.args,
         "principal": call.principal,
         "history": call.history,
-        "request": Request(call.request) if "request" in names else None,
+        "request": Request(call.request, meter) if "request" in names else None,
         "now": call.now,
         METER: meter,
     }
@@ -938,7 +938,7 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
         "args": args,
         "principal": principal,
         "history": history,
-        "request": Request(request) if "request" in names else None,
+        "request": Request(request, meter) if "request" in names else None,
         "now": now,
         METER: meter,
     }
@@ -1227,7 +1227,7 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
         "            'args': args,",
         "            'principal': " + ("principal," if principal else "{},"),
         "            'history': " + ("history," if history else "[],"),
-        "            'request': " + ("_Request(request)," if request else "None,"),
+        "            'request': " + ("_Request(request, meter)," if request else "None,"),
         "            'now': " + ("_now(_UTC)," if now else "_EPOCH,"),
         "            _METER: meter,",
         "        }",

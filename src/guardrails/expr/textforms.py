@@ -1,5 +1,5 @@
 """Characters a text may be spelled in that read as others: fillers that show as nothing,
-and compatibility characters whose form (NFKC) is ASCII.
+compatibility characters whose form (NFKC) is ASCII, and dashes that look like a hyphen.
 
 One source for the two places that must read a value through them alike: the scrubber
 (a secret spelled in fullwidth letters or with zero-width spaces between its characters
@@ -12,19 +12,34 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["COMPAT_RANGES", "EXOTIC", "FILLER_CHARS", "NORMAL_TABLE", "exotic", "normal"]
+__all__ = ["COMPAT_RANGES", "DASH_CHARS", "EXOTIC", "FILLER_CHARS", "IGNORABLE_RANGES",
+           "NORMAL_TABLE", "exotic", "normal"]
 
-FILLER_CHARS = ("\u00ad\u034f\u180b\u180c\u180d\u180e\u180f\u200b\u200c\u200d\u200e"
-                "\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064"
-                "\u2066\u2067\u2068\u2069\ufeff"
-                + "".join(map(chr, range(0xFE00, 0xFE10)))
-                + "".join(map(chr, range(0xE0000, 0xE0080)))
-                + "".join(map(chr, range(0xE0100, 0xE01F0))))
-"""Characters that show as nothing: soft hyphen, zero-width space, joiners, word joiner,
-direction marks and embeddings, the byte-order mark; and variation selectors (Mongolian
-ones too) and tag characters, which IDNA's mapping ignores as it ignores the others (red
-team 24: ``ev\ufe0fil.com`` hid a destination from ``untrusted()``, and a secret with one
-between each of its characters went out whole)."""
+IGNORABLE_RANGES = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+                    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+                    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+                    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+                    (0xE0000, 0xE0FFF))
+"""Unicode's ``Default_Ignorable_Code_Point`` (DerivedCoreProperties.txt): what a text
+shows as nothing where a font has no glyph for it, and IDNA's mapping ignores or refuses."""
+
+FILLER_CHARS = "".join(chr(c) for low, high in IGNORABLE_RANGES for c in range(low, high + 1))
+"""Characters that show as nothing, every default ignorable one: soft hyphen, zero-width
+space, joiners, word joiner, direction marks and embeddings, the byte-order mark;
+variation selectors (Mongolian ones too) and tag characters (red team 24:
+``ev\ufe0fil.com`` hid a destination from ``untrusted()``, and a secret with one between
+each of its characters went out whole); the Arabic letter mark, the Hangul fillers, the
+Khmer inherent vowels, the deprecated format characters, the shorthand format controls
+and the musical beam, tie, slur and phrase marks (red team 25: each hid a secret so)."""
+
+DASH_CHARS = ("\u02d7\u058a\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\u2e3a"
+              "\u2e3b\ufe31\ufe32\ufe58")
+"""Dashes that look like a hyphen-minus, read as one: the hyphen, the non-breaking hyphen
+(``U+2011``), the figure, en, em and horizontal-bar dashes, the hyphen bullet, the minus
+sign, the modifier-letter minus, the Armenian hyphen, the two- and three-em dashes and the
+small and vertical em dashes. NFKC keeps them (``U+2011`` is ``U+2010`` to it): a secret
+with its hyphens written so went out whole (red team 25). Fullwidth and small hyphens
+are compatibility characters (below)."""
 
 COMPAT_RANGES = ((0x00A0, 0x00BA), (0x0132, 0x0133), (0x017F, 0x017F), (0x01C7, 0x01CC),
                  (0x01F1, 0x01F3), (0x02B0, 0x02B8), (0x02E1, 0x02E3), (0x037E, 0x037E),
@@ -47,6 +62,7 @@ fullwidth, super- and subscript, enclosed and mathematical forms were read)."""
 
 def _normal_table() -> dict[int, str]:
     table = {ord(c): "" for c in FILLER_CHARS}
+    table.update({ord(c): "-" for c in DASH_CHARS})
     for low, high in COMPAT_RANGES:
         for code in range(low, high + 1):
             form = unicodedata.normalize("NFKC", chr(code))
