@@ -226,17 +226,7 @@ async def test_each_place_carries_no_form_of_the_secret(
 def test_every_character_composing_joins_or_changes_is_read() -> None:
     """``scrub._COMPOSE_RANGES`` hold every combining mark, every second character of a
     canonical pair and every character NFC changes alone: read from every code point."""
-    joined: set[int] = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
-    alone: set[int] = set()
-    for code in range(0x110000):
-        char = chr(code)
-        if unicodedata.combining(char):
-            joined.add(code)
-        decomposition = unicodedata.decomposition(char)
-        if decomposition and decomposition[0] != "<" and len(decomposition.split()) == 2:
-            joined.add(int(decomposition.split()[1], 16))
-        if not unicodedata.is_normalized("NFC", char):
-            alone.add(code)
+    joined, alone = scrub._composing_among(range(0x110000))
     assert (scrub._class(joined), scrub._class(alone)) == (scrub._JOINED, scrub._ALONE)
     # The BMP's pattern (a bitmap to ``re``) reads every one of them there, the whole
     # pattern those past it.

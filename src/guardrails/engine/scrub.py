@@ -935,22 +935,30 @@ def _class(codes: Iterable[int]) -> str:
                    for a, b in spans)
 
 
+def _composing_among(codes: Iterable[int]) -> tuple[set[int], set[int]]:
+    """Of ``codes``, the characters NFC joins to the one before them (combining marks, the
+    second of a canonical pair, and the Hangul vowels and finals), and those it changes
+    alone (one reading: ``_COMPOSE_RANGES`` is checked against it over every code point,
+    tests/test_redteam24_secrets.py)."""
+    joined: set[int] = {*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)}  # Hangul vowels, finals
+    alone: set[int] = set()
+    for code in codes:
+        char = chr(code)
+        if unicodedata.combining(char):
+            joined.add(code)
+        decomposition = unicodedata.decomposition(char)
+        if decomposition and decomposition[0] != "<" and len(decomposition.split()) == 2:
+            joined.add(int(decomposition.split()[1], 16))
+        if not unicodedata.is_normalized("NFC", char):
+            alone.add(code)
+    return joined, alone
+
+
 def _composing() -> tuple[str, str]:
     """The characters NFC joins to the one before them, and those it changes alone (as
     classes for ``re``)."""
-    joined: set[int] = set()
-    alone: set[int] = set()
-    for low, high in _COMPOSE_RANGES:
-        for code in range(low, high + 1):
-            char = chr(code)
-            if unicodedata.combining(char):
-                joined.add(code)
-            decomposition = unicodedata.decomposition(char)
-            if decomposition and decomposition[0] != "<" and len(decomposition.split()) == 2:
-                joined.add(int(decomposition.split()[1], 16))
-            if not unicodedata.is_normalized("NFC", char):
-                alone.add(code)
-    joined |= {*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)}  # Hangul vowels, finals
+    joined, alone = _composing_among(
+        code for low, high in _COMPOSE_RANGES for code in range(low, high + 1))
     return _class(joined), _class(alone)
 
 
