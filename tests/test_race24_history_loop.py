@@ -23,44 +23,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import Agent, AgentSession, tool
+from agent_framework import Agent, AgentSession
 
 from guardrails.agent_framework import ScriptedChatClient, _history, guard
 from guardrails.agent_framework._history import _SECTIONS, HistoryTurn
 from guardrails.agent_framework._state import STATE_KEY
 from guardrails.agent_framework.scripted import call, text
 from tests.af_support import load_text
+from tests.test_redteam20_history import INJECTS, PAID, pay
+from tests.test_redteam20_history import POLICY as STRUCTURING
 
-POLICY = """apiVersion: guardrails/v1
-kind: ToolPolicy
-metadata: {name: payments}
-spec:
-  match: {tools: ["pay"]}
-  secrets: {inject: {api_key: {env: BANK_KEY}}}
-  rules:
-    - name: structuring
-      when: >-
-        history.filter(h, h.tool == "pay" && h.effect == "allow")
-          .map(h, h.args.amount).sum() + args.amount > 1000
-      action: deny
-      message: the payments of this session add up to more than 1000
-"""
-
-PAID: list[int] = []
-_PAID_LOCK = threading.Lock()
+POLICY = STRUCTURING % INJECTS
+"""A structuring rule of 1,000 over the session's payments, the bank key from a vault."""
 
 TICK = 0.005
 """Seconds between two ticks of thread B's ticker task."""
 
 WATCH = 0.4
 """Seconds thread B watches its ticker while its guarded call waits for the section."""
-
-
-@tool
-def pay(to: str, amount: int, api_key: str = "") -> str:
-    with _PAID_LOCK:
-        PAID.append(amount)
-    return "paid"
 
 
 class HeldVault:
