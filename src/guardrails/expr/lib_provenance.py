@@ -161,12 +161,32 @@ def _forms(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=256)
-def _value_forms(value: str) -> str:
-    """``_forms`` of a value, kept: a call charges its URL spellings (``_Scan.value``) and
-    ``_matcher_of`` reads it, and a long value not ASCII costs milliseconds to read (twice,
-    600 K characters cost 130-150 ms a call)."""
-    return _forms(value)
+def _value_normal(value: str, scan: _Scan | None = None) -> str:
+    """``_normal`` of a value, kept with the scan units undoing its URL spellings cost, and
+    those charged to ``scan``, alike cold or warm (``_Scan.value``): as the work goes on a
+    miss, at once on a hit. Kept because ``_matcher_of`` reads the same form, and a long
+    value not ASCII costs milliseconds to read (twice, 600 K characters cost 130-150 ms a
+    call); its units kept, so a call that has them charged does not respell it again."""
+    found = _VALUE_NORMAL.get(value)
+    if found is not None:
+        if scan is not None:
+            scan.charge(found[1])
+        return found[0]
+    spent = [0]
+
+    def charge(units: int) -> None:
+        spent[0] += units
+        if scan is not None:
+            scan.charge(units)
+
+    normal_form = _respelled(_forms(value), charge)
+    if len(_VALUE_NORMAL) >= _CACHE_SIZE:
+        _VALUE_NORMAL.clear()
+    _VALUE_NORMAL[value] = (normal_form, spent[0])
+    return normal_form
+
+
+_VALUE_NORMAL: dict[str, tuple[str, int]] = {}
 
 
 def _normal_charged(text: str, scan: _Scan) -> str:
@@ -905,7 +925,7 @@ def _classify_short(low: str) -> tuple[str, str, str] | None:
 def _matcher_of(value: Any, type_name: str) -> Matcher | None:
     # read once: classified and matched alike (twice, a value of 600 K characters not
     # ASCII cost 130-150 ms a call)
-    normal_form = _respelled(_value_forms(value)) if type(value) is str else str(value)
+    normal_form = _value_normal(value) if type(value) is str else str(value)
     found = _classify(value, normal_form)
     if found is None:
         return None
@@ -1018,8 +1038,7 @@ class _Scan:
         self.charge(VALUE_COST)
         self.values.add(key)
         if type(value) is str:
-            # ``_matcher_of``'s reading (``_normal``), its URL spellings charged first
-            _respelled(_value_forms(value), self.charge)
+            _value_normal(value, self)  # ``_matcher_of``'s reading, its URL spellings charged
         return True
 
     def read(self, text: str, limit: int) -> None:
