@@ -187,3 +187,45 @@ async def test_the_library_exfiltration_policy_holds_a_respelled_destination(
                                session=agent.create_session())
     assert UPLOADED == []
     assert len(response.user_input_requests) == 1
+
+
+def _units(text: str) -> int:
+    scan = lp._Scan(lp.SCAN_BUDGET)
+    lp._lower(text, scan)
+    return lp.SCAN_BUDGET - scan.left
+
+
+def test_a_text_is_gated_once_and_its_passes_gates_are_charged() -> None:
+    """One RE2 pass tells whether a text holds a spelling to undo (``_ANY_SPELLING``): a
+    page dense in ``%20`` holds none and costs nothing to read; one holding a single
+    unreserved escape is charged its passes' own gates by its length (four Python gates ran
+    on every text uncharged: 0.55 ms a page dense in ``%20``). Cold and warm alike."""
+    dense = "".join(f"https://d.com/a%20b%20c%20{i} " for i in range(2000))
+    assert _units(dense) == 0
+    spelled = dense + "https://e.com/%7Euser "
+    gates = lp.GATES_COST * (len(spelled.encode()) // lp.PASS_BYTES)
+    cold = _units(spelled)
+    assert cold >= gates
+    assert _units(spelled) == cold
+
+
+def test_a_value_is_respelled_once_and_charged_alike_warm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value's reading is kept with what its URL spellings cost (``_value_normal``): a
+    later call is charged the same units without respelling it again."""
+    value = "https://%65vil.example/%64rop?x=" + "%41" * 50
+    calls: list[str] = []
+    real = lp._respelled
+
+    def counted(text: str, charge: object = None) -> str:
+        calls.append(text)
+        return real(text, charge)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lp, "_respelled", counted)
+    lp._VALUE_NORMAL.pop(value, None)
+    first, again = lp._Scan(lp.SCAN_BUDGET), lp._Scan(lp.SCAN_BUDGET)
+    assert first.value(value)
+    assert len(calls) == 1
+    assert again.value(value)
+    assert len(calls) == 1
+    assert first.left == again.left < lp.SCAN_BUDGET - lp.VALUE_COST
