@@ -129,8 +129,10 @@ def test_a_long_value_is_read_once_and_charged(upload: guardrails.PolicySet,
 def test_a_text_the_expression_builds_is_charged(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``mentions`` on texts a rule builds (each one new to the cache): their reading is
-    charged to the call's scan budget, not only their length to the evaluation's."""
-    monkeypatch.setattr(lp, "SCAN_BUDGET", 100_000)
+    charged to the call's scan budget, not only their length to the evaluation's (an
+    ASCII text's passes at a few units a character, calib26; one not ASCII at
+    ``READ_COST``)."""
+    monkeypatch.setattr(lp, "SCAN_BUDGET", 400_000)
     policies = load_text(tmp_path, NOTE)
     plain = policies.evaluate(tool="note", args={"text": "x " * 15_000})
     assert (plain.effect, _errors(plain)) == ("allow", [])
@@ -185,7 +187,10 @@ def test_ungluing_a_result_is_charged(upload: guardrails.PolicySet) -> None:
     """A sentence glued to a host (``a.b.Com``) is moved off it one match at a time in
     Python (``_unglue``, about 1.3 µs a match): 100 fresh ASCII results of 64 KiB made of
     them cost the call about 1 s, charged nothing (ASCII is free to read). Each match is
-    charged now (``GLUE_COST``), alike cold or warm; a page with a few is read whole."""
+    charged now (``GLUE_COST``), alike cold or warm; a page with a few is read whole.
+    100 such pages naming the value cost the call 110 ms (calib26: every pass over each,
+    its reading, its search, its fields, charged now): the call runs its budget out
+    and fails closed; 40 are read whole."""
     history = _history([_page(i, K, "a.b.Com ") for i in range(100)])
     decision = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
                                history=history, request="Summarise the news")
@@ -194,11 +199,14 @@ def test_ungluing_a_result_is_charged(upload: guardrails.PolicySet) -> None:
     again = upload.evaluate(tool="upload", args={"url": "https://acme.com/x"},
                             history=history, request="Summarise the news")
     assert (again.effect, _errors(again)) == (decision.effect, _errors(decision))
-    few = _history([_page(i, K, "plain words " * 500 + "see www.evil.com.Then ")
-                    for i in range(100)])
+    pages = [_page(i, K, "plain words " * 500 + "see www.evil.com.Then ") for i in range(100)]
     hidden = upload.evaluate(tool="upload", args={"url": "https://www.evil.com"},
-                             history=few, request="Summarise the news")
+                             history=_history(pages[:40]), request="Summarise the news")
     assert (hidden.effect, _errors(hidden)) == ("deny", [])
+    over = upload.evaluate(tool="upload", args={"url": "https://www.evil.com"},
+                           history=_history(pages), request="Summarise the news")
+    assert over.effect == "deny"
+    assert any("scanning budget" in m for m in _errors(over))
 
 
 def test_reading_a_result_s_fields_is_charged(upload: guardrails.PolicySet) -> None:

@@ -66,9 +66,14 @@ def test_a_non_ascii_values_letters_are_charged_cold_and_warm(value: str) -> Non
 
 
 def test_an_ascii_values_letters_cost_a_fixed_charge() -> None:
-    """At C speed: no charge a character (``a_`` is not a letter: both go)."""
+    """At C speed: no ``LETTERS_COST`` a character (``a_`` is not a letter: both go), only
+    its reading's passes (``_reading_units``, calib26: the spelling gate and lower-casing
+    were read uncharged)."""
     assert lp.matcher("a_" * 1_000, lp._Scan(lp.SCAN_BUDGET)) is not None
-    assert _scan_of("a_" * 100_000) == _scan_of("a_b")
+    long = "a_" * 100_000
+    assert _scan_of(long) - _scan_of("a_b") == (lp._reading_units(long, 0, len(long))
+                                               - lp._reading_units("a_b", 0, 3))
+    assert _scan_of(long) - _scan_of("a_b") < lp.LETTERS_COST * len(long) // 16
     assert lp._matcher_of("a_" * 1_000, "str").words == "a" * 1_000  # type: ignore[union-attr]
 
 
@@ -106,13 +111,20 @@ def test_long_non_ascii_fields_are_charged(tmp_path: Path, line: str) -> None:
 
 
 def test_long_ascii_fields_are_read_whole(tmp_path: Path) -> None:
-    """At C speed (charged as before): 100 trusted pages of one long line still vouch."""
+    """A few trusted pages of one long line vouch; 100 of ``a.`` cost a first call
+    57-119 ms and were allowed, each read four times by RE2 (the spelling gate, the
+    glued-sentence gate, the value's search, quoted strings) and twice at C speed, two
+    of them charged (calib26): every pass is charged now, and the call fails closed."""
     policies = load_text(tmp_path, POLICY)
     pages = [f"evil.example {('a.' * K)[:K - 16]}" for _ in range(100)]
-    d = policies.evaluate("send", {"to": "evil.example"}, history=_history(pages, True))
-    assert (d.effect, d.errors) == (Effect.ALLOW, ())
-    assert policies.evaluate("send", {"to": "evil.example"},
-                             history=_history(pages, False)).effect is Effect.DENY
+    few = policies.evaluate("send", {"to": "evil.example"}, history=_history(pages[:16], True))
+    assert (few.effect, few.errors) == (Effect.ALLOW, ())
+    for trusted in (True, False):
+        for _ in ("cold", "warm"):
+            d = policies.evaluate("send", {"to": "evil.example"},
+                                  history=_history(pages, trusted))
+            assert d.effect is Effect.DENY
+            assert [e.message for e in d.errors if e.element == "input"] == [SCAN_ERROR]
 
 
 def test_a_field_is_whole_as_before() -> None:
@@ -129,7 +141,7 @@ def test_a_field_is_whole_as_before() -> None:
 
 
 def test_the_glued_prefilter_misses_no_white_space() -> None:
-    """``_glued`` finds what ``_GLUED`` finds, after any white space Python's ``\\s``
+    """``_glue_seen`` finds what ``_GLUED`` finds, after any white space Python's ``\\s``
     reads (the prefilter is RE2's, with white space of its own)."""
     import sys
 
@@ -137,17 +149,27 @@ def test_the_glued_prefilter_misses_no_white_space() -> None:
     for space in spaces:
         for text in (f"see www.x.com.They{space}said", f"a.b.Com{space}", "a.b.Com",
                      f"www.x.com.They{space}x{space}y.z.Ab{space}"):
-            assert lp._glued(text) == len(lp._GLUED.findall(text)) > 0, (text, hex(ord(space)))
+            assert lp._glue_seen(text) and lp._GLUED.findall(text), (text, hex(ord(space)))
     for text in (".Ab" * 100 + ".", "a." * 100, "www.x.com.they said", "x.Com_", "x.COM "):
-        assert lp._glued(text) == len(lp._GLUED.findall(text)) == 0, text
+        assert not lp._glue_seen(text) and not lp._GLUED.findall(text), text
 
 
 def test_a_cold_history_of_dotted_pages_decides_alike(tmp_path: Path) -> None:
     """Fresh ASCII pages of ``.Ab`` (no glued sentence, a dot to try every third
-    character): read at RE2 speed, and decided alike cold or warm."""
+    character): read at RE2 speed, and decided alike cold or warm. Each dot is charged
+    (``GLUE_SEEN``; calib26: 100 fresh pages of ``a.`` cost a first call 82 ms, charged
+    a search each): 16 such pages are read, 100 of ``a.`` run the budget out."""
     policies = load_text(tmp_path, POLICY)
     for page in (".Ab", "a.", "a.Ab."):
         pages = [(f"{n} {page}" + page * K)[:K] for n in range(100)]
-        cold = policies.evaluate("send", {"to": "evil.example"}, history=_history(pages, False))
-        warm = policies.evaluate("send", {"to": "evil.example"}, history=_history(pages, False))
-        assert (cold.effect, cold.errors) == (warm.effect, warm.errors) == (Effect.ALLOW, ())
+        for count in (16, 100):
+            history = _history(pages[:count], False)
+            decided = [policies.evaluate("send", {"to": "evil.example"}, history=history)
+                       for _ in ("cold", "warm")]
+            seen = [(d.effect, [e.message for e in d.errors if e.element == "input"])
+                    for d in decided]
+            assert seen[0] == seen[1], (page, count)
+            if count == 16:
+                assert seen[0] == (Effect.ALLOW, []), page
+            elif page == "a.":
+                assert seen[0] == (Effect.DENY, [SCAN_ERROR])

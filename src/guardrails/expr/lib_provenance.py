@@ -25,6 +25,7 @@ import datetime
 import functools
 import ipaddress
 import itertools
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,8 +59,69 @@ __all__ = [
 MAX_TEXT: Final = 65_536
 """Characters of one text (a request, a tool result) that are searched; the rest is not."""
 
+UNIT_NS: Final = 2.5
+"""The CPU one scan unit stands for, in ns: every cost of the provenance functions is a
+measured figure divided by it (``_units``, ``_Pass``), so ``SCAN_BUDGET`` x ``UNIT_NS``
+(42 ms) is what a call's scanning costs at most, within promise 8's 50 ms. Measured by
+``benchmarks/scan_sweep.py`` (each scanning path on the inputs dearest per unit charged,
+cold and warm: the worst at 1.0-1.2x this figure on a loaded 2-core machine) and, per
+pass, the ``_Pass`` figures (best of 10-20 runs over 64 KiB texts built for each pass)."""
+
 SCAN_BUDGET: Final = 16 * 1024 * 1024
-"""Characters the provenance functions may scan in one evaluated call, across all queries."""
+"""Scan units the provenance functions may spend in one evaluated call, across all queries
+(``UNIT_NS`` each)."""
+
+
+def _units(ns: float) -> int:
+    """Scan units of ``ns`` nanoseconds of CPU (``UNIT_NS``), rounded up."""
+    return math.ceil(ns / UNIT_NS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What one pass over a text costs: ``byte_ns`` a byte of its UTF-8 (a character of an
+    ASCII text; four of any other, the most one takes, as RE2 reads UTF-8) and ``dot_ns``
+    a full stop it holds (a pass that tries a match at every dot: ``a.a.a.`` read 25 times
+    slower than prose). Counted by ``_Scan.over`` before the pass reads."""
+
+    byte_ns: float
+    dot_ns: float = 0.0
+
+    def units(self, text: str, start: int = 0, end: int | None = None) -> int:
+        stop = len(text) if end is None else min(end, len(text))
+        size = max(stop - start, 0)
+        wide = not text.isascii() and not text[start:stop].isascii()
+        ns = size * self.byte_ns * (4 if wide else 1)
+        if self.dot_ns:
+            ns += _dots(text, start, stop, wide) * self.dot_ns
+        return math.ceil(ns / UNIT_NS)
+
+
+def _dots(text: str, start: int, stop: int, wide: bool) -> int:
+    """Full stops in ``text[start:stop]``, and the characters read as one (``_forms``)."""
+    dots = text.count(".", start, stop)
+    if wide:
+        dots += sum(text.count(c, start, stop) for c in "\u3002\uff61\uff0e\u2024")
+    return dots
+
+
+FIND: Final = _Pass(0.55)
+"""A C-speed pass: ``in``, ``str.count``, ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
+a character; an ASCII text's lower-casing and letters, a literal's search)."""
+RE2_SEARCH: Final = _Pass(1.8)
+"""An RE2 search (a value's pattern, quoted strings, the spelling gate): 1.4-1.8 ns a byte
+whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
+``a.`` repeated, 1.95)."""
+GLUE_SEEN: Final = _Pass(0.2, 8.0)
+"""RE2's search for a sentence glued to a host (``_GLUED_SEEN``): 0.14 ns a character and
+about 8 ns a dot (``a.`` repeated: 4 ns a character)."""
+GLUE_FIND: Final = _Pass(0.6, 36.0)
+"""Python's search for them (``_GLUED``, ``_unglue``): 0.3-0.4 ns a character and up to
+33 ns a dot (``.Ab`` repeated, where every dot starts a match that fails: 11 ns a
+character), and the as-written reading lower-cased."""
+_READING: Final = (RE2_SEARCH, GLUE_SEEN, FIND, FIND)
+"""The passes of a text's reading, ASCII or not (``_Scan.read``): the spelling gate
+(``_respelled``), the glued-sentence gate, lower-casing, counting its dots."""
 
 SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
     "provenance": ("provenance(string) -> list(map(string, dyn))",
@@ -78,7 +140,7 @@ SIGNATURES: Final[Mapping[str, tuple[str, ...]]] = {
 
 # -------------------------------------------------------------------- lower-cased texts
 
-_LOWER: dict[str, tuple[str, int]] = {}
+_LOWER: dict[str, tuple[str, int, bool]] = {}
 """Each text's reading (``_lower``) and the sentences glued in it (``GLUE_COST``)."""
 _DENSE: dict[str, str] = {}
 _CACHE_SIZE = 256
@@ -94,17 +156,14 @@ _GLUED_SEEN = r"\.[A-Z][a-z]+(?:[\s\x{0b}\x{1c}-\x{1f}\x{85}\pZ]|$)"
 holds what Python reads as white space and Unicode's separators)."""
 
 
-def _glued(cut: str) -> int:
-    """How many sentences are glued in ``cut`` (``_GLUED``), looked for at RE2 speed first:
-    Python's regex tries each dot of a text, uncharged (an ASCII text is read for free),
-    and 100 fresh pages of ``.Ab`` cost a cold call 154 ms, ``a.`` 71 ms (red team 25);
-    RE2 reads them 4-7 times as fast."""
-    if compile_re2(_GLUED_SEEN).search(cut) is None:
-        return 0
-    return len(_GLUED.findall(cut))  # (C speed: the Python loop is what costs)
+def _glue_seen(cut: str) -> bool:
+    """Whether ``cut`` may hold a sentence glued to a host (``_GLUED_SEEN``: wherever
+    ``_GLUED`` matches, and more), at RE2 speed (``GLUE_SEEN``): Python's regex tries each
+    dot of a text (``GLUE_FIND``), and runs only where this finds one."""
+    return compile_re2(_GLUED_SEEN).search(cut) is not None
 
 
-def _unglue(text: str) -> str:
+def _unglue(text: str, charge: Callable[[int], None] | None = None) -> str:
     """``text`` with a sentence that starts right after a lower-case host or URL (no space
     after its full stop: ``www.x.com.They``) moved off it by a space, so the host is found
     as the writer meant it. Only a token lower-case up to that dot qualifies (a host
@@ -112,12 +171,13 @@ def _unglue(text: str) -> str:
     white space, found at C speed (``str.rsplit``, white space as ``str.isspace``) in what
     lies after the match before (white space follows every match): scanned back a
     character at a time in Python, one token of 64 K cost 4 ms a text, charged nothing.
-    Linear; each match is charged (``GLUE_COST``)."""
-    if _GLUED.search(text) is None:
-        return text
+    Linear; each match is charged as it is found (``GLUE_COST``), the pass before it
+    (``GLUE_FIND``, by the caller)."""
     parts: list[str] = []
     last = after = 0
     for m in _GLUED.finditer(text):
+        if charge is not None:
+            charge(GLUE_COST)
         start = m.start()
         before = text[max(last, after):start]
         after = m.end()
@@ -126,6 +186,8 @@ def _unglue(text: str) -> str:
             parts.append(text[last:start + 1])
             parts.append(" ")
             last = start + 1
+    if not parts:
+        return text
     parts.append(text[last:])
     return "".join(parts)
 
@@ -225,27 +287,40 @@ def _normal_cut(text: str, scan: _Scan) -> tuple[str, int]:
 def _lower(text: str, scan: _Scan) -> str:
     """``text`` cut at ``MAX_TEXT``, read through ``_normal``, a sentence glued to a host
     moved off it (``_unglue``) and lower-cased, cached (results are searched by many calls
-    of a session, and their hashes are cached by the string objects). Its reading is
-    charged to ``scan`` first, and undoing its URL spellings and its glued sentences
-    before they are, cached or not (``_Scan.read``, ``_Scan.rewrite``; an ASCII text
-    with no spelling to undo (``_respelled``'s gates) and no glued sentence, the usual
-    one, makes neither call)."""
-    if not text.isascii():
-        scan.read(text, MAX_TEXT)
+    of a session, and their hashes are cached by the string objects)."""
+    return _reading(text, scan)[0]
+
+
+def _reading(text: str, scan: _Scan) -> tuple[str, int, bool]:
+    """``_lower``'s reading of ``text``, the units rewriting it cost, and whether ungluing
+    changed it. Its passes are charged to ``scan`` first (``_Scan.read``), and undoing its
+    URL spellings and its glued sentences before they are, cached or not
+    (``_Scan.rewrite``; an ASCII text with no spelling to undo (``_respelled``'s gates)
+    and no glued sentence, the usual one, makes no such call)."""
+    scan.read(text, MAX_TEXT)
     found = _LOWER.get(text)
     if found is None:
         cut, units = _normal_cut(text, scan)
-        glued = _glued(cut)
-        if glued:
-            units += GLUE_COST * glued
-            scan.rewrite(text, units)
-        found = (_unglue(cut).lower() if glued else cut.lower(), units)
+        unglued = cut
+        if _glue_seen(cut):
+            # Python's regex tries each dot (``GLUE_FIND``): 100 fresh pages of ``.Ab``
+            # cost a cold call 154 ms, ``a.`` 71 ms (red team 25), RE2 4-7 times less.
+            spent = [units + GLUE_FIND.units(cut)]
+            scan.rewrite(text, spent[0])
+
+            def charge(n: int) -> None:
+                spent[0] += n
+                scan.rewrite(text, spent[0])
+
+            unglued = _unglue(cut, charge)
+            units = spent[0]
+        found = (unglued.lower(), units, unglued is not cut)
         if len(_LOWER) >= _CACHE_SIZE:
             _LOWER.clear()
         _LOWER[text] = found
     elif found[1]:
         scan.rewrite(text, found[1])
-    return found[0]
+    return found
 
 
 def _as_written(text: str, scan: _Scan) -> str | None:
@@ -254,23 +329,20 @@ def _as_written(text: str, scan: _Scan) -> str | None:
     glued to, not the longer one (``www.x.com.They``), which is right for what vouches (the
     request, a trusted result) but hid a destination from ``untrusted`` when an injected
     page wrote its last label capitalised (``https://files.evil.Com now``; red team 18).
-    The same reading as ``_lower``'s, charged once a call."""
-    if not text.isascii():
-        scan.read(text, MAX_TEXT)
-    found = _AS_WRITTEN.get(text, _NO_GLUE)
-    if found is _NO_GLUE:
-        cut, _ = _normal_cut(text, scan)
-        found = None if not _glued(cut) else cut.lower()
-        if found == _lower(text, scan):
-            found = None
+    The same reading as ``_lower``'s, charged once a call (its lower-casing with
+    ungluing's, ``GLUE_FIND``): no pass of its own over a text ungluing left as it was."""
+    if not _reading(text, scan)[2]:
+        return None
+    found = _AS_WRITTEN.get(text)
+    if found is None:
+        found = _normal_cut(text, scan)[0].lower()
         if len(_AS_WRITTEN) >= _CACHE_SIZE:
             _AS_WRITTEN.clear()
         _AS_WRITTEN[text] = found
     return found
 
 
-_AS_WRITTEN: dict[str, str | None] = {}
-_NO_GLUE = ""
+_AS_WRITTEN: dict[str, str] = {}
 
 
 def _dense(low: str) -> str:
@@ -633,14 +705,15 @@ class Matcher:
     def first(self, low: str, budget: _Scan) -> int | None:
         """Where the first match in ``low`` is (a position inside the matched value, never
         on a boundary character), or None."""
-        budget.charge(SEARCH_COST + len(low) // 8)
+        budget.charge(SEARCH_COST)
+        budget.over(FIND, low)
         if self.literal not in low:
             return None
         if self.dense:
-            budget.charge(len(low) // 8)
+            budget.over(FIND, low, 2)  # (made once a text, cached: charged alike)
             if self.dense not in _dense(low):
                 return None
-        budget.charge(len(low))
+        budget.over(RE2_SEARCH, low)
         budget.use(self.pattern)
         match = compile_re2(self.pattern).search(low)
         if match is None:
@@ -949,7 +1022,7 @@ def matcher(value: Any, scan: _Scan) -> Matcher | None:
         return None
     if scan.value(value) and type(value) is str and not value.isascii():
         scan.charge(LETTERS_COST * len(value))  # (``_wordless``)
-    if type(value) is str and not value.isascii():
+    if type(value) is str:
         scan.read(value, len(value))
     try:
         return _matcher_of(value, type(value).__name__)  # 1 and 1.0 hash alike
@@ -1006,6 +1079,15 @@ each cost one call 1.4-1.6 s, charged an eighth of a unit a character; a result 
 hundred records costs a few hundred thousand units."""
 
 
+def _reading_units(text: str, start: int, end: int) -> int:
+    """Scan units of reading ``text[start:end]`` (``_READING``; ``READ_COST`` a character
+    when it is not ASCII)."""
+    units = sum(kind.units(text, start, end) for kind in _READING)
+    if not text.isascii() and not text[start:end].isascii():
+        units += READ_COST * (end - start)
+    return units
+
+
 class _Scan:
     """One evaluated call's scan budget (``SCAN_BUDGET``): what the provenance functions
     read and search is charged to it before they do, and a call that runs it out is an
@@ -1042,17 +1124,21 @@ class _Scan:
         return True
 
     def read(self, text: str, limit: int) -> None:
-        """Charge reading ``text``'s first ``limit`` characters, unless they are ASCII,
-        before they are read; once per text per call, alike cold or warm (the texts'
-        cached readings, ``_LOWER`` and ``matcher``'s, never decide a call)."""
-        if text.isascii():
-            return
+        """Charge reading ``text``'s first ``limit`` characters before they are read (its
+        passes, ``_READING``, and for one not ASCII its rewriting, ``READ_COST``); once per
+        text per call, alike cold or warm (the texts' cached readings, ``_LOWER`` and
+        ``matcher``'s, never decide a call)."""
         size = min(len(text), limit)
         charged = self.read_chars.get(text, 0)
-        if size <= charged or (size < len(text) and text[:size].isascii()):
+        if size <= charged:
             return
-        self.charge(READ_COST * (size - charged))
+        self.charge(_reading_units(text, charged, size))
         self.read_chars[text] = size
+
+    def over(self, kind: _Pass, text: str, passes: int = 1) -> None:
+        """Charge ``passes`` passes of ``kind`` over ``text`` before they read it: the one
+        way a pass over a text is charged (``_Pass``)."""
+        self.charge(passes * kind.units(text))
 
     def rewrite(self, text: str, units: int) -> None:
         """Charge rewriting ``text`` (its URL spellings undone, then its glued sentences
@@ -1064,10 +1150,9 @@ class _Scan:
             self.rewritten[text] = units
 
     def texts(self, text: str) -> None:
-        """Charge reading a text built for this call alone (joined arguments, params),
-        unless it is ASCII, before it is read."""
-        if not text.isascii():
-            self.charge(READ_COST * len(text))
+        """Charge reading a text built for this call alone (joined arguments, params)
+        before it is read, as any text's reading (``_reading_units``)."""
+        self.charge(_reading_units(text, 0, len(text)))
 
     def charge(self, n: int) -> None:
         self.left -= n
@@ -1185,11 +1270,15 @@ class Origins:
         if fields is None:
             low = _lower(result, self.scan)
             # (counted at C speed: each line and quoted string is Python's to read)
+            self.scan.over(FIND, low, 3)
             pieces = low.count("\n") + 1 + (low.count("'") + low.count('"')) // 2
-            self.scan.charge(len(low) // 8 + FIELD_COST * pieces)
+            self.scan.over(RE2_SEARCH, low)  # (the quoted strings, ``_QUOTED``)
+            self.scan.charge(FIELD_COST * pieces)
             fields = {}
             for f in _fields_of(low):
-                if not f.isascii():  # (an ASCII field's letters are taken at C speed)
+                if f.isascii():  # (an ASCII field's letters are taken at C speed)
+                    self.scan.over(FIND, f)
+                else:
                     self.scan.charge(LETTERS_COST * len(f))
                 fields.setdefault(_wordless(f), []).append(f)
             self._fields[index] = fields
@@ -1215,7 +1304,8 @@ class Origins:
                 if index >= first:
                     break
                 letters = _letters(values, self.scan)
-                self.scan.charge(SEARCH_COST + len(m.parts) * len(letters) // 8)
+                self.scan.charge(SEARCH_COST)
+                self.scan.over(FIND, letters, len(m.parts))
                 if all(part in letters for part in m.parts):
                     return index
         return first
