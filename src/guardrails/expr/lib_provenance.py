@@ -82,16 +82,18 @@ class _Pass:
     """What one pass over a text costs: ``byte_ns`` a byte of its UTF-8 (a character of an
     ASCII text; four of any other, the most one takes, as RE2 reads UTF-8) and ``dot_ns``
     a full stop it holds (a pass that tries a match at every dot: ``a.a.a.`` read 25 times
-    slower than prose). Counted by ``_Scan.over`` before the pass reads."""
+    slower than prose), and ``call_ns`` the pass itself (a short text's cost is the call's).
+    Counted by ``_Scan.over`` before the pass reads."""
 
     byte_ns: float
     dot_ns: float = 0.0
+    call_ns: float = 0.0
 
     def units(self, text: str, start: int = 0, end: int | None = None) -> int:
         stop = len(text) if end is None else min(end, len(text))
         size = max(stop - start, 0)
         wide = not text.isascii() and not text[start:stop].isascii()
-        ns = size * self.byte_ns * (4 if wide else 1)
+        ns = self.call_ns + size * self.byte_ns * (4 if wide else 1)
         if self.dot_ns:
             ns += _dots(text, start, stop, wide) * self.dot_ns
         return math.ceil(ns / UNIT_NS)
@@ -108,10 +110,11 @@ def _dots(text: str, start: int, stop: int, wide: bool) -> int:
 FIND: Final = _Pass(0.55)
 """A C-speed pass: ``in``, ``str.count``, ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
 a character; an ASCII text's lower-casing and letters, a literal's search)."""
-RE2_SEARCH: Final = _Pass(1.8)
+RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
 """An RE2 search (a value's pattern, quoted strings, the spelling gate): 1.4-1.8 ns a byte
 whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
-``a.`` repeated, 1.95)."""
+``a.`` repeated, 1.95), and pyre2's call around it (1.2 µs a miss, 3.9 a match: its
+``Match`` object; a short result's search cost 6.7 µs, charged 2.5)."""
 GLUE_SEEN: Final = _Pass(0.2, 8.0)
 """RE2's search for a sentence glued to a host (``_GLUED_SEEN``): 0.14 ns a character and
 about 8 ns a dot (``a.`` repeated: 4 ns a character)."""
