@@ -417,23 +417,23 @@ digit or bracket after a scheme or ``@``): one RE2 pass over its UTF-8, about 12
 64 KiB text whatever it holds. Each pass's own gate in Python's ``re`` (and four of them
 on every text) cost a text dense in ``%20`` 0.4-0.5 ms uncharged: 100 fresh such pages
 took a call 61 ms and were allowed (measured by the lead, url25 merge)."""
-GATES_COST: Final = 4
+GATES_COST: Final = _units(10)  # (ns, as measured below)
 """Scan units (per ``PASS_BYTES``) of the passes' own gates, run only on a text the
 one-pass gate found something in: about 0.17 ms a 64 KiB text."""
 
-ESCAPE_COST: Final = 512
+ESCAPE_COST: Final = _units(1_280)  # (ns, as measured below)
 """Scan units of each escape of an unreserved character in a text (``_unescaped``):
 0.3-1 µs of Python each, with the URL around it found once for all its escapes."""
-TOKEN_COST: Final = 1024
+TOKEN_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each token holding such an escape (found, its start and end searched for
 and whether it is a URL: about 2 µs)."""
-NAME_COST: Final = 4096
+NAME_COST: Final = _units(10_240)  # (ns, as measured below)
 """Scan units of each ``xn--`` label and each URL host that may be an IP address
 (``_respelled``): 4-8 µs each (decoding the label and reading it as any text, or parsing
 the address; a canonical dotted address is kept at a regex's cost)."""
-DOTTED_COST: Final = 256
+DOTTED_COST: Final = _units(640)  # (ns, as measured below)
 """Scan units of a URL host written as a canonical dotted IPv4 address (``_DOTTED``)."""
-PROBE_COST: Final = 512
+PROBE_COST: Final = _units(1_280)  # (ns, as measured below)
 """Scan units of each place a label or address pass tries a match at (its literal, and
 for an address a digit or bracket after it): up to 64 bytes on, about 1 µs (a text of
 ``n--`` repeated)."""
@@ -670,17 +670,17 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
            "september", "october", "november", "december")
 
 
-SEARCH_COST: Final = 1_000
+SEARCH_COST: Final = _units(2_500)  # (ns, as measured below)
 """Scan units of one search of one text for one value besides its length (about 1-3 µs of
 Python around the scan: a call of many values over many history results is bounded by the
 searches it makes, not only by the characters they read)."""
-COMPILE_SCAN_COST: Final = 1_000_000
+COMPILE_SCAN_COST: Final = _units(2_500_000)  # (ns, as measured below)
 """Scan units (``SCAN_BUDGET``) of the first use of a value's pattern in a call. RE2 takes
 1-2.5 ms to compile one (its word boundaries are Unicode classes): thousands of distinct
 values found in a call's texts would otherwise cost seconds. Charged per call, whatever the
 process compiled before, so a call is decided alike cold or warm; a value whose literal is
 in no text never needs its pattern, and costs nothing of this."""
-CLASS_SCAN_COST: Final = 200_000
+CLASS_SCAN_COST: Final = _units(500_000)  # (ns, as measured below)
 """Scan units of each Unicode class (``\\pL``, ``\\pN``) in a pattern, on top of
 ``COMPILE_SCAN_COST``: RE2 compiles each in about 0.4 ms, and a text's pattern holds two
 between each pair of its words (red team 21: a value of 200 words took 150-260 ms to
@@ -780,7 +780,7 @@ _LETTERLESS = re.compile(r"(?:[^\w\x00]|_)+")
 """What is not a letter or digit, NUL aside (NUL parts texts no value crosses)."""
 _ASCII_LETTERLESS = bytes(c for c in range(1, 128) if not chr(c).isalnum())
 _LETTERS: dict[str, str] = {}
-LETTERS_COST: Final = 64
+LETTERS_COST: Final = _units(160)  # (ns, as measured below)
 """Scan units a character of a text that is not ASCII costs ``_letters`` (a regex
 substitution, 100-150 ns a character where a scan unit is about 2.5 ns; an ASCII text is
 one C-speed ``bytes.translate``, charged as a scan)."""
@@ -1059,7 +1059,7 @@ def mentioned(value: Any, text: str) -> bool:
 # -------------------------------------------------------------------- the call's context
 
 
-READ_COST: Final = 32
+READ_COST: Final = _units(80)  # (ns, as measured below)
 """Scan units of each character of a text that is not ASCII, for reading it: through
 ``_normal`` (``textforms.normal``, NFC), ungluing and lower-casing, 25-60 ns a character
 on a 64 KiB page dense in compatibility characters where a unit is about 2.5 ns. An
@@ -1070,7 +1070,7 @@ characters, cost the first call 0.4-0.8 s uncharged; a call now reads at most
 ``SCAN_BUDGET // READ_COST`` (524,288) such characters, fewer as it searches."""
 
 
-GLUE_COST: Final = 1024
+GLUE_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each sentence glued to a token (``_GLUED``: ``www.x.com.They``) in a text
 read, ASCII or not: ``_unglue`` looks back over its token in Python, about 1.3 µs a match,
 charged as twice that (at 512, the budget's worth of them took 41-47 ms on a loaded
@@ -1078,13 +1078,13 @@ machine). A fresh ASCII page of 64 KiB made of ``a.b.Com`` cost 10 ms, 100 of th
 a call, charged nothing; a page with a few costs a few thousand units."""
 
 
-VALUE_COST: Final = 16_384
+VALUE_COST: Final = _units(40_960)  # (ns, as measured below)
 """Scan units of a value's first use in a call (``matcher``): reading its kind and building
 its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
 calls whose results name the value are each looked up in the request
 (``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
 only; a call now looks up about a thousand."""
-FIELD_COST: Final = 1024
+FIELD_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each line and quoted string of a result read as fields (``_fields_of``,
 ``Origins.whole``: a result that names the value), charged before they are read: about
 1.1 µs of Python each, charged as twice that. 100 untrusted results of 13,000 short lines
