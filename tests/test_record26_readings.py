@@ -219,3 +219,34 @@ def test_the_reading_is_the_results_reading() -> None:
     scan = lib_provenance._Scan(SCAN_BUDGET)
     assert reading["low"] == lib_provenance._lower(result, scan)
     assert lib_provenance.kept_reading("plain ascii text, https://acme.com/x") is None
+
+
+def test_a_reading_past_the_record_budget_is_not_kept() -> None:
+    # 64 KiB of xn-- labels: its respelling alone is several times RECORD_BUDGET, so the
+    # record stops early and keeps none (later calls read it as an entry without one).
+    dense = ("https://xn--bcher-kva.example/ " * 3000)[:65_536]
+    assert lib_provenance.kept_reading(dense) is None
+    # a page with a few such links keeps its respelled reading
+    few = "see https://xn--bcher-kva.example/ and " + "a " * 30_000
+    reading = lib_provenance.kept_reading(few)
+    assert reading is not None and "bücher.example" in reading["low"]
+
+
+def test_the_engine_keeps_a_reading_only_with_its_whole_result() -> None:
+    from guardrails.engine.evaluate import Budget, normalize_history
+    from guardrails.expr.limits import Limits
+
+    result = page(4)
+    reading = lib_provenance.kept_reading(result)
+    assert reading is not None
+    entry = {"tool": "t", "args": {}, "effect": "allow", "result": result, "trusted": False,
+             "reading": reading}
+    [whole] = normalize_history([entry], Limits(), Budget(1_000_000))
+    assert whole["reading"] == reading and whole["reading"] is not reading
+    [cut] = normalize_history([entry], Limits(max_result_chars=1000), Budget(1_000_000))
+    assert "reading" not in cut and len(cut["result"]) == 1000
+    # not charged as input: a full history of readings stays within the input bound
+    normalize_history([entry] * 100, Limits(), Budget(1_000_000))
+    odd = {**entry, "reading": {**reading, "low": [1]}}
+    [dropped] = normalize_history([odd], Limits(), Budget(1_000_000))
+    assert "reading" not in dropped
