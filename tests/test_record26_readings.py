@@ -250,3 +250,19 @@ def test_the_engine_keeps_a_reading_only_with_its_whole_result() -> None:
     odd = {**entry, "reading": {**reading, "low": [1]}}
     [dropped] = normalize_history([odd], Limits(), Budget(1_000_000))
     assert "reading" not in dropped
+
+
+PINNED = ("Ｐａｙ\u200b bob@ＡＣＭＥ.com, e\u0301 東京。jp https://%65vil.com/x "
+          "https://xn--bcher-kva.example/ http://0x7f.1/ ⒇ \u2011 Straße")
+
+
+def test_the_reading_is_pinned() -> None:
+    # Readings travel in session state: one made by another build is used only if that
+    # build reads texts alike. A change of the reading fails here: raise READING_VERSION
+    # (the sums then differ, and every older reading is read again), then update this.
+    assert lib_provenance.READING_VERSION == 1
+    reading = lib_provenance.kept_reading(PINNED)
+    assert reading is not None
+    assert reading["low"] == ("pay bob@acme.com, é 東京.jp https://evil.com/x "
+                              "https://bücher.example/ http://127.0.0.1/ (20) - straße")
+    assert reading["low"] == lib_provenance._lower(PINNED, lib_provenance._Scan(SCAN_BUDGET))

@@ -38,7 +38,7 @@ import re2
 
 from guardrails.expr.lib_common import RE2_OPTIONS, compile_re2, guarded, no_overload
 from guardrails.expr.limits import MAX_MATCHES, Meter
-from guardrails.expr.textforms import normal
+from guardrails.expr.textforms import NORMAL_TABLE, normal
 from guardrails.expr.values import CelError, MatchBoundExceeded
 
 __all__ = [
@@ -1125,7 +1125,13 @@ counted as a call counts them: every 64 KiB page's normalisation (2 Mi at ``READ
 and 2 Mi units of URL spellings (about 500 ``xn--`` labels). A result past it keeps no
 reading (later calls read it as an entry without one: charged as they are for it)."""
 
-_READING_TAG: Final = b"guardrails/reading/1\x00"
+_READING_TAG: Final = b"guardrails/reading/%d/%s/%s\x00" % (
+    READING_VERSION, unicodedata.unidata_version.encode(),
+    hashlib.sha256(repr(sorted(NORMAL_TABLE.items())).encode()).hexdigest()[:16].encode())
+"""What every sum is made under: the version, the Unicode data (NFC, case) and the table
+of ``textforms`` (a filler or a compatibility character added there changes every sum:
+no reading made before is used). A change elsewhere in the reading needs
+``READING_VERSION`` raised (tests/test_record26_readings.py pins one reading)."""
 
 
 def _reading_sum(text: str, low: str) -> str:
