@@ -1144,11 +1144,6 @@ def _reading_sum(text: str, low: str) -> str:
     return digest.hexdigest()
 
 
-_ASCII_SPELLING_SIGNS: Final = ("%", "n--", "N--", "://", "@")
-"""What an ASCII text holds where ``_respelled`` may read something (the ``_ANY_SPELLING``
-gate's literals): without any, its reading is the text lower-cased, free to a call."""
-
-
 def kept_reading(result: str) -> dict[str, Any] | None:
     """The reading of a tool result that its history entry keeps (``reading``): the text
     as the provenance functions search it (``_lower``: cut at ``MAX_TEXT``, normalised,
@@ -1158,12 +1153,14 @@ def kept_reading(result: str) -> dict[str, Any] | None:
     Japanese cost a call 2 Mi units, an eighth of its budget; every call of the session).
 
     None where there is nothing to gain or it is not this simple reading: an ASCII text
-    with no URL spelling (read free), a text with a sentence glued to a host (read in two
+    with no URL spelling (read free; without ``%``, ``n--``, ``://`` or ``@``, the
+    ``_ANY_SPELLING`` gate's literals, it is not even searched for one), a text with a sentence glued to a host (read in two
     forms: ``_as_written``), or one whose reading costs more than ``RECORD_BUDGET``
     (bounded, as a call is). Charged to no call: its cost is the record's (at most
     ``RECORD_BUDGET``, about 1 ms for a 64 KiB page of Japanese)."""
     text = result[:MAX_TEXT]
-    if text.isascii() and not any(sign in text for sign in _ASCII_SPELLING_SIGNS):
+    if text.isascii() and "%" not in text and "n--" not in text and "N--" not in text \
+            and "://" not in text and "@" not in text:  # (the usual result: no frame)
         return None
     scan = _Scan(RECORD_BUDGET)
     try:
