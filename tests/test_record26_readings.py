@@ -266,3 +266,14 @@ def test_the_reading_is_pinned() -> None:
     assert reading["low"] == ("pay bob@acme.com, é 東京.jp https://evil.com/x "
                               "https://bücher.example/ http://127.0.0.1/ (20) - straße")
     assert reading["low"] == lib_provenance._lower(PINNED, lib_provenance._Scan(SCAN_BUDGET))
+
+
+@pytest.mark.parametrize(("value", "within", "found"), [
+    (IBAN, "счёт GB82 WEST 1234 5698 7654 32, спасибо", True),   # ASCII value: _dense_ascii
+    (IBAN, "счёт GB82 WEST 1234 5698 7654 3, спасибо", False),
+    (IBAN, "счёт GB82 WEST 1234 5698 7654 3ё2, спасибо", False),
+    ("٠١٢٣٤٥٦٧٨٩", "رقم ٠١٢٣ ٤٥٦٧٨٩ هنا", True),                  # not ASCII: _dense
+])
+def test_the_identifier_prefilter_in_a_text_that_is_not_ascii(value: str, within: str,
+                                                              found: bool) -> None:
+    assert lib_provenance.mentioned(value, within) is found
