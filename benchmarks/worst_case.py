@@ -69,6 +69,7 @@ from guardrails.agent_framework._history import HISTORY_LIMIT, RESULT_LIMIT, red
 from guardrails.agent_framework.scripted import call, text  # noqa: E402
 from guardrails.engine.evaluate import Budget, InputError, normalize  # noqa: E402
 from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber  # noqa: E402
+from guardrails.expr.lib_provenance import _CHECKED, kept_reading  # noqa: E402
 from guardrails.expr.limits import DEFAULT_LIMITS  # noqa: E402
 
 GOAL_S = 0.050
@@ -160,19 +161,28 @@ by the normalisation (``textforms.normal``), the costliest page to read."""
 _PAGES = itertools.count()
 
 
-def cold_history(entries: int) -> list[dict[str, Any]]:
+def cold_history(entries: int, kept: bool = False) -> list[dict[str, Any]]:
     """``entries`` results of an untrusted tool, each ``RESULT_LIMIT`` characters of dense
-    non-ASCII text never seen by this process (numbered: no cache holds them)."""
+    non-ASCII text never seen by this process (numbered: no cache holds them); with
+    ``kept``, each with the reading the guard keeps when it records a result
+    (``kept_reading``, made before the call: what a replica restores)."""
     out = []
     for _ in range(entries):
         n = next(_PAGES)
         page = (f"page {n} " + _DENSE * (RESULT_LIMIT // len(_DENSE) + 1))[:RESULT_LIMIT]
-        out.append({"tool": "fetch", "args": {"url": f"https://news.example/{n}"},
-                    "effect": "allow", "trusted": False, "result": page})
+        entry = {"tool": "fetch", "args": {"url": f"https://news.example/{n}"},
+                 "effect": "allow", "trusted": False, "result": page}
+        if kept:
+            entry["reading"] = kept_reading(page)
+        out.append(entry)
+    if kept:
+        _CHECKED.clear()  # (cold: this process never checked them)
     return out
 
 
 COLD = "a URL, after a cold history of dense non-ASCII pages"
+COLD_KEPT = "a URL, after a cold history of dense pages, read kept"
+"""``COLD`` with each result's reading kept (as the guard records them since record26)."""
 """The input whose history is ``cold_history``: its payload is a URL, which the regex-heavy
 policy asks ``untrusted()`` of (every result of the history is read)."""
 
@@ -217,6 +227,7 @@ def inputs(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "a non-ASCII secret argument of a million characters (over)": lambda: {
             "payload": "é" * 10**6},
         COLD: lambda: {"payload": "https://acme.com/report", "note": "the summary"},
+        COLD_KEPT: lambda: {"payload": "https://acme.com/report", "note": "the summary"},
         "a typical call": lambda: {"payload": "hello", "note": "pay rent"},
     }
 
@@ -256,7 +267,7 @@ class TimedGuard(FunctionMiddleware):
 
 async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
                         session: AgentSession, repeat: int, provider: TracerProvider, *,
-                        history: int, cold: bool = False) -> float:
+                        history: int, cold: bool = False, kept: bool = False) -> float:
     """The best of ``repeat`` calls, the session's history holding ``history`` earlier
     calls with the same arguments (the guard keeps 50), or with ``cold`` that many fresh
     results (``cold_history``) before each call."""
@@ -272,7 +283,7 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
     session.state["guardrails"] = {"history": [dict(entry) for _ in range(history)]}
     for _ in range(repeat):
         if cold:
-            session.state["guardrails"] = {"history": cold_history(history)}
+            session.state["guardrails"] = {"history": cold_history(history, kept)}
             gc.collect()
         client = ScriptedChatClient([[call("submit", **args)], [text("done")]])
         agent = Agent(client=client, tools=[submit], middleware=[run_mw, timed])
@@ -283,13 +294,13 @@ async def _guarded_call(policies: guardrails.PolicySet, args: dict[str, Any],
 
 
 def _evaluate(policies: guardrails.PolicySet, args: dict[str, Any], repeat: int,
-              cold: int = 0) -> tuple[float, str]:
+              cold: int = 0, kept: bool = False) -> tuple[float, str]:
     """The best of ``repeat`` evaluations (with ``cold``, each after that many fresh
     results: ``cold_history``)."""
     best = float("inf")
     effect = ""
     for _ in range(repeat):
-        history = cold_history(cold) if cold else None
+        history = cold_history(cold, kept) if cold else None
         gc.collect()
         t0 = time.thread_time()
         d = policies.evaluate("submit", args, principal=PRINCIPAL, request="submit",
@@ -329,12 +340,14 @@ def main() -> int:
             args = make()
             gc.collect()
             session = AgentSession()
-            cold = name == COLD
+            cold = name in (COLD, COLD_KEPT)
+            read_kept = name == COLD_KEPT
             kept = (5 if opts.quick else HISTORY_LIMIT)
             guard_s = asyncio.run(_guarded_call(policies, args, session, opts.repeat,
-                                                provider, history=kept, cold=cold))
+                                                provider, history=kept, cold=cold,
+                                                kept=read_kept))
             eval_s, effect = _evaluate(policies, args, opts.repeat,
-                                       (10 if opts.quick else 100) if cold else 0)
+                                       (10 if opts.quick else 100) if cold else 0, read_kept)
             print(f"{name:48} {guard_s * 1e3:9.1f} {eval_s * 1e3:12.1f}  {effect[:60]}",
                   flush=True)
             worst = max(worst, (guard_s, f"{name}, {title}"),

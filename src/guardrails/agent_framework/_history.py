@@ -40,6 +40,7 @@ from guardrails.agent_framework._secrets import Scrubber, unchanged
 from guardrails.agent_framework._state import RunState, session_state
 from guardrails.engine.decision import REDACTED
 from guardrails.engine.evaluate import NODE_COST
+from guardrails.expr.lib_provenance import kept_reading
 
 __all__ = ["HISTORY_ENTRY_BYTES", "HISTORY_LIMIT", "RESULT_LIMIT", "HistoryTurn", "Unbuilt",
            "history_mark", "history_of", "plain_entry", "record", "record_unbuilt", "redacted",
@@ -384,7 +385,8 @@ class Unbuilt:
     trust label and the instant are taken when the call is recorded, the result when the
     tool returned (``set_result``); tests/test_af_history_unbuilt.py compares the two."""
 
-    __slots__ = ("arguments", "effect", "entry", "micros", "result", "tool", "trusted")
+    __slots__ = ("arguments", "effect", "entry", "micros", "reading", "result", "tool",
+                 "trusted")
 
     def __init__(self, tool: str, arguments: Mapping[str, Any], effect: str, trusted: bool,
                  micros: int) -> None:
@@ -394,6 +396,7 @@ class Unbuilt:
         self.trusted = trusted
         self.micros = micros
         self.result = ""
+        self.reading: dict[str, Any] | None = None
         self.entry: dict[str, Any] | None = None
         """The built entry, once built: ``set_result`` fills in its result too."""
 
@@ -410,6 +413,8 @@ class Unbuilt:
                  "trusted": self.trusted, "at": utc_text(self.micros)}
         if truncated:
             entry["truncated"] = True
+        if self.reading is not None:
+            entry["reading"] = self.reading
         self.entry = entry
         self.arguments = _BUILT  # (the arguments are no longer needed)
         return entry
@@ -488,17 +493,39 @@ def result_text(result: Any) -> str:
 
 
 def set_result(entry: dict[str, Any] | Unbuilt | None, result: Any) -> None:
-    """Fill in the result of a recorded call (never fails: history is bookkeeping)."""
+    """Fill in the result of a recorded call, and its ``reading`` (never fails: history is
+    bookkeeping).
+
+    The reading (``lib_provenance.kept_reading``) is the result as the provenance
+    functions read it, made here once (bounded: ``RECORD_BUDGET``) and kept in the entry,
+    so it travels with the session's state: every later call, in this process or another
+    replica, reads it at a fraction of the cost of reading the result again, after
+    checking it is the result's (an entry without one, or with one that does not check,
+    is read as the result alone). The result is already scrubbed here."""
     if entry is None:
         return
     try:
         text = result_text(result)
     except Exception:  # a result with no readable text is recorded as none
         text = ""
+    try:
+        reading = kept_reading(text) if text else None
+    except Exception:  # (never: bookkeeping does not fail the call; read as one without)
+        reading = None
     if isinstance(entry, Unbuilt):
         entry.result = text
+        entry.reading = reading
         built = entry.entry
         if built is not None:
             built["result"] = text
+            _set_reading(built, reading)
         return
     entry["result"] = text
+    _set_reading(entry, reading)
+
+
+def _set_reading(entry: dict[str, Any], reading: dict[str, Any] | None) -> None:
+    if reading is not None:
+        entry["reading"] = reading
+    else:
+        entry.pop("reading", None)

@@ -382,6 +382,7 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
         result = rest.pop("result", None)
         trusted = rest.pop("trusted", False)
         at = rest.pop("at", None)
+        reading = rest.pop("reading", None)
         normalised = _map(rest, rest, 1, budget, max_depth) if max_depth > 1 else (
             _normalize(rest, 1, budget, max_depth))
         if result is None:
@@ -389,8 +390,13 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
         elif type(result) is not str:
             raise InputError("history result must be text")
         elif result:  # cut to what is left (an empty text has nothing to cut)
+            whole = len(result)
             result = result[:max(0, min(limits.max_result_chars, results_left))]
             results_left -= len(result)
+            if reading is not None and len(result) == whole:
+                reading = kept_form(reading, result)
+                if reading is not None:
+                    normalised["reading"] = reading
         if type(trusted) is not bool:
             raise InputError("history trusted must be true or false")
         normalised["result"] = result
@@ -405,7 +411,26 @@ def normalize_history(history: Any, limits: Limits, budget: Budget) -> list[dict
 
 
 _HISTORY_OWN = 3
-"""How many keys of a history entry the engine reads itself: ``result``, ``trusted``, ``at``."""
+"""How many keys of a history entry the engine reads itself: ``result``, ``trusted``, ``at``
+(and ``reading``, when there is one: not counted, so the early refusal stays within what
+the charge below refuses)."""
+
+
+def kept_form(reading: Any, result: str) -> dict[str, Any] | None:
+    """A history entry's ``reading`` (``lib_provenance.kept_reading``: the result as the
+    provenance functions read it, kept when the guard recorded it) as expressions see it:
+    a fresh map of its three keys when each is of its kind and no longer than a reading
+    of ``result`` can be, else None (dropped: the result is read as one without). Not
+    charged as input (it is bounded by its result, as results are); whether it is the
+    result's reading is checked where it is read (``_checked_reading``). None for the
+    reading of a result cut here: it is the reading of the whole result."""
+    if type(reading) is not dict:
+        return None
+    low, check, version = reading.get("low"), reading.get("sum"), reading.get("v")
+    if type(version) is not int or type(low) is not str or type(check) is not str \
+            or len(check) != 64 or len(low) > 4 * len(result):
+        return None
+    return {"v": version, "low": low, "sum": check}
 
 
 def timestamp(value: Any, what: str) -> datetime.datetime:

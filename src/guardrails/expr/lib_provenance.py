@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import datetime
 import functools
+import hashlib
 import ipaddress
 import itertools
 import math
@@ -38,7 +39,7 @@ import re2
 
 from guardrails.expr.lib_common import RE2_OPTIONS, compile_re2, guarded, no_overload
 from guardrails.expr.limits import MAX_MATCHES, Meter
-from guardrails.expr.textforms import normal
+from guardrails.expr.textforms import NORMAL_TABLE, normal
 from guardrails.expr.values import CelError, MatchBoundExceeded
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "Place",
     "Request",
     "emails",
+    "kept_reading",
     "mentions",
     "provenance",
     "untrusted",
@@ -370,6 +372,28 @@ def _dense(low: str) -> str:
         if len(_DENSE) >= _CACHE_SIZE:
             _DENSE.clear()
         _DENSE[low] = found
+    return found
+
+
+_SEPARATOR_BYTES: Final = _SEPARATOR_CHARS.encode("ascii")
+_DENSE_ASCII: dict[str, str] = {}
+
+
+def _dense_ascii(low: str) -> str:
+    """``_dense`` without the characters that are not ASCII either: the prefilter for an
+    ASCII value (what holds it contiguous in ``_dense(low)`` holds it contiguous here:
+    only characters outside it are removed). At C speed in a text that is not ASCII
+    (``encode`` ignoring them, ``bytes.translate``: 0.02-0.18 ms for 64 K where six
+    replaces took 0.2-0.6 ms, charged an eighth of a unit a character; with readings
+    kept, 50 pages of Russian made it half of a call's 34 ms)."""
+    if low.isascii():
+        return _dense(low)
+    found = _DENSE_ASCII.get(low)
+    if found is None:
+        found = low.encode("ascii", "ignore").translate(None, _SEPARATOR_BYTES).decode("ascii")
+        if len(_DENSE_ASCII) >= _CACHE_SIZE:
+            _DENSE_ASCII.clear()
+        _DENSE_ASCII[low] = found
     return found
 
 
@@ -720,7 +744,7 @@ class Matcher:
             return None
         if self.dense:
             budget.over(FIND, low, 2)  # (made once a text, cached: charged alike)
-            if self.dense not in _dense(low):
+            if self.dense not in (_dense_ascii(low) if self.dense.isascii() else _dense(low)):
                 return None
         budget.over(RE2_SEARCH, low)
         budget.use(self.pattern)
@@ -1185,6 +1209,117 @@ class _Scan:
             self.used.add(pattern)
 
 
+# -------------------------------------------------------------------- kept readings
+
+READING_VERSION: Final = 1
+"""The version of the normalisation a kept reading (``kept_reading``) was made with: a
+reading of another version is not this build's reading of its result (a character added
+to ``textforms`` since, say), so is never used. Raise it whenever what ``_lower`` gives
+a text changes."""
+
+KEPT_COST: Final = 1
+"""Scan units of each character of a result and of its kept reading, for checking the
+reading is the result's (``_checked_reading``: both hashed, 0.11 ms a 64 KiB page of
+Japanese each, about 1.7 ns a character where a unit is about 2.5 ns); charged once per
+text per call in place of its reading (``READ_COST``, 32), cold or warm."""
+
+RECORD_BUDGET: Final = 4 * 1024 * 1024
+"""Scan units the reading of one result may cost when it is recorded (``kept_reading``),
+counted as a call counts them: every 64 KiB page's normalisation (2 Mi at ``READ_COST``)
+and 2 Mi units of URL spellings (about 500 ``xn--`` labels). A result past it keeps no
+reading (later calls read it as an entry without one: charged as they are for it)."""
+
+_READING_TAG: Final = b"guardrails/reading/%d/%s/%s\x00" % (
+    READING_VERSION, unicodedata.unidata_version.encode(),
+    hashlib.sha256(repr(sorted(NORMAL_TABLE.items())).encode()).hexdigest()[:16].encode())
+"""What every sum is made under: the version, the Unicode data (NFC, case) and the table
+of ``textforms`` (a filler or a compatibility character added there changes every sum:
+no reading made before is used). A change elsewhere in the reading needs
+``READING_VERSION`` raised (tests/test_record26_readings.py pins one reading)."""
+
+
+def _reading_sum(text: str, low: str) -> str:
+    """The check binding a reading to its result: SHA-256 of both (UTF-16, one length
+    prefixed: no two pairs hash alike) under the version's tag."""
+    digest = hashlib.sha256(_READING_TAG)
+    digest.update(len(text).to_bytes(8, "little"))
+    digest.update(text.encode("utf-16-le", "surrogatepass"))
+    digest.update(low.encode("utf-16-le", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def kept_reading(result: str) -> dict[str, Any] | None:
+    """The reading of a tool result that its history entry keeps (``reading``): the text
+    as the provenance functions search it (``_lower``: cut at ``MAX_TEXT``, normalised,
+    its URLs respelled, lower-cased), its version and its check (``_reading_sum``). Made
+    once, when the guard records the result, so that later calls read it at
+    ``KEPT_COST`` a character instead of ``READ_COST`` and the respelling units (a page of
+    Japanese cost a call 2 Mi units, an eighth of its budget; every call of the session).
+
+    None where there is nothing to gain or it is not this simple reading: an ASCII text
+    with no URL spelling (read free; without ``%``, ``n--``, ``://`` or ``@``, the
+    ``_ANY_SPELLING`` gate's literals, it is not even searched for one), a text with a sentence glued to a host (read in two
+    forms: ``_as_written``), or one whose reading costs more than ``RECORD_BUDGET``
+    (bounded, as a call is). Charged to no call: its cost is the record's (at most
+    ``RECORD_BUDGET``, about 1 ms for a 64 KiB page of Japanese)."""
+    text = result[:MAX_TEXT]
+    if text.isascii() and "%" not in text and "n--" not in text and "N--" not in text \
+            and "://" not in text and "@" not in text:  # (the usual result: no frame)
+        return None
+    scan = _Scan(RECORD_BUDGET)
+    try:
+        scan.read(text, MAX_TEXT)
+        cut = _respelled(_forms(text), scan.charge)
+    except CelError:
+        return None
+    if cut is text and text.isascii():
+        return None  # (nothing respelled: free to read)
+    if _glued(cut):
+        return None
+    low = cut.lower()
+    check = _reading_sum(text, low)
+    _remember(check, text, low)  # (this process need not check it again: it made it)
+    return {"v": READING_VERSION, "low": low, "sum": check}
+
+
+_CHECKED: dict[str, tuple[str, str]] = {}
+"""Readings checked by this process, by their check: the text and the reading."""
+
+
+def _checked_reading(reading: Any, result: str, scan: _Scan) -> str | None:
+    """The kept ``reading`` of ``result`` (``kept_reading``) when it is one this build
+    makes and its check is the result's and its own (``_reading_sum``), else None: then
+    the result is read as a text without one, and charged so. The check is charged to
+    ``scan`` (``KEPT_COST``) before it is made, alike whether this process has made it
+    before: a cold replica decides as a warm one. A reading can only be trusted to be
+    the result's reading: rewritten, moved from another entry, of another version, it
+    fails its check (who can rewrite the session state can rewrite the result and the
+    check with it: history is as safe as the session state)."""
+    if type(reading) is not dict:
+        return None
+    low, check, version = reading.get("low"), reading.get("sum"), reading.get("v")
+    if type(version) is not int or version != READING_VERSION or type(low) is not str \
+            or type(check) is not str or len(check) != 64:
+        return None
+    text = result[:MAX_TEXT]
+    if len(low) > 4 * len(text):  # (no text's reading is longer: ``NORMAL_TABLE``)
+        return None
+    scan.charge(KEPT_COST * (len(text) + len(low)))
+    found = _CHECKED.get(check)
+    if found is not None and found[0] == text and found[1] == low:
+        return found[1]
+    if _reading_sum(text, low) != check:
+        return None
+    _remember(check, text, low)
+    return low
+
+
+def _remember(check: str, text: str, low: str) -> None:
+    if len(_CHECKED) >= _CACHE_SIZE:
+        _CHECKED.clear()
+    _CHECKED[check] = (text, low)
+
+
 @dataclass(frozen=True, slots=True)
 class Place:
     """One place a value appears (``provenance()`` gives them as maps)."""
@@ -1218,6 +1353,16 @@ class Origins:
     _requested: dict[int, bool] = field(default_factory=dict)
     _given: tuple[str, list[int], list[int], int, list[str]] | None = None
     _fields: dict[int, dict[str, list[str]]] = field(default_factory=dict)
+    _kept: dict[int, str | None] = field(default_factory=dict)
+
+    def _kept_low(self, index: int, entry: Mapping[str, Any], result: str) -> str | None:
+        """The reading kept with the result at ``index`` (``kept_reading``), checked, once
+        a call; None without one that checks (the result is read as any text)."""
+        if index in self._kept:
+            return self._kept[index]
+        found = _checked_reading(entry.get("reading"), result, self.scan)
+        self._kept[index] = found
+        return found
 
     def places(self, value: Any) -> tuple[Place, ...]:
         """Every place ``value`` appears, memoised per value."""
@@ -1239,9 +1384,12 @@ class Origins:
                 result = entry.get("result") if isinstance(entry, Mapping) else None
                 if type(result) is not str or not result:
                     continue
-                unglued = m.found(_lower(result, self.scan), self.scan)
+                kept = self._kept_low(i, entry, result)
+                low = kept if kept is not None else _lower(result, self.scan)
+                unglued = m.found(low, self.scan)
                 if not unglued:
-                    written = _as_written(result, self.scan)
+                    # (a kept reading has no glued sentence: none to read as written)
+                    written = None if kept is not None else _as_written(result, self.scan)
                     if written is None or not m.found(written, self.scan):
                         continue
                 tool = entry.get("tool")
@@ -1258,7 +1406,7 @@ class Origins:
                     trusted = i < given
                 out.append(Place("result", tool if type(tool) is str else "", i,
                                  trusted, self.requested(i, entry),
-                                 self.whole(i, result, m)))
+                                 self.whole(i, low, m)))
         places = tuple(out)
         if key is not None and len(self._places) < 4096:
             self._places[key] = places
@@ -1282,12 +1430,12 @@ class Origins:
             self._requested[index] = found
         return found
 
-    def whole(self, index: int, result: str, m: Matcher) -> bool:
-        """Whether some field of the result at ``index`` is the value and nothing more:
-        the same letters and digits, and found in it under the value's matching."""
+    def whole(self, index: int, low: str, m: Matcher) -> bool:
+        """Whether some field of the result at ``index`` (read as ``low``) is the value and
+        nothing more: the same letters and digits, and found in it under the value's
+        matching."""
         fields = self._fields.get(index)
         if fields is None:
-            low = _lower(result, self.scan)
             # (counted at C speed: each line and quoted string is Python's to read)
             self.scan.over(FIND, low, 3)
             pieces = low.count("\n") + 1 + (low.count("'") + low.count('"')) // 2
