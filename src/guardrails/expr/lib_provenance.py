@@ -1274,7 +1274,7 @@ def kept_reading(result: str) -> dict[str, Any] | None:
         return None
     if cut is text and text.isascii():
         return None  # (nothing respelled: free to read)
-    if _glued(cut):
+    if _glue_seen(cut) and _GLUED.search(cut) is not None:  # (read in two forms)
         return None
     low = cut.lower()
     check = _reading_sum(text, low)
