@@ -1786,17 +1786,22 @@ def _count(
     """Each matched policy's ``counters`` view, and the policies that must fail closed.
 
     Key, ``when`` and cost are evaluated on the repaired arguments; then one call to the
-    store reserves them all. An error (in an expression, or the store) is handled by the
-    counter's failurePolicy: Fail denies the call, Ignore reads the counter as zero.
+    store reserves them all. A store that cannot be reached is handled by the counter's
+    failurePolicy: Fail denies the call, Ignore reads the counter as zero. An error of its
+    key, ``when`` or cost denies the call whatever the failurePolicy: those read the
+    arguments the model chose, and under Ignore a cost of 2^53, a negative one or an amount
+    ``int()`` cannot read was admitted uncounted (red team 26), past any daily total.
     """
     views: dict[str, dict[str, Any]] = {}
     failed: set[str] = set()
     pending: list[tuple[CompiledPolicy, CompiledCounter, CounterRequest]] = []
 
-    def fail(policy: CompiledPolicy, counter: CompiledCounter, message: str) -> None:
-        handled = "fired" if counter.failure_policy == "Fail" else "skipped"
+    def fail(policy: CompiledPolicy, counter: CompiledCounter, message: str,
+             closed: bool = False) -> None:
+        closed = closed or counter.failure_policy == "Fail"
+        handled = "fired" if closed else "skipped"
         errors.append(EvaluationError(policy.name, f"counters.{counter.name}", message, handled))
-        if counter.failure_policy == "Fail":
+        if closed:
             failed.add(policy.name)
         views[policy.name][counter.name] = _view(0, counter.limit)
         pt = traces.get(policy.name)
@@ -1813,7 +1818,7 @@ def _count(
                 request = _request(counter, bindings)
             except Exception as exc:
                 fail(policy, counter, scrub(f"counter {counter.name}: "
-                                            f"{_cel_error(exc).message}"))
+                                            f"{_cel_error(exc).message}"), closed=True)
                 continue
             pending.append((policy, counter, request))
     if not pending:
