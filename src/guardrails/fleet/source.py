@@ -128,6 +128,10 @@ class SourceStatus:
     """Build time of the bundle in use (None for files): a stale mirror shows here."""
 
 
+_FIRST_TRIES = 10
+"""Reads of the first load before files that keep changing under it are an error."""
+
+
 class PolicySource:
     """A policy set that follows its location. ``.current`` is always a complete set."""
 
@@ -147,9 +151,14 @@ class PolicySource:
             POLICY_RELOADS, "{reload}",
             "Policy updates found by a PolicySource, by outcome (loaded, rejected, "
             "unreachable).")
-        first = self._fetcher.poll()
-        if first is None:  # pragma: no cover - the first poll always loads or raises
-            raise PolicyError([Problem(self._fetcher.name, 0, 0, "nothing to load")])
+        first = None
+        for _ in range(_FIRST_TRIES):  # None: the files changed while they were read
+            first = self._fetcher.poll()
+            if first is not None:
+                break
+        if first is None:
+            raise PolicyError([Problem(self._fetcher.name, 0, 0, "the policy files changed "
+                                       f"while they were read, {_FIRST_TRIES} times")])
         now = _now()
         self.current: PolicySet = first
         """The set in use: read it once per decision. Replaced whole, never changed."""
@@ -193,14 +202,14 @@ class PolicySource:
         while not self._stop.wait(self.interval):
             with self._lock:
                 try:
-                    self._round()
+                    self._round(settle=True)
                 except Exception:  # pragma: no cover - _check reports its own failures
                     _log.exception("guardrails: policy source check failed")
 
-    def _check(self) -> bool:
+    def _check(self, settle: bool) -> bool:
         now = _now()
         try:
-            found = self._fetcher.poll()
+            found = self._fetcher.poll(settle)
         except PolicyError as e:
             problems = tuple(e.errors)
             self._verdict = ("\n".join(str(p) for p in problems), problems)
@@ -229,9 +238,12 @@ class PolicySource:
                   self._fetcher.name)
         return True
 
-    def _round(self) -> bool:
-        """One check of the location and of the bundle's age; True when swapped."""
-        swapped = self._check()
+    def _round(self, *, settle: bool = False) -> bool:
+        """One check of the location and of the bundle's age; True when swapped.
+
+        ``settle``: the background poll's, which loads changed files only once a later poll
+        finds them unchanged (``refresh()`` is called by a host whose write is done)."""
+        swapped = self._check(settle)
         self._check_age()
         if self.status.ok:
             self._logged = None  # a failure after a recovery is logged again
@@ -286,7 +298,9 @@ class _Fetcher:
     built: str | None = None
     """Build time of the last bundle loaded (bundles only)."""
 
-    def poll(self) -> PolicySet | None:
+    def poll(self, settle: bool = False) -> PolicySet | None:
+        """``settle``: load files only once they are seen unchanged on two polls (a bundle
+        is published whole and verified, so only files heed it)."""
         raise NotImplementedError
 
 
@@ -328,6 +342,10 @@ class _PathFetcher(_Fetcher):
         self.backend = backend
         self.read: tuple[str, ...] = ()
         self.stamp: Stamp | None = None
+        self.pending: Stamp | None = None
+        """A change a settling poll saw once: loaded when the next one sees it again."""
+        self.filled: frozenset[str] = frozenset()
+        """The files that held documents in the set last loaded."""
 
     def _stamp(self) -> Stamp:
         items = [self.location] if isinstance(self.location, str | os.PathLike) else list(
@@ -344,16 +362,35 @@ class _PathFetcher(_Fetcher):
                 names.add(name)
         return tuple(_stat(n) for n in sorted(names))
 
-    def poll(self) -> PolicySet | None:
+    def poll(self, settle: bool = False) -> PolicySet | None:
         stamp = self._stamp()
         if stamp == self.stamp:
             return None
+        if settle and stamp != self.pending:
+            # A file rewritten in place is a prefix of itself until its writer is done, and
+            # a prefix can parse (a rule fewer, a number cut short: red team 26). Seen once,
+            # a change waits for the next poll; one still being written has moved on by then.
+            self.pending = stamp
+            return None
         self.stamp = stamp  # a failed load is retried when the files change again
         documents = load_documents(self.location)
+        emptied = sorted(self.filled.intersection(documents.empty))
+        if emptied:
+            # Rewritten in place, a file is empty between its truncation and its write:
+            # read then, the set would load without its policies (red team 26). Removing
+            # a file's policies is deleting it.
+            raise PolicyError([Problem(name, 0, 0, "held policies and now holds no YAML "
+                                       "document: is it being written? (delete the file "
+                                       "to remove them)") for name in emptied])
         policies = compile_documents(documents, limits=self.limits, backend=self.backend)
+        if self._stamp() != stamp:
+            # Written while it was read: what was read may be half of it. Not swapped in;
+            # the stamp taken before reading makes the next poll read it again.
+            return None
         # The stamp stays the one taken before reading: a file written meanwhile shows as a
         # change at the next poll (params files found now join the stamp then, too).
         self.read = tuple(documents.sources)
+        self.filled = frozenset(documents.files).difference(documents.empty)
         return policies
 
 
@@ -380,7 +417,7 @@ class _BundleFileFetcher(_BundleFetcher):
         self.backend = backend
         self.stamp: tuple[str, int, int, int] | None = None
 
-    def poll(self) -> PolicySet | None:
+    def poll(self, settle: bool = False) -> PolicySet | None:
         stamp = _stat(self.name)
         if stamp == self.stamp:
             return None
@@ -409,7 +446,7 @@ class _URLFetcher(_BundleFetcher):
         self.timeout = timeout
         self.etag: str | None = None
 
-    def poll(self) -> PolicySet | None:
+    def poll(self, settle: bool = False) -> PolicySet | None:
         data, etag = _fetch(self.name, self.etag, self.timeout)
         if data is None:
             return None

@@ -367,3 +367,6 @@ class Documents:
     """``kind: Library`` documents: functions inlined at compile time, shared params
     (already merged into the policies' ``params``)."""
     bindings: tuple[PolicyBinding, ...] = ()
+    empty: tuple[str, ...] = ()
+    """Document files that hold no document (empty, comments only): skipped, and told
+    apart so that a reload can refuse a file emptied while it is rewritten."""

@@ -297,7 +297,8 @@ class _Loader:
                          sources=MappingProxyType(dict(self.sources)),
                          warnings=tuple(dict.fromkeys(warnings)),
                          libraries=tuple(libraries),
-                         bindings=tuple(bindings))
+                         bindings=tuple(bindings),
+                         empty=tuple(r.name for r in kept if not r.nodes))
 
 
     def _shipped(self, kept: Sequence[_FileResult], defined: set[str]) -> list[Library]:
