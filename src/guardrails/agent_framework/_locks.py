@@ -15,13 +15,20 @@ call that finds it held queues, and whoever leaves it gives it to the oldest cal
 waiting, which a future of its own loop wakes (``call_soon_threadsafe`` from another
 thread). A call arriving while others wait queues behind them, so every waiter is served
 after at most the calls queued before it.
+
+A waiter gives up when the lock has not changed hands for its ``timeout`` (a holder that
+hangs, a secret provider that never answers), not after ``timeout`` in line: the parallel
+calls of one message queue together behind another thread's call, and the last of a long
+batch waits for all the others' round trips before its own turn, which is progress.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
+import time
 
 __all__ = ["FairLock"]
 
@@ -30,13 +37,14 @@ class _Waiter:
     """One call waiting for a ``FairLock``: the future of its loop that wakes it, and
     whether the lock was handed to it (then it holds it, even if it never wakes to see)."""
 
-    __slots__ = ("future", "handed", "loop", "thread")
+    __slots__ = ("future", "handed", "loop", "thread", "timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
         self.thread = threading.get_ident()
         self.handed = False
+        self.timer: asyncio.TimerHandle | None = None
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -53,13 +61,15 @@ class FairLock:
     its loop. Leave it only with ``release`` (which hands it on), never ``lock.release()``.
     """
 
-    __slots__ = ("_guard", "lock", "waiters")
+    __slots__ = ("_guard", "_moved", "lock", "waiters")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.waiters: collections.deque[_Waiter] = collections.deque()
         self._guard = threading.Lock()
         """Held (briefly, never across an await) to queue, leave the queue or hand over."""
+        self._moved = 0.0
+        """When (``time.monotonic``) the lock was last handed over."""
 
     def release(self) -> None:
         """Leave the lock: to the oldest waiting call if there is one, else free.
@@ -74,9 +84,10 @@ class FairLock:
                     self._hand_over()
 
     async def take(self, timeout: float) -> bool:
-        """Hold the lock within ``timeout`` seconds, letting the loop run meanwhile; False
-        when it was not handed over by then. A call cancelled while it waits holds nothing
-        (a lock handed to it meanwhile goes on to the next waiter)."""
+        """Hold the lock, letting the loop run meanwhile; False when it stayed with one
+        holder for ``timeout`` seconds (from this call's arrival or the last hand-over,
+        whichever is later). A call cancelled while it waits holds nothing (a lock handed
+        to it meanwhile goes on to the next waiter)."""
         loop = asyncio.get_running_loop()
         waiter = _Waiter(loop)
         with self._guard:
@@ -85,7 +96,8 @@ class FairLock:
                 self._hand_over()
         if waiter.handed:
             return True
-        timer = loop.call_later(timeout, self._expire, waiter)
+        waiter.timer = loop.call_later(timeout, self._expire, waiter, timeout,
+                                       time.monotonic())
         try:
             await waiter.future
         except BaseException:
@@ -96,26 +108,34 @@ class FairLock:
                     self._forget(waiter)
             raise
         finally:
-            timer.cancel()
+            if waiter.timer is not None:
+                waiter.timer.cancel()
         return waiter.handed
 
-    def _expire(self, waiter: _Waiter) -> None:
+    def _expire(self, waiter: _Waiter, timeout: float, since: float) -> None:
+        """``waiter`` has waited ``timeout`` since ``since``: it gives up unless the lock
+        changed hands meanwhile (then it waits ``timeout`` from that hand-over)."""
         with self._guard:
             if waiter.handed:  # handed over in time: its wake-up is on its way
+                return
+            moved = self._moved
+            if moved > since:
+                waiter.timer = waiter.loop.call_later(
+                    max(0.0, moved + timeout - time.monotonic()), self._expire, waiter,
+                    timeout, moved)
                 return
             self._forget(waiter)
         _wake(waiter.future)
 
     def _forget(self, waiter: _Waiter) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # passed over already (it was cancelled)
             self.waiters.remove(waiter)
-        except ValueError:  # already passed over (its future was cancelled)
-            pass
 
     def _hand_over(self) -> None:
         """Give the held ``lock`` to the oldest waiter that can still take it (the guard
         is held); free it when there is none."""
         me = threading.get_ident()
+        self._moved = time.monotonic()
         while self.waiters:
             waiter = self.waiters.popleft()
             future = waiter.future
