@@ -185,20 +185,21 @@ class HistoryTurn:
                 section = _SECTIONS[key] = _Section()
             section.users += 1
         me = threading.get_ident()
-        taken = section.lock.acquire(False)  # (the usual case: nobody holds it)
-        mine = not taken and section.thread == me
-        if not taken and not mine:
-            try:
-                taken = await section.take(_SECTION_WAIT)
-            except BaseException:  # cancelled while waiting: it holds nothing
+        if not section.lock.acquire(False):  # (the usual case: nobody holds it)
+            mine = section.thread == me
+            taken = False
+            if not mine:
+                try:
+                    taken = await section.take(_SECTION_WAIT)
+                except BaseException:  # cancelled while waiting: it holds nothing
+                    with _SECTIONS_LOCK:
+                        section.users -= 1
+                    raise
+            if not taken:
                 with _SECTIONS_LOCK:
                     section.users -= 1
-                raise
-        if not taken:
-            with _SECTIONS_LOCK:
-                section.users -= 1
-            raise RuntimeError("the session's history is held by another call "
-                               f"{'of this thread' if mine else 'too long'}")
+                raise RuntimeError("the session's history is held by another call "
+                                   f"{'of this thread' if mine else 'too long'}")
         section.thread = me
         self._section = section
 
@@ -208,7 +209,9 @@ class HistoryTurn:
         if section is not None:
             self._section = None
             section.thread = 0
-            section.release()
+            section.lock.release()  # (``section.release()`` in line: every call leaves)
+            if section.waiters:
+                section.pass_on()
             with _SECTIONS_LOCK:
                 section.users -= 1
 

@@ -79,9 +79,14 @@ class FairLock:
         so either its try finds the lock free or this read finds it queued."""
         self.lock.release()
         if self.waiters:
-            with self._guard:
-                if self.waiters and self.lock.acquire(False):
-                    self._hand_over()
+            self.pass_on()
+
+    def pass_on(self) -> None:
+        """The second half of ``release`` when calls wait (a hot caller writes the first
+        half in line: ``lock.release()``, then this if ``waiters``)."""
+        with self._guard:
+            if self.waiters and self.lock.acquire(False):
+                self._hand_over()
 
     async def take(self, timeout: float) -> bool:
         """Hold the lock, letting the loop run meanwhile; False when it stayed with one
