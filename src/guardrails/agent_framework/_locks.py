@@ -150,10 +150,11 @@ class FairLock:
                 waiter.handed = True
                 future.set_result(None)
                 return
+            waiter.handed = True  # (first: it may wake and look before the next line ends)
             try:
                 waiter.loop.call_soon_threadsafe(_wake, future)
             except RuntimeError:  # its loop is closed: it will never take the lock
+                waiter.handed = False
                 continue
-            waiter.handed = True
             return
         self.lock.release()
