@@ -1,4 +1,4 @@
-"""Red team 25: race 24's history section (``_locks.acquire``, ``HistoryTurn.enter``)
+"""Red team 25: race 24's history section (``_locks``, ``HistoryTurn.enter``)
 attacked in the real loop: parallel calls of one message on each of two threads sharing a
 session, a run cancelled while its call waits for the other thread's section, and a
 sub-agent sharing the session. None got through: pinned.

@@ -35,7 +35,7 @@ from typing import Any
 
 from agent_framework import Content
 
-from guardrails.agent_framework._locks import acquire
+from guardrails.agent_framework._locks import FairLock
 from guardrails.agent_framework._secrets import Scrubber, unchanged
 from guardrails.agent_framework._state import RunState, session_state
 from guardrails.engine.decision import REDACTED
@@ -105,14 +105,15 @@ def history_mark(session: Any, run: RunState | None) -> tuple[int, int, object]:
     return (len(history), id(last), last)  # (ids first: entries are never compared by value)
 
 
-class _Section:
+class _Section(FairLock):
     """The section of one session's history across threads (see ``HistoryTurn.enter``):
-    its lock, the thread holding it, and how many calls hold it or wait for it."""
+    a lock taken in turn, the thread of the call in it, and how many calls hold it or wait
+    for it."""
 
-    __slots__ = ("lock", "thread", "users")
+    __slots__ = ("thread", "users")
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        super().__init__()
         self.thread = 0
         self.users = 0
 
@@ -168,9 +169,11 @@ class HistoryTurn:
         reading the history a call is decided on, or the last look of a call decided again,
         until its record (``leave``, ``done``). Nothing is awaited in a section, so a call
         of another thread waits at most for one call's decision and record; it waits
-        without stalling its own event loop (``_locks.acquire``: the loop's other tasks run
-        meanwhile), and past ``_SECTION_WAIT`` it is a guard error. A section this thread
-        holds already (a call that awaited inside one) is a guard error, never a wait."""
+        without stalling its own event loop (the loop's other tasks run
+        meanwhile), in turn (``_locks.FairLock``: the section is handed to the call that
+        has waited longest, so a thread taking it again and again never starves another),
+        and past ``_SECTION_WAIT`` it is a guard error. A section a call of this thread is
+        in already (one that awaited inside it) is a guard error, never a wait."""
         if state is None or self._section is not None:
             return
         key = id(state)
@@ -183,19 +186,21 @@ class HistoryTurn:
                 section = _SECTIONS[key] = _Section()
             section.users += 1
         me = threading.get_ident()
-        taken = section.lock.acquire(False)  # (the usual case: nobody holds it)
-        if not taken and section.thread != me:
-            try:
-                taken = await acquire(section.lock, _SECTION_WAIT)
-            except BaseException:  # cancelled while waiting: it holds nothing
+        if not section.lock.acquire(False):  # (the usual case: nobody holds it)
+            mine = section.thread == me
+            taken = False
+            if not mine:
+                try:
+                    taken = await section.take(_SECTION_WAIT)
+                except BaseException:  # cancelled while waiting: it holds nothing
+                    with _SECTIONS_LOCK:
+                        section.users -= 1
+                    raise
+            if not taken:
                 with _SECTIONS_LOCK:
                     section.users -= 1
-                raise
-        if not taken:
-            with _SECTIONS_LOCK:
-                section.users -= 1
-            raise RuntimeError("the session's history is held by another call "
-                               f"{'of this thread' if section.thread == me else 'too long'}")
+                raise RuntimeError("the session's history is held by another call "
+                                   f"{'of this thread' if mine else 'too long'}")
         section.thread = me
         self._section = section
 
@@ -205,7 +210,9 @@ class HistoryTurn:
         if section is not None:
             self._section = None
             section.thread = 0
-            section.lock.release()
+            section.lock.release()  # (``section.release()`` in line: every call leaves)
+            if section.waiters:
+                section.pass_on()
             with _SECTIONS_LOCK:
                 section.users -= 1
 
