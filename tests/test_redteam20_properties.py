@@ -78,6 +78,17 @@ def test_a_secret_through_any_three_serializers_is_not_in_any_decoding(
     assert secret not in decoded(out, levels=len(chain)), (chain, text_[:200], out[:200])
 
 
+@pytest.mark.parametrize("chain", [["sql"], ["sql", "shell"], ["shell", "sql"], ["csv"]])
+def test_a_backslash_quote_in_sql_is_found(chain: list[str]) -> None:
+    """Found by this file's property (fourteenth session): the secret ``\\'00009;`` in a
+    SQL literal, ``('\\''00009;')``, then shell-quoted, went out readable: the plain
+    family read the literal's quote, the backslash and the doubled quote as a shell's
+    escaped quote. Doubled quotes are a view of their own now (``scrub._DOUBLED``)."""
+    secret = "\\'00009;"
+    out = Scrubber([secret])(_spelled(secret, chain, "", check=False))
+    assert "00009" not in out, out
+
+
 @pytest.mark.parametrize("secret", ["000=09;<", "ab=cdef;<x", "abcé;<xyz"])
 def test_a_value_needing_escapes_quoted_printable_wrapped_three_times(secret: str) -> None:
     """Found by the property in CI (session 8): two levels down, the outer layer's soft

@@ -655,6 +655,12 @@ of its own besides the plain family's, since that one reads a quoted empty strin
 it as a doubled quote (``shlex.quote`` of a value starting with two quotes,
 ``''"'"''"'"'...``) and the value out of step (red team 21)."""
 
+_DOUBLED = re.compile(r"(''|\"\")")
+"""A quote doubled, alone (CSV and SQL: ``''``, ``""``): a view of its own besides the plain
+family's, since that one reads a literal's opening quote, a backslash of the value and its
+doubled quote (``('\\''00009;')``) as a shell's escaped quote, and the value out of step
+(found by red team 20's property, fourteenth session)."""
+
 _PLAIN = re.compile(f"({_QUOTES.pattern[1:-1]}|{EXOTIC.pattern[1:-1]})")
 """The doubled quotes and the normal family together, in one view (the *plain* family):
 neither changes what a pattern's ``\\b`` sees, and a view of each and of both would cost
@@ -1038,6 +1044,7 @@ _FAMILIES = (
             narrow=True),
     _Family(lambda t: "'\"'\"'" in t or "'\\''" in t, _SHELL_QUOTES, _plain_char, 1 << 16,
             narrow=True),
+    _Family(lambda t: "''" in t or '""' in t, _DOUBLED, _plain_char, 1 << 16, narrow=True),
     _Family(_has_breaks, _BREAKS, _no_break, 1 << 16),
     _Family(_has_composable, _COMPOSED, _composed_run, _MOST_RUNS, undo_all=_composed_runs),
     _Family(_has_composable_astral, _COMPOSED_ALL, _composed_run, _MOST_RUNS,
