@@ -48,7 +48,7 @@ CASES: dict[str, str] = {
     "a typical call": '(["hello"], ["a short page about hello"], False)',
 }
 
-CHILD = r"""
+PRELUDE = r"""
 import gc, json, sys, tempfile, time
 from pathlib import Path
 import guardrails
@@ -58,6 +58,11 @@ policies = guardrails.load(d)
 def history(results, trusted):
     return [{"tool": "fetch", "args": {"url": f"https://n.example/{i}"}, "effect": "allow",
              "trusted": trusted, "result": r} for i, r in enumerate(results)]
+"""
+"""A child process's start: the policy of ``argv[1]`` loaded, ``history()`` of fresh
+results (shared with benchmarks/scan_sweep.py)."""
+
+CHILD = PRELUDE + r"""
 policies.evaluate("post", {"l": ["w"]}, history=history(["warm"], False), request="r")
 values, results, trusted = eval(sys.argv[2])
 h = history(results, trusted)

@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from provenance_first_call import PRELUDE  # (run as a script: benchmarks/ is on the path)
+
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 50.0
 
@@ -148,16 +150,7 @@ spec:
       action: deny
 """
 
-CALL = r"""
-import gc, json, sys, tempfile, time
-from pathlib import Path
-import guardrails
-K = 65536
-d = Path(tempfile.mkdtemp()); (d / "p.yaml").write_text(sys.argv[1])
-policies = guardrails.load(d)
-def history(results, trusted):
-    return [{"tool": "fetch", "args": {"url": f"https://n.example/{i}"}, "effect": "allow",
-             "trusted": trusted, "result": r} for i, r in enumerate(results)]
+CALL = PRELUDE + r"""
 policies.evaluate("post", {"v": "w", "l": ["w"]}, history=history(["warm"], False), request="r")
 value, request, results, trusted = eval(sys.argv[2])
 h = history(results, trusted)
