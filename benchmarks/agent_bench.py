@@ -22,7 +22,14 @@ One run of ``await agent.run(...)`` on the offline scripted chat client of the t
   returns) that only call ``call_next``: what the framework's middleware dispatch costs
   before a guard does anything; and each kind alone, a chat middleware's too (run once per
   model request, twice a run here; ``guard()`` no longer adds one), so the dispatch cost is
-  known per kind.
+  known per kind;
+- the anchor (issue 14's): ``PlainPythonGuard``, one function middleware doing the same 20
+  checks in plain Python; and the floor: the anchor behind a pass-through agent middleware,
+  the dispatch any guard with a run boundary pays (``guard()`` needs one: the request, the
+  run's state, a halt turned into ``PolicyViolation``) before it does any work;
+- guarded, one rule and the repair (``ONE_RULE``): every step of the integration with a
+  twentieth of the rules, so the difference from the 20-rule guard is the rules' cost in
+  the loop.
 
 Then the garbage a run leaves to the cyclic collector (objects freed by refcounting cost
 nothing there; objects in reference cycles wait for a collection, and every 700 of them
@@ -230,6 +237,30 @@ def _guard_without_telemetry(policies: guardrails.PolicySet) -> list[Any]:
     telemetry = NullTelemetry()
     return [GuardRunMiddleware(policies, telemetry=telemetry),
             GuardFunctionMiddleware(policies, principal=PRINCIPAL, telemetry=telemetry)]
+
+
+ONE_RULE = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: one-rule}
+spec:
+  match: {tools: [send_money]}
+  repairs:
+    - name: amount-as-string
+      when: 'type(args.amount) == string'
+      set:
+        amount: 'double(args.amount.replace(",", ""))'
+  rules:
+    - {name: over-cap, when: 'args.amount > 10000.0', action: deny}
+"""
+"""The 20-rule policy's repair and one of its rules, alone: a guard deciding this call
+does every step of the integration (the same repair, validation, snapshot, history,
+scrubbing) with about a twentieth of the rules' work, so the difference between the two
+guards is what the rules cost inside the loop."""
+
+
+def _load_one(tmp: Path) -> guardrails.PolicySet:
+    (tmp / "one.yaml").write_text(ONE_RULE)
+    return guardrails.load(tmp / "one.yaml")
 
 
 def _load(tmp: Path) -> tuple[guardrails.PolicySet, guardrails.PolicySet]:
@@ -758,6 +789,7 @@ async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int) ->
 async def main_async(opts: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="guardrails-agent-bench-") as tmp:
         full, only = _load(Path(tmp))
+        one = _load_one(Path(tmp))
     recording = RecordingTelemetry()
     agent, client = _agent(guarded(full, recording, principal=PRINCIPAL))
     await _check("recording guard", agent, client)
@@ -774,11 +806,13 @@ async def main_async(opts: argparse.Namespace) -> None:
         "pass-through function only": _agent([_PassFunction()]),
         "pass-through chat only": _agent([_PassChat()]),
         "plain-Python middleware (anchor)": _agent([PlainPythonGuard()]),
+        "anchor + pass-through agent (floor)": _agent([_PassAgent(), PlainPythonGuard()]),
         "guarded (default telemetry)": _agent(guard(full, principal=PRINCIPAL)),
         "guarded + chat check, as before": _agent([*guard(full, principal=PRINCIPAL),
                                                    _ChatCheckAsBefore()]),
         "guarded (telemetry off)": _agent(_guard_without_telemetry(full)),
         "guarded, 20-rule policy only": _agent(guard(only, principal=PRINCIPAL)),
+        "guarded, one rule and the repair": _agent(guard(one, principal=PRINCIPAL)),
     }
     if opts.steps:
         await _step_costs(full, opts.runs, opts.warmup)
@@ -787,16 +821,22 @@ async def main_async(opts: argparse.Namespace) -> None:
     base = statistics.median(samples["unguarded"])
     print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved "
           f"({opts.clock} clock)")
-    print(f"{'variant':32} {'median µs':>10} {'extra µs':>9} {'ratio':>6}")
+    print(f"{'variant':36} {'median µs':>10} {'extra µs':>9} {'ratio':>6}")
     for name, values in samples.items():
         med = statistics.median(values)
-        print(f"{name:32} {med:10.1f} {med - base:9.1f} {med / base:6.3f}")
+        print(f"{name:36} {med:10.1f} {med - base:9.1f} {med / base:6.3f}")
     with_guard = statistics.median(samples["guarded (default telemetry)"])
     off = statistics.median(samples["guarded (telemetry off)"])
     before = statistics.median(samples["guarded + chat check, as before"])
     anchor = statistics.median(samples["plain-Python middleware (anchor)"])
+    floor = statistics.median(samples["anchor + pass-through agent (floor)"])
+    one_rule = statistics.median(samples["guarded, one rule and the repair"])
     print(f"anchor (plain-Python middleware, 20 checks) / unguarded: {anchor / base:.3f}; "
           f"guarded / anchor: {with_guard / anchor:.3f}")
+    print(f"floor (the anchor behind a pass-through agent middleware, as guard() needs a run "
+          f"boundary) / unguarded: {floor / base:.3f}; guarded / floor: {with_guard / floor:.3f}; "
+          f"one rule and the repair / floor: {one_rule / floor:.3f} (the 19 other rules in "
+          f"the loop: {with_guard - one_rule:.1f} µs)")
     print(f"ratio guarded/unguarded: {with_guard / base:.3f} (target <= 1.10); "
           f"telemetry off: {off / base:.3f}; with the chat check as before: "
           f"{before / base:.3f} (guarded now / as before: {with_guard / before:.3f})")

@@ -34,7 +34,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
-VARIANTS = ("unguarded", "pass-through", "anchor", "guard")
+VARIANTS = ("unguarded", "pass-through", "anchor", "floor", "guard", "guard-one-rule")
+"""``floor``: the anchor behind a pass-through agent middleware (agent_bench.py's floor);
+``guard-one-rule``: ``guard()`` on agent_bench.ONE_RULE (the repair and one rule)."""
 EVENTS = ("Ir", "D1mr", "D1mw", "I1mr", "DLmr", "DLmw", "ILmr")
 
 
@@ -49,8 +51,13 @@ def _variant(name: str) -> Any:
         return agent_bench._agent([agent_bench._PassAgent(), agent_bench._PassFunction()])
     if name == "anchor":
         return agent_bench._agent([agent_bench.PlainPythonGuard()])
+    if name == "floor":
+        return agent_bench._agent([agent_bench._PassAgent(), agent_bench.PlainPythonGuard()])
     with tempfile.TemporaryDirectory() as tmp:
-        policies, _ = agent_bench._load(Path(tmp))
+        if name == "guard-one-rule":
+            policies = agent_bench._load_one(Path(tmp))
+        else:
+            policies, _ = agent_bench._load(Path(tmp))
     return agent_bench._agent(guard(policies, principal=agent_bench.PRINCIPAL))
 
 
@@ -122,7 +129,10 @@ def main() -> None:
     for a in names:
         for b in names:
             if a == b or (a, b) not in {("guard", "unguarded"), ("guard", "anchor"),
-                                         ("anchor", "unguarded"), ("guard", "pass-through")}:
+                                         ("anchor", "unguarded"), ("guard", "pass-through"),
+                                         ("floor", "unguarded"), ("guard", "floor"),
+                                         ("guard-one-rule", "floor"),
+                                         ("guard", "guard-one-rule")}:
                 continue
             ra, rb = per_run[a], per_run[b]
 
