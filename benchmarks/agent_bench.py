@@ -55,7 +55,8 @@ variant in one position some 50 µs slower, whatever it was, which inflated the 
 and the telemetry figure) so drift hits them alike; the
 figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
-``--steps`` instead times every step of the guard's own code inside real guarded runs
+``--steps`` (``--cold``: with an unguarded and an anchor run before each guarded one, as
+the interleaved runs have) instead times every step of the guard's own code inside real guarded runs
 (default telemetry): each function's own time (what it calls that is timed too, and what the
 middleware call next, left out; the timer's own cost taken off), median per run, with calls
 per run: the list of what the guard runs per call and per run, and what each costs.
@@ -758,16 +759,24 @@ def _with_timed_next(steps: _Steps, process: Any) -> Any:
     return timed_process
 
 
-async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int) -> None:
-    """The guard's own steps, each timed inside real guarded runs (default telemetry)."""
+async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int,
+                      cold: bool = False) -> None:
+    """The guard's own steps, each timed inside real guarded runs (default telemetry).
+    ``cold``: an unguarded run and the anchor's (untimed) before each guarded one, as in
+    the interleaved runs whose medians the row compares, so each step is timed with the
+    caches the framework's own work leaves it."""
     steps = _Steps()
     await steps.calibrate()
+    others = [_agent([]), _agent([PlainPythonGuard()])] if cold else []
     with _stepped(steps):
         agent, client = _agent(guard(policies, principal=PRINCIPAL))
         await _check("stepped guard", agent, client)
         per_run: dict[str, list[tuple[float, int]]] = {}
         gc.collect()
         for i in range(warmup + runs):
+            for other, other_client in others:
+                await other.run(REQUEST)
+                other_client.received.clear()
             steps.own.clear()
             await agent.run(REQUEST)
             client.received.clear()
@@ -779,7 +788,8 @@ async def _step_costs(policies: guardrails.PolicySet, runs: int, warmup: int) ->
                    for name, values in per_run.items()), reverse=True)
     engine = {"PolicySet.evaluate"}
     own = sum(t for t, name, _ in rows if name not in engine)
-    print(f"the guard's steps, own time (median per run of {runs}; the timer's {steps.overhead} ns "
+    print(f"the guard's steps, {'cold (an unguarded and an anchor run before each), ' if cold else ''}"
+          f"own time (median per run of {runs}; the timer's {steps.overhead} ns "
           f"a timed function, {steps.overhead_async} ns a timed coroutine, taken off its caller):")
     for t, name, calls in rows:
         print(f"  {name:46} {t:7.2f} µs  x{calls:g}")
@@ -815,7 +825,7 @@ async def main_async(opts: argparse.Namespace) -> None:
         "guarded, one rule and the repair": _agent(guard(one, principal=PRINCIPAL)),
     }
     if opts.steps:
-        await _step_costs(full, opts.runs, opts.warmup)
+        await _step_costs(full, opts.runs, opts.warmup, opts.cold)
         return
     samples = await _bench(variants, opts.runs, opts.warmup)
     base = statistics.median(samples["unguarded"])
@@ -859,6 +869,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
     ap.add_argument("--steps", action="store_true",
                     help="time each step of the guard's own code instead (see the docstring)")
+    ap.add_argument("--cold", action="store_true",
+                    help="with --steps: an unguarded and an anchor run before each guarded one")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time runs by wall clock or by the process's CPU time")
     opts = ap.parse_args()
