@@ -53,7 +53,9 @@ The check before timing asserts the effect, the repair and the tool's result in 
 Iterations interleave the variants (in a shuffled order, seeded: a rotating order made the
 variant in one position some 50 µs slower, whatever it was, which inflated the guarded run
 and the telemetry figure) so drift hits them alike; the
-figures are medians of single runs. One machine, one run: a ratio, not an absolute promise.
+figures are medians of single runs. One machine, one run: a ratio, not an absolute promise. ``--block 50`` runs each variant 50
+times in a row when its turn comes instead (the first untimed): the same work hot, each run
+after its own, so its difference from the default is what the caches cost.
 ``--profile`` adds a cProfile of the guarded variant: the functions whose own time is largest.
 ``--steps`` (``--cold``: with an unguarded and an anchor run before each guarded one, as
 the interleaved runs have) instead times every step of the guard's own code inside real guarded runs
@@ -284,7 +286,12 @@ async def _check(name: str, agent: Agent, client: ScriptedChatClient) -> None:
 
 
 async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: int,
-                 warmup: int) -> dict[str, list[float]]:
+                 warmup: int, block: int = 1) -> dict[str, list[float]]:
+    """``runs`` timed runs of each variant after ``warmup``, the variants interleaved in a
+    shuffled order. ``block``: consecutive runs of one variant each time its turn comes
+    (1, the default: every run follows other variants' runs, with the caches they leave;
+    50: nearly every run follows its own, hot), the first of a block untimed when
+    ``block`` > 1."""
     for name, (agent, client) in variants.items():
         await _check(name, agent, client)
     names = list(variants)
@@ -292,17 +299,20 @@ async def _bench(variants: dict[str, tuple[Agent, ScriptedChatClient]], runs: in
     shuffle = random.Random(14).shuffle
     gc.collect()
     gc.freeze()  # the long-lived policies and framework objects: out of every collection
-    for i in range(warmup + runs):
+    rounds = warmup + runs if block == 1 else (warmup + runs + block - 2) // (block - 1)
+    for i in range(rounds):
         order = names[:]
         shuffle(order)
         for name in order:
             agent, client = variants[name]
-            start = CLOCK[0]()
-            await agent.run(REQUEST)
-            elapsed = CLOCK[0]() - start
-            client.received.clear()
-            if i >= warmup:
-                samples[name].append(elapsed / 1000)
+            for j in range(block):
+                start = CLOCK[0]()
+                await agent.run(REQUEST)
+                elapsed = CLOCK[0]() - start
+                client.received.clear()
+                timed = i >= warmup if block == 1 else j > 0 and i * (block - 1) >= warmup
+                if timed:
+                    samples[name].append(elapsed / 1000)
     return samples
 
 
@@ -827,10 +837,11 @@ async def main_async(opts: argparse.Namespace) -> None:
     if opts.steps:
         await _step_costs(full, opts.runs, opts.warmup, opts.cold)
         return
-    samples = await _bench(variants, opts.runs, opts.warmup)
+    samples = await _bench(variants, opts.runs, opts.warmup, opts.block)
     base = statistics.median(samples["unguarded"])
-    print(f"{opts.runs} runs per variant after {opts.warmup} warm-up, interleaved "
-          f"({opts.clock} clock)")
+    blocks = "" if opts.block == 1 else f" in blocks of {opts.block} consecutive runs (the first untimed)"
+    print(f"{len(samples['unguarded'])} runs per variant after {opts.warmup} warm-up, "
+          f"interleaved{blocks} ({opts.clock} clock)")
     print(f"{'variant':36} {'median µs':>10} {'extra µs':>9} {'ratio':>6}")
     for name, values in samples.items():
         med = statistics.median(values)
@@ -869,6 +880,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40, help="functions shown by --profile")
     ap.add_argument("--steps", action="store_true",
                     help="time each step of the guard's own code instead (see the docstring)")
+    ap.add_argument("--block", type=int, default=1,
+                    help="consecutive runs of one variant per turn (50: hot runs; see _bench)")
     ap.add_argument("--cold", action="store_true",
                     help="with --steps: an unguarded and an anchor run before each guarded one")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
