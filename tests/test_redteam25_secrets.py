@@ -89,6 +89,25 @@ async def test_a_secret_between_ignorables_or_with_look_alike_dashes_never_leave
     assert await _leaked(tmp_path, monkeypatch, caplog, secret=SECRET) == []
 
 
+def test_no_character_cases_to_an_anchor_but_itself() -> None:
+    """``scrub._anchors`` skips lowering a text that lacks a needle's case-free runs: sound
+    only if no code point upper- or lower-cases to an ASCII character other than a letter
+    but that character itself."""
+    import sys
+
+    from guardrails.engine import scrub as sc
+
+    for x in range(sys.maxunicode + 1):
+        c = chr(x)
+        for cased in (c.lower(), c.upper()):
+            assert not (len(cased) == 1 and cased.isascii() and not cased.isalpha()
+                        and cased != c), hex(x)
+    assert sc._anchors("zq9-vtx3-mw2pl-k8rd") == ("3-", "9-", "2", "8")
+    assert sc._anchors("correcthorse") == ()
+    # A text without the runs is not lowered; one with them is, and the value is found.
+    assert Scrubber(["Zq9-vTx3"])("ZQ9-VTX3 and ZQ9_VTX3") == "[REDACTED] and ZQ9_VTX3"
+
+
 CASED: dict[str, Callable[[str], str]] = {
     "upper": str.upper,
     "swapped": str.swapcase,
