@@ -364,3 +364,15 @@ def test_credentials_in_url_encoded_text_are_redacted(policies: guardrails.Polic
         assert out.startswith("https://cb.example/r?")
     plain = "50% off, 100%, caf%C3%A9 %e2%82%ac"
     assert policies.redact(plain) == plain
+
+
+@pytest.mark.parametrize("around", ["\\a", "\\\\a", "\\", "a\\"])
+def test_a_replacement_never_starts_inside_a_run_of_backslashes(around: str) -> None:
+    """Found by the property above (``secret='<0009='``, ``around='\\a'``): in JSON inside
+    JSON, a chain of views (a CSS escape ``\\a``, its line break dropped, ``\\<`` read as
+    ``<``) mapped the match to the third of four backslashes, which left ``\\[REDACTED]``
+    in the inner text: no JSON. The marker now replaces the whole run."""
+    for secret in ("<0009=", "Zq9-vTx3"):
+        form = _serialized("json-in-json", around + secret + around)
+        out = Scrubber([secret])(form)
+        assert secret not in _readable("json-in-json", out)

@@ -376,15 +376,17 @@ def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 def _escape_start(text: str, start: int, floor: int) -> int:
-    """``start``, or the backslash before it when ``start`` cuts an escape in two (an odd
-    run of backslashes before it: a spelling that starts with ``\\`` found one character into
-    ``\\\\\\u20ac``): the marker then replaces the whole escape, and a JSON text stays
-    JSON. The run is read back no further than ``floor`` (the end of the span before), so
-    the reads of all spans together stay linear."""
+    """``start``, or the start of the run of backslashes before it: a spelling that starts
+    with ``\\`` found one character into ``\\\\\\u20ac`` cuts an escape in two, and so does
+    a start after an even run in a text escaped twice (JSON inside JSON: ``\\\\\\\\a`` is one
+    backslash two levels down; a match a chain of views mapped to its third character left
+    ``\\\\``, and the inner text an invalid ``\\[``: found by red team 17's property). The
+    marker replaces the whole run, so a JSON text stays JSON at every level. The run is
+    read back no further than ``floor`` (the end of the span before), so the reads of all
+    spans together stay linear."""
     if start <= floor or text[start - 1] != "\\":
         return start
-    run = start - floor - len(text[floor:start].rstrip("\\"))
-    return start - 1 if run % 2 else start
+    return floor + len(text[floor:start].rstrip("\\"))
 
 
 def _view_escape_start(text: str, start: int, runs: list[tuple[int, int]]) -> int:
