@@ -1,0 +1,78 @@
+"""Red team 27: promise 2, "what was inspected is what runs", attacked in the framework's
+real loop (scripted model, ``guard(policies)`` middleware, a real stdio MCP server).
+
+Each attack tries to make a rule judge one value while the tool receives another. Those
+that got through are fixed at the shared mechanism (what the guard computes the tool will
+receive, ``_private._as_received``); the others are pinned here so that they stay held.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import MCPStdioTool
+
+import guardrails
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, result_text
+from tests.af_support import agent_with, load_text
+
+SERVER = Path(__file__).parent / "mcp_schema_server27.py"
+
+
+def received(text: str) -> dict[str, Any] | None:
+    """What the MCP server echoed it received, or None when it did not run."""
+    if text.startswith('{"result": '):
+        text = json.loads(text)["result"]
+    if not text.startswith("received "):
+        return None
+    value = json.loads(text.removeprefix("received "))
+    assert isinstance(value, dict)
+    return value
+
+
+async def one_call(tools: list[Any], policies: guardrails.PolicySet, name: str,
+                   **arguments: Any) -> str:
+    client = ScriptedChatClient([[call(name, **arguments)]])
+    await agent_with(client, tools, guard(policies)).run("go")
+    [result] = client.tool_results()
+    return result_text(result)
+
+
+# --- MCP: a parameter named as the framework's context parameter ----------------------------
+
+SHARE = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: share}
+spec:
+  match: {tools: ["mcp:docs/share"]}
+  rules:
+    - name: public
+      when: 'has(args.ctx) && args.ctx == "public"'
+      action: deny
+      message: No public shares.
+"""
+
+
+@pytest.fixture
+async def docs() -> AsyncIterator[MCPStdioTool]:
+    tool = MCPStdioTool(name="docs", command=sys.executable, args=[str(SERVER)])
+    async with tool:
+        yield tool
+
+
+async def test_an_mcp_argument_the_framework_binds_to_its_context_is_not_judged(
+        tmp_path: Path, docs: MCPStdioTool) -> None:
+    """The generated MCP function takes the ``FunctionInvocationContext`` as ``ctx``: the
+    framework binds that name to the context, so the model's ``ctx: "private"`` never
+    reaches the server, which shares the document with its default, ``"public"``. The rule
+    must judge what the server gets: the default."""
+    text = await one_call([docs], load_text(tmp_path, SHARE), "share", doc="d", ctx="private")
+    assert received(text) is None, text
+    assert "No public shares." in text
