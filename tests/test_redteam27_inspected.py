@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import MCPStdioTool
+from agent_framework import MCPStdioTool, tool
+from pydantic import BaseModel
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -23,6 +24,15 @@ from guardrails.agent_framework.scripted import call, result_text
 from tests.af_support import agent_with, load_text
 
 SERVER = Path(__file__).parent / "mcp_schema_server27.py"
+
+RAN: list[dict[str, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_ran() -> Any:
+    RAN.clear()
+    yield
+    RAN.clear()
 
 
 def received(text: str) -> dict[str, Any] | None:
@@ -76,3 +86,33 @@ async def test_an_mcp_argument_the_framework_binds_to_its_context_is_not_judged(
     text = await one_call([docs], load_text(tmp_path, SHARE), "share", doc="d", ctx="private")
     assert received(text) is None, text
     assert "No public shares." in text
+
+
+class ShareArgs(BaseModel):
+    doc: str
+    ctx: str = "public"
+
+
+@tool(schema=ShareArgs)
+def share_local(doc: str, ctx) -> str:  # type: ignore[no-untyped-def]  # the framework's own convention
+    """Share a document (``ctx`` unannotated, with a schema: the framework's context)."""
+    RAN.append({"doc": doc, "ctx": type(ctx).__name__})
+    return "shared"
+
+
+LOCAL_SHARE = SHARE.replace('"mcp:docs/share"', '"share_local"').replace(
+    'has(args.ctx) && args.ctx == "public"', 'has(args.ctx)')
+
+
+@pytest.mark.parametrize("arguments", [{"doc": "d"}, {"doc": "d", "ctx": "public"},
+                                       {"doc": "d", "ctx": "private"}])
+async def test_a_local_argument_the_framework_binds_to_its_context_is_not_judged(
+        tmp_path: Path, arguments: dict[str, Any]) -> None:
+    """A local tool whose schema declares ``ctx`` while its function takes the context
+    there: whatever the model sends (or the schema's default), the function gets the
+    context, so the rules see no ``ctx`` (this rule denies any)."""
+    assert LOCAL_SHARE != SHARE
+    text = await one_call([share_local], load_text(tmp_path, LOCAL_SHARE), "share_local",
+                          **arguments)
+    assert text == "shared", text
+    assert RAN == [{"doc": "d", "ctx": "FunctionInvocationContext"}]
