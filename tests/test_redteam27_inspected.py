@@ -116,3 +116,58 @@ async def test_a_local_argument_the_framework_binds_to_its_context_is_not_judged
                           **arguments)
     assert text == "shared", text
     assert RAN == [{"doc": "d", "ctx": "FunctionInvocationContext"}]
+
+
+# --- map keys whose JSON form collides ------------------------------------------------------
+
+@tool
+def pay_many(payouts: dict[float, str], amount: int) -> str:
+    """Pay each amount (a key) to its payee."""
+    RAN.append({"payouts": dict(payouts), "amount": amount})
+    return "paid"
+
+
+PAYOUTS = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: payouts}
+spec:
+  match: {tools: ["pay_many"]}
+  params: {known: [bob]}
+  repairs:
+    - name: amount-as-text
+      when: 'type(args.amount) == string'
+      set: {amount: 'int(args.amount.replace(",", ""))'}
+  rules:
+    - name: unknown-payee
+      when: 'args.payouts.exists(k, !(args.payouts[k] in params.known))'
+      action: deny
+      message: Every payee must be known.
+"""
+
+
+@pytest.mark.parametrize("payouts", [
+    pytest.param({"nan": "mallory", "NaN": "bob"}, id="two-nan-keys"),
+    pytest.param({"nan": "bob"}, id="a-nan-key"),
+    pytest.param({"-inf": "bob", "1": "bob"}, id="an-infinite-key"),
+    pytest.param({"1": "mallory", "2": "bob"}, id="distinct-keys"),
+])
+@pytest.mark.parametrize("amount", ["1,0", 10])
+async def test_map_keys_whose_json_form_collides_never_run(
+        tmp_path: Path, payouts: dict[str, str], amount: Any) -> None:
+    """pydantic makes ``"nan"`` and ``"NaN"`` two float keys (NaN equals nothing, itself
+    included); their JSON form is one key, ``"nan"``, holding the last payee. The rule
+    judged bob alone, the tool would pay mallory too. A key JSON cannot express (NaN,
+    an infinity) is refused like such a value. (Arguments the framework validated before
+    the guard, amount 10, hold float keys: not JSON data, an input error.)"""
+    text = await one_call([pay_many], load_text(tmp_path, PAYOUTS), "pay_many",
+                          payouts=payouts, amount=amount)
+    assert RAN == [], RAN
+    assert "denied by policy" in text or "could not evaluate" in text, text
+
+
+async def test_distinct_finite_map_keys_are_judged_as_their_json_form(tmp_path: Path) -> None:
+    text = await one_call([pay_many], load_text(tmp_path, PAYOUTS), "pay_many",
+                          payouts={"1": "bob", "2.5": "bob"}, amount="1,0")
+    assert text == "paid", text
+    assert RAN == [{"payouts": {1.0: "bob", 2.5: "bob"}, "amount": 10}]

@@ -89,7 +89,39 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
         # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
         raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+    if not _keys_kept(arguments, view):
+        raise ValueError("arguments hold map keys JSON cannot tell apart or express")
     return view
+
+
+def _keys_kept(value: Any, view: Any) -> bool:
+    """Whether every map in ``value`` kept all its keys in its JSON form ``view``, none
+    of them a float JSON cannot express.
+
+    JSON keys are text: pydantic's conversion writes a non-text key as text, and two keys
+    with one spelling become one, the last value winning. A map of floats validated from
+    ``"nan"`` and ``"NaN"`` holds two NaN keys (NaN equals nothing): the rules would read
+    one payee, the tool pay both (red team 27). A NaN or infinite key is refused like such
+    a value (``json_numbers``). Walked beside the view, as far as the conversion kept the
+    shape (maps, lists, tuples, sets); what it turned into a map otherwise (a model, a
+    dataclass) has field names for keys. Recursive, like ``json_numbers``."""
+    if isinstance(value, Mapping):
+        if not isinstance(view, dict) or len(view) != len(value):
+            return False
+        for key in value:
+            if type(key) is not str and isinstance(key, float) and not math.isfinite(key):
+                return False
+        pairs: Any = zip(value.values(), view.values(), strict=True)
+    elif isinstance(value, list | tuple | set | frozenset):
+        if not isinstance(view, list) or len(view) != len(value):
+            return True  # (not a shape the conversion kept item for item)
+        pairs = zip(value, view, strict=True)
+    else:
+        return True
+    for item, seen in pairs:  # noqa: SIM110 - a loop, not all(): like json_numbers
+        if type(item) is not str and not _keys_kept(item, seen):
+            return False
+    return True
 
 
 _PLAIN_DEPTH = 32
