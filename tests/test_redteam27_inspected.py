@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from agent_framework import MCPStdioTool, tool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, SecretStr
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -171,3 +172,77 @@ async def test_distinct_finite_map_keys_are_judged_as_their_json_form(tmp_path: 
                           payouts={"1": "bob", "2.5": "bob"}, amount="1,0")
     assert text == "paid", text
     assert RAN == [{"payouts": {1.0: "bob", 2.5: "bob"}, "amount": 10}]
+
+
+# --- Decimal and other values whose JSON form is text ---------------------------------------
+
+@tool
+def pay_decimal(amount: Annotated[Decimal, Field(allow_inf_nan=True)], n: int) -> str:
+    """Pay an exact amount (the tool's author allowed NaN and infinities)."""
+    RAN.append({"amount": amount, "n": n})
+    return "paid"
+
+
+DECIMAL = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: decimal}
+spec:
+  match: {tools: ["pay_decimal"]}
+  repairs:
+    - name: n-as-text
+      when: 'type(args.n) == string'
+      set: {n: 'int(args.n.replace(",", ""))'}
+  rules:
+    - name: big
+      when: 'double(args.amount) > 1000.0'
+      action: deny
+      message: Too much.
+"""
+
+
+@pytest.mark.parametrize("amount", ["NaN", "sNaN", "-Infinity", "Infinity"])
+@pytest.mark.parametrize("n", ["1,0", 1])
+async def test_a_decimal_no_rule_can_compare_never_runs(tmp_path: Path, amount: str,
+                                                        n: Any) -> None:
+    """A ``Decimal`` reaches the rules as its text, ``"NaN"``: ``double("NaN") > 1000.0``
+    is false, and the tool would pay ``Decimal('NaN')``. Refused like a NaN float."""
+    text = await one_call([pay_decimal], load_text(tmp_path, DECIMAL), "pay_decimal",
+                          amount=amount, n=n)
+    assert RAN == [], RAN
+    assert "denied by policy" in text or "could not evaluate" in text, text
+
+
+async def test_a_decimal_is_judged_as_its_exact_text(tmp_path: Path) -> None:
+    policies = load_text(tmp_path, DECIMAL)
+    denied = await one_call([pay_decimal], policies, "pay_decimal", amount="1e4", n="1,0")
+    assert RAN == [] and "Too much." in denied
+    assert await one_call([pay_decimal], policies, "pay_decimal", amount="999.99",
+                          n="1,0") == "paid"
+    assert RAN == [{"amount": Decimal("999.99"), "n": 10}]
+
+
+class Creds(BaseModel):
+    user: str
+    password: SecretStr
+
+
+@tool
+def login(creds: Creds, n: int) -> str:
+    """Log in."""
+    RAN.append({"password": creds["password"].get_secret_value()})  # type: ignore[index]
+    return "in"
+
+
+@pytest.mark.parametrize("n", ["1,0", 1])
+async def test_a_nested_secret_str_the_rules_read_as_its_mask_never_runs(tmp_path: Path,
+                                                                        n: Any) -> None:
+    """Held: a ``SecretStr`` in a nested model reaches the rules as ``"**********"`` (the
+    tool would get the value). Validated by the framework, it is not JSON data (an input
+    error); validated by the guard after a repair, the argument snapshot cannot bind it."""
+    policy = DECIMAL.replace('"pay_decimal"', '"login"').replace(
+        "double(args.amount) > 1000.0", 'args.creds.password == "hunter2"')
+    text = await one_call([login], load_text(tmp_path, policy), "login",
+                          creds={"user": "u", "password": "hunter2"}, n=n)
+    assert RAN == [], RAN
+    assert "denied by policy" in text or "could not evaluate" in text, text

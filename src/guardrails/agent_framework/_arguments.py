@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
@@ -89,27 +90,30 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
         # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
         raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
-    if not _keys_kept(arguments, view):
-        raise ValueError("arguments hold map keys JSON cannot tell apart or express")
+    if not _faithful(arguments, view):
+        raise ValueError("arguments hold map keys JSON cannot tell apart, or a number it "
+                         "cannot express (NaN or Infinity)")
     return view
 
 
-def _keys_kept(value: Any, view: Any) -> bool:
-    """Whether every map in ``value`` kept all its keys in its JSON form ``view``, none
-    of them a float JSON cannot express.
+def _faithful(value: Any, view: Any) -> bool:
+    """Whether ``view``, the JSON form of ``value``, still tells what ``value`` holds: every
+    map kept all its keys, and no key or ``Decimal`` is a number JSON cannot express.
 
     JSON keys are text: pydantic's conversion writes a non-text key as text, and two keys
     with one spelling become one, the last value winning. A map of floats validated from
     ``"nan"`` and ``"NaN"`` holds two NaN keys (NaN equals nothing): the rules would read
     one payee, the tool pay both (red team 27). A NaN or infinite key is refused like such
-    a value (``json_numbers``). Walked beside the view, as far as the conversion kept the
-    shape (maps, lists, tuples, sets); what it turned into a map otherwise (a model, a
-    dataclass) has field names for keys. Recursive, like ``json_numbers``."""
+    a value (``json_numbers``), and so is a ``Decimal`` one (``allow_inf_nan``), which the
+    conversion writes as text (``"NaN"``) that ``json_numbers`` cannot tell from a name.
+    Walked beside the view, as far as the conversion kept the shape (maps, lists, tuples,
+    sets); what it turned into a map otherwise (a model, a dataclass) has field names for
+    keys. Recursive, like ``json_numbers``."""
     if isinstance(value, Mapping):
         if not isinstance(view, dict) or len(view) != len(value):
             return False
         for key in value:
-            if type(key) is not str and isinstance(key, float) and not math.isfinite(key):
+            if type(key) is not str and not _finite(key):
                 return False
         pairs: Any = zip(value.values(), view.values(), strict=True)
     elif isinstance(value, list | tuple | set | frozenset):
@@ -117,10 +121,18 @@ def _keys_kept(value: Any, view: Any) -> bool:
             return True  # (not a shape the conversion kept item for item)
         pairs = zip(value, view, strict=True)
     else:
-        return True
+        return _finite(value)
     for item, seen in pairs:  # noqa: SIM110 - a loop, not all(): like json_numbers
-        if type(item) is not str and not _keys_kept(item, seen):
+        if type(item) is not str and not _faithful(item, seen):
             return False
+    return True
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Decimal):
+        return value.is_finite()
     return True
 
 
