@@ -219,7 +219,7 @@ async def test_a_decimal_is_judged_as_its_exact_text(tmp_path: Path) -> None:
     assert RAN == [] and "Too much." in denied
     assert await one_call([pay_decimal], policies, "pay_decimal", amount="999.99",
                           n="1,0") == "paid"
-    assert RAN == [{"amount": Decimal("999.99"), "n": 10}]
+    assert [{"amount": Decimal("999.99"), "n": 10}] == RAN
 
 
 class Creds(BaseModel):
