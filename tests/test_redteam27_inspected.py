@@ -437,3 +437,34 @@ async def test_a_middleware_before_the_guard_has_its_change_judged(
     await agent.run("wire")
     [result] = client.tool_results()
     assert "Copies stay inside the bank." in result_text(result)
+
+
+# --- one name, two tools (held by the framework) --------------------------------------------
+
+def _pay_int(amount: int) -> str:
+    RAN.append({"amount": amount})
+    return "paid"
+
+
+def _pay_text(amount: str) -> str:
+    RAN.append({"amount": amount})
+    return "paid"
+
+
+@pytest.mark.parametrize("where", ["agent", "run", "both"])
+async def test_two_tools_of_one_name_never_run(tmp_path: Path, where: str) -> None:
+    """The guard validates with the function the framework will run (``context.function``);
+    two tools of one name, one validating ``"5000"`` to ``5000`` and one keeping the text,
+    would make that choice matter. The framework refuses them, for the agent's tools and a
+    run's alike."""
+    first = FunctionTool(func=_pay_int, name="pay", description="Pay.")
+    second = FunctionTool(func=_pay_text, name="pay", description="Pay.")
+    agent_tools = [first, second] if where == "agent" else [first]
+    run_tools = [second] if where != "agent" else []
+    if where == "both":
+        agent_tools, run_tools = [second], [first, second]
+    client = ScriptedChatClient([[call("pay", amount="5000")]])
+    agent = agent_with(client, agent_tools, guard(load_text(tmp_path, MAIL)))
+    with pytest.raises(ValueError, match="Duplicate tool name"):
+        await agent.run("pay", tools=run_tools)
+    assert RAN == []
