@@ -8,12 +8,16 @@ receive, ``_private._as_received``); the others are pinned here so that they sta
 
 from __future__ import annotations
 
+import enum
 import json
+import math
 import sys
 from collections.abc import AsyncIterator
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from types import MappingProxyType
+from typing import Annotated, Any, NamedTuple
 
 import pytest
 from agent_framework import (
@@ -468,3 +472,47 @@ async def test_two_tools_of_one_name_never_run(tmp_path: Path, where: str) -> No
     with pytest.raises(ValueError, match="Duplicate tool name"):
         await agent.run("pay", tools=run_tools)
     assert RAN == []
+
+
+# --- the JSON view's own check, on every shape it walks -------------------------------------
+
+class _Point(NamedTuple):
+    x: Any
+    y: Any
+
+
+class _Ratio(enum.Enum):
+    NONE = math.nan
+    HALF = 0.5
+
+
+class _Model(BaseModel):
+    ratio: float = math.inf
+
+
+@pytest.mark.parametrize(("arguments", "kept"), [
+    pytest.param({"m": {math.nan: 1, -math.nan: 2}}, False, id="two-nan-keys"),
+    pytest.param({"m": {1.0: 1, 2.0: 2}}, True, id="float-keys"),
+    pytest.param({"m": {1: "a", "1": "b"}}, False, id="int-and-text-keys"),
+    pytest.param({"m": MappingProxyType({1: "a", "1": "b"})}, False, id="read-only-view"),
+    pytest.param({"m": {Decimal("NaN"): 1}}, False, id="decimal-nan-key"),
+    pytest.param({"m": {math.inf: 1}}, False, id="infinite-key"),
+    pytest.param({"d": Decimal("-Infinity")}, False, id="decimal-infinity"),
+    pytest.param({"d": Decimal("1E+999999")}, True, id="decimal-huge-finite"),
+    pytest.param({"d": [Decimal("1.5"), (Decimal("NaN"),)]}, False, id="decimal-nan-in-tuple"),
+    pytest.param({"d": {Decimal("2"), Decimal("NaN")}}, False, id="decimal-nan-in-set"),
+    pytest.param({"d": _Point(1, Decimal("NaN"))}, False, id="named-tuple"),
+    pytest.param({"r": _Ratio.NONE}, False, id="enum-of-nan"),
+    pytest.param({"r": _Ratio.HALF, "w": datetime(2026, 1, 1)}, True, id="enum-and-date"),
+    pytest.param({"p": _Model()}, False, id="model-holding-infinity"),
+    pytest.param({"p": [_Model(ratio=1.0)]}, True, id="model-holding-a-number"),
+])
+def test_the_json_view_refuses_what_its_json_form_cannot_tell(arguments: dict[str, Any],
+                                                              kept: bool) -> None:
+    from guardrails.agent_framework._arguments import json_view
+
+    if kept:
+        json_view(arguments)
+    else:
+        with pytest.raises(ValueError, match="JSON cannot express"):
+            json_view(arguments)

@@ -86,46 +86,72 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
     view = to_jsonable_python(dict(arguments), fallback=_mapping)
     if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
         raise TypeError("arguments have no JSON form")
-    if not json_numbers(view):
+    if not _faithful(arguments, view):
         # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
-        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
-    if not _faithful(arguments, view):
-        raise ValueError("arguments hold map keys JSON cannot tell apart, or a number it "
-                         "cannot express (NaN or Infinity)")
+        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity), "
+                         "or map keys it cannot tell apart")
     return view
 
 
 def _faithful(value: Any, view: Any) -> bool:
-    """Whether ``view``, the JSON form of ``value``, still tells what ``value`` holds: every
-    map kept all its keys, and no key or ``Decimal`` is a number JSON cannot express.
+    """Whether ``view``, the JSON form of ``value``, tells what ``value`` holds: every
+    number finite (``json_numbers``), every map with all its keys, none of them a number
+    JSON cannot express.
 
     JSON keys are text: pydantic's conversion writes a non-text key as text, and two keys
     with one spelling become one, the last value winning. A map of floats validated from
     ``"nan"`` and ``"NaN"`` holds two NaN keys (NaN equals nothing): the rules would read
     one payee, the tool pay both (red team 27). A NaN or infinite key is refused like such
-    a value (``json_numbers``), and so is a ``Decimal`` one (``allow_inf_nan``), which the
-    conversion writes as text (``"NaN"``) that ``json_numbers`` cannot tell from a name.
-    Walked beside the view, as far as the conversion kept the shape (maps, lists, tuples,
-    sets); what it turned into a map otherwise (a model, a dataclass) has field names for
-    keys. Recursive, like ``json_numbers``."""
-    if isinstance(value, Mapping):
-        if not isinstance(view, dict) or len(view) != len(value):
+    a value, and so is a ``Decimal`` one (``allow_inf_nan``), which the conversion writes
+    as text (``"NaN"``) that a walk of the view cannot tell from a name.
+
+    One walk of ``value`` beside ``view``, as far as the conversion kept the shape (maps,
+    lists, tuples, sets); below anything it converted otherwise (a model, a dataclass: field
+    names for keys; an enum, a datetime) the view's numbers are checked. Recursive on
+    purpose, like ``json_numbers``."""
+    kind = type(value)
+    if kind is dict:
+        if type(view) is not dict or len(view) != len(value):
             return False
         for key in value:
             if type(key) is not str and not _finite(key):
                 return False
         pairs: Any = zip(value.values(), view.values(), strict=True)
-    elif isinstance(value, list | tuple | set | frozenset):
-        if not isinstance(view, list) or len(view) != len(value):
-            return True  # (not a shape the conversion kept item for item)
+    elif kind is list or kind is tuple or kind is set or kind is frozenset:
+        if type(view) is not list or len(view) != len(value):  # pragma: no cover - kept
+            return json_numbers(view)
         pairs = zip(value, view, strict=True)
-    else:
+    elif kind is Decimal or kind is float:
         return _finite(value)
-    for item, seen in pairs:  # noqa: SIM110 - a loop, not all(): like json_numbers
-        if type(item) is not str and not _faithful(item, seen):
+    else:
+        seen_kind = type(view)
+        if seen_kind is str or seen_kind is int or seen_kind is bool or view is None:
+            return not isinstance(value, Decimal) or value.is_finite()  # (an enum, a date)
+        if isinstance(value, Mapping | tuple | list | set | frozenset):  # a subclass
+            return _faithful(_exact(value), view)
+        return json_numbers(view)  # (a model, a dataclass, a float: its JSON form)
+    for item, seen in pairs:
+        tv = type(item)
+        if tv is str or tv is int or tv is bool or item is None:  # the common leaves
+            continue
+        if tv is float:
+            if not math.isfinite(item):
+                return False
+            continue
+        seen_kind = type(seen)
+        if (seen_kind is str or seen_kind is int or seen_kind is bool) and not isinstance(
+                item, Decimal):
+            continue  # a leaf written as text or a whole number (an enum, a date)
+        if not _faithful(item, seen):
             return False
     return True
+
+
+def _exact(value: Any) -> Any:
+    """A container subclass (a read-only view, a named tuple) as an exact ``dict`` or
+    ``list``, in the order the conversion read it."""
+    return dict(value) if isinstance(value, Mapping) else list(value)
 
 
 def _finite(value: Any) -> bool:
