@@ -112,19 +112,34 @@ def share_local(doc: str, ctx) -> str:  # type: ignore[no-untyped-def]  # the fr
     return "shared"
 
 
-LOCAL_SHARE = SHARE.replace('"mcp:docs/share"', '"share_local"').replace(
-    'has(args.ctx) && args.ctx == "public"', 'has(args.ctx)')
+def _share_schema(doc: str, context: FunctionInvocationContext, visibility: str = "team") -> str:
+    RAN.append({"doc": doc, "ctx": type(context).__name__})
+    return "shared"
+
+
+share_schema = FunctionTool(func=_share_schema, name="share_schema", description="Share.",
+                            input_model={"type": "object", "required": ["doc"], "properties": {
+                                "doc": {"type": "string"},
+                                "context": {"type": "string", "default": "public"}}})
+
+LOCAL_SHARE = SHARE.replace('"mcp:docs/share"', '"share_*"').replace(
+    'has(args.ctx) && args.ctx == "public"', 'has(args.ctx) || has(args.context)')
 
 
 @pytest.mark.parametrize("arguments", [{"doc": "d"}, {"doc": "d", "ctx": "public"},
                                        {"doc": "d", "ctx": "private"}])
+@pytest.mark.parametrize("tool_obj", [share_local, share_schema], ids=["model", "json-schema"])
 async def test_a_local_argument_the_framework_binds_to_its_context_is_not_judged(
-        tmp_path: Path, arguments: dict[str, Any]) -> None:
-    """A local tool whose schema declares ``ctx`` while its function takes the context
-    there: whatever the model sends (or the schema's default), the function gets the
-    context, so the rules see no ``ctx`` (this rule denies any)."""
+        tmp_path: Path, arguments: dict[str, Any], tool_obj: Any) -> None:
+    """A local tool whose schema declares the name under which its function takes the
+    context (an unannotated ``ctx`` beside an explicit model, or any name annotated
+    ``FunctionInvocationContext``): whatever the model sends (or the schema's default),
+    the function gets the context, so the rules see no such argument (this rule denies
+    any)."""
     assert LOCAL_SHARE != SHARE
-    text = await one_call([share_local], load_text(tmp_path, LOCAL_SHARE), "share_local",
+    if tool_obj is share_schema and "ctx" in arguments:
+        arguments = {"doc": "d", "context": arguments["ctx"]}
+    text = await one_call([tool_obj], load_text(tmp_path, LOCAL_SHARE), tool_obj.name,
                           **arguments)
     assert text == "shared", text
     assert RAN == [{"doc": "d", "ctx": "FunctionInvocationContext"}]
