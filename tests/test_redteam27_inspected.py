@@ -193,17 +193,19 @@ async def test_map_keys_whose_json_form_collides_never_run(
     """pydantic makes ``"nan"`` and ``"NaN"`` two float keys (NaN equals nothing, itself
     included); their JSON form is one key, ``"nan"``, holding the last payee. The rule
     judged bob alone, the tool would pay mallory too. A key JSON cannot express (NaN,
-    an infinity) is refused like such a value. (Arguments the framework validated before
-    the guard, amount 10, hold float keys: not JSON data, an input error.)"""
+    an infinity) is refused like such a value, whether the guard validated the arguments
+    (after a repair) or the framework did (amount 10)."""
     text = await one_call([pay_many], load_text(tmp_path, PAYOUTS), "pay_many",
                           payouts=payouts, amount=amount)
     assert RAN == [], RAN
     assert "denied by policy" in text or "could not evaluate" in text, text
 
 
-async def test_distinct_finite_map_keys_are_judged_as_their_json_form(tmp_path: Path) -> None:
+@pytest.mark.parametrize("amount", ["1,0", 10])
+async def test_distinct_finite_map_keys_are_judged_as_their_json_form(tmp_path: Path,
+                                                                      amount: Any) -> None:
     text = await one_call([pay_many], load_text(tmp_path, PAYOUTS), "pay_many",
-                          payouts={"1": "bob", "2.5": "bob"}, amount="1,0")
+                          payouts={"1": "bob", "2.5": "bob"}, amount=amount)
     assert text == "paid", text
     assert RAN == [{"payouts": {1.0: "bob", 2.5: "bob"}, "amount": 10}]
 
@@ -272,8 +274,7 @@ def login(creds: Creds, n: int) -> str:
 async def test_a_nested_secret_str_the_rules_read_as_its_mask_never_runs(tmp_path: Path,
                                                                         n: Any) -> None:
     """Held: a ``SecretStr`` in a nested model reaches the rules as ``"**********"`` (the
-    tool would get the value). Validated by the framework, it is not JSON data (an input
-    error); validated by the guard after a repair, the argument snapshot cannot bind it."""
+    tool would get the value); the argument snapshot cannot bind it, whoever validated it."""
     policy = DECIMAL.replace('"pay_decimal"', '"login"').replace(
         "double(args.amount) > 1000.0", 'args.creds.password == "hunter2"')
     text = await one_call([login], load_text(tmp_path, policy), "login",
@@ -653,3 +654,84 @@ async def test_run_kwargs_a_later_middleware_adds_under_a_name_without_default_a
     await agent.run("pay")
     [result] = client.tool_results()
     assert received(result_text(result)) == {"recipient": "bob", "amount": 5, "cc": None}
+
+
+# --- values JSON has no type for, validated by the framework --------------------------------
+
+@tool
+def schedule(when: datetime, attendees: set[str], n: int = 0) -> str:
+    """Schedule a meeting."""
+    RAN.append({"when": when, "attendees": attendees, "n": n})
+    return "scheduled"
+
+
+SCHEDULE = """
+apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: schedule}
+spec:
+  match: {tools: ["schedule"]}
+  repairs:
+    - name: n-as-text
+      when: 'type(args.n) == string'
+      set: {n: 'int(args.n.replace(",", ""))'}
+  rules:
+    - name: new-year
+      when: 'args.when.startsWith("2027-01-01")'
+      action: deny
+      message: Not on new year's day.
+    - name: outsiders
+      when: 'args.attendees.exists(a, !a.endsWith("@corp.example"))'
+      action: deny
+      message: Insiders only.
+"""
+
+
+@pytest.mark.parametrize("n", ["1,0", 1])
+async def test_values_json_has_no_type_for_are_judged_by_their_json_form(tmp_path: Path,
+                                                                         n: Any) -> None:
+    """A ``datetime`` and a set, validated by the framework (``n`` 1) or by the guard after
+    a repair: the rules read ISO text and a list. Before red team 27 the framework's values
+    were an input error (not JSON data), so such a tool never ran unrepaired."""
+    policies = load_text(tmp_path, SCHEDULE)
+    denied = await one_call([schedule], policies, "schedule", when="2027-01-01T09:00:00Z",
+                            attendees=["a@corp.example"], n=n)
+    assert RAN == [] and "Not on new year's day." in denied, denied
+    denied = await one_call([schedule], policies, "schedule", when="2026-06-01T09:00:00Z",
+                            attendees=["a@corp.example", "spy@evil.example"], n=n)
+    assert RAN == [] and "Insiders only." in denied, denied
+    text = await one_call([schedule], policies, "schedule", when="2026-06-01T09:00:00Z",
+                          attendees=["a@corp.example"], n=n)
+    assert text == "scheduled", text
+    [ran] = RAN
+    assert ran["when"] == datetime.fromisoformat("2026-06-01T09:00:00+00:00")
+    assert ran["attendees"] == {"a@corp.example"}
+
+
+@pytest.mark.parametrize("attendees", [
+    pytest.param([f"a{i}@corp.example" for i in range(20_000)], id="too-many-values"),
+    pytest.param(["a" * 1_100_000 + "@corp.example"], id="too-much-text"),
+])
+async def test_values_json_has_no_type_for_over_the_bounds_are_an_input_error(
+        tmp_path: Path, attendees: list[str]) -> None:
+    text = await one_call([schedule], load_text(tmp_path, SCHEDULE), "schedule",
+                          when="2026-06-01T09:00:00Z", attendees=attendees)
+    assert RAN == []
+    assert "input failed" in text, text[:200]
+
+
+def test_the_bounded_view_stops_at_the_bound() -> None:
+    from guardrails.agent_framework._arguments import bounded_view
+    from guardrails.expr.limits import Limits
+
+    limits = Limits()
+    when = datetime(2026, 1, 1)
+    assert bounded_view({"w": when, "s": {1.5, 2.5}}, limits) == {
+        "w": "2026-01-01T00:00:00", "s": [1.5, 2.5]}
+    assert bounded_view({"s": set(range(20_000))}, limits) is None
+    assert bounded_view({"d": Decimal("1" * 1_100_000)}, limits) is None
+    assert bounded_view({"d": Decimal("1E+999999")}, limits) == {"d": "1E+999999"}
+    deep: Any = when
+    for _ in range(limits.max_input_depth + 1):
+        deep = (deep,)
+    assert bounded_view({"t": deep}, limits) is None

@@ -19,8 +19,11 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from guardrails.engine import Decision
+from guardrails.engine.evaluate import NODE_COST
+from guardrails.expr.limits import Limits
 
-__all__ = ["apply_repairs", "as_mapping", "json_numbers", "json_view", "same_json"]
+__all__ = ["apply_repairs", "as_mapping", "bounded_view", "json_numbers", "json_view",
+           "same_json"]
 
 
 def as_mapping(arguments: Any) -> dict[str, Any] | None:
@@ -160,6 +163,46 @@ def _finite(value: Any) -> bool:
     if isinstance(value, Decimal):
         return value.is_finite()
     return True
+
+
+def bounded_view(arguments: Mapping[str, Any], limits: Limits) -> dict[str, Any] | None:
+    """``json_view`` of validated arguments that hold values JSON has no type for (the
+    engine's bounds walk refuses a ``datetime``, a ``Decimal``, a set, a map keyed by
+    numbers as not JSON data), or None when they are over the input bounds.
+
+    The framework hands the guard the values its validation produced when the model's
+    arguments validated as they were: rules judge their JSON form, as for values the guard
+    validated itself (red team 27: such a tool could never run unrepaired). The conversion
+    walks everything, so a walk that stops at the bound, charged as the engine charges
+    (``NODE_COST`` a value besides its text, no deeper than the depth bound), comes first:
+    what is over it is never converted, and the engine's own walk of the view decides."""
+    budget = limits.max_input_bytes
+    stack: list[tuple[Any, int]] = [(arguments, 0)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= NODE_COST
+        kind = type(value)
+        if kind is str or kind is bytes:
+            budget -= len(value)
+        elif isinstance(value, Mapping | list | tuple | set | frozenset):
+            if depth >= limits.max_input_depth:
+                return None
+            budget -= NODE_COST * len(value)
+            if budget < 0:
+                return None
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    stack.append((key, depth + 1))
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, Decimal):
+            budget -= len(value.as_tuple().digits)  # (its text: "1E+999999" is short)
+        elif kind is int:
+            budget -= value.bit_length() // 3  # about its digits
+        if budget < 0:
+            return None
+    return json_view(arguments)
 
 
 _PLAIN_DEPTH = 32

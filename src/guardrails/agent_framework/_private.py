@@ -296,6 +296,15 @@ def scrubbed_validation_error(exc: BaseException, scrub: Callable[[str], str]) -
     )
 
 
+def validated_by_framework(context: FunctionInvocationContext) -> bool:
+    """Whether the call's arguments are, as they stand, the values the framework's own
+    validation produced before the middleware ran (the very object it recorded): values
+    of the tool's types, not the model's JSON. One identity check."""
+    prepared = context.metadata.get(PREPARED_KEY)
+    return isinstance(prepared, _PreparedArgumentsState) and (
+        prepared.arguments is context.arguments)
+
+
 def prepared_arguments(context: FunctionInvocationContext,
                        arguments: Mapping[str, Any]) -> dict[str, Any] | None:
     """The values the framework already prepared (validated) for exactly these arguments
