@@ -16,6 +16,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import Secret, SecretBytes, SecretStr
 from pydantic_core import to_jsonable_python
 
 from guardrails.engine import Decision
@@ -100,7 +101,7 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
 def _faithful(value: Any, view: Any) -> bool:
     """Whether ``view``, the JSON form of ``value``, tells what ``value`` holds: every
     number finite (``json_numbers``), every map with all its keys, none of them a number
-    JSON cannot express.
+    JSON cannot express, and no pydantic secret (its JSON form is a mask).
 
     JSON keys are text: pydantic's conversion writes a non-text key as text, and two keys
     with one spelling become one, the last value winning. A map of floats validated from
@@ -130,6 +131,8 @@ def _faithful(value: Any, view: Any) -> bool:
     else:
         seen_kind = type(view)
         if seen_kind is str or seen_kind is int or seen_kind is bool or view is None:
+            if isinstance(value, _SECRETS):
+                return False  # its JSON form is a mask, not what the tool gets
             return not isinstance(value, Decimal) or value.is_finite()  # (an enum, a date)
         if isinstance(value, Mapping | tuple | list | set | frozenset):  # a subclass
             return _faithful(_exact(value), view)
@@ -144,7 +147,7 @@ def _faithful(value: Any, view: Any) -> bool:
             continue
         seen_kind = type(seen)
         if (seen_kind is str or seen_kind is int or seen_kind is bool) and not isinstance(
-                item, Decimal):
+                item, _CHECKED_LEAVES):
             continue  # a leaf written as text or a whole number (an enum, a date)
         if not _faithful(item, seen):
             return False
@@ -155,6 +158,12 @@ def _exact(value: Any) -> Any:
     """A container subclass (a read-only view, a named tuple) as an exact ``dict`` or
     ``list``, in the order the conversion read it."""
     return dict(value) if isinstance(value, Mapping) else list(value)
+
+
+_SECRETS = (SecretStr, SecretBytes, Secret)
+"""pydantic's secret types: their JSON form is ``"**********"``, the tool gets the value."""
+_CHECKED_LEAVES = (Decimal, *_SECRETS)
+"""Leaves written as text that ``_faithful`` looks at all the same."""
 
 
 def _finite(value: Any) -> bool:
@@ -196,6 +205,8 @@ def bounded_view(arguments: Mapping[str, Any], limits: Limits) -> dict[str, Any]
                     stack.append((item, depth + 1))
             else:
                 stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, _SECRETS):
+            return None  # its JSON form is a mask: not JSON data, an input error
         elif isinstance(value, Decimal):
             budget -= len(value.as_tuple().digits)  # (its text: "1E+999999" is short)
         elif kind is int:
