@@ -40,8 +40,8 @@ from pydantic import (
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
-from guardrails.agent_framework.scripted import call, result_text
-from tests.af_support import agent_with, load_text
+from guardrails.agent_framework.scripted import call, result_text, text
+from tests.af_support import agent_with, approve_all, load_text
 
 SERVER = Path(__file__).parent / "mcp_schema_server27.py"
 
@@ -735,3 +735,23 @@ def test_the_bounded_view_stops_at_the_bound() -> None:
     for _ in range(limits.max_input_depth + 1):
         deep = (deep,)
     assert bounded_view({"t": deep}, limits) is None
+
+
+async def test_an_approved_call_with_values_json_has_no_type_for_runs_as_shown(
+        tmp_path: Path) -> None:
+    """The approval shows the JSON form the rules judged (ISO text, a list); the approved
+    replay is validated again and runs with those values."""
+    policy = SCHEDULE.replace("    - name: new-year", """    - {name: ask, when: 'true', action: require_approval}
+    - name: new-year""")
+    client = ScriptedChatClient([
+        [call("schedule", when="2026-06-01T09:00:00Z", attendees=["a@corp.example"])],
+        [text("done")]])
+    agent = agent_with(client, [schedule], guard(load_text(tmp_path, policy)))
+    session = agent.create_session()
+    response = await agent.run("meet", session=session)
+    [request] = response.user_input_requests
+    assert request.function_call.parse_arguments()["when"] == "2026-06-01T09:00:00Z"
+    assert RAN == []
+    await agent.run(approve_all(response), session=session)
+    assert [{"when": datetime.fromisoformat("2026-06-01T09:00:00+00:00"),
+                    "attendees": {"a@corp.example"}, "n": 0}] == RAN
