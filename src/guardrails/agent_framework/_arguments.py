@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import Secret, SecretBytes, SecretStr
 from pydantic_core import to_jsonable_python
 
 from guardrails.engine import Decision
+from guardrails.engine.evaluate import NODE_COST
+from guardrails.expr.limits import Limits
 
-__all__ = ["apply_repairs", "as_mapping", "json_numbers", "json_view", "same_json"]
+__all__ = ["apply_repairs", "as_mapping", "bounded_view", "json_numbers", "json_view",
+           "same_json"]
 
 
 def as_mapping(arguments: Any) -> dict[str, Any] | None:
@@ -85,11 +90,130 @@ def json_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
     view = to_jsonable_python(dict(arguments), fallback=_mapping)
     if not isinstance(view, dict):  # pragma: no cover - a dict always converts to a dict
         raise TypeError("arguments have no JSON form")
-    if not json_numbers(view):
+    if not _faithful(arguments, view):
         # Validation makes NaN and infinities of text ("nan", "-inf"), as the framework's
         # JSON parser does of NaN and Infinity: no limit a rule sets can judge them.
-        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity)")
+        raise ValueError("arguments hold a number JSON cannot express (NaN or Infinity), "
+                         "or map keys it cannot tell apart")
     return view
+
+
+def _faithful(value: Any, view: Any) -> bool:
+    """Whether ``view``, the JSON form of ``value``, tells what ``value`` holds: every
+    number finite (``json_numbers``), every map with all its keys, none of them a number
+    JSON cannot express, and no pydantic secret (its JSON form is a mask).
+
+    JSON keys are text: pydantic's conversion writes a non-text key as text, and two keys
+    with one spelling become one, the last value winning. A map of floats validated from
+    ``"nan"`` and ``"NaN"`` holds two NaN keys (NaN equals nothing): the rules would read
+    one payee, the tool pay both (red team 27). A NaN or infinite key is refused like such
+    a value, and so is a ``Decimal`` one (``allow_inf_nan``), which the conversion writes
+    as text (``"NaN"``) that a walk of the view cannot tell from a name.
+
+    One walk of ``value`` beside ``view``, as far as the conversion kept the shape (maps,
+    lists, tuples, sets); below anything it converted otherwise (a model, a dataclass: field
+    names for keys; an enum, a datetime) the view's numbers are checked. Recursive on
+    purpose, like ``json_numbers``."""
+    kind = type(value)
+    if kind is dict:
+        if type(view) is not dict or len(view) != len(value):
+            return False
+        for key in value:
+            if type(key) is not str and not _finite(key):
+                return False
+        pairs: Any = zip(value.values(), view.values(), strict=True)
+    elif kind is list or kind is tuple or kind is set or kind is frozenset:
+        if type(view) is not list or len(view) != len(value):  # pragma: no cover - kept
+            return json_numbers(view)
+        pairs = zip(value, view, strict=True)
+    elif kind is Decimal or kind is float:
+        return _finite(value)
+    else:
+        seen_kind = type(view)
+        if seen_kind is str or seen_kind is int or seen_kind is bool or view is None:
+            if isinstance(value, _SECRETS):
+                return False  # its JSON form is a mask, not what the tool gets
+            return not isinstance(value, Decimal) or value.is_finite()  # (an enum, a date)
+        if isinstance(value, Mapping | tuple | list | set | frozenset):  # a subclass
+            return _faithful(_exact(value), view)
+        return json_numbers(view)  # (a model, a dataclass, a float: its JSON form)
+    for item, seen in pairs:
+        tv = type(item)
+        if tv is str or tv is int or tv is bool or item is None:  # the common leaves
+            continue
+        if tv is float:
+            if not math.isfinite(item):
+                return False
+            continue
+        seen_kind = type(seen)
+        if (seen_kind is str or seen_kind is int or seen_kind is bool) and not isinstance(
+                item, _CHECKED_LEAVES):
+            continue  # a leaf written as text or a whole number (an enum, a date)
+        if not _faithful(item, seen):
+            return False
+    return True
+
+
+def _exact(value: Any) -> Any:
+    """A container subclass (a read-only view, a named tuple) as an exact ``dict`` or
+    ``list``, in the order the conversion read it."""
+    return dict(value) if isinstance(value, Mapping) else list(value)
+
+
+_SECRETS = (SecretStr, SecretBytes, Secret)
+"""pydantic's secret types: their JSON form is ``"**********"``, the tool gets the value."""
+_CHECKED_LEAVES = (Decimal, *_SECRETS)
+"""Leaves written as text that ``_faithful`` looks at all the same."""
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    return True
+
+
+def bounded_view(arguments: Mapping[str, Any], limits: Limits) -> dict[str, Any] | None:
+    """``json_view`` of validated arguments that hold values JSON has no type for (the
+    engine's bounds walk refuses a ``datetime``, a ``Decimal``, a set, a map keyed by
+    numbers as not JSON data), or None when they are over the input bounds.
+
+    The framework hands the guard the values its validation produced when the model's
+    arguments validated as they were: rules judge their JSON form, as for values the guard
+    validated itself (red team 27: such a tool could never run unrepaired). The conversion
+    walks everything, so a walk that stops at the bound, charged as the engine charges
+    (``NODE_COST`` a value besides its text, no deeper than the depth bound), comes first:
+    what is over it is never converted, and the engine's own walk of the view decides."""
+    budget = limits.max_input_bytes
+    stack: list[tuple[Any, int]] = [(arguments, 0)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= NODE_COST
+        kind = type(value)
+        if kind is str or kind is bytes:
+            budget -= len(value)
+        elif isinstance(value, Mapping | list | tuple | set | frozenset):
+            if depth >= limits.max_input_depth:
+                return None
+            budget -= NODE_COST * len(value)
+            if budget < 0:
+                return None
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    stack.append((key, depth + 1))
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, _SECRETS):
+            return None  # its JSON form is a mask: not JSON data, an input error
+        elif isinstance(value, Decimal):
+            budget -= len(value.as_tuple().digits)  # (its text: "1E+999999" is short)
+        elif kind is int:
+            budget -= value.bit_length() // 3  # about its digits
+        if budget < 0:
+            return None
+    return json_view(arguments)
 
 
 _PLAIN_DEPTH = 32

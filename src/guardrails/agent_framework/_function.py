@@ -53,6 +53,7 @@ from guardrails.agent_framework._approvals import (
 from guardrails.agent_framework._arguments import (
     apply_repairs,
     as_mapping,
+    bounded_view,
     json_view,
     same_json,
 )
@@ -476,11 +477,18 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if raw is None:  # not a mapping: fails closed
                 return _Settled(decide(context.arguments), {})
             if policies.input_error(raw) is not None:
-                # Over the bounds: one evaluation (an input error, found by a walk that
-                # stops at the bound) and nothing else reads them: no JSON view, no
-                # validation.
-                found = decide(raw)
-                return _Settled(found, dict(found.arguments))
+                # Values the framework's validation made that JSON has no type for (a
+                # datetime, a Decimal) are judged by their JSON form, when that is within
+                # the bounds (found without converting what is over them). The model's own
+                # JSON (its validation failed) is judged as it is: no second walk.
+                view = (bounded_view(raw, policies.limits)
+                        if _private.validated_by_framework(context) else None)
+                if view is None or policies.input_error(view) is not None:
+                    # Over the bounds: one evaluation (an input error, found by a walk that
+                    # stops at the bound) and nothing else reads them: no JSON view, no
+                    # validation.
+                    found = decide(raw)
+                    return _Settled(found, dict(found.arguments))
             return self._settle(context, raw, decide, policies, facts.injects)
 
         settled = settle()

@@ -296,6 +296,15 @@ def scrubbed_validation_error(exc: BaseException, scrub: Callable[[str], str]) -
     )
 
 
+def validated_by_framework(context: FunctionInvocationContext) -> bool:
+    """Whether the call's arguments are, as they stand, the values the framework's own
+    validation produced before the middleware ran (the very object it recorded): values
+    of the tool's types, not the model's JSON. One identity check."""
+    prepared = context.metadata.get(PREPARED_KEY)
+    return isinstance(prepared, _PreparedArgumentsState) and (
+        prepared.arguments is context.arguments)
+
+
 def prepared_arguments(context: FunctionInvocationContext,
                        arguments: Mapping[str, Any]) -> dict[str, Any] | None:
     """The values the framework already prepared (validated) for exactly these arguments
@@ -329,7 +338,7 @@ def prepare_arguments(context: FunctionInvocationContext,
         return None
     unchanged = validated_as_they_are(function, prepare, arguments)
     if unchanged is not None:
-        return _with_defaults(function, unchanged, copied=True)
+        return _as_received(context, unchanged)
     result = prepare(dict(arguments))
     if not isinstance(result, dict):
         raise TypeError(f"{type(function).__name__} validation returned {type(result).__name__}")
@@ -343,8 +352,15 @@ def _as_received(context: FunctionInvocationContext, arguments: dict[str, Any]) 
     by a JSON schema gets no such validation, and the framework checks top-level types only:
     an MCP tool receives what its server makes of the arguments the client sends
     (``_mcp_sent``), a local function its signature's defaults for what was left out
-    (``_signature_defaults``)."""
+    (``_signature_defaults``).
+
+    Whatever the tool, the argument named as its ``FunctionInvocationContext`` parameter
+    (``ctx`` for an MCP tool's generated function) is not among them: the framework binds
+    that name to the context, whatever the model sent under it (red team 27)."""
     function = context.function
+    context_name = getattr(function, "_context_parameter_name", None)
+    if type(context_name) is str:
+        arguments.pop(context_name, None)
     if getattr(function, "_schema_supplied", False) is not True:
         return _with_defaults(function, arguments, copied=True)
     remote = mcp_remote_name(function)
@@ -610,8 +626,10 @@ def _with_defaults(function: Any, arguments: dict[str, Any], *,
     if not optional:
         return arguments
     filled = arguments if copied else dict(arguments)
+    context_name = getattr(function, "_context_parameter_name", None)
     for name, info in optional:
-        if name not in filled:  # a factory runs each time: every call gets its own value
+        if name not in filled and name != context_name:
+            # (A factory runs each time: every call gets its own value.)
             filled[name] = info.get_default(call_default_factory=True, validated_data=filled)
     return filled
 
