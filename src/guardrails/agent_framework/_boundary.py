@@ -29,6 +29,7 @@ from agent_framework import (
 )
 from opentelemetry.trace import Span
 
+from guardrails.agent_framework._approvals import APPROVAL_TOKEN_KEY
 from guardrails.agent_framework._mcp import (
     RUN_MCP_TOOLS,
     register_servers,
@@ -96,7 +97,7 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent,
-                         agent=agent_names(context.agent))
+                         agent=agent_names(context.agent), answers=run_answers(context, parent))
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         telemetry = self._telemetry
         run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
@@ -276,6 +277,31 @@ def run_request(context: AgentContext, parent: RunState | None = None) -> str:
         return ""
     stored = state.get("request")
     return stored if isinstance(stored, str) else ""
+
+
+def run_answers(context: AgentContext, parent: RunState | None = None) -> frozenset[str]:
+    """The approval tokens of the answers in the user messages that started the run: the
+    only answers that approve a replay in it (``RunState.answers``).
+
+    The framework replays every answer it finds, the model's own included: an approval
+    response the model returned ends its run, is kept in the session's history as the
+    model's message, and was replayed as approved by the user's next message (red team
+    27; the token is the request's, so only a model that saw it can do this, but a human
+    never answered). A nested run (an agent used as a tool) has no human of its own: it
+    inherits its caller's answers, never the orchestrating model's.
+    """
+    if parent is not None:
+        return parent.answers
+    tokens: list[str] = []
+    for m in context.messages:
+        if m.role != "user":
+            continue
+        for c in m.contents:
+            if c.type == "function_approval_response" and c.approved is True:
+                token = c.additional_properties.get(APPROVAL_TOKEN_KEY)
+                if type(token) is str:
+                    tokens.append(token)
+    return frozenset(tokens) if tokens else frozenset()
 
 
 def _resumes_approval(context: AgentContext) -> bool:

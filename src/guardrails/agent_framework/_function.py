@@ -552,10 +552,14 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 if not taken:
                     held = await self._take_held(context, state, approval_id)
                 token = response_token(context)
-                # Used once in this process too: a session state saved before the approval
-                # and restored after it holds the record again.
-                replay = approval_matches(held, self._mac_id(context, approval_id), token, tool,
-                                          arguments, decision, self._approval_key) and spend(token)
+                # Given by the human in this run's own user messages (``RunState.answers``):
+                # never an answer the model returned, which the framework replays too. Used
+                # once in this process too: a session state saved before the approval and
+                # restored after it holds the record again.
+                replay = (run is not None and isinstance(token, str) and token in run.answers
+                          and approval_matches(held, self._mac_id(context, approval_id), token,
+                                               tool, arguments, decision, self._approval_key)
+                          and spend(token))
             effect = decision.effect
             if effect is Effect.REQUIRE_APPROVAL and replay:
                 effect = Effect.ALLOW  # approval satisfies require_approval, nothing else

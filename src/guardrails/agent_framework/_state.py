@@ -43,6 +43,11 @@ class RunState:
 
     agent: tuple[str, ...] | None = None
     """The running agent's name and id, for ``match.agents`` and bindings."""
+    answers: frozenset[str] = frozenset()
+    """The approval tokens of the answers the human gave in the user messages that started
+    the run (a nested run inherits its caller's: its "user" is the orchestrating model).
+    Only these approve a replay: the framework also replays answers it finds elsewhere (the
+    model's own message kept in the session's history), which no human gave."""
     unbuilt: bool = False
     """Whether ``history`` holds an entry not built yet (``_history.Unbuilt``)."""
     unreadable: dict[str, str] | None = None
