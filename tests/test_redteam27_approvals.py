@@ -38,8 +38,16 @@ _clear_calls = clear_calls_fixture()
 policies = policies_fixture()
 
 BINDING = pytest.mark.parametrize("unbound", [False, True],
-                                  ids=["framework-binding", "guard-only"])
-"""Each attack with the framework's own binding of answers to requests, and without it."""
+                                  ids=["binding-on", "binding-off"])
+"""Each attack with the framework's own binding of answers to requests, and without it
+(``disable_approval_response_binding``; with a session the framework still takes the call
+from the request it recorded, which ``STATE`` below rewrites)."""
+
+STATE = pytest.mark.parametrize("rewritten", [False, True],
+                                ids=["answer-rewritten", "state-rewritten-too"])
+"""The answer's call rewritten; and the session's saved state too (the framework's record
+of the request, which the framework replays the call from, rewritten by whoever holds the
+state: a client-held blob), under an ``approval_key``: only the guard's check is left."""
 
 PAID = ("send_money", {"recipient": "UK12", "amount": 5000.0})
 
@@ -120,3 +128,204 @@ async def test_an_answer_a_tool_returns_approves_nothing(policies: Any, unbound:
     await agent.run("read my mail", session=session)
     await agent.run("continue", session=session)
     assert CALLS == []
+
+
+# --- the answer's call rewritten ------------------------------------------------------------
+
+APPROVE_BOTH = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: large}
+spec:
+  match: {tools: ["send_money", "wire"]}
+  rules:
+    - {name: large-amount, when: 'args.amount > 1000', action: require_approval,
+       message: Large payments need a human.}
+"""
+"""One policy, one rule, two tools: an approval's reasons are the same for either."""
+
+
+@tool(name="wire")
+def wire(recipient: str, amount: float) -> str:
+    """Wire money abroad (the same arguments as send_money)."""
+    CALLS.append(("wire", {"recipient": recipient, "amount": amount}))
+    return "wired"
+
+
+def _with_request_rewritten(session: Any, call: Content) -> Any:
+    """The session, saved, its recorded approval requests' calls replaced by ``call``, and
+    restored: what the framework replays an approved call from."""
+    import json
+
+    from agent_framework import AgentSession
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("type") == "function_approval_request" and "function_call" in node:
+                return {**node, "function_call": call.to_dict()}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return AgentSession.from_dict(walk(json.loads(json.dumps(session.to_dict()))))
+
+
+def _rewritten(request: Any, call: Content) -> Content:
+    """The user's answer to ``request`` (its token and id) with its call replaced."""
+    real = request.to_function_approval_response(approved=True)
+    return Content.from_function_approval_response(
+        approved=True, id=real.id, function_call=call,
+        additional_properties=dict(real.additional_properties))
+
+
+REWRITES = {
+    "another-tool": _pay("UK12", 5000, "c1", name="wire"),
+    "another-call-id": _pay("UK12", 5000, "c9", occurrence="c1"),
+    "another-occurrence": _pay("UK12", 5000, "c1", occurrence="c9"),
+    "amount-as-text": _pay("UK12", "5000.00", "c1"),
+    "amount-as-float": _pay("UK12", 5000.0, "c1"),
+    "amount-a-cent-more": _pay("UK12", 5000.01, "c1"),
+    "amount-as-exponent": _pay("UK12", "5e3", "c1"),
+    "another-payee": _pay("DE99", 5000, "c1"),
+}
+
+
+@STATE
+@pytest.mark.parametrize("how", list(REWRITES))
+async def test_an_answer_with_its_call_rewritten_runs_only_what_was_shown(
+        tmp_path: Path, rewritten: bool, how: str) -> None:
+    """Whatever the answer's copy of the call says (another tool with the same reasons,
+    another call or occurrence id, the amount in another form or a cent more, another
+    payee), and whatever the framework's record of the request was rewritten to, at most
+    the call the human was shown runs, once: the same tool and the same validated values."""
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")]], default=[text("done")])
+    agent = agent_with(client, [send_money, wire],
+                       guard(load_text(tmp_path, APPROVE_BOTH), approval_key=b"k" * 32))
+    session = agent.create_session()
+    request = await _requested(agent, session)
+    answer = _rewritten(request, REWRITES[how])
+    if rewritten:
+        session = _with_request_rewritten(session, REWRITES[how])
+    await agent.run(Message(role="user", contents=[answer]), session=session)
+    await agent.run(Message(role="user", contents=[answer]), session=session)
+    assert CALLS in ([], [PAID]), CALLS
+    if how == "amount-as-float":
+        assert CALLS == [PAID]  # the control: the same JSON values are the same call
+
+
+# --- the policies, the history or the session changed since --------------------------------
+
+class _Reloadable:
+    """A policy provider whose set the test swaps (as ``guardrails.watch`` does)."""
+
+    def __init__(self, current: Any) -> None:
+        self.current = current
+
+
+@BINDING
+async def test_an_answer_after_a_reload_asks_again(tmp_path: Path, unbound: bool) -> None:
+    """The approval covered the reasons under that revision: a reload that changes only
+    the message the approver read asks again rather than run."""
+    source = _Reloadable(load_text(tmp_path, APPROVE_BOTH, "a.yaml"))
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")]], default=[text("done")])
+    agent = _agent(client, [send_money], guard(source), unbound)
+    session = agent.create_session()
+    request = await _requested(agent, session)
+    source.current = load_text(tmp_path, APPROVE_BOTH.replace("need a human",
+                                                              "need a manager"), "b.yaml")
+    again = await agent.run(Message(role="user", contents=[
+        request.to_function_approval_response(approved=True)]), session=session)
+    assert CALLS == []
+    assert len(again.user_input_requests) == 1  # asked again, under the new policies
+
+
+POST_AFTER_INBOX = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: post}
+spec:
+  match: {tools: ["post_message"]}
+  rules:
+    - {name: after-inbox, when: 'history.exists(h, h.tool == "read_inbox")', action: deny}
+    - {name: public, when: 'true', action: require_approval}
+"""
+
+
+@BINDING
+async def test_an_answer_for_a_call_denied_since_runs_nothing(tmp_path: Path,
+                                                            unbound: bool) -> None:
+    """Approved, but by the time the answer comes the call is denied for another reason
+    (the inbox was read meanwhile): the replay is judged again, and the deny stands."""
+    from tests.af_tools import post_message, read_inbox
+
+    client = ScriptedChatClient([[call("post_message", "p1", body="hello")]],
+                                default=[text("done")])
+    agent = _agent(client, [post_message, read_inbox],
+                   guard(load_text(tmp_path, POST_AFTER_INBOX)), unbound)
+    session = agent.create_session()
+    first = await agent.run("post hello", session=session)
+    [request] = first.user_input_requests
+    client.turns.append([call("read_inbox", "r1")])
+    await agent.run("and read my inbox", session=session)
+    await agent.run(Message(role="user", contents=[
+        request.to_function_approval_response(approved=True)]), session=session)
+    assert ("post_message", {"body": "hello"}) not in CALLS
+
+
+async def test_an_answer_in_another_session_with_the_same_id_runs_nothing(
+        tmp_path: Path, policies: Any) -> None:
+    """A shared store keys a held call by session id and call id, both chosen outside the
+    guard: another conversation under the same session id, whose model made the same call
+    id, does not run the first one's approved call (the token is the first request's)."""
+    from agent_framework import AgentSession
+
+    from guardrails.fleet.stores import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "approvals.db")
+    key = b"k" * 32
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")], [_pay("DE99", 99999, "c1")]],
+                                default=[text("done")])
+    agent = agent_with(client, [send_money],
+                       guard(policies, approvals=store, approval_key=key))
+    mine, theirs = AgentSession(session_id="s"), AgentSession(session_id="s")
+    request = await _requested(agent, mine)
+    await agent.run("pay DE99 99999", session=theirs)
+    await agent.run(Message(role="user", contents=[
+        request.to_function_approval_response(approved=True)]), session=theirs)
+    assert ("send_money", {"recipient": "DE99", "amount": 99999.0}) not in CALLS
+
+
+# --- the principal --------------------------------------------------------------------------
+
+PER_PRINCIPAL = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: large}
+spec:
+  match: {tools: ["send_money"]}
+  rules:
+    - {name: large-amount, when: 'args.amount > 1000', action: require_approval,
+       message: Large payments need a human.}
+    - {name: frozen, when: 'principal.user == "frozen"', action: deny}
+"""
+
+
+@pytest.mark.parametrize("answered_as", ["alice", "mallory", "frozen"])
+async def test_an_approval_for_one_principal_runs_for_no_other(tmp_path: Path,
+                                                             answered_as: str) -> None:
+    """The call was asked for, and approved, as alice's: answered in a run the host makes
+    for another principal (a session two users share, an answer forwarded), it is another
+    call (the tool may act for whoever the principal is), which asks again; a principal
+    a deny rule blocks is denied as before."""
+    who = {"user": "alice"}
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")]], default=[text("done")])
+    agent = agent_with(client, [send_money], guard(load_text(tmp_path, PER_PRINCIPAL),
+                                                   principal=lambda _ctx: dict(who)))
+    session = agent.create_session()
+    first = await agent.run("pay UK12 5000", session=session)
+    who["user"] = answered_as
+    again = await agent.run(approve_all(first), session=session)
+    if answered_as == "alice":
+        assert CALLS == [PAID]
+        return
+    assert CALLS == []
+    if answered_as == "mallory":
+        assert len(again.user_input_requests) == 1  # asked again, as mallory's call
