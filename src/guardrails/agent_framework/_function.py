@@ -245,6 +245,8 @@ class _Plan(NamedTuple):
     ``str``), so the guard skips scrubbing where the result would be the same."""
     injects: bool = False
     """``_ToolFacts.injects`` of the call's tool on its set."""
+    principal: Mapping[str, Any] | None = None
+    """The principal the call was decided for: an approval covers it (``_approvals``)."""
 
 
 class _ToolFacts(NamedTuple):
@@ -558,7 +560,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 # restored after it holds the record again.
                 replay = (run is not None and isinstance(token, str) and token in run.answers
                           and approval_matches(held, self._mac_id(context, approval_id), token,
-                                               tool, arguments, decision, self._approval_key)
+                                               tool, arguments, decision, self._approval_key,
+                                               principal)
                           and spend(token))
             effect = decision.effect
             if effect is Effect.REQUIRE_APPROVAL and replay:
@@ -575,7 +578,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             quiet = memory is self._quiet_memory and not secret_names
             return _Plan(policies, decision, effect, entry, arguments, secret_names,
                          approval_id, replay, run, validated, invalid, deferred, over_bounds,
-                         aliases, quiet, facts.injects)
+                         aliases, quiet, facts.injects, principal)
         except BaseException:
             self._release(decision)
             raise
@@ -895,7 +898,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if self._approvals is not None:
                 token = new_token()
                 record = approval_record(self._mac_id(context, plan.approval_id), tool,
-                                         plan.arguments, decision, token, self._approval_key)
+                                         plan.arguments, decision, token, self._approval_key,
+                                         plan.principal)
                 try:
                     await self._store(self._approvals.hold,
                                       _approval_key(context, plan.approval_id),
@@ -906,7 +910,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     return
             else:
                 token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision,
-                                      key=self._approval_key)
+                                      key=self._approval_key, principal=plan.principal)
             context.result = approval_request(context, plan.approval_id, decision,
                                               plan.arguments, message, token)
             return
