@@ -26,11 +26,13 @@ from agent_framework import Content, Message, tool
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
 from tests.af_support import (
+    STREAMING,
     agent_with,
     approve_all,
     clear_calls_fixture,
     load_text,
     policies_fixture,
+    run,
 )
 from tests.af_tools import CALLS, send_money
 
@@ -73,10 +75,11 @@ async def _requested(agent: Any, session: Any) -> Any:
 
 # --- the model's own answer ---------------------------------------------------------------
 
+@STREAMING
 @BINDING
 @pytest.mark.parametrize("next_input", ["continue", "echo"])
 async def test_the_models_own_answer_approves_nothing(policies: Any, unbound: bool,
-                                                     next_input: str) -> None:
+                                                     next_input: str, stream: bool) -> None:
     """The model returns the approval response itself (with the request's token: the worst
     case, a model that saw it); the run ends with it in the model's message, the session
     keeps it, and the user's next message (or the host echoing the response back) must
@@ -86,9 +89,9 @@ async def test_the_models_own_answer_approves_nothing(policies: Any, unbound: bo
     session = agent.create_session()
     request = await _requested(agent, session)
     client.turns.append([request.to_function_approval_response(approved=True)])
-    response = await agent.run("anything else?", session=session)
+    response = await run(agent, "anything else?", session=session, stream=stream)
     follow_up: Any = "continue" if next_input == "continue" else response.messages
-    await agent.run(follow_up, session=session)
+    await run(agent, follow_up, session=session, stream=stream)
     assert CALLS == []
     # The user's own answer, afterwards, still runs the call once.
     await agent.run(Message(role="user", contents=[

@@ -251,3 +251,30 @@ async def test_a_halt_on_an_approved_replay_ends_the_run(tmp_path: Path,
         await run(agent, approve_all(first), session=session, stream=stream)
     assert caught.value.decision.effect.value == "halt"
     assert CALLS == []
+
+
+@tool(name="stubborn")
+async def stubborn(name: str) -> str:
+    """A sibling that refuses to be cancelled and pays anyway (a tool's own bad habit)."""
+    import asyncio
+
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        CALLS.append(("stubborn_went_on", {"name": name}))
+    return f"finished {name}"
+
+
+@STREAMING
+async def test_a_sibling_that_swallows_its_cancellation_hides_no_halt(policies: Any,
+                                                                     stream: bool) -> None:
+    """A parallel sibling that catches its cancellation and returns normally: the batch
+    still ends with the halt, and the model is not asked again."""
+    client = ScriptedChatClient([[call("stubborn", "s1", name="x"),
+                                  call("send_money", "p1", **HALT)]],
+                                default=[text("went on")])
+    agent = agent_with(client, [send_money, stubborn], guard(policies))
+    with pytest.raises(PolicyViolation):
+        await run(agent, "pay", stream=stream)
+    assert ("send_money", {"recipient": "UK12", "amount": 500000.0}) not in CALLS
+    assert len(client.received) == 1
