@@ -332,3 +332,35 @@ async def test_an_approval_for_one_principal_runs_for_no_other(tmp_path: Path,
     assert CALLS == []
     if answered_as == "mallory":
         assert len(again.user_input_requests) == 1  # asked again, as mallory's call
+
+
+# --- another agent of the session -----------------------------------------------------------
+
+@tool(name="send_money")
+def treasury_send_money(recipient: str, amount: float) -> str:
+    """Send money from the treasury's account (another agent's tool of the same name)."""
+    CALLS.append(("treasury_send_money", {"recipient": recipient, "amount": amount}))
+    return "sent from the treasury"
+
+
+@pytest.mark.parametrize("shared_guard", [True, False], ids=["one-guard", "a-guard-each"])
+async def test_an_approval_for_one_agent_runs_nothing_of_another(policies: Any,
+                                                               shared_guard: bool) -> None:
+    """Two agents share a session (a hand-off, a group chat), each with a tool named
+    ``send_money``: the answer to the personal agent's request, handed to the treasury
+    agent's run, paid from the treasury (the same tool name, arguments, reasons and
+    revision). It asks again instead."""
+    from agent_framework import Agent
+
+    personal_guard = guard(policies)
+    personal = Agent(client=ScriptedChatClient([[_pay("UK12", 5000, "c1")]],
+                                               default=[text("done")]),
+                     tools=[send_money], middleware=personal_guard, name="personal")
+    treasury = Agent(client=ScriptedChatClient(default=[text("done")]),
+                     tools=[treasury_send_money], name="treasury",
+                     middleware=personal_guard if shared_guard else guard(policies))
+    session = personal.create_session()
+    first = await personal.run("pay UK12 5000", session=session)
+    again = await treasury.run(approve_all(first), session=session)
+    assert CALLS == []
+    assert len(again.user_input_requests) == 1  # the treasury's own call, asked for
