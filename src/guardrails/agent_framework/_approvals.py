@@ -36,7 +36,7 @@ from guardrails.engine import Action, Decision
 
 __all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
            "approval_id_for", "approval_matches", "approval_record", "approval_request",
-           "approved_replay", "hold_approval", "is_approved_response", "new_token",
+           "approved_replay", "caller_of", "hold_approval", "is_approved_response", "new_token",
            "response_token", "spend", "take_held"]
 
 APPROVAL_TOKEN_KEY = "guardrails_approval"
@@ -96,10 +96,10 @@ def spend(token: str) -> bool:
 
 def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
                     decision: Decision, token: str, key: bytes | None,
-                    principal: Mapping[str, Any] | None = None) -> dict[str, str]:
+                    caller: Mapping[str, Any] | None = None) -> dict[str, str]:
     """What is held for a call waiting for approval: its fingerprint and the token its
     request carries, and with ``key`` an HMAC binding both to the approval id."""
-    record = {"fingerprint": _fingerprint(tool, arguments, decision, principal),
+    record = {"fingerprint": _fingerprint(tool, arguments, decision, caller),
               "token": token}
     if key is not None:
         record["mac"] = _mac(key, approval_id, record["fingerprint"], token)
@@ -113,7 +113,7 @@ def _mac(key: bytes, approval_id: str, fingerprint: str, token: str) -> str:
 
 def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
                      arguments: Mapping[str, Any], decision: Decision,
-                     key: bytes | None, principal: Mapping[str, Any] | None = None) -> bool:
+                     key: bytes | None, caller: Mapping[str, Any] | None = None) -> bool:
     """Whether a held record (a dict, or its JSON text from a store) approves exactly this
     call answered with ``token``. Comparisons are constant-time."""
     if isinstance(held, str):
@@ -126,7 +126,7 @@ def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
         return False
     if not _same_text(token, held["token"]):
         return False
-    fingerprint = _fingerprint(tool, arguments, decision, principal)
+    fingerprint = _fingerprint(tool, arguments, decision, caller)
     if not _same_text(fingerprint, held["fingerprint"]):
         return False
     if key is None:
@@ -168,12 +168,14 @@ def approval_id_for(context: FunctionInvocationContext) -> str:
 
 
 def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision,
-                 principal: Mapping[str, Any] | None = None) -> str:
-    """What an approval covers: the tool, the exact (repaired) arguments, the principal the
-    call was made for, and the reasons the human was shown (the rules asking for it, under
-    that policy revision). A replay asked for by another rule, under changed policies, or
-    in a run the host makes for another principal (a session two users share: the tool
-    may act for whoever the principal is; red team 27), needs a new approval. A principal
+                 caller: Mapping[str, Any] | None = None) -> str:
+    """What an approval covers: the tool, the exact (repaired) arguments, the caller
+    (``caller``: the principal the call was made for and the agent that made it, see
+    ``caller_of``), and the reasons the human was shown (the rules asking for it, under
+    that policy revision). A replay asked for by another rule, under changed policies, in
+    a run the host makes for another principal (a session two users share: the tool may
+    act for whoever the principal is), or in another agent's run (two agents sharing a
+    session, each with a tool of that name; red team 27) needs a new approval. A caller
     JSON cannot write (a cycle, keys of mixed types) gets a fingerprint nothing matches:
     its call is asked for again, never approved by another's answer.
     """
@@ -182,7 +184,7 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision,
     try:
         payload = json.dumps({"tool": tool, "args": dict(arguments), "reasons": reasons,
                               "revision": decision.revision,
-                              "principal": dict(principal) if principal else {}},
+                              "caller": dict(caller) if caller else {}},
                              sort_keys=True, default=str, ensure_ascii=False,
                              separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
@@ -190,9 +192,15 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision,
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def caller_of(principal: Mapping[str, Any] | None, agent: str | None) -> dict[str, Any]:
+    """Who an approval is bound to: the principal the host gave the call, and the name of
+    the agent that made it (its id is random per object unless the host sets one)."""
+    return {"principal": principal if principal is not None else {}, "agent": agent}
+
+
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
                   arguments: Mapping[str, Any], decision: Decision, *,
-                  key: bytes | None = None, principal: Mapping[str, Any] | None = None) -> str:
+                  key: bytes | None = None, caller: Mapping[str, Any] | None = None) -> str:
     """Keep the record of a call waiting for approval in the session's state; returns
     the token its request carries. A later request under the same id replaces it."""
     approvals = state.get("approvals")
@@ -201,7 +209,7 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
     token = new_token()
     approvals.pop(approval_id, None)  # re-added last: the most recent
     approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, token,
-                                             key, principal)
+                                             key, caller)
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
     return token
@@ -210,7 +218,7 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
                     approval_id: str, tool: str, arguments: Mapping[str, Any],
                     decision: Decision, *, key: bytes | None = None,
-                    principal: Mapping[str, Any] | None = None) -> bool:
+                    caller: Mapping[str, Any] | None = None) -> bool:
     """Whether this call is the replay of the approved call the human was shown, unchanged.
 
     The response must carry the token of the request held for this id (the request the
@@ -223,7 +231,7 @@ def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | 
     held = take_held(state, approval_id)
     token = response_token(context)
     return approval_matches(held, approval_id, token, tool, arguments, decision,
-                            key, principal) and spend(token)
+                            key, caller) and spend(token)
 
 
 def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:

@@ -97,7 +97,8 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent,
-                         agent=agent_names(context.agent), answers=run_answers(context, parent))
+                         agent=agent_names(context.agent), agent_name=agent_name(context.agent),
+                         answers=run_answers(context, parent))
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         telemetry = self._telemetry
         run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
@@ -236,6 +237,12 @@ def agent_names(agent: Any) -> tuple[str, ...]:
     if not (isinstance(name, str) and name):
         return (ident,) if ident is not None else ()
     return (name, ident) if ident is not None and ident != name else (name,)
+
+
+def agent_name(agent: Any) -> str | None:
+    """The agent's name, if it has one (``RunState.agent_name``)."""
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) and name else None
 
 
 def _user_text(messages: Iterable[Message]) -> str:

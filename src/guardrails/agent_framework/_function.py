@@ -42,6 +42,7 @@ from guardrails.agent_framework._approvals import (
     approval_matches,
     approval_record,
     approval_request,
+    caller_of,
     hold_approval,
     is_approved_response,
     new_token,
@@ -246,7 +247,8 @@ class _Plan(NamedTuple):
     injects: bool = False
     """``_ToolFacts.injects`` of the call's tool on its set."""
     principal: Mapping[str, Any] | None = None
-    """The principal the call was decided for: an approval covers it (``_approvals``)."""
+    """The principal the call was decided for: an approval covers it, and the agent
+    (``_approvals.caller_of``)."""
 
 
 class _ToolFacts(NamedTuple):
@@ -554,6 +556,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 if not taken:
                     held = await self._take_held(context, state, approval_id)
                 token = response_token(context)
+                agent_name = _agent_name(run)
                 # Given by the human in this run's own user messages (``RunState.answers``):
                 # never an answer the model returned, which the framework replays too. Used
                 # once in this process too: a session state saved before the approval and
@@ -561,7 +564,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 replay = (run is not None and isinstance(token, str) and token in run.answers
                           and approval_matches(held, self._mac_id(context, approval_id), token,
                                                tool, arguments, decision, self._approval_key,
-                                               principal)
+                                               caller_of(principal, agent_name))
                           and spend(token))
             effect = decision.effect
             if effect is Effect.REQUIRE_APPROVAL and replay:
@@ -899,7 +902,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 token = new_token()
                 record = approval_record(self._mac_id(context, plan.approval_id), tool,
                                          plan.arguments, decision, token, self._approval_key,
-                                         plan.principal)
+                                         caller_of(plan.principal, _agent_name(plan.run)))
                 try:
                     await self._store(self._approvals.hold,
                                       _approval_key(context, plan.approval_id),
@@ -910,7 +913,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     return
             else:
                 token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision,
-                                      key=self._approval_key, principal=plan.principal)
+                                      key=self._approval_key,
+                                      caller=caller_of(plan.principal, _agent_name(plan.run)))
             context.result = approval_request(context, plan.approval_id, decision,
                                               plan.arguments, message, token)
             return
@@ -1234,6 +1238,10 @@ class _Unanswered:
 
     def release(self, reservations: Sequence[Reservation]) -> None:
         return None
+
+
+def _agent_name(run: RunState | None) -> str | None:
+    return run.agent_name if run is not None else None
 
 
 def _without(arguments: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:

@@ -43,6 +43,10 @@ class RunState:
 
     agent: tuple[str, ...] | None = None
     """The running agent's name and id, for ``match.agents`` and bindings."""
+    agent_name: str | None = None
+    """The running agent's name (None without one): an approval covers the agent whose
+    call it was. Its id is not used: an agent built without one gets a random id, per
+    object (a server that builds its agent per request has a new one each time)."""
     answers: frozenset[str] = frozenset()
     """The approval tokens of the answers the human gave in the user messages that started
     the run (a nested run inherits its caller's: its "user" is the orchestrating model).
