@@ -308,7 +308,10 @@ def run_answers(context: AgentContext, parent: RunState | None = None) -> frozen
                 token = c.additional_properties.get(APPROVAL_TOKEN_KEY)
                 if type(token) is str:
                     tokens.append(token)
-    return frozenset(tokens) if tokens else frozenset()
+    return frozenset(tokens) if tokens else _NO_ANSWERS
+
+
+_NO_ANSWERS: frozenset[str] = frozenset()
 
 
 def _resumes_approval(context: AgentContext) -> bool:
