@@ -97,8 +97,12 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent,
-                         agent=agent_names(context.agent), agent_name=agent_name(context.agent),
-                         answers=run_answers(context, parent))
+                         agent=agent_names(context.agent), agent_name=agent_name(context.agent))
+        if parent is not None:
+            state.answers, state.answer_ids = parent.answers, parent.answer_ids
+        elif _resumes_approval(context):
+            state.answers, state.answer_ids = run_answers(context)
+            remember_answers(session_state(context.session), state.answer_ids)
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         telemetry = self._telemetry
         run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
@@ -286,20 +290,21 @@ def run_request(context: AgentContext, parent: RunState | None = None) -> str:
     return stored if isinstance(stored, str) else ""
 
 
-def run_answers(context: AgentContext, parent: RunState | None = None) -> frozenset[str]:
-    """The approval tokens of the answers in the user messages that started the run: the
-    only answers that approve a replay in it (``RunState.answers``).
+def run_answers(context: AgentContext) -> tuple[frozenset[str], frozenset[str]]:
+    """The approval tokens of the answers in the user messages that started the run, and
+    their ids (the answer's and its call's): the only answers that approve a replay in it
+    (``RunState.answers``, ``RunState.answer_ids``).
 
     The framework replays every answer it finds, the model's own included: an approval
     response the model returned ends its run, is kept in the session's history as the
     model's message, and was replayed as approved by the user's next message (red team
-    27; the token is the request's, so only a model that saw it can do this, but a human
-    never answered). A nested run (an agent used as a tool) has no human of its own: it
-    inherits its caller's answers, never the orchestrating model's.
+    27; for the guard's own requests the model needs the request's token, for the
+    framework's, ``approval_mode="always_require"``, only the call id it chose). A nested
+    run (an agent used as a tool) has no human of its own: it inherits its caller's
+    answers, never the orchestrating model's (``GuardRunMiddleware.process``).
     """
-    if parent is not None:
-        return parent.answers
     tokens: list[str] = []
+    ids: list[str] = []
     for m in context.messages:
         if m.role != "user":
             continue
@@ -308,10 +313,29 @@ def run_answers(context: AgentContext, parent: RunState | None = None) -> frozen
                 token = c.additional_properties.get(APPROVAL_TOKEN_KEY)
                 if type(token) is str:
                     tokens.append(token)
-    return frozenset(tokens) if tokens else _NO_ANSWERS
+                call = c.function_call
+                for ident in (c.id, call.id if call is not None else None):
+                    if type(ident) is str:
+                        ids.append(ident)
+    return frozenset(tokens), frozenset(ids)
 
 
-_NO_ANSWERS: frozenset[str] = frozenset()
+
+ANSWERS_KEPT = 100
+"""Ids of the user's answers a session keeps (``remember_answers``), oldest dropped first."""
+
+
+def remember_answers(state: dict[str, Any] | None, ids: frozenset[str]) -> None:
+    """Keep the ids the user answered in the session: the framework waits until every call
+    of a batch it asks approval for is answered, so a replay may come in a later run than
+    its answer (``_function._answered_by_the_user`` takes them out as they are used)."""
+    if state is None or not ids:
+        return
+    kept = state.get("answered")
+    if not isinstance(kept, list):
+        kept = state["answered"] = []
+    kept.extend(sorted(i for i in ids if i not in kept))
+    del kept[:-ANSWERS_KEPT]
 
 
 def _resumes_approval(context: AgentContext) -> bool:

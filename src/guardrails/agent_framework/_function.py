@@ -401,6 +401,17 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 span.fail(UnreadableArguments())
                 self._deny_unreadable(context, tool, unreadable)
                 return
+            if (is_approved_response(context)
+                    and getattr(context.function, "approval_mode", None) == "always_require"
+                    and not _answered_by_the_user(context, run)):
+                # The framework's own approval carries no token of ours, and the model knows
+                # its id (it chose the call's): the model's own answer, kept in the
+                # session's history, ran the tool on the user's next message (red team 27).
+                span.fail(UnansweredApproval())
+                self._record_blocked(context, tool)
+                context.result = (f"Error: the call to {tool} was denied by policy. Its "
+                                  "approval did not come from the user.")
+                return
             started = time.perf_counter()
             turn = HistoryTurn()
             try:
@@ -1238,6 +1249,33 @@ class _Unanswered:
 
     def release(self, reservations: Sequence[Reservation]) -> None:
         return None
+
+
+class UnansweredApproval(Exception):
+    """A replay of a call the framework asks approval for, whose answer the user did not give."""
+
+
+def _answered_by_the_user(context: FunctionInvocationContext, run: RunState | None) -> bool:
+    """Whether the approval being replayed is one the user gave: by the answer's id or the
+    id of the call it answers, in this run's user messages (or its caller's, for a nested
+    run) or an earlier run's of the session (``_boundary.remember_answers``: the framework
+    replays a batch once all of it is answered). Used up: the model may reuse a call id,
+    and an answer the user gave for it once approves no later request under it."""
+    if run is None:
+        return False
+    response = context.metadata.get("approval_response")
+    call = getattr(response, "function_call", None)
+    ids = [i for i in (getattr(response, "id", None), getattr(call, "id", None))
+           if isinstance(i, str)]
+    found = any(i in run.answer_ids for i in ids)
+    state = session_state(context.session)
+    kept = state.get("answered") if state is not None else None
+    if isinstance(kept, list):
+        hits = [i for i in ids if i in kept]
+        if hits:
+            found = True
+            kept[:] = [i for i in kept if i not in hits]
+    return found
 
 
 def _agent_name(run: RunState | None) -> str | None:
