@@ -11,7 +11,10 @@ replay now counts only when its answer came in a user message of the run that re
 Also found: an approval given for one principal's call ran when the answer came in a run
 the host made for another principal, and an answer to one agent's request, handed to
 another agent of the session with a tool of the same name, ran that agent's tool. An
-approval now covers the principal and the agent's name too.
+approval now covers the principal and the agent's name too. And the framework's own
+approvals (``approval_mode="always_require"``) need no token: the model's own answer, made
+of nothing but its own call and that call's id, ran such a tool on the user's next
+message, guarded or not; the guard now denies a replay the user did not answer.
 
 Held (each pinned here): an answer whose function call names another tool, carries another
 call id or occurrence id, or respells the amount (5000 against 5000.5); an answer after a
