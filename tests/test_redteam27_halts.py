@@ -278,3 +278,39 @@ async def test_a_sibling_that_swallows_its_cancellation_hides_no_halt(policies: 
         await run(agent, "pay", stream=stream)
     assert ("send_money", {"recipient": "UK12", "amount": 500000.0}) not in CALLS
     assert len(client.received) == 1
+
+
+class _Convert(FunctionMiddleware):
+    """Placed before the guard: turns the call's failure into a result, or into an
+    exception the framework reports to the model as a tool error (the loop goes on)."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    async def process(self, context: FunctionInvocationContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await call_next()
+        except BaseException as exc:
+            if self.how == "result":
+                context.result = "nothing happened"
+                return
+            if self.how == "tool-error":
+                raise RuntimeError("the payment failed") from None
+            raise ExceptionGroup("wrapped", [exc]) from None
+
+
+@STREAMING
+@pytest.mark.parametrize("how", ["result", "tool-error", "group"])
+async def test_a_halt_a_middleware_converts_asks_the_model_nothing_more(
+        policies: Any, stream: bool, how: str) -> None:
+    """The halted batch's results (the converted one, its siblings') never go back to the
+    model: the run ends at the batch, not after another model request."""
+    from tests.af_tools import read_inbox
+
+    client = ScriptedChatClient([[call("read_inbox", "r1"), call("send_money", "p1", **HALT)]],
+                                default=[text("went on")])
+    agent = agent_with(client, [send_money, read_inbox], [_Convert(how), *guard(policies)])
+    with pytest.raises(PolicyViolation):
+        await run(agent, "pay", stream=stream)
+    assert len(client.received) == 1
