@@ -8,7 +8,14 @@ or the halt's own text as its result. Hiding: an agent middleware inside the bou
 swallows the halt, turns it into an ``ExceptionGroup`` or ends the run gracefully; a
 function middleware that turns it into ``MiddlewareTermination``; a halt on an approved
 replay (the policies changed while the call waited); a halt in a streamed run whose
-consumer only asks for the final response. None got through: each is pinned here.
+consumer only asks for the final response; a parallel sibling that swallows its
+cancellation. None of these got through: each is pinned here.
+
+Found: a function middleware before the guard that turned the halt into a result, a tool
+error or an ``ExceptionGroup`` did not hide the halt, but the framework (not streaming)
+sent the halted batch's results, its siblings' included, to the model once more before the
+run ended. A guarded batch now ends the loop when its run was halted
+(``_unreadable.batch_done``, run by ``_private``'s batch wrapper).
 """
 
 from __future__ import annotations
