@@ -321,3 +321,27 @@ async def test_a_halt_a_middleware_converts_asks_the_model_nothing_more(
     with pytest.raises(PolicyViolation):
         await run(agent, "pay", stream=stream)
     assert len(client.received) == 1
+
+
+class _Retry(AgentMiddleware):
+    """Listed after the guard (inside its boundary): runs the rest of the run again when
+    it fails, as a resilience middleware does."""
+
+    async def process(self, context: AgentContext,
+                      call_next: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await call_next()
+        except Exception:
+            await call_next()
+
+
+async def test_a_run_retried_inside_the_boundary_runs_nothing_more(policies: Any) -> None:
+    """The retried run is the same halted run: the model's second try (a small payment)
+    does not run, and the run still ends with the halt."""
+    client = ScriptedChatClient([[call("send_money", **HALT)],
+                                 [call("send_money", recipient="UK12", amount=5)]],
+                                default=[text("went on")])
+    agent = agent_with(client, [send_money], [*guard(policies), _Retry()])
+    with pytest.raises(PolicyViolation):
+        await agent.run("pay")
+    assert CALLS == []
