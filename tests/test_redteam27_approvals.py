@@ -465,3 +465,24 @@ async def test_an_answer_the_user_gave_once_approves_no_later_call_under_its_id(
     await agent.run("and?", session=session)
     await agent.run("continue", session=session)
     assert CALLS == [("delete_all", {"what": "tmp"})]
+
+
+@pytest.mark.parametrize("kind", ["guard", "framework"])
+async def test_the_users_rejection_stands_against_the_models_answer(policies: Any,
+                                                                   kind: str) -> None:
+    """The model's own answer waits in the session's history; the user then rejects the
+    request: whichever answer the framework takes first, nothing runs."""
+    own_call = (_pay("UK12", 5000, "c1") if kind == "guard" else
+                Content.from_function_call(call_id="c1", id="c1", name="delete_all",
+                                           arguments={"what": "everything"}))
+    client = ScriptedChatClient([[own_call]], default=[text("done")])
+    agent = agent_with(client, [send_money, delete_all], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("go", session=session)
+    [request] = first.user_input_requests
+    client.turns.append([request.to_function_approval_response(approved=True)])
+    await agent.run("anything else?", session=session)
+    await agent.run(Message(role="user", contents=[
+        request.to_function_approval_response(approved=False)]), session=session)
+    await agent.run("continue", session=session)
+    assert CALLS == []
