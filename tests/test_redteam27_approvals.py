@@ -502,3 +502,25 @@ async def test_an_answer_the_model_writes_as_text_approves_nothing(policies: Any
     await agent.run("anything else?", session=session)
     await agent.run(f"continue {written}", session=session)
     assert CALLS == []
+
+
+async def test_an_answer_to_the_frameworks_request_runs_only_the_call_it_answered(
+        policies: Any) -> None:
+    """The user approved "delete tmp" in one session; the answer, carried to another
+    session whose model reused the call id for "delete everything", deleted everything
+    (the framework binds its own approvals by call id, per session). The answer's copy of
+    the call is what the user was shown: a replay of another call is denied."""
+    def delete(what: str) -> Content:
+        return Content.from_function_call(call_id="d1", id="d1", name="delete_all",
+                                          arguments={"what": what})
+
+    client = ScriptedChatClient([[delete("tmp")], [delete("everything")]],
+                                default=[text("done")])
+    agent = agent_with(client, [delete_all], guard(policies))
+    mine, theirs = agent.create_session(), agent.create_session()
+    first = await agent.run("clean tmp", session=mine)
+    await agent.run("clean", session=theirs)
+    await agent.run(approve_all(first), session=theirs)
+    assert CALLS == []
+    await agent.run(approve_all(first), session=mine)  # where it was asked: it runs
+    assert CALLS == [("delete_all", {"what": "tmp"})]
