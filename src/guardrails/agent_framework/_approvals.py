@@ -35,7 +35,7 @@ from agent_framework import Content, FunctionInvocationContext
 from guardrails.engine import Action, Decision
 
 __all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
-           "approval_id_for", "approval_matches", "approval_record", "approval_request",
+           "answered_call", "approval_id_for", "approval_matches", "approval_record", "approval_request",
            "approved_replay", "caller_of", "hold_approval", "is_approved_response", "new_token",
            "response_token", "spend", "take_held"]
 
@@ -189,6 +189,21 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision,
                              separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         return secrets.token_hex(32)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def answered_call(call: Any) -> str | None:
+    """What an answer to one of the framework's own requests was given for: a digest of
+    its copy of the call (the name and the arguments the user was shown), None when it has
+    none. A replay runs only the call its answer carries (``_function``)."""
+    if not isinstance(call, Content) or call.type != "function_call":
+        return None
+    try:
+        payload = json.dumps({"name": call.name, "args": call.parse_arguments()},
+                             sort_keys=True, default=str, ensure_ascii=False,
+                             separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 

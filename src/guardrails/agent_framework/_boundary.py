@@ -29,7 +29,7 @@ from agent_framework import (
 )
 from opentelemetry.trace import Span
 
-from guardrails.agent_framework._approvals import APPROVAL_TOKEN_KEY
+from guardrails.agent_framework._approvals import APPROVAL_TOKEN_KEY, answered_call
 from guardrails.agent_framework._mcp import (
     RUN_MCP_TOOLS,
     register_servers,
@@ -99,10 +99,10 @@ class GuardRunMiddleware(AgentMiddleware):
         state = RunState(request=run_request(context, parent), parent=parent,
                          agent=agent_names(context.agent), agent_name=agent_name(context.agent))
         if parent is not None:
-            state.answers, state.answer_ids = parent.answers, parent.answer_ids
+            state.answers, state.answer_calls = parent.answers, parent.answer_calls
         elif _resumes_approval(context):
-            state.answers, state.answer_ids = run_answers(context)
-            remember_answers(session_state(context.session), state.answer_ids)
+            state.answers, state.answer_calls = run_answers(context)
+            remember_answers(session_state(context.session), state.answer_calls)
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         telemetry = self._telemetry
         run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
@@ -290,10 +290,11 @@ def run_request(context: AgentContext, parent: RunState | None = None) -> str:
     return stored if isinstance(stored, str) else ""
 
 
-def run_answers(context: AgentContext) -> tuple[frozenset[str], frozenset[str]]:
+def run_answers(context: AgentContext) -> tuple[frozenset[str], dict[str, str]]:
     """The approval tokens of the answers in the user messages that started the run, and
-    their ids (the answer's and its call's): the only answers that approve a replay in it
-    (``RunState.answers``, ``RunState.answer_ids``).
+    their ids (the answer's and its call's) with the digest of the call each carries: the
+    only answers that approve a replay in it (``RunState.answers``,
+    ``RunState.answer_calls``).
 
     The framework replays every answer it finds, the model's own included: an approval
     response the model returned ends its run, is kept in the session's history as the
@@ -304,7 +305,7 @@ def run_answers(context: AgentContext) -> tuple[frozenset[str], frozenset[str]]:
     answers, never the orchestrating model's (``GuardRunMiddleware.process``).
     """
     tokens: list[str] = []
-    ids: list[str] = []
+    calls: dict[str, str] = {}
     for m in context.messages:
         if m.role != "user":
             continue
@@ -314,28 +315,34 @@ def run_answers(context: AgentContext) -> tuple[frozenset[str], frozenset[str]]:
                 if type(token) is str:
                     tokens.append(token)
                 call = c.function_call
+                digest = answered_call(call)
+                if digest is None:
+                    continue
                 for ident in (c.id, call.id if call is not None else None):
                     if type(ident) is str:
-                        ids.append(ident)
-    return frozenset(tokens), frozenset(ids)
-
+                        calls[ident] = digest
+    return frozenset(tokens), calls
 
 
 ANSWERS_KEPT = 100
-"""Ids of the user's answers a session keeps (``remember_answers``), oldest dropped first."""
+"""The user's answers a session keeps (``remember_answers``), oldest dropped first."""
 
 
-def remember_answers(state: dict[str, Any] | None, ids: frozenset[str]) -> None:
-    """Keep the ids the user answered in the session: the framework waits until every call
-    of a batch it asks approval for is answered, so a replay may come in a later run than
-    its answer (``_function._answered_by_the_user`` takes them out as they are used)."""
-    if state is None or not ids:
+def remember_answers(state: dict[str, Any] | None, calls: dict[str, str] | None) -> None:
+    """Keep the user's answers (id: digest of the call answered) in the session: the
+    framework waits until every call of a batch it asks approval for is answered, so a
+    replay may come in a later run than its answer (``_function._answered_by_the_user``
+    takes them out as they are used)."""
+    if state is None or not calls:
         return
     kept = state.get("answered")
-    if not isinstance(kept, list):
-        kept = state["answered"] = []
-    kept.extend(sorted(i for i in ids if i not in kept))
-    del kept[:-ANSWERS_KEPT]
+    if not isinstance(kept, dict):
+        kept = state["answered"] = {}
+    for ident, digest in calls.items():
+        kept.pop(ident, None)
+        kept[ident] = digest
+    while len(kept) > ANSWERS_KEPT:
+        del kept[next(iter(kept))]
 
 
 def _resumes_approval(context: AgentContext) -> bool:

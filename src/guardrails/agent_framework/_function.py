@@ -38,6 +38,7 @@ from guardrails.agent_framework import _private
 from guardrails.agent_framework._approvals import (
     APPROVAL_TTL,
     ApprovalStore,
+    answered_call,
     approval_id_for,
     approval_matches,
     approval_record,
@@ -1256,25 +1257,32 @@ class UnansweredApproval(Exception):
 
 
 def _answered_by_the_user(context: FunctionInvocationContext, run: RunState | None) -> bool:
-    """Whether the approval being replayed is one the user gave: by the answer's id or the
-    id of the call it answers, in this run's user messages (or its caller's, for a nested
-    run) or an earlier run's of the session (``_boundary.remember_answers``: the framework
-    replays a batch once all of it is answered). Used up: the model may reuse a call id,
-    and an answer the user gave for it once approves no later request under it."""
+    """Whether the approval being replayed is one the user gave, for this very call: by the
+    answer's id or the id of the call it answers, in this run's user messages (or its
+    caller's, for a nested run) or an earlier run's of the session
+    (``_boundary.remember_answers``: the framework replays a batch once all of it is
+    answered), and carrying the call that is replayed (``answered_call``: an answer the
+    user gave for "delete tmp", carried to another session whose model reused the call id
+    for "delete everything", ran that). Used up: the model may reuse a call id in this
+    session too, and an answer the user gave for it once approves no later request."""
     if run is None:
         return False
     response = context.metadata.get("approval_response")
+    digest = answered_call(getattr(response, "function_call", None))
+    if digest is None:
+        return False
     call = getattr(response, "function_call", None)
     ids = [i for i in (getattr(response, "id", None), getattr(call, "id", None))
            if isinstance(i, str)]
-    found = any(i in run.answer_ids for i in ids)
+    given = run.answer_calls
+    found = given is not None and any(given.get(i) == digest for i in ids)
     state = session_state(context.session)
     kept = state.get("answered") if state is not None else None
-    if isinstance(kept, list):
-        hits = [i for i in ids if i in kept]
-        if hits:
-            found = True
-            kept[:] = [i for i in kept if i not in hits]
+    if isinstance(kept, dict):
+        for i in ids:
+            if kept.get(i) == digest:
+                found = True
+                del kept[i]
     return found
 
 

@@ -52,9 +52,10 @@ class RunState:
     the run (a nested run inherits its caller's: its "user" is the orchestrating model).
     Only these approve a replay: the framework also replays answers it finds elsewhere (the
     model's own message kept in the session's history), which no human gave."""
-    answer_ids: frozenset[str] = frozenset()
-    """The ids of those answers, and of the calls they answer (``function_call.id``): what
-    a replay of a call the framework itself asks approval for (``approval_mode=
+    answer_calls: dict[str, str] | None = None
+    """The ids of those answers, and of the calls they answer (``function_call.id``), each
+    with the digest of the call the answer carries (``_approvals.answered_call``): what a
+    replay of a call the framework itself asks approval for (``approval_mode=
     "always_require"``) is checked against, its request carrying no token of ours."""
     unbuilt: bool = False
     """Whether ``history`` holds an entry not built yet (``_history.Unbuilt``)."""
