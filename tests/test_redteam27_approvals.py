@@ -14,7 +14,9 @@ another agent of the session with a tool of the same name, ran that agent's tool
 approval now covers the principal and the agent's name too. And the framework's own
 approvals (``approval_mode="always_require"``) need no token: the model's own answer, made
 of nothing but its own call and that call's id, ran such a tool on the user's next
-message, guarded or not; the guard now denies a replay the user did not answer.
+message, guarded or not, and the user's answer for one call, carried to another session
+whose model reused the call id, ran that session's call; the guard now denies a replay the
+user did not answer with that very call.
 
 Held (each pinned here): an answer whose function call names another tool, carries another
 call id or occurrence id, or respells the amount (5000 against 5000.5); an answer after a
