@@ -12,7 +12,7 @@ from agent_framework import AgentSession, Content
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
-from guardrails.agent_framework._approvals import approval_record
+from guardrails.agent_framework._approvals import approval_record, caller_of
 from guardrails.agent_framework.scripted import call
 from guardrails.fleet.stores import RedisStore, SQLiteStore
 from tests.af_support import agent_with, approve_all, clear_calls_fixture
@@ -39,7 +39,7 @@ def _forged_session(session: AgentSession, request: Content, policies: guardrail
     token = forged.state["guardrails"]["approvals"][request.id]["token"]  # readable too
     forged.state["guardrails"]["approvals"][request.id] = approval_record(
         request.id, "send_money", args, policies.evaluate("send_money", args), token,
-        attacker_key)
+        attacker_key, caller_of({}, None))  # (no principal, an agent without a name)
     return forged
 
 

@@ -35,8 +35,8 @@ from agent_framework import Content, FunctionInvocationContext
 from guardrails.engine import Action, Decision
 
 __all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
-           "approval_id_for", "approval_matches", "approval_record", "approval_request",
-           "approved_replay", "hold_approval", "is_approved_response", "new_token",
+           "answered_call", "approval_id_for", "approval_matches", "approval_record", "approval_request",
+           "approved_replay", "caller_of", "hold_approval", "is_approved_response", "new_token",
            "response_token", "spend", "take_held"]
 
 APPROVAL_TOKEN_KEY = "guardrails_approval"
@@ -95,10 +95,12 @@ def spend(token: str) -> bool:
 
 
 def approval_record(approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision, token: str, key: bytes | None) -> dict[str, str]:
+                    decision: Decision, token: str, key: bytes | None,
+                    caller: Mapping[str, Any] | None = None) -> dict[str, str]:
     """What is held for a call waiting for approval: its fingerprint and the token its
     request carries, and with ``key`` an HMAC binding both to the approval id."""
-    record = {"fingerprint": _fingerprint(tool, arguments, decision), "token": token}
+    record = {"fingerprint": _fingerprint(tool, arguments, decision, caller),
+              "token": token}
     if key is not None:
         record["mac"] = _mac(key, approval_id, record["fingerprint"], token)
     return record
@@ -111,7 +113,7 @@ def _mac(key: bytes, approval_id: str, fingerprint: str, token: str) -> str:
 
 def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
                      arguments: Mapping[str, Any], decision: Decision,
-                     key: bytes | None) -> bool:
+                     key: bytes | None, caller: Mapping[str, Any] | None = None) -> bool:
     """Whether a held record (a dict, or its JSON text from a store) approves exactly this
     call answered with ``token``. Comparisons are constant-time."""
     if isinstance(held, str):
@@ -124,7 +126,7 @@ def approval_matches(held: Any, approval_id: str, token: Any, tool: str,
         return False
     if not _same_text(token, held["token"]):
         return False
-    fingerprint = _fingerprint(tool, arguments, decision)
+    fingerprint = _fingerprint(tool, arguments, decision, caller)
     if not _same_text(fingerprint, held["fingerprint"]):
         return False
     if key is None:
@@ -165,22 +167,55 @@ def approval_id_for(context: FunctionInvocationContext) -> str:
     return call_id if isinstance(call_id, str) else ""
 
 
-def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision) -> str:
-    """What an approval covers: the tool, the exact (repaired) arguments, and the reasons the
-    human was shown (the rules asking for it, under that policy revision). A replay asked
-    for by another rule, or under changed policies, needs a new approval.
+def _fingerprint(tool: str, arguments: Mapping[str, Any], decision: Decision,
+                 caller: Mapping[str, Any] | None = None) -> str:
+    """What an approval covers: the tool, the exact (repaired) arguments, the caller
+    (``caller``: the principal the call was made for and the agent that made it, see
+    ``caller_of``), and the reasons the human was shown (the rules asking for it, under
+    that policy revision). A replay asked for by another rule, under changed policies, in
+    a run the host makes for another principal (a session two users share: the tool may
+    act for whoever the principal is), or in another agent's run (two agents sharing a
+    session, each with a tool of that name; red team 27) needs a new approval. A caller
+    JSON cannot write (a cycle, keys of mixed types) gets a fingerprint nothing matches:
+    its call is asked for again, never approved by another's answer.
     """
     reasons = sorted(f"{r.policy}/{r.rule}" for r in decision.rules
                      if r.action is Action.REQUIRE_APPROVAL and not r.audit)
-    payload = json.dumps({"tool": tool, "args": dict(arguments), "reasons": reasons,
-                          "revision": decision.revision}, sort_keys=True, default=str,
-                         ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(payload.encode()).hexdigest()
+    try:
+        payload = json.dumps({"tool": tool, "args": dict(arguments), "reasons": reasons,
+                              "revision": decision.revision,
+                              "caller": dict(caller) if caller else {}},
+                             sort_keys=True, default=str, ensure_ascii=False,
+                             separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return secrets.token_hex(32)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def answered_call(call: Any) -> str | None:
+    """What an answer to one of the framework's own requests was given for: a digest of
+    its copy of the call (the name and the arguments the user was shown), None when it has
+    none. A replay runs only the call its answer carries (``_function``)."""
+    if not isinstance(call, Content) or call.type != "function_call":
+        return None
+    try:
+        payload = json.dumps({"name": call.name, "args": call.parse_arguments()},
+                             sort_keys=True, default=str, ensure_ascii=False,
+                             separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def caller_of(principal: Mapping[str, Any] | None, agent: str | None) -> dict[str, Any]:
+    """Who an approval is bound to: the principal the host gave the call, and the name of
+    the agent that made it (its id is random per object unless the host sets one)."""
+    return {"principal": principal if principal is not None else {}, "agent": agent}
 
 
 def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
                   arguments: Mapping[str, Any], decision: Decision, *,
-                  key: bytes | None = None) -> str:
+                  key: bytes | None = None, caller: Mapping[str, Any] | None = None) -> str:
     """Keep the record of a call waiting for approval in the session's state; returns
     the token its request carries. A later request under the same id replaces it."""
     approvals = state.get("approvals")
@@ -189,7 +224,7 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
     token = new_token()
     approvals.pop(approval_id, None)  # re-added last: the most recent
     approvals[approval_id] = approval_record(approval_id, tool, arguments, decision, token,
-                                             key)
+                                             key, caller)
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
     return token
@@ -197,7 +232,8 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
 
 def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
                     approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision, *, key: bytes | None = None) -> bool:
+                    decision: Decision, *, key: bytes | None = None,
+                    caller: Mapping[str, Any] | None = None) -> bool:
     """Whether this call is the replay of the approved call the human was shown, unchanged.
 
     The response must carry the token of the request held for this id (the request the
@@ -210,7 +246,7 @@ def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | 
     held = take_held(state, approval_id)
     token = response_token(context)
     return approval_matches(held, approval_id, token, tool, arguments, decision,
-                            key) and spend(token)
+                            key, caller) and spend(token)
 
 
 def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:

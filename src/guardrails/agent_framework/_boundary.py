@@ -29,6 +29,7 @@ from agent_framework import (
 )
 from opentelemetry.trace import Span
 
+from guardrails.agent_framework._approvals import APPROVAL_TOKEN_KEY, answered_call
 from guardrails.agent_framework._mcp import (
     RUN_MCP_TOOLS,
     register_servers,
@@ -96,7 +97,12 @@ class GuardRunMiddleware(AgentMiddleware):
             self._check_tools(context)
         parent = RUN.get()
         state = RunState(request=run_request(context, parent), parent=parent,
-                         agent=agent_names(context.agent))
+                         agent=agent_names(context.agent), agent_name=agent_name(context.agent))
+        if parent is not None:
+            state.answers, state.answer_calls = parent.answers, parent.answer_calls
+        elif _resumes_approval(context):
+            state.answers, state.answer_calls = run_answers(context)
+            remember_answers(session_state(context.session), state.answer_calls)
         mcp_tools = run_mcp_tools(context.agent, context.tools)
         telemetry = self._telemetry
         run_span = telemetry.run_span()  # (nearly always None: no span of ours is needed)
@@ -237,6 +243,12 @@ def agent_names(agent: Any) -> tuple[str, ...]:
     return (name, ident) if ident is not None and ident != name else (name,)
 
 
+def agent_name(agent: Any) -> str | None:
+    """The agent's name, if it has one (``RunState.agent_name``)."""
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
 def _user_text(messages: Iterable[Message]) -> str:
     """The text of the user messages, each message's texts joined by a newline and the
     messages (those with any text) by another: always a plain ``str`` (a ``str`` subclass
@@ -276,6 +288,61 @@ def run_request(context: AgentContext, parent: RunState | None = None) -> str:
         return ""
     stored = state.get("request")
     return stored if isinstance(stored, str) else ""
+
+
+def run_answers(context: AgentContext) -> tuple[frozenset[str], dict[str, str]]:
+    """The approval tokens of the answers in the user messages that started the run, and
+    their ids (the answer's and its call's) with the digest of the call each carries: the
+    only answers that approve a replay in it (``RunState.answers``,
+    ``RunState.answer_calls``).
+
+    The framework replays every answer it finds, the model's own included: an approval
+    response the model returned ends its run, is kept in the session's history as the
+    model's message, and was replayed as approved by the user's next message (red team
+    27; for the guard's own requests the model needs the request's token, for the
+    framework's, ``approval_mode="always_require"``, only the call id it chose). A nested
+    run (an agent used as a tool) has no human of its own: it inherits its caller's
+    answers, never the orchestrating model's (``GuardRunMiddleware.process``).
+    """
+    tokens: list[str] = []
+    calls: dict[str, str] = {}
+    for m in context.messages:
+        if m.role != "user":
+            continue
+        for c in m.contents:
+            if c.type == "function_approval_response" and c.approved is True:
+                token = c.additional_properties.get(APPROVAL_TOKEN_KEY)
+                if type(token) is str:
+                    tokens.append(token)
+                call = c.function_call
+                digest = answered_call(call)
+                if digest is None:
+                    continue
+                for ident in (c.id, call.id if call is not None else None):
+                    if type(ident) is str:
+                        calls[ident] = digest
+    return frozenset(tokens), calls
+
+
+ANSWERS_KEPT = 100
+"""The user's answers a session keeps (``remember_answers``), oldest dropped first."""
+
+
+def remember_answers(state: dict[str, Any] | None, calls: dict[str, str] | None) -> None:
+    """Keep the user's answers (id: digest of the call answered) in the session: the
+    framework waits until every call of a batch it asks approval for is answered, so a
+    replay may come in a later run than its answer (``_function._answered_by_the_user``
+    takes them out as they are used)."""
+    if state is None or not calls:
+        return
+    kept = state.get("answered")
+    if not isinstance(kept, dict):
+        kept = state["answered"] = {}
+    for ident, digest in calls.items():
+        kept.pop(ident, None)
+        kept[ident] = digest
+    while len(kept) > ANSWERS_KEPT:
+        del kept[next(iter(kept))]
 
 
 def _resumes_approval(context: AgentContext) -> bool:

@@ -38,10 +38,12 @@ from guardrails.agent_framework import _private
 from guardrails.agent_framework._approvals import (
     APPROVAL_TTL,
     ApprovalStore,
+    answered_call,
     approval_id_for,
     approval_matches,
     approval_record,
     approval_request,
+    caller_of,
     hold_approval,
     is_approved_response,
     new_token,
@@ -246,6 +248,9 @@ class _Plan(NamedTuple):
     ``str``), so the guard skips scrubbing where the result would be the same."""
     injects: bool = False
     """``_ToolFacts.injects`` of the call's tool on its set."""
+    principal: Mapping[str, Any] | None = None
+    """The principal the call was decided for: an approval covers it, and the agent
+    (``_approvals.caller_of``)."""
 
 
 class _ToolFacts(NamedTuple):
@@ -397,6 +402,17 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 # input error, decided before anything reads the arguments.
                 span.fail(UnreadableArguments())
                 self._deny_unreadable(context, tool, unreadable)
+                return
+            if (is_approved_response(context)
+                    and getattr(context.function, "approval_mode", None) == "always_require"
+                    and not _answered_by_the_user(context, run)):
+                # The framework's own approval carries no token of ours, and the model knows
+                # its id (it chose the call's): the model's own answer, kept in the
+                # session's history, ran the tool on the user's next message (red team 27).
+                span.fail(UnansweredApproval())
+                self._record_blocked(context, tool)
+                context.result = (f"Error: the call to {tool} was denied by policy. Its "
+                                  "approval did not come from the user.")
                 return
             started = time.perf_counter()
             turn = HistoryTurn()
@@ -560,10 +576,16 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                 if not taken:
                     held = await self._take_held(context, state, approval_id)
                 token = response_token(context)
-                # Used once in this process too: a session state saved before the approval
-                # and restored after it holds the record again.
-                replay = approval_matches(held, self._mac_id(context, approval_id), token, tool,
-                                          arguments, decision, self._approval_key) and spend(token)
+                agent_name = _agent_name(run)
+                # Given by the human in this run's own user messages (``RunState.answers``):
+                # never an answer the model returned, which the framework replays too. Used
+                # once in this process too: a session state saved before the approval and
+                # restored after it holds the record again.
+                replay = (run is not None and isinstance(token, str) and token in run.answers
+                          and approval_matches(held, self._mac_id(context, approval_id), token,
+                                               tool, arguments, decision, self._approval_key,
+                                               caller_of(principal, agent_name))
+                          and spend(token))
             effect = decision.effect
             if effect is Effect.REQUIRE_APPROVAL and replay:
                 effect = Effect.ALLOW  # approval satisfies require_approval, nothing else
@@ -579,7 +601,7 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             quiet = memory is self._quiet_memory and not secret_names
             return _Plan(policies, decision, effect, entry, arguments, secret_names,
                          approval_id, replay, run, validated, invalid, deferred, over_bounds,
-                         aliases, quiet, facts.injects)
+                         aliases, quiet, facts.injects, principal)
         except BaseException:
             self._release(decision)
             raise
@@ -899,7 +921,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             if self._approvals is not None:
                 token = new_token()
                 record = approval_record(self._mac_id(context, plan.approval_id), tool,
-                                         plan.arguments, decision, token, self._approval_key)
+                                         plan.arguments, decision, token, self._approval_key,
+                                         caller_of(plan.principal, _agent_name(plan.run)))
                 try:
                     await self._store(self._approvals.hold,
                                       _approval_key(context, plan.approval_id),
@@ -910,7 +933,8 @@ class GuardFunctionMiddleware(FunctionMiddleware):
                     return
             else:
                 token = hold_approval(state, plan.approval_id, tool, plan.arguments, decision,
-                                      key=self._approval_key)
+                                      key=self._approval_key,
+                                      caller=caller_of(plan.principal, _agent_name(plan.run)))
             context.result = approval_request(context, plan.approval_id, decision,
                                               plan.arguments, message, token)
             return
@@ -1234,6 +1258,44 @@ class _Unanswered:
 
     def release(self, reservations: Sequence[Reservation]) -> None:
         return None
+
+
+class UnansweredApproval(Exception):
+    """A replay of a call the framework asks approval for, whose answer the user did not give."""
+
+
+def _answered_by_the_user(context: FunctionInvocationContext, run: RunState | None) -> bool:
+    """Whether the approval being replayed is one the user gave, for this very call: by the
+    answer's id or the id of the call it answers, in this run's user messages (or its
+    caller's, for a nested run) or an earlier run's of the session
+    (``_boundary.remember_answers``: the framework replays a batch once all of it is
+    answered), and carrying the call that is replayed (``answered_call``: an answer the
+    user gave for "delete tmp", carried to another session whose model reused the call id
+    for "delete everything", ran that). Used up: the model may reuse a call id in this
+    session too, and an answer the user gave for it once approves no later request."""
+    if run is None:
+        return False
+    response = context.metadata.get("approval_response")
+    digest = answered_call(getattr(response, "function_call", None))
+    if digest is None:
+        return False
+    call = getattr(response, "function_call", None)
+    ids = [i for i in (getattr(response, "id", None), getattr(call, "id", None))
+           if isinstance(i, str)]
+    given = run.answer_calls
+    found = given is not None and any(given.get(i) == digest for i in ids)
+    state = session_state(context.session)
+    kept = state.get("answered") if state is not None else None
+    if isinstance(kept, dict):
+        for i in ids:
+            if kept.get(i) == digest:
+                found = True
+                del kept[i]
+    return found
+
+
+def _agent_name(run: RunState | None) -> str | None:
+    return run.agent_name if run is not None else None
 
 
 def _without(arguments: dict[str, Any], injected: frozenset[str]) -> dict[str, Any]:

@@ -198,16 +198,23 @@ def install_fast_tokens() -> bool:
         return True
 
 
-BatchCheck = Callable[[Sequence[Any], Sequence[Any]], None]
+BatchCheck = Callable[[Sequence[Any], Sequence[Any]], bool | None]
 """``check(calls, middleware)``: sees a batch's calls (``function_call`` contents, and
 ``function_approval_response`` contents carrying the approved call) and the function
-middleware that will run them, before the framework reads any of their arguments."""
+middleware that will run them, before the framework reads any of their arguments; true
+when the guard judges the batch (``BatchDone`` then runs once it is over)."""
+
+BatchDone = Callable[[], None]
+"""``done()``: runs when a batch its check said the guard judges is over, before the
+framework sends the batch's results to the model; it may raise to end the loop there."""
 
 FRAMEWORK_BATCH: Any = _framework_tools._try_execute_function_call_groups
 """The framework's own batch execution, as the framework defines it."""
 
 _BATCH_CHECK: list[BatchCheck] = []
 """The one check ``install_batch_check`` installed (empty until then)."""
+_BATCH_DONE: list[BatchDone] = []
+"""The ``done`` installed with it, if any."""
 
 
 async def _checked_batch(
@@ -223,18 +230,22 @@ async def _checked_batch(
     """The framework's batch execution, the installed check first when a function
     middleware pipeline will run the calls (without one, nothing of the guard's runs them).
     The framework's signature exactly (tests/test_af_private.py compares them)."""
-    if middleware_pipeline is not None:
-        _BATCH_CHECK[0](function_calls, middleware_pipeline._middleware)
-    return await FRAMEWORK_BATCH(
+    guarded = (middleware_pipeline is not None
+               and _BATCH_CHECK[0](function_calls, middleware_pipeline._middleware))
+    outcome = await FRAMEWORK_BATCH(
         custom_args=custom_args, function_calls=function_calls, tools=tools, config=config,
         invocation_session=invocation_session,
         approval_session_is_authoritative=approval_session_is_authoritative,
         middleware_pipeline=middleware_pipeline, host_payload_budget=host_payload_budget)
+    if guarded and _BATCH_DONE:
+        _BATCH_DONE[0]()
+    return outcome
 
 
-def install_batch_check(check: BatchCheck) -> bool:
+def install_batch_check(check: BatchCheck, done: BatchDone | None = None) -> bool:
     """Let ``check`` see every batch of calls the framework executes, before it reads their
-    arguments; whether it does.
+    arguments (and ``done`` run after a batch the check said the guard judges); whether it
+    does.
 
     The framework parses a call's argument text (``Content.parse_arguments``) inside the
     batch, before any function middleware, and text it cannot parse ends the run; a chat
@@ -256,6 +267,8 @@ def install_batch_check(check: BatchCheck) -> bool:
             return False
         if not _BATCH_CHECK:
             _BATCH_CHECK.append(check)
+            if done is not None:
+                _BATCH_DONE.append(done)
         tools._try_execute_function_call_groups = _checked_batch
         return True
 

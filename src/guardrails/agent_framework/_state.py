@@ -43,6 +43,20 @@ class RunState:
 
     agent: tuple[str, ...] | None = None
     """The running agent's name and id, for ``match.agents`` and bindings."""
+    agent_name: str | None = None
+    """The running agent's name (None without one): an approval covers the agent whose
+    call it was. Its id is not used: an agent built without one gets a random id, per
+    object (a server that builds its agent per request has a new one each time)."""
+    answers: frozenset[str] = frozenset()
+    """The approval tokens of the answers the human gave in the user messages that started
+    the run (a nested run inherits its caller's: its "user" is the orchestrating model).
+    Only these approve a replay: the framework also replays answers it finds elsewhere (the
+    model's own message kept in the session's history), which no human gave."""
+    answer_calls: dict[str, str] | None = None
+    """The ids of those answers, and of the calls they answer (``function_call.id``), each
+    with the digest of the call the answer carries (``_approvals.answered_call``): what a
+    replay of a call the framework itself asks approval for (``approval_mode=
+    "always_require"``) is checked against, its request carrying no token of ours."""
     unbuilt: bool = False
     """Whether ``history`` holds an entry not built yet (``_history.Unbuilt``)."""
     unreadable: dict[str, str] | None = None

@@ -32,6 +32,7 @@ from typing import Any
 from agent_framework import ChatContext, ChatMiddleware
 
 from guardrails.agent_framework import _private
+from guardrails.agent_framework._boundary import _GuardHalt
 from guardrails.agent_framework._state import RUN, RunState
 
 __all__ = ["MARKER", "PARSE_DEPTH", "GuardChatMiddleware", "UnreadableArguments",
@@ -313,7 +314,7 @@ _READER: list[type] = []
 """The function middleware class that denies the marker (``GuardFunctionMiddleware``)."""
 
 
-def check_batch(calls: Sequence[Any], middleware: Sequence[Any]) -> None:
+def check_batch(calls: Sequence[Any], middleware: Sequence[Any]) -> bool:
     """``_private.install_batch_check``'s check: :func:`repair` a batch the framework is
     about to execute, only inside a guarded run (``RUN`` set by the run boundary) whose
     pipeline holds the guard's function middleware, which denies the marker. Anywhere else
@@ -322,12 +323,27 @@ def check_batch(calls: Sequence[Any], middleware: Sequence[Any]) -> None:
     marker never reaches a tool no guard will judge."""
     run = RUN.get()
     if run is None or not calls:
-        return
+        return False
     reader = _READER[0]
     for item in middleware:
         if isinstance(item, reader):
             repair(calls, run)
-            return
+            return True
+    return False
+
+
+def batch_done() -> None:
+    """A batch the guard judged is over: a run halted meanwhile ends here, before the
+    framework sends the batch's results to the model. A halt normally ends the batch by
+    itself; a middleware before the guard that turned it into a result or a tool error
+    let the framework ask the model once more, with the halted batch's results (red
+    team 27), where a streamed run already ended at the batch."""
+    run = RUN.get()
+    if run is None or not (run.halted or run.parent is not None):
+        return
+    stopped = run.stopped_by()
+    if stopped is not None:
+        raise _GuardHalt(stopped)
 
 
 def install(reader: type) -> bool:
@@ -336,7 +352,7 @@ def install(reader: type) -> bool:
     check is installed (see ``_private.install_batch_check``)."""
     if not _READER:
         _READER.append(reader)
-    return _private.install_batch_check(check_batch)
+    return _private.install_batch_check(check_batch, batch_done)
 
 
 class GuardChatMiddleware(ChatMiddleware):
