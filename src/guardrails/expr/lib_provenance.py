@@ -81,21 +81,28 @@ def _units(ns: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Pass:
-    """What one pass over a text costs: ``byte_ns`` a byte of its UTF-8 (a character of an
-    ASCII text; four of any other, the most one takes, as RE2 reads UTF-8) and ``dot_ns``
-    a full stop it holds (a pass that tries a match at every dot: ``a.a.a.`` read 25 times
-    slower than prose), and ``call_ns`` the pass itself (a short text's cost is the call's).
-    Counted by ``_Scan.over`` before the pass reads."""
+    """What one pass over a text costs: ``byte_ns`` a character of an ASCII text and
+    ``wide`` times that a character of any other, ``dot_ns`` a full stop it holds (a pass
+    that tries a match at every dot: ``a.a.a.`` read 25 times slower than prose), and
+    ``call_ns`` the pass itself (a short text's cost is the call's). Counted by
+    ``_Scan.over`` before the pass reads."""
 
     byte_ns: float
     dot_ns: float = 0.0
     call_ns: float = 0.0
+    wide: int = 4
+    """What a character of a text that is not ASCII counts as: four bytes for a pass over
+    its UTF-8 (RE2's, and one that rewrites the text: the most a character takes), one
+    for a search by Python's ``str`` methods, which read code points at the same speed
+    whatever their width (``in`` and ``count``: 0.2-0.4 ns a character of Japanese,
+    Cyrillic, accented or astral pages; charged four, a page of Japanese kept with its
+    reading was charged 8 times what its search cost: ``benchmarks/pass_costs.py``)."""
 
     def units(self, text: str, start: int = 0, end: int | None = None) -> int:
         stop = len(text) if end is None else min(end, len(text))
         size = max(stop - start, 0)
-        wide = not text.isascii() and not text[start:stop].isascii()
-        ns = self.call_ns + size * self.byte_ns * (4 if wide else 1)
+        wide = self.wide != 1 and not text.isascii() and not text[start:stop].isascii()
+        ns = self.call_ns + size * self.byte_ns * (self.wide if wide else 1)
         if self.dot_ns:
             ns += _dots(text, start, stop, wide) * self.dot_ns
         return math.ceil(ns / UNIT_NS)
@@ -109,9 +116,16 @@ def _dots(text: str, start: int, stop: int, wide: bool) -> int:
     return dots
 
 
-FIND: Final = _Pass(0.55)
-"""A C-speed pass: ``in``, ``str.count``, ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
-a character; an ASCII text's lower-casing and letters, a literal's search)."""
+FIND: Final = _Pass(0.55, wide=1)
+"""A C-speed search by Python's ``str`` methods: ``in``, ``str.count`` (0.3-0.55 ns a
+character of any width; a literal's search, counting a text's dots, lines and quotes)."""
+REWRITE: Final = _Pass(0.55)
+"""A C-speed pass that makes a new text: ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
+a character of an ASCII text, 2.6-6.8 of any other: a text's reading lower-cased, an
+ASCII field's letters)."""
+DENSE: Final = _Pass(1.1)
+"""The separators of identifiers and phone numbers removed (``_dense``, ``_dense_ascii``:
+a translate, or an encode and a translate; 0.3-2.7 ns a character not ASCII)."""
 RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
 """An RE2 search (a value's pattern, quoted strings, the spelling gate): 1.4-1.8 ns a byte
 whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
@@ -124,7 +138,7 @@ GLUE_FIND: Final = _Pass(0.6, 36.0)
 """Python's search for them (``_GLUED``, ``_unglue``): 0.3-0.4 ns a character and up to
 33 ns a dot (``.Ab`` repeated, where every dot starts a match that fails: 11 ns a
 character), and the as-written reading lower-cased."""
-_READING: Final = (RE2_SEARCH, GLUE_SEEN, FIND, FIND)
+_READING: Final = (RE2_SEARCH, GLUE_SEEN, REWRITE, FIND)
 """The passes of a text's reading, ASCII or not (``_Scan.read``): the spelling gate
 (``_respelled``), the glued-sentence gate, lower-casing, counting its dots."""
 
@@ -739,11 +753,12 @@ class Matcher:
         """Where the first match in ``low`` is (a position inside the matched value, never
         on a boundary character), or None."""
         budget.charge(SEARCH_COST)
-        budget.over(FIND, low)
-        if self.literal not in low:
-            return None
+        if self.literal:  # (an identifier's or a phone number's is "": no search)
+            budget.over(FIND, low)
+            if self.literal not in low:
+                return None
         if self.dense:
-            budget.over(FIND, low, 2)  # (made once a text, cached: charged alike)
+            budget.over(DENSE, low)  # (made once a text, cached: charged alike)
             if self.dense not in (_dense_ascii(low) if self.dense.isascii() else _dense(low)):
                 return None
         budget.over(RE2_SEARCH, low)
@@ -1110,10 +1125,35 @@ a call, charged nothing; a page with a few costs a few thousand units."""
 
 VALUE_COST: Final = _units(40_960)  # (ns, as measured below)
 """Scan units of a value's first use in a call (``matcher``): reading its kind and building
-its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
+its search, 10-35 µs uncached for a value of a few words (a number, a date, a host, an
+IBAN), charged alike cached or not, and for a text ``WORD_COST`` a word and
+``VALUE_CHAR_COST`` a character besides (``_value_units``). The values of the recorded
 calls whose results name the value are each looked up in the request
 (``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
-only; a call now looks up about a thousand."""
+only; a call now looks up a few hundred."""
+WORD_COST: Final = _units(6_000)  # (ns, as measured below)
+"""Scan units of each word of a text value its classification reads (``_first_words``,
+its pattern, its parts: at most ``VALUE_WORDS`` + 1), counted before it is read by the
+separators of its first ``VALUE_CHARS`` characters: pyre2 maps each match's offsets
+and each word is escaped and read again, 5-6 µs a word (a value of 16 words cost 103 µs
+to classify, charged 41: ``benchmarks/value_cost.py``)."""
+VALUE_CHAR_COST: Final = _units(200)  # (ns, as measured below)
+"""Scan units of each of a text value's first ``VALUE_CHARS`` characters, read by its
+classification's patterns and escaped into its own (a URL of 60 path segments cost
+123 µs, a host of 500 labels 135 µs)."""
+
+
+def _value_units(normal_form: str) -> int:
+    """What classifying a text value read as ``normal_form`` costs besides ``VALUE_COST``:
+    its words (``WORD_COST``; as many as separators plus one, counted at C speed in an
+    ASCII text; in any other, one a character: its separators may be any script's) and its
+    characters (``VALUE_CHAR_COST``), both only as far as classification reads."""
+    head = normal_form[:VALUE_CHARS]
+    if head.isascii():
+        words = len(head) - len(head.encode("ascii").translate(None, _ASCII_WORDLESS)) + 1
+    else:
+        words = len(head)
+    return WORD_COST * min(words, VALUE_WORDS + 1) + VALUE_CHAR_COST * len(head)
 FIELD_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each line and quoted string of a result read as fields (``_fields_of``,
 ``Origins.whole``: a result that names the value), charged before they are read: about
@@ -1163,7 +1203,8 @@ class _Scan:
         self.charge(VALUE_COST)
         self.values.add(key)
         if type(value) is str:
-            _value_normal(value, self)  # ``_matcher_of``'s reading, its URL spellings charged
+            # ``_matcher_of``'s reading, its URL spellings charged; then its words
+            self.charge(_value_units(_value_normal(value, self)))
         return True
 
     def read(self, text: str, limit: int) -> None:
@@ -1444,7 +1485,7 @@ class Origins:
             fields = {}
             for f in _fields_of(low):
                 if f.isascii():  # (an ASCII field's letters are taken at C speed)
-                    self.scan.over(FIND, f)
+                    self.scan.over(REWRITE, f)
                 else:
                     self.scan.charge(LETTERS_COST * len(f))
                 fields.setdefault(_wordless(f), []).append(f)
