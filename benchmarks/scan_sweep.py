@@ -90,6 +90,12 @@ CASES: dict[str, tuple[str, str]] = {
         'for i in range(100)], False)'),
     "URL spellings: gate only": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "@[" * K)[:K] for i in range(100)], False)'),
+    "reading: 100 fresh prose pages": (
+        "untrusted", '("evil.example", "r", [(f"{i} " + "The quick brown fox jumps over the '
+        'lazy dog, said the report of 2024. " * K)[:K] for i in range(100)], False)'),
+    "reading: 100 fresh link pages": (
+        "untrusted", '("evil.example", "r", [(f"{i} " + "see https://docs.example.com/guide/'
+        'page?id=42 and www.example.org/a/b\\n" * K)[:K] for i in range(100)], False)'),
     "reading: 100 fresh Japanese pages": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "\\u3042\\uff21\\u200b" * K)[:K] '
         'for i in range(100)], False)'),

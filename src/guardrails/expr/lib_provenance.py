@@ -97,11 +97,10 @@ class _Pass:
     whatever their width (``in`` and ``count``: 0.2-0.4 ns a character of Japanese,
     Cyrillic, accented or astral pages; charged four, a page of Japanese kept with its
     reading was charged 8 times what its search cost: ``benchmarks/pass_costs.py``)."""
-
     def units(self, text: str, start: int = 0, end: int | None = None) -> int:
         stop = len(text) if end is None else min(end, len(text))
         size = max(stop - start, 0)
-        wide = self.wide != 1 and not text.isascii() and not text[start:stop].isascii()
+        wide = not text.isascii() and not text[start:stop].isascii()
         ns = self.call_ns + size * self.byte_ns * (self.wide if wide else 1)
         if self.dot_ns:
             ns += _dots(text, start, stop, wide) * self.dot_ns
@@ -124,21 +123,35 @@ REWRITE: Final = _Pass(0.55)
 a character of an ASCII text, 2.6-6.8 of any other: a text's reading lower-cased, an
 ASCII field's letters)."""
 DENSE: Final = _Pass(1.1)
-"""The separators of identifiers and phone numbers removed (``_dense``, ``_dense_ascii``:
-a translate, or an encode and a translate; 0.3-2.7 ns a character not ASCII)."""
+"""The separators of identifiers and phone numbers removed for an ASCII value
+(``_dense_ascii``: a translate, or in a text not ASCII an encode and a translate: 1.7-4
+ns a character of the BMP on fresh pages; 6.6 past it, where a text's reading is charged
+``READ_COST`` and a kept one's check ``KEPT_ASTRAL_COST`` besides; ``DENSE_ANY`` for a
+value that is not ASCII)."""
+DENSE_ANY: Final = _Pass(1.1, wide=20)
+"""``_dense`` of a text not ASCII, for a value that is not (six ``str.replace``: 6-10 ns
+a character, 19 in a text dense in separators)."""
 RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
 """An RE2 search (a value's pattern, quoted strings, the spelling gate): 1.4-1.8 ns a byte
 whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
 ``a.`` repeated, 1.95), and pyre2's call around it (1.2 µs a miss, 3.9 a match: its
 ``Match`` object; a short result's search cost 6.7 µs, charged 2.5)."""
-GLUE_SEEN: Final = _Pass(0.2, 8.0)
+GATE: Final = _Pass(3.0, call_ns=4_000.0)
+"""The first pass of a text's reading, the spelling gate (``_respelled``: the text encoded
+to UTF-8, a new object, and searched by RE2): the first pass over the pages a call meets,
+fresh ones, none in the CPU's cache, 2.8-3.4 ns a byte of ASCII prose, links or dots and
+10-12 a character of Japanese, where a hot text's search takes 1.45 (``RE2_SEARCH``, the
+figure it was charged until margin27: a call over 100 fresh pages of prose cost 0.98x a
+unit; ``benchmarks/pass_costs.py``, ``scan_sweep.py``)."""
+GLUE_SEEN: Final = _Pass(0.2, 12.0)
 """RE2's search for a sentence glued to a host (``_GLUED_SEEN``): 0.14 ns a character and
-about 8 ns a dot (``a.`` repeated: 4 ns a character)."""
+6-12 ns a dot on fresh pages (``a.`` repeated: 3-6 ns a character; charged 8 a dot until
+margin27, when 100 fresh pages of it cost a call 0.87-0.94x a unit)."""
 GLUE_FIND: Final = _Pass(0.6, 36.0)
 """Python's search for them (``_GLUED``, ``_unglue``): 0.3-0.4 ns a character and up to
 33 ns a dot (``.Ab`` repeated, where every dot starts a match that fails: 11 ns a
 character), and the as-written reading lower-cased."""
-_READING: Final = (RE2_SEARCH, GLUE_SEEN, REWRITE, FIND)
+_READING: Final = (GATE, GLUE_SEEN, REWRITE, FIND)
 """The passes of a text's reading, ASCII or not (``_Scan.read``): the spelling gate
 (``_respelled``), the glued-sentence gate, lower-casing, counting its dots."""
 
@@ -758,8 +771,9 @@ class Matcher:
             if self.literal not in low:
                 return None
         if self.dense:
-            budget.over(DENSE, low)  # (made once a text, cached: charged alike)
-            if self.dense not in (_dense_ascii(low) if self.dense.isascii() else _dense(low)):
+            ascii_value = self.dense.isascii()  # (made once a text, cached: charged alike)
+            budget.over(DENSE if ascii_value else DENSE_ANY, low)
+            if self.dense not in (_dense_ascii(low) if ascii_value else _dense(low)):
                 return None
         budget.over(RE2_SEARCH, low)
         budget.use(self.pattern)
@@ -1264,6 +1278,14 @@ reading is the result's (``_checked_reading``: both hashed, 0.11 ms a 64 KiB pag
 Japanese each, about 1.7 ns a character where a unit is about 2.5 ns); charged once per
 text per call in place of its reading (``READ_COST``, 32), cold or warm."""
 
+KEPT_ASTRAL_COST: Final = _units(12)  # (ns, as measured below)
+"""Scan units of each character past the BMP of a result and of its kept reading, besides
+``KEPT_COST``: its UTF-16 is a surrogate pair, encoded at 3-8 ns a character and hashed
+four bytes, and an identifier's prefilter reads it at 6.6 ns where ``DENSE`` charges 4.4
+(50 fresh kept pages of mathematical letters and emoji cost a call 46 ms,
+charged as 23: margin27, ``benchmarks/kept_readings.py``). Learned from the check's own
+encoding (at most one page's, before the charge) and kept with the checked reading."""
+
 RECORD_BUDGET: Final = 4 * 1024 * 1024
 """Scan units the reading of one result may cost when it is recorded (``kept_reading``),
 counted as a call counts them: every 64 KiB page's normalisation (2 Mi at ``READ_COST``)
@@ -1279,14 +1301,23 @@ no reading made before is used). A change elsewhere in the reading needs
 ``READING_VERSION`` raised (tests/test_record26_readings.py pins one reading)."""
 
 
-def _reading_sum(text: str, low: str) -> str:
-    """The check binding a reading to its result: SHA-256 of both (UTF-16, one length
-    prefixed: no two pairs hash alike) under the version's tag."""
+def _reading_sum(text: str, low: str, wide: Sequence[bytes] = ()) -> str:
+    """The check binding a reading to its result: SHA-256 of both (UTF-16, ``wide`` when
+    the caller has encoded them, one length prefixed: no two pairs hash alike) under the
+    version's tag."""
     digest = hashlib.sha256(_READING_TAG)
     digest.update(len(text).to_bytes(8, "little"))
-    digest.update(text.encode("utf-16-le", "surrogatepass"))
-    digest.update(low.encode("utf-16-le", "surrogatepass"))
+    for data in wide or [t.encode("utf-16-le", "surrogatepass") for t in (text, low)]:
+        digest.update(data)
     return digest.hexdigest()
+
+
+def _past_bmp_units(text: str, low: str) -> tuple[list[bytes], int]:
+    """The UTF-16 of a result and its reading, and what their characters past the BMP
+    cost to check besides ``KEPT_COST`` (``KEPT_ASTRAL_COST``: surrogate pairs)."""
+    wide = [t.encode("utf-16-le", "surrogatepass") for t in (text, low)]
+    past = (len(wide[0]) + len(wide[1])) // 2 - len(text) - len(low)
+    return wide, KEPT_ASTRAL_COST * past
 
 
 def kept_reading(result: str) -> dict[str, Any] | None:
@@ -1318,13 +1349,16 @@ def kept_reading(result: str) -> dict[str, Any] | None:
     if _glue_seen(cut) and _GLUED.search(cut) is not None:  # (read in two forms)
         return None
     low = cut.lower()
-    check = _reading_sum(text, low)
-    _remember(check, text, low)  # (this process need not check it again: it made it)
+    wide, past = _past_bmp_units(text, low)
+    check = _reading_sum(text, low, wide)
+    _remember(check, text, low, past)  # (this process need not check it again: it made it)
     return {"v": READING_VERSION, "low": low, "sum": check}
 
 
-_CHECKED: dict[str, tuple[str, str]] = {}
-"""Readings checked by this process, by their check: the text and the reading."""
+_CHECKED: dict[str, tuple[str, str, int]] = {}
+"""Readings checked by this process, by their check: the text, the reading and the units
+their characters past the BMP cost to check (``KEPT_ASTRAL_COST``), charged again when
+it is found here: a call is charged alike cold or warm."""
 
 
 def _checked_reading(reading: Any, result: str, scan: _Scan) -> str | None:
@@ -1348,17 +1382,20 @@ def _checked_reading(reading: Any, result: str, scan: _Scan) -> str | None:
     scan.charge(KEPT_COST * (len(text) + len(low)))
     found = _CHECKED.get(check)
     if found is not None and found[0] == text and found[1] == low:
+        scan.charge(found[2])
         return found[1]
-    if _reading_sum(text, low) != check:
+    wide, past = _past_bmp_units(text, low)
+    scan.charge(past)  # (before the hash; learned from the encoding, at most one page's)
+    if _reading_sum(text, low, wide) != check:
         return None
-    _remember(check, text, low)
+    _remember(check, text, low, past)
     return low
 
 
-def _remember(check: str, text: str, low: str) -> None:
+def _remember(check: str, text: str, low: str, units: int = 0) -> None:
     if len(_CHECKED) >= _CACHE_SIZE:
         _CHECKED.clear()
-    _CHECKED[check] = (text, low)
+    _CHECKED[check] = (text, low, units)
 
 
 @dataclass(frozen=True, slots=True)
