@@ -44,13 +44,14 @@ PATTERN = compile_re2(VALUE.pattern)
 # pass -> (what it runs, the _Pass it is charged as)
 PASSES = {
     "RE2: spelling gate": (lambda t: lp._ANY_SPELLING.search(t.encode("utf-8", "surrogatepass")),
-                           lp.RE2_SEARCH),
+                           lp.GATE),
     "RE2: value search": (lambda t: PATTERN.search(t), lp.RE2_SEARCH),
     "RE2: quoted strings": (lambda t: sum(1 for _ in lp._QUOTED_RE.finditer(t)), lp.RE2_SEARCH),
     "RE2: glue gate": (lambda t: lp._GLUED_SEEN_RE.search(t), lp.GLUE_SEEN),
     "find: literal": (lambda t: "evil.examplex." in t, lp.FIND),
     "find: count dots": (lambda t: t.count("."), lp.FIND),
-    "find: lower": (lambda t: t.lower(), lp.FIND),
+    "find: lower": (lambda t: t.lower(), lp.REWRITE),
+    "dense: identifier prefilter": (lp._dense_ascii, lp.DENSE),
 }
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -185,7 +186,9 @@ def sweep(only: str) -> None:
     unit_ns = float(getattr(lp, "UNIT_NS", 2.5))
     budget = lp.SCAN_BUDGET
     print(f"SCAN_BUDGET {budget:,} units, UNIT_NS {unit_ns} ns: "
-          f"{budget * unit_ns / 1e6:.1f} ms when the whole budget is spent at that rate")
+          f"{budget * unit_ns / 1e6:.1f} ms when the whole budget is spent at that rate; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a loaded "
+          "machine reads every row slower alike)")
     print(f"{'case':48} {'units cold':>11} {'units warm':>11} {'ns/unit':>8} {'x unit':>7} "
           f"{'call ms':>8} {'x 50 ms':>8}  outcome")
     worst_rate, worst_call = (0.0, ""), (0.0, "")
