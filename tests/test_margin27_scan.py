@@ -66,11 +66,13 @@ def test_a_python_search_is_charged_by_code_points_and_re2_by_bytes() -> None:
     assert lp.FIND.units(japanese) == lp.FIND.units(ascii_page)
     assert lp.RE2_SEARCH.units(japanese) - lp._units(lp.RE2_SEARCH.call_ns) >= 4 * (
         lp.RE2_SEARCH.units(ascii_page) - lp._units(lp.RE2_SEARCH.call_ns)) - 1
-    assert lp.DENSE.units(japanese) >= 4 * lp.DENSE.units(ascii_page) - 1
+    assert lp.DENSE.units(japanese) >= 2 * lp.DENSE.units(ascii_page) - 1
+    # ``in`` is charged as it meets a text of the literal's own characters
+    assert lp.LITERAL.units(japanese) == lp.LITERAL.units(ascii_page) > lp.FIND.units(ascii_page)
 
 
 def test_a_reading_is_charged_its_first_pass_over_a_fresh_page() -> None:
-    """The spelling gate meets every page first: charged ``GATE`` (3 ns a byte), and a
+    """The spelling gate meets every page first: charged ``GATE`` (3.6 ns a byte), and a
     page of dots its dots besides."""
     prose = ("The quick brown fox jumps over the lazy dog " * 2000)[:K]
     dotted = ("a." * K)[:K]
@@ -132,15 +134,16 @@ def test_a_kept_reading_past_the_bmp_is_charged_its_surrogates_cold_and_warm() -
 
 def test_dense_dots_and_escapes_run_the_budget_out_and_prose_is_read(
         policies: guardrails.PolicySet) -> None:
-    """100 fresh pages each: of ``a.`` or of escapes, over the call's bounds (denied); of
-    prose, read whole and decided by the rules (the value is in none)."""
+    """100 fresh pages each: of ``a.`` or of escapes, over the call's bounds (denied); 50
+    of prose (the guard's ``HISTORY_LIMIT``), read whole and decided by the rules (the
+    value is in none)."""
     for unit, prefix in (("a.", ""), ("%41", "https://x.example/")):
         pages = [(f"{i} {prefix}" + unit * K)[:K] for i in range(100)]
         decision = policies.evaluate("post", {"v": "evil.example"}, request="r",
                                      history=_history(pages))
         assert decision.effect.value == "deny" and _over_budget(decision), unit
     prose = [(f"{i} " + "The report of 2024 said payments were sent. " * K)[:K]
-             for i in range(100)]
+             for i in range(50)]
     decision = policies.evaluate("post", {"v": "evil.example"}, request="r",
                                  history=_history(prose))
     assert not decision.errors and decision.effect.value == "allow"

@@ -66,8 +66,10 @@ UNIT_NS: Final = 2.5
 measured figure divided by it (``_units``, ``_Pass``), so ``SCAN_BUDGET`` x ``UNIT_NS``
 (42 ms) is what a call's scanning costs at most, within promise 8's 50 ms. Measured by
 ``benchmarks/scan_sweep.py`` (each scanning path on the inputs dearest per unit charged,
-cold and warm: the worst at 1.0-1.2x this figure on a loaded 2-core machine) and, per
-pass, the ``_Pass`` figures (best of 10-20 runs over 64 KiB texts built for each pass)."""
+cold and warm: the worst at 0.94x this figure at load 4.4 on the shared 2-core machine,
+1.0-1.2x before margin27) and, per pass, the ``_Pass`` figures: what each pass meets on
+fresh pages, none in the CPU's cache (``benchmarks/pass_costs.py``; the best of repeated
+runs over one hot text, as they were first taken, reads 0.5-0.9x of it)."""
 
 SCAN_BUDGET: Final = 16 * 1024 * 1024
 """Scan units the provenance functions may spend in one evaluated call, across all queries
@@ -116,19 +118,25 @@ def _dots(text: str, start: int, stop: int, wide: bool) -> int:
 
 
 FIND: Final = _Pass(0.55, wide=1)
-"""A C-speed search by Python's ``str`` methods: ``in``, ``str.count`` (0.3-0.55 ns a
-character of any width; a literal's search, counting a text's dots, lines and quotes)."""
+"""A C-speed count by Python's ``str`` methods: ``str.count`` (0.3-0.55 ns a character of
+any width: counting a text's dots, lines and quotes)."""
+LITERAL: Final = _Pass(1.4, wide=1)
+"""A value's literal searched with ``in`` (``Matcher.first``): 0.2-0.5 ns a character of
+prose, up to 1.4 in a text made of the literal's own characters (``e.`` repeated for
+``evil.examplex.``: CPython's search skips only past characters the literal lacks), any
+width alike (charged ``FIND`` until margin27: 2.5x below its cost there)."""
 REWRITE: Final = _Pass(0.55)
 """A C-speed pass that makes a new text: ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
 a character of an ASCII text, 2.6-6.8 of any other: a text's reading lower-cased, an
 ASCII field's letters)."""
-DENSE: Final = _Pass(1.1)
+DENSE: Final = _Pass(2.4, wide=2)
 """The separators of identifiers and phone numbers removed for an ASCII value
-(``_dense_ascii``: a translate, or in a text not ASCII an encode and a translate: 1.7-4
-ns a character of the BMP on fresh pages; 6.6 past it, where a text's reading is charged
-``READ_COST`` and a kept one's check ``KEPT_ASTRAL_COST`` besides; ``DENSE_ANY`` for a
-value that is not ASCII)."""
-DENSE_ANY: Final = _Pass(1.1, wide=20)
+(``_dense_ascii``: a translate, 0.6-0.9 ns a character of a hot ASCII text and 1.8-2.3
+of a fresh one; in a text not ASCII an encode and a translate, 1.7-4 ns a character of
+the BMP on fresh pages, 6.6 past it, where a text's reading is charged ``READ_COST`` and
+a kept one's check ``KEPT_ASTRAL_COST`` besides; ``DENSE_ANY`` for a value that is not
+ASCII). Charged 1.1 and 4.4 until margin27."""
+DENSE_ANY: Final = _Pass(2.4, wide=9)
 """``_dense`` of a text not ASCII, for a value that is not (six ``str.replace``: 6-10 ns
 a character, 19 in a text dense in separators)."""
 RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
@@ -136,11 +144,12 @@ RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
 whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
 ``a.`` repeated, 1.95), and pyre2's call around it (1.2 µs a miss, 3.9 a match: its
 ``Match`` object; a short result's search cost 6.7 µs, charged 2.5)."""
-GATE: Final = _Pass(3.0, call_ns=4_000.0)
+GATE: Final = _Pass(3.6, call_ns=4_000.0)
 """The first pass of a text's reading, the spelling gate (``_respelled``: the text encoded
 to UTF-8, a new object, and searched by RE2): the first pass over the pages a call meets,
-fresh ones, none in the CPU's cache, 2.8-3.4 ns a byte of ASCII prose, links or dots and
-10-12 a character of Japanese, where a hot text's search takes 1.45 (``RE2_SEARCH``, the
+fresh ones, none in the CPU's cache, 2.8-3.4 ns a byte of ASCII prose, links or dots
+(more with the machine loaded: 100 fresh prose pages 0.99x a unit charged 3.0) and 10-12
+a character of Japanese, where a hot text's search takes 1.45 (``RE2_SEARCH``, the
 figure it was charged until margin27: a call over 100 fresh pages of prose cost 0.98x a
 unit; ``benchmarks/pass_costs.py``, ``scan_sweep.py``)."""
 GLUE_SEEN: Final = _Pass(0.2, 12.0)
@@ -767,7 +776,7 @@ class Matcher:
         on a boundary character), or None."""
         budget.charge(SEARCH_COST)
         if self.literal:  # (an identifier's or a phone number's is "": no search)
-            budget.over(FIND, low)
+            budget.over(LITERAL, low)
             if self.literal not in low:
                 return None
         if self.dense:
@@ -1550,7 +1559,7 @@ class Origins:
                     break
                 letters = _letters(values, self.scan)
                 self.scan.charge(SEARCH_COST)
-                self.scan.over(FIND, letters, len(m.parts))
+                self.scan.over(LITERAL, letters, len(m.parts))
                 if all(part in letters for part in m.parts):
                     return index
         return first
