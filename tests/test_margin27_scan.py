@@ -103,9 +103,10 @@ def test_a_values_classification_is_charged_by_its_words() -> None:
     assert extra >= 15 * lp.WORD_COST + (len(sixteen) - len(one)) * lp.VALUE_CHAR_COST
     assert lp._value_units(many) == ((lp.VALUE_WORDS + 1) * lp.WORD_COST
                                      + lp.VALUE_CHARS * lp.VALUE_CHAR_COST)
-    # words of any script: one a character, as far as they are read
+    # words of any script: one a character, as far as they are read (and four times the
+    # characters' charge)
     assert lp._value_units("\u6771\u4eac " * 10) == ((lp.VALUE_WORDS + 1) * lp.WORD_COST
-                                                   + 30 * lp.VALUE_CHAR_COST)
+                                                   + 4 * 30 * lp.VALUE_CHAR_COST)
     cold = _value_charge(sixteen)
     warm = lp._Scan(lp.SCAN_BUDGET)
     lp.matcher(sixteen, warm)  # (``_matcher_of`` cached now)

@@ -1154,12 +1154,12 @@ IBAN), charged alike cached or not, and for a text ``WORD_COST`` a word and
 calls whose results name the value are each looked up in the request
 (``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
 only; a call now looks up a few hundred."""
-WORD_COST: Final = _units(6_000)  # (ns, as measured below)
+WORD_COST: Final = _units(8_000)  # (ns, as measured below)
 """Scan units of each word of a text value its classification reads (``_first_words``,
 its pattern, its parts: at most ``VALUE_WORDS`` + 1), counted before it is read by the
 separators of its first ``VALUE_CHARS`` characters: pyre2 maps each match's offsets
-and each word is escaped and read again, 5-6 µs a word (a value of 16 words cost 103 µs
-to classify, charged 41: ``benchmarks/value_cost.py``)."""
+and each word is escaped and read again, 5-6 µs a word, up to 8 on a loaded machine (a
+value of 16 words cost 103-153 µs to classify, charged 41: ``benchmarks/value_cost.py``)."""
 VALUE_CHAR_COST: Final = _units(200)  # (ns, as measured below)
 """Scan units of each of a text value's first ``VALUE_CHARS`` characters, read by its
 classification's patterns and escaped into its own (a URL of 60 path segments cost
@@ -1170,13 +1170,14 @@ def _value_units(normal_form: str) -> int:
     """What classifying a text value read as ``normal_form`` costs besides ``VALUE_COST``:
     its words (``WORD_COST``; as many as separators plus one, counted at C speed in an
     ASCII text; in any other, one a character: its separators may be any script's) and its
-    characters (``VALUE_CHAR_COST``), both only as far as classification reads."""
+    characters (``VALUE_CHAR_COST``, four times that in a text not ASCII: 16 accented words
+    or words with combining marks cost 110-220 µs to classify), both only as far as
+    classification reads."""
     head = normal_form[:VALUE_CHARS]
     if head.isascii():
         words = len(head) - len(head.encode("ascii").translate(None, _ASCII_WORDLESS)) + 1
-    else:
-        words = len(head)
-    return WORD_COST * min(words, VALUE_WORDS + 1) + VALUE_CHAR_COST * len(head)
+        return WORD_COST * min(words, VALUE_WORDS + 1) + VALUE_CHAR_COST * len(head)
+    return WORD_COST * min(len(head), VALUE_WORDS + 1) + 4 * VALUE_CHAR_COST * len(head)
 FIELD_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each line and quoted string of a result read as fields (``_fields_of``,
 ``Origins.whole``: a result that names the value), charged before they are read: about
