@@ -54,6 +54,11 @@ CASES: dict[str, tuple[str, str]] = {
     "value search: 100 pages of the literal": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "evil.examplex " * K)[:K] '
         'for i in range(100)], False)'),
+    "value search: 100 pages of its literal's letters": (
+        "untrusted", '("evil.examplex", "r", [(f"{i} " + "e.xl" * K)[:K] for i in range(100)], False)'),
+    "value search: an IBAN in 100 pages of separators": (
+        "untrusted", '("GB82WEST12345698765432", "r", [(f"{i} " + "1 -2.(3)" * K)[:K] '
+        'for i in range(100)], False)'),
     "fields: 100 pages of short lines naming it": (
         "provenance", '("evil.example", "r", [(f"{i} " + "evil.example\\n" * K)[:K] '
         'for i in range(100)], True)'),
