@@ -47,6 +47,7 @@ SCRIPTS = {
     "Russian": "Съешь же ещё этих мягких французских булок, да выпей чаю. ",
     "accented": "Où est la fenêtre? Ça coûte très cher, naïve façade déjà vu. ",
     "dense (あ, Ａ, zero-width space)": "\u3042\uff21\u200b",
+    "past the BMP (𝐀, 😀)": "\U0001d400\U0001f600\U0001d401",
 }
 _FRESH = iter(range(10**9))
 
@@ -97,6 +98,7 @@ def most_pages(policies: guardrails.PolicySet, alphabet: str, kept: bool) -> int
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", default="", help="the pages whose name contains this")
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "p.yaml").write_text(POLICY)
@@ -104,6 +106,8 @@ def main() -> int:
     print(f"{'page':34} {'record ms':>9} {'pages before':>12} {'pages after':>11} "
           f"{'call ms, 50 pages: before / after':>34}")
     for name, alphabet in SCRIPTS.items():
+        if opts.only not in name:
+            continue
         record = float("inf")
         for _ in range(opts.repeat):
             text = page(alphabet)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,11 @@ CASES: dict[str, tuple[str, str]] = {
         "untrusted", '("a.b", "r", [(f"{i} " + "a.b.Com " * K)[:K] for i in range(100)], False)'),
     "value search: 100 pages of the literal": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "evil.examplex " * K)[:K] '
+        'for i in range(100)], False)'),
+    "value search: 100 pages of its literal's letters": (
+        "untrusted", '("evil.examplex", "r", [(f"{i} " + "e.xl" * K)[:K] for i in range(100)], False)'),
+    "value search: an IBAN in 100 pages of separators": (
+        "untrusted", '("GB82WEST12345698765432", "r", [(f"{i} " + "1 -2.(3)" * K)[:K] '
         'for i in range(100)], False)'),
     "fields: 100 pages of short lines naming it": (
         "provenance", '("evil.example", "r", [(f"{i} " + "evil.example\\n" * K)[:K] '
@@ -90,6 +96,12 @@ CASES: dict[str, tuple[str, str]] = {
         'for i in range(100)], False)'),
     "URL spellings: gate only": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "@[" * K)[:K] for i in range(100)], False)'),
+    "reading: 100 fresh prose pages": (
+        "untrusted", '("evil.example", "r", [(f"{i} " + "The quick brown fox jumps over the '
+        'lazy dog, said the report of 2024. " * K)[:K] for i in range(100)], False)'),
+    "reading: 100 fresh link pages": (
+        "untrusted", '("evil.example", "r", [(f"{i} " + "see https://docs.example.com/guide/'
+        'page?id=42 and www.example.org/a/b\\n" * K)[:K] for i in range(100)], False)'),
     "reading: 100 fresh Japanese pages": (
         "untrusted", '("evil.example", "r", [(f"{i} " + "\\u3042\\uff21\\u200b" * K)[:K] '
         'for i in range(100)], False)'),
@@ -179,7 +191,9 @@ def sweep(only: str) -> None:
     unit_ns = float(getattr(lp, "UNIT_NS", 2.5))
     budget = lp.SCAN_BUDGET
     print(f"SCAN_BUDGET {budget:,} units, UNIT_NS {unit_ns} ns: "
-          f"{budget * unit_ns / 1e6:.1f} ms when the whole budget is spent at that rate")
+          f"{budget * unit_ns / 1e6:.1f} ms when the whole budget is spent at that rate; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a loaded "
+          "machine reads every row slower alike)")
     print(f"{'case':48} {'units cold':>11} {'units warm':>11} {'ns/unit':>8} {'x unit':>7} "
           f"{'call ms':>8} {'x 50 ms':>8}  outcome")
     worst_rate, worst_call = (0.0, ""), (0.0, "")

@@ -68,11 +68,13 @@ def test_a_non_ascii_values_letters_are_charged_cold_and_warm(value: str) -> Non
 def test_an_ascii_values_letters_cost_a_fixed_charge() -> None:
     """At C speed: no ``LETTERS_COST`` a character (``a_`` is not a letter: both go), only
     its reading's passes (``_reading_units``, calib26: the spelling gate and lower-casing
-    were read uncharged)."""
+    were read uncharged) and its classification's words and first characters
+    (``_value_units``, margin27)."""
     assert lp.matcher("a_" * 1_000, lp._Scan(lp.SCAN_BUDGET)) is not None
     long = "a_" * 100_000
-    assert _scan_of(long) - _scan_of("a_b") == (lp._reading_units(long, 0, len(long))
-                                               - lp._reading_units("a_b", 0, 3))
+    assert _scan_of(long) - _scan_of("a_b") == (
+        lp._reading_units(long, 0, len(long)) - lp._reading_units("a_b", 0, 3)
+        + lp._value_units(long) - lp._value_units("a_b"))
     assert _scan_of(long) - _scan_of("a_b") < lp.LETTERS_COST * len(long) // 16
     assert lp._matcher_of("a_" * 1_000, "str").words == "a" * 1_000  # type: ignore[union-attr]
 

@@ -66,8 +66,10 @@ UNIT_NS: Final = 2.5
 measured figure divided by it (``_units``, ``_Pass``), so ``SCAN_BUDGET`` x ``UNIT_NS``
 (42 ms) is what a call's scanning costs at most, within promise 8's 50 ms. Measured by
 ``benchmarks/scan_sweep.py`` (each scanning path on the inputs dearest per unit charged,
-cold and warm: the worst at 1.0-1.2x this figure on a loaded 2-core machine) and, per
-pass, the ``_Pass`` figures (best of 10-20 runs over 64 KiB texts built for each pass)."""
+cold and warm: the worst at 0.94x this figure at load 4.4 on the shared 2-core machine,
+1.0-1.2x before margin27) and, per pass, the ``_Pass`` figures: what each pass meets on
+fresh pages, none in the CPU's cache (``benchmarks/pass_costs.py``; the best of repeated
+runs over one hot text, as they were first taken, reads 0.5-0.9x of it)."""
 
 SCAN_BUDGET: Final = 16 * 1024 * 1024
 """Scan units the provenance functions may spend in one evaluated call, across all queries
@@ -81,21 +83,27 @@ def _units(ns: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Pass:
-    """What one pass over a text costs: ``byte_ns`` a byte of its UTF-8 (a character of an
-    ASCII text; four of any other, the most one takes, as RE2 reads UTF-8) and ``dot_ns``
-    a full stop it holds (a pass that tries a match at every dot: ``a.a.a.`` read 25 times
-    slower than prose), and ``call_ns`` the pass itself (a short text's cost is the call's).
-    Counted by ``_Scan.over`` before the pass reads."""
+    """What one pass over a text costs: ``byte_ns`` a character of an ASCII text and
+    ``wide`` times that a character of any other, ``dot_ns`` a full stop it holds (a pass
+    that tries a match at every dot: ``a.a.a.`` read 25 times slower than prose), and
+    ``call_ns`` the pass itself (a short text's cost is the call's). Counted by
+    ``_Scan.over`` before the pass reads."""
 
     byte_ns: float
     dot_ns: float = 0.0
     call_ns: float = 0.0
-
+    wide: int = 4
+    """What a character of a text that is not ASCII counts as: four bytes for a pass over
+    its UTF-8 (RE2's, and one that rewrites the text: the most a character takes), one
+    for a search by Python's ``str`` methods, which read code points at the same speed
+    whatever their width (``in`` and ``count``: 0.2-0.4 ns a character of Japanese,
+    Cyrillic, accented or astral pages; charged four, a page of Japanese kept with its
+    reading was charged 8 times what its search cost: ``benchmarks/pass_costs.py``)."""
     def units(self, text: str, start: int = 0, end: int | None = None) -> int:
         stop = len(text) if end is None else min(end, len(text))
         size = max(stop - start, 0)
         wide = not text.isascii() and not text[start:stop].isascii()
-        ns = self.call_ns + size * self.byte_ns * (4 if wide else 1)
+        ns = self.call_ns + size * self.byte_ns * (self.wide if wide else 1)
         if self.dot_ns:
             ns += _dots(text, start, stop, wide) * self.dot_ns
         return math.ceil(ns / UNIT_NS)
@@ -109,22 +117,50 @@ def _dots(text: str, start: int, stop: int, wide: bool) -> int:
     return dots
 
 
-FIND: Final = _Pass(0.55)
-"""A C-speed pass: ``in``, ``str.count``, ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
-a character; an ASCII text's lower-casing and letters, a literal's search)."""
+FIND: Final = _Pass(0.55, wide=1)
+"""A C-speed count by Python's ``str`` methods: ``str.count`` (0.3-0.55 ns a character of
+any width: counting a text's dots, lines and quotes)."""
+LITERAL: Final = _Pass(1.4, wide=1)
+"""A value's literal searched with ``in`` (``Matcher.first``): 0.2-0.5 ns a character of
+prose, up to 1.4 in a text made of the literal's own characters (``e.`` repeated for
+``evil.examplex.``: CPython's search skips only past characters the literal lacks), any
+width alike (charged ``FIND`` until margin27: 2.5x below its cost there)."""
+REWRITE: Final = _Pass(0.55)
+"""A C-speed pass that makes a new text: ``str.lower``, ``bytes.translate`` (0.3-0.55 ns
+a character of an ASCII text, 2.6-6.8 of any other: a text's reading lower-cased, an
+ASCII field's letters)."""
+DENSE: Final = _Pass(2.4, wide=2)
+"""The separators of identifiers and phone numbers removed for an ASCII value
+(``_dense_ascii``: a translate, 0.6-0.9 ns a character of a hot ASCII text and 1.8-2.3
+of a fresh one; in a text not ASCII an encode and a translate, 1.7-4 ns a character of
+the BMP on fresh pages, 6.6 past it, where a text's reading is charged ``READ_COST`` and
+a kept one's check ``KEPT_ASTRAL_COST`` besides; ``DENSE_ANY`` for a value that is not
+ASCII). Charged 1.1 and 4.4 until margin27."""
+DENSE_ANY: Final = _Pass(2.4, wide=9)
+"""``_dense`` of a text not ASCII, for a value that is not (six ``str.replace``: 6-10 ns
+a character, 19 in a text dense in separators)."""
 RE2_SEARCH: Final = _Pass(1.8, call_ns=4_000.0)
 """An RE2 search (a value's pattern, quoted strings, the spelling gate): 1.4-1.8 ns a byte
 whatever the text holds (5.3 ns a Japanese character: three bytes; quoted strings in
 ``a.`` repeated, 1.95), and pyre2's call around it (1.2 µs a miss, 3.9 a match: its
 ``Match`` object; a short result's search cost 6.7 µs, charged 2.5)."""
-GLUE_SEEN: Final = _Pass(0.2, 8.0)
+GATE: Final = _Pass(3.6, call_ns=4_000.0)
+"""The first pass of a text's reading, the spelling gate (``_respelled``: the text encoded
+to UTF-8, a new object, and searched by RE2): the first pass over the pages a call meets,
+fresh ones, none in the CPU's cache, 2.8-3.4 ns a byte of ASCII prose, links or dots
+(more with the machine loaded: 100 fresh prose pages 0.99x a unit charged 3.0) and 10-12
+a character of Japanese, where a hot text's search takes 1.45 (``RE2_SEARCH``, the
+figure it was charged until margin27: a call over 100 fresh pages of prose cost 0.98x a
+unit; ``benchmarks/pass_costs.py``, ``scan_sweep.py``)."""
+GLUE_SEEN: Final = _Pass(0.2, 12.0)
 """RE2's search for a sentence glued to a host (``_GLUED_SEEN``): 0.14 ns a character and
-about 8 ns a dot (``a.`` repeated: 4 ns a character)."""
+6-12 ns a dot on fresh pages (``a.`` repeated: 3-6 ns a character; charged 8 a dot until
+margin27, when 100 fresh pages of it cost a call 0.87-0.94x a unit)."""
 GLUE_FIND: Final = _Pass(0.6, 36.0)
 """Python's search for them (``_GLUED``, ``_unglue``): 0.3-0.4 ns a character and up to
 33 ns a dot (``.Ab`` repeated, where every dot starts a match that fails: 11 ns a
 character), and the as-written reading lower-cased."""
-_READING: Final = (RE2_SEARCH, GLUE_SEEN, FIND, FIND)
+_READING: Final = (GATE, GLUE_SEEN, REWRITE, FIND)
 """The passes of a text's reading, ASCII or not (``_Scan.read``): the spelling gate
 (``_respelled``), the glued-sentence gate, lower-casing, counting its dots."""
 
@@ -739,12 +775,14 @@ class Matcher:
         """Where the first match in ``low`` is (a position inside the matched value, never
         on a boundary character), or None."""
         budget.charge(SEARCH_COST)
-        budget.over(FIND, low)
-        if self.literal not in low:
-            return None
+        if self.literal:  # (an identifier's or a phone number's is "": no search)
+            budget.over(LITERAL, low)
+            if self.literal not in low:
+                return None
         if self.dense:
-            budget.over(FIND, low, 2)  # (made once a text, cached: charged alike)
-            if self.dense not in (_dense_ascii(low) if self.dense.isascii() else _dense(low)):
+            ascii_value = self.dense.isascii()  # (made once a text, cached: charged alike)
+            budget.over(DENSE if ascii_value else DENSE_ANY, low)
+            if self.dense not in (_dense_ascii(low) if ascii_value else _dense(low)):
                 return None
         budget.over(RE2_SEARCH, low)
         budget.use(self.pattern)
@@ -1110,10 +1148,36 @@ a call, charged nothing; a page with a few costs a few thousand units."""
 
 VALUE_COST: Final = _units(40_960)  # (ns, as measured below)
 """Scan units of a value's first use in a call (``matcher``): reading its kind and building
-its search, 15-40 µs uncached, charged alike cached or not. The values of the recorded
+its search, 10-35 µs uncached for a value of a few words (a number, a date, a host, an
+IBAN), charged alike cached or not, and for a text ``WORD_COST`` a word and
+``VALUE_CHAR_COST`` a character besides (``_value_units``). The values of the recorded
 calls whose results name the value are each looked up in the request
 (``Origins.requested``): 3,600 fresh ones cost a call 85-120 ms, charged their searches
-only; a call now looks up about a thousand."""
+only; a call now looks up a few hundred."""
+WORD_COST: Final = _units(8_000)  # (ns, as measured below)
+"""Scan units of each word of a text value its classification reads (``_first_words``,
+its pattern, its parts: at most ``VALUE_WORDS`` + 1), counted before it is read by the
+separators of its first ``VALUE_CHARS`` characters: pyre2 maps each match's offsets
+and each word is escaped and read again, 5-6 µs a word, up to 8 on a loaded machine (a
+value of 16 words cost 103-153 µs to classify, charged 41: ``benchmarks/value_cost.py``)."""
+VALUE_CHAR_COST: Final = _units(200)  # (ns, as measured below)
+"""Scan units of each of a text value's first ``VALUE_CHARS`` characters, read by its
+classification's patterns and escaped into its own (a URL of 60 path segments cost
+123 µs, a host of 500 labels 135 µs)."""
+
+
+def _value_units(normal_form: str) -> int:
+    """What classifying a text value read as ``normal_form`` costs besides ``VALUE_COST``:
+    its words (``WORD_COST``; as many as separators plus one, counted at C speed in an
+    ASCII text; in any other, one a character: its separators may be any script's) and its
+    characters (``VALUE_CHAR_COST``, four times that in a text not ASCII: 16 accented words
+    or words with combining marks cost 110-220 µs to classify), both only as far as
+    classification reads."""
+    head = normal_form[:VALUE_CHARS]
+    if head.isascii():
+        words = len(head) - len(head.encode("ascii").translate(None, _ASCII_WORDLESS)) + 1
+        return WORD_COST * min(words, VALUE_WORDS + 1) + VALUE_CHAR_COST * len(head)
+    return WORD_COST * min(len(head), VALUE_WORDS + 1) + 4 * VALUE_CHAR_COST * len(head)
 FIELD_COST: Final = _units(2_560)  # (ns, as measured below)
 """Scan units of each line and quoted string of a result read as fields (``_fields_of``,
 ``Origins.whole``: a result that names the value), charged before they are read: about
@@ -1163,7 +1227,8 @@ class _Scan:
         self.charge(VALUE_COST)
         self.values.add(key)
         if type(value) is str:
-            _value_normal(value, self)  # ``_matcher_of``'s reading, its URL spellings charged
+            # ``_matcher_of``'s reading, its URL spellings charged; then its words
+            self.charge(_value_units(_value_normal(value, self)))
         return True
 
     def read(self, text: str, limit: int) -> None:
@@ -1223,6 +1288,14 @@ reading is the result's (``_checked_reading``: both hashed, 0.11 ms a 64 KiB pag
 Japanese each, about 1.7 ns a character where a unit is about 2.5 ns); charged once per
 text per call in place of its reading (``READ_COST``, 32), cold or warm."""
 
+KEPT_ASTRAL_COST: Final = _units(12)  # (ns, as measured below)
+"""Scan units of each character past the BMP of a result and of its kept reading, besides
+``KEPT_COST``: its UTF-16 is a surrogate pair, encoded at 3-8 ns a character and hashed
+four bytes, and an identifier's prefilter reads it at 6.6 ns where ``DENSE`` charges 4.4
+(50 fresh kept pages of mathematical letters and emoji cost a call 46 ms,
+charged as 23: margin27, ``benchmarks/kept_readings.py``). Learned from the check's own
+encoding (at most one page's, before the charge) and kept with the checked reading."""
+
 RECORD_BUDGET: Final = 4 * 1024 * 1024
 """Scan units the reading of one result may cost when it is recorded (``kept_reading``),
 counted as a call counts them: every 64 KiB page's normalisation (2 Mi at ``READ_COST``)
@@ -1238,14 +1311,23 @@ no reading made before is used). A change elsewhere in the reading needs
 ``READING_VERSION`` raised (tests/test_record26_readings.py pins one reading)."""
 
 
-def _reading_sum(text: str, low: str) -> str:
-    """The check binding a reading to its result: SHA-256 of both (UTF-16, one length
-    prefixed: no two pairs hash alike) under the version's tag."""
+def _reading_sum(text: str, low: str, wide: Sequence[bytes] = ()) -> str:
+    """The check binding a reading to its result: SHA-256 of both (UTF-16, ``wide`` when
+    the caller has encoded them, one length prefixed: no two pairs hash alike) under the
+    version's tag."""
     digest = hashlib.sha256(_READING_TAG)
     digest.update(len(text).to_bytes(8, "little"))
-    digest.update(text.encode("utf-16-le", "surrogatepass"))
-    digest.update(low.encode("utf-16-le", "surrogatepass"))
+    for data in wide or [t.encode("utf-16-le", "surrogatepass") for t in (text, low)]:
+        digest.update(data)
     return digest.hexdigest()
+
+
+def _past_bmp_units(text: str, low: str) -> tuple[list[bytes], int]:
+    """The UTF-16 of a result and its reading, and what their characters past the BMP
+    cost to check besides ``KEPT_COST`` (``KEPT_ASTRAL_COST``: surrogate pairs)."""
+    wide = [t.encode("utf-16-le", "surrogatepass") for t in (text, low)]
+    past = (len(wide[0]) + len(wide[1])) // 2 - len(text) - len(low)
+    return wide, KEPT_ASTRAL_COST * past
 
 
 def kept_reading(result: str) -> dict[str, Any] | None:
@@ -1277,13 +1359,16 @@ def kept_reading(result: str) -> dict[str, Any] | None:
     if _glue_seen(cut) and _GLUED.search(cut) is not None:  # (read in two forms)
         return None
     low = cut.lower()
-    check = _reading_sum(text, low)
-    _remember(check, text, low)  # (this process need not check it again: it made it)
+    wide, past = _past_bmp_units(text, low)
+    check = _reading_sum(text, low, wide)
+    _remember(check, text, low, past)  # (this process need not check it again: it made it)
     return {"v": READING_VERSION, "low": low, "sum": check}
 
 
-_CHECKED: dict[str, tuple[str, str]] = {}
-"""Readings checked by this process, by their check: the text and the reading."""
+_CHECKED: dict[str, tuple[str, str, int]] = {}
+"""Readings checked by this process, by their check: the text, the reading and the units
+their characters past the BMP cost to check (``KEPT_ASTRAL_COST``), charged again when
+it is found here: a call is charged alike cold or warm."""
 
 
 def _checked_reading(reading: Any, result: str, scan: _Scan) -> str | None:
@@ -1307,17 +1392,20 @@ def _checked_reading(reading: Any, result: str, scan: _Scan) -> str | None:
     scan.charge(KEPT_COST * (len(text) + len(low)))
     found = _CHECKED.get(check)
     if found is not None and found[0] == text and found[1] == low:
+        scan.charge(found[2])
         return found[1]
-    if _reading_sum(text, low) != check:
+    wide, past = _past_bmp_units(text, low)
+    scan.charge(past)  # (before the hash; learned from the encoding, at most one page's)
+    if _reading_sum(text, low, wide) != check:
         return None
-    _remember(check, text, low)
+    _remember(check, text, low, past)
     return low
 
 
-def _remember(check: str, text: str, low: str) -> None:
+def _remember(check: str, text: str, low: str, units: int = 0) -> None:
     if len(_CHECKED) >= _CACHE_SIZE:
         _CHECKED.clear()
-    _CHECKED[check] = (text, low)
+    _CHECKED[check] = (text, low, units)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1444,7 +1532,7 @@ class Origins:
             fields = {}
             for f in _fields_of(low):
                 if f.isascii():  # (an ASCII field's letters are taken at C speed)
-                    self.scan.over(FIND, f)
+                    self.scan.over(REWRITE, f)
                 else:
                     self.scan.charge(LETTERS_COST * len(f))
                 fields.setdefault(_wordless(f), []).append(f)
@@ -1472,7 +1560,7 @@ class Origins:
                     break
                 letters = _letters(values, self.scan)
                 self.scan.charge(SEARCH_COST)
-                self.scan.over(FIND, letters, len(m.parts))
+                self.scan.over(LITERAL, letters, len(m.parts))
                 if all(part in letters for part in m.parts):
                     return index
         return first
