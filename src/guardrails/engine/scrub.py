@@ -25,8 +25,8 @@ import re2
 from guardrails.engine.decision import REDACTED
 from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE, _astral, exotic, normal
 
-__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
-           "redact_escaped", "spellings"]
+__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_ENCODED_BYTES",
+           "MIN_SUBSTRING_LENGTH", "Scrubber", "redact_escaped", "spellings"]
 
 MAX_TEXTS = 2048
 """Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
@@ -476,6 +476,10 @@ def spellings(text: str) -> set[str]:
     normal form (NFC, NFD, NFKC, NFKD: the same characters, composed or not), each of
     those escaped again as above.
 
+    And the encoded cores of a value of ``MIN_ENCODED_BYTES`` or more (``_encoded``):
+    its UTF-8 bytes in base64 (either alphabet, at each byte alignment) and in hex, so a
+    tool that hands it back encoded (Basic auth, a data: URI, a hex dump) is found.
+
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
@@ -508,7 +512,52 @@ def spellings(text: str) -> set[str]:
         quoted = _percent_encoded(variant)
         # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
+    forms |= _encoded(text)
     return {f for f in forms if f}
+
+
+MIN_ENCODED_BYTES = 8
+"""UTF-8 bytes a value needs for its encoded cores to be searched (``_encoded``). The
+shortest core of 8 bytes is 10 base64 characters (at every alignment; 16 hex digits),
+matched in any case: some 52 bits, so a full memory's 1,024 values (some 6,000 cores)
+would meet one by chance in random base64 about once in 10^7 megabytes, and in prose or a
+hash never but where the value's own bytes are (a core is the value's bytes, bar at most
+4 bits at each edge). A value of 4-7 bytes has cores of 4-9 characters: one in a few
+megabytes of any base64 image would match by chance, so a short value is found written
+out, never encoded."""
+
+_B64_URLSAFE = str.maketrans("+/", "-_")
+
+
+def _encoded(text: str) -> set[str]:
+    """The *cores* of ``text``'s UTF-8 bytes encoded (red team 27's limit: a tool that
+    returns a secret base64-encoded, in ``Authorization: Basic`` of ``user:secret``, a data:
+    URI ``Content.from_data`` builds, or a hex dump, gave the model a decodable form).
+
+    A core is the run of characters the value's bytes alone determine, whatever bytes come
+    before or after it in the blob: in base64, at each of the 3 alignments the value may
+    start at (``k`` bytes after a 3-byte group's start), the characters whose 6 bits all
+    fall inside the value, in the standard alphabet and the URL-safe one (``-_`` for
+    ``+/``); in hex, its digits (folded, so either case). Replacing a core leaves the
+    blob's edge characters, which hold at most 4 bits of the value's first and last byte
+    (with bits of the neighbours). Base64 is matched in any case as every needle is
+    (``_folded``): a core in another case is other bytes, so this is more than exact and
+    errs on the safe side. Empty for a value under ``MIN_ENCODED_BYTES``.
+
+    Not base32 (pure Python in 3.11, five alignments: 1 ms per 8 KiB value per alignment,
+    paid on every call for its secret arguments), nor encodings of other bytes than the
+    UTF-8 (UTF-16 base64, as PowerShell's ``-EncodedCommand``), nor hex with separators.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) < MIN_ENCODED_BYTES:
+        return set()
+    bits = 8 * len(data)
+    forms = {data.hex()}
+    for k in range(3):
+        blob = binascii.b2a_base64(bytes(k) + data, newline=False).decode("ascii")
+        core = blob[(8 * k + 5) // 6:(8 * k + bits) // 6]
+        forms |= {core, core.translate(_B64_URLSAFE)}
+    return forms
 
 
 _PYDANTIC_INPUT_BYTES = 50
