@@ -88,7 +88,7 @@ class Scrubber:
     """
 
     __slots__ = ("_anchors", "_base", "_needles", "_opaque", "_pending", "_redact", "_regex",
-                 "_texts")
+                 "_sizes", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
                  redact: Callable[[str], str] | None = None, *,
@@ -100,6 +100,7 @@ class Scrubber:
         self._needles: tuple[str, ...] = ()
         self._regex: Any = None
         self._anchors: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+        self._sizes: tuple[int, ...] = ()
         self._opaque = False
         if callable(values):
             self._pending = values
@@ -300,8 +301,12 @@ class Scrubber:
         if len(needles) <= _SCAN_NEEDLES:
             if self._anchors is None:
                 self._anchors = tuple((n, _anchors(n)) for n in needles)
+                self._sizes = tuple(-len(n) for n in needles)
             ascii_text = text.isascii()
-            for n, anchors in self._anchors:
+            # Longest first: a text skips the needles longer than itself (a short field
+            # and a value's long encoded cores).
+            for n, anchors in itertools.islice(
+                    self._anchors, bisect.bisect_left(self._sizes, -len(text)), None):
                 if not ascii_text and any(a not in text for a in anchors):
                     continue
                 if not folded:
@@ -332,12 +337,20 @@ def _anchors(needle: str) -> tuple[str, ...]:
     (digits, punctuation, spaces). No character upper- or lower-cases to one of them but
     itself (checked over every code point: tests/test_redteam25_secrets.py), so an
     occurrence of the needle in any case holds each run as it is. Longest first (the
-    rarest in a text, likely), each once, and none that is part of a longer one."""
+    rarest in a text, likely), each once, and none that is part of a longer one; at most
+    ``_ANCHORS`` (any of them missing skips the needle, so fewer are as sound: a long
+    value's hex or base64 core holds hundreds of runs, and keeping all was quadratic)."""
     kept: list[str] = []
     for run in sorted(set(_CASE_FREE.findall(needle)), key=lambda r: (-len(r), r)):
         if not any(run in k for k in kept):
             kept.append(run)
+            if len(kept) == _ANCHORS:
+                break
     return tuple(kept)
+
+
+_ANCHORS = 4
+"""Case-free runs kept per needle (``_anchors``)."""
 
 
 def _folded(text: str) -> str:
@@ -423,11 +436,14 @@ _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.case_sensitive = False  # a value in any case (the needles are lowered)
 
 
-_CHUNK_CHARS = 1 << 15
+_CHUNK_CHARS = 1 << 16
 """Pattern characters per RE2 automaton. One alternation of every needle of a full memory
 (20,000 spellings of 1,024 values) outgrows RE2's memory: its DFA falls back to the slow
 NFA, or the pattern to Python's ``re`` (measured: 1.3 s to scrub a 12 KB text). Chunks
-this size stay fast, and the text is searched once per chunk (linear each)."""
+this size stay fast, and the text is searched once per chunk (linear each, some 2 ns a
+character whatever the chunk's size). 32 KiB until red team 27, whose encoded cores
+(``_encoded``) made a layer of 128 plain keys two chunks instead of one; at 64 KiB it is
+one again (``benchmarks/encoded_bench.py``)."""
 
 
 _Chunks = tuple[tuple[tuple[str, ...], Any], ...]
