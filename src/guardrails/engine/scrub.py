@@ -534,13 +534,13 @@ def spellings(text: str) -> set[str]:
 
 MIN_ENCODED_BYTES = 8
 """UTF-8 bytes a value needs for its encoded cores to be searched (``_encoded``). The
-shortest core of 8 bytes is 10 base64 characters (at every alignment; 16 hex digits),
-matched in any case: some 52 bits, so a full memory's 1,024 values (some 6,000 cores)
-would meet one by chance in random base64 about once in 10^7 megabytes, and in prose or a
-hash never but where the value's own bytes are (a core is the value's bytes, bar at most
-4 bits at each edge). A value of 4-7 bytes has cores of 4-9 characters: one in a few
-megabytes of any base64 image would match by chance, so a short value is found written
-out, never encoded."""
+shortest core of 8 bytes is 10 base64 characters at every alignment (16 hex digits),
+matched in any case: some 52 bits (a letter matches 2 of 64 characters, a digit 1), so a
+full memory of 1,024 such values (some 7,000 cores) would meet one by chance in random
+base64 about once in 500,000 megabytes (a longer value's core, far more rarely), and a
+core is the value's own bytes (bar at most 4 bits at each edge), not a run ordinary text
+or a hash holds. A value of 4-7 bytes has cores of 4-9 characters: a few megabytes of any
+base64 image hold one by chance, so a short value is found written out, never encoded."""
 
 _B64_URLSAFE = str.maketrans("+/", "-_")
 
