@@ -74,9 +74,11 @@ def unencoded(text: str) -> str:
 
 def _reader(text: str) -> str:
     """The escape families' reader, and every base64 and hex run decoded in each of its
-    readings (a base64 blob in a JSON string, a hex dump in a ``repr``)."""
+    readings (a base64 blob in a JSON string, a hex dump in a ``repr``), and what was
+    decoded read once more (JSON base64-encoded)."""
     readings = decoded(text)
-    return readings + "\0" + unencoded(readings)
+    inner = unencoded(readings)
+    return readings + "\0" + inner + "\0" + decoded(inner, levels=1)
 
 
 def _b64(s: str) -> str:
@@ -104,6 +106,8 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "hex-upper": lambda s: "0x" + s.encode().hex().upper(),
     "hex-in-dump": lambda s: "payload=" + (b"\x01\x02\x03" + s.encode()).hex() + ";",
     "base64-in-json": lambda s: json.dumps({"Authorization": "Basic " + _b64("a:" + s)}),
+    "json-in-base64": lambda s: _b64(json.dumps({"sub": "svc", "pw": s})),
+    "json-in-base64-raw": lambda s: _b64(json.dumps({"pw": s}, ensure_ascii=False)),
 }
 """How a tool may hand a secret back encoded (each then handed back each of ``WAYS``)."""
 

@@ -494,7 +494,8 @@ def spellings(text: str) -> set[str]:
 
     And the encoded cores of a value of ``MIN_ENCODED_BYTES`` or more (``_encoded``):
     its UTF-8 bytes in base64 (either alphabet, at each byte alignment) and in hex, so a
-    tool that hands it back encoded (Basic auth, a data: URI, a hex dump) is found.
+    tool that hands it back encoded (Basic auth, a data: URI, a hex dump) is found; and
+    those of its JSON-escaped forms (a JSON document base64-encoded).
 
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
@@ -528,7 +529,10 @@ def spellings(text: str) -> set[str]:
         quoted = _percent_encoded(variant)
         # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
-    forms |= _encoded(text)
+    # Encoded: the value's bytes, and those of its JSON forms (a JSON document base64'd:
+    # a JWT's payload, a data: URI of JSON; the same bytes for most values).
+    for form in {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}:
+        forms |= _encoded(form)
     return {f for f in forms if f}
 
 
