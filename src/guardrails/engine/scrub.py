@@ -43,8 +43,8 @@ not be walked to the end to find it holds one text, or none)."""
 
 MAX_LAYER_CHARS = 1 << 13
 """Characters of the values a ``with_values`` layer spells (a call's secret arguments). Each
-value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
-cost linear in its length, paid on every call for what the model sent: past the bound
+value is searched in some twenty spellings (escaped, percent-encoded, normal forms) and its
+encoded cores (``_encoded``: 7 to 11 characters a byte more), a cost linear in its length, paid on every call for what the model sent: past the bound
 (8,192 characters: a PEM private key or a JWT fits) the layer is opaque, like past
 ``MAX_TEXTS``, and the call is blocked (its call id cannot be checked). A guard's memory
 of injected values is spelled once, not per call, and is bounded by the guard instead."""
@@ -99,8 +99,8 @@ class Scrubber:
         self._texts: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
         self._regex: Any = None
-        self._anchors: tuple[tuple[str, tuple[str, ...]], ...] | None = None
-        self._sizes: tuple[int, ...] = ()
+        self._anchors: tuple[tuple[str, ...], ...] | None = None
+        self._sizes: tuple[int, ...] | None = None
         self._opaque = False
         if callable(values):
             self._pending = values
@@ -299,15 +299,18 @@ class Scrubber:
         self._compute()
         needles = self._needles
         if len(needles) <= _SCAN_NEEDLES:
-            if self._anchors is None:
-                self._anchors = tuple((n, _anchors(n)) for n in needles)
+            if self._sizes is None:
                 self._sizes = tuple(-len(n) for n in needles)
-            ascii_text = text.isascii()
+            anchors = None
+            if not text.isascii():  # the parts are worked out for such a text only
+                if self._anchors is None:
+                    self._anchors = tuple(_anchors(n) for n in needles)
+                anchors = self._anchors
             # Longest first: a text skips the needles longer than itself (a short field
             # and a value's long encoded cores).
-            for n, anchors in itertools.islice(
-                    self._anchors, bisect.bisect_left(self._sizes, -len(text)), None):
-                if not ascii_text and any(a not in text for a in anchors):
+            for i in range(bisect.bisect_left(self._sizes, -len(text)), len(needles)):
+                n = needles[i]
+                if anchors is not None and any(a not in text for a in anchors[i]):
                     continue
                 if not folded:
                     folded.append(_folded(text))
@@ -546,9 +549,6 @@ core is the value's own bytes (bar at most 4 bits at each edge), not a run ordin
 or a hash holds. A value of 4-7 bytes has cores of 4-9 characters: a few megabytes of any
 base64 image hold one by chance, so a short value is found written out, never encoded."""
 
-_B64_URLSAFE = str.maketrans("+/", "-_")
-
-
 def _encoded(text: str) -> set[str]:
     """The *cores* of ``text``'s UTF-8 bytes encoded (red team 27's limit: a tool that
     returns a secret base64-encoded, in ``Authorization: Basic`` of ``user:secret``, a data:
@@ -576,7 +576,9 @@ def _encoded(text: str) -> set[str]:
     for k in range(3):
         blob = binascii.b2a_base64(bytes(k) + data, newline=False).decode("ascii")
         core = blob[(8 * k + 5) // 6:(8 * k + bits) // 6]
-        forms |= {core, core.translate(_B64_URLSAFE)}
+        forms.add(core)
+        if "+" in core or "/" in core:
+            forms.add(core.replace("+", "-").replace("/", "_"))
     return forms
 
 
