@@ -1,7 +1,8 @@
 """Cost of searching values by their encoded cores (red team 27: ``scrub._encoded``), as
 ratios with and without them, alternated in one run.
 
-    .venv/bin/python benchmarks/encoded_bench.py
+    .venv/bin/python benchmarks/encoded_bench.py                      # with/without, one tree
+    .venv/bin/python benchmarks/encoded_bench.py --against <base>/src    # this tree vs a base
 
 "Without" builds the same scrubbers as before red team 27: ``_encoded`` giving nothing
 (the needles the scrubber had before) and RE2 chunks of 32 KiB (``_CHUNK_CHARS``). Measured: ``scrub_bench.py``'s tool result (a dict of 200 short
@@ -11,7 +12,10 @@ full memory (1,024 values, worst case: quotes, a backslash and a non-ASCII lette
 value (one and three ASCII keys) on the same result, on 64 kB of prose, on a Japanese page
 and on a base64 image in a data: URI; and spelling a call's layer (three keys, and one value
 of ``MAX_LAYER_CHARS``), paid per call. CPU time, medians of 5 alternated rounds; one run,
-one machine: ratios, not promises.
+one machine: ratios, not promises. ``--against`` runs the same cases (with the cores where
+the tree has them) in this tree and in a base tree's ``src``, three processes each,
+alternated, and prints the medians: what the change costs against the code before it,
+whose few-needle scan was slower too.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import random
 import statistics
 import string
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,8 +40,10 @@ from scrub_bench import memory_of
 from guardrails.engine import scrub as scrub_module
 from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber
 
-_REAL = scrub_module._encoded
+_REAL = getattr(scrub_module, "_encoded", None)  # None in a tree before red team 27
 _CHUNK = scrub_module._CHUNK_CHARS
+MEASURE = "--measure" in sys.argv
+"""Only the cases as this tree runs them (for ``--against``)."""
 BEFORE_CHUNK_CHARS = 1 << 15
 """``_CHUNK_CHARS`` before red team 27."""
 
@@ -47,11 +55,15 @@ def _none(text: str) -> set[str]:
 def built(make: Callable[[], Scrubber], *, encoded: bool) -> Scrubber:
     """``make()`` spelled and compiled as now (``encoded``) or as before red team 27 (no
     encoded cores, RE2 chunks of ``BEFORE_CHUNK_CHARS``)."""
-    scrub_module._encoded = _REAL if encoded else _none
-    scrub_module._CHUNK_CHARS = _CHUNK if encoded else BEFORE_CHUNK_CHARS
-    try:
+    if _REAL is None or encoded:
         s = make()
         s("")  # spelled and compiled
+        return s
+    scrub_module._encoded = _none  # type: ignore[assignment]
+    scrub_module._CHUNK_CHARS = BEFORE_CHUNK_CHARS
+    try:
+        s = make()
+        s("")
         return s
     finally:
         scrub_module._encoded, scrub_module._CHUNK_CHARS = _REAL, _CHUNK
@@ -69,6 +81,10 @@ def sample_us(fn: Callable[[], object], number: int) -> float:
 def compare(work: Callable[[bool], Callable[[], object]], *, number: int,
             rounds: int = 5) -> tuple[float, float]:
     """Medians of ``rounds`` samples, with and without the cores alternated."""
+    if MEASURE:
+        with_ = work(True)
+        a = statistics.median(sample_us(with_, number) for _ in range(rounds))
+        return a, a
     with_, without = work(True), work(False)
     a, b = [], []
     for _ in range(rounds):
@@ -159,6 +175,9 @@ def main() -> int:
         a, b = compare(spelled(values), number=number)
         rows.append((name, a, b))
 
+    if MEASURE:
+        print(json.dumps({name: a for name, a, _ in rows}))
+        return 0
     width = max(len(r[0]) for r in rows)
     print(f"{'':{width}}  {'with':>10}  {'without':>10}  ratio")
     for name, a, b in rows:
@@ -166,5 +185,26 @@ def main() -> int:
     return 0
 
 
+def against(base: str) -> int:
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    runs: dict[str, list[dict[str, float]]] = {here: [], base: []}
+    for _ in range(3):
+        for tree in (here, base):
+            env = dict(os.environ, PYTHONPATH=tree)
+            done = subprocess.run([sys.executable, __file__, "--measure"], env=env,
+                                  capture_output=True, text=True, check=True)
+            runs[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    names = list(runs[here][0])
+    width = max(map(len, names))
+    print(f"{'':{width}}  {'this tree':>10}  {'base':>10}  ratio")
+    for name in names:
+        a = statistics.median(r[name] for r in runs[here])
+        b = statistics.median(r[name] for r in runs[base])
+        print(f"{name:{width}}  {a:8.1f}µs  {b:8.1f}µs  {a / b:5.2f}x")
+    return 0
+
+
 if __name__ == "__main__":
+    if "--against" in sys.argv:
+        sys.exit(against(sys.argv[sys.argv.index("--against") + 1]))
     sys.exit(main())
