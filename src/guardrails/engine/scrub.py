@@ -223,7 +223,7 @@ class Scrubber:
                 may_escape(text) and not self._find_escaped(text, spans)):
             return REDACTED  # more occurrences than are worth finding: fail closed
         if spans:
-            text = _replaced(text, spans)
+            text = _json_kept(text, spans)
         if self._redact is None:
             return text
         try:
@@ -369,6 +369,68 @@ def _folded(text: str) -> str:
     if len(low) != len(text):
         low = "".join(c if len(f := c.lower()) != 1 else f for c in text)
     return low
+
+
+def _json_kept(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with ``spans`` replaced (``_replaced``), and still JSON at every level it was.
+
+    A span that starts or ends on a quote or next to a backslash may cut an escape or a
+    string's delimiter (a value holding quotes or a backslash, found in JSON inside JSON
+    through a chain of views: red team 17's property, ``'0009<\\'`` in ``{"body": "..."}``
+    left ``\\"a[REDACTED]"``). Only then is the result checked: where the text was JSON
+    (and the JSON texts its strings hold, three levels down) and the result is not, each
+    string of the text that a span touches is replaced whole (``"[REDACTED]"``: the text
+    stays JSON, a string that held JSON holds the marker), and if even that is no JSON,
+    the whole text. A check costs two parses, and only such a span
+    pays it."""
+    edges = [(text[s:s + 1], text[e - 1:e], text[s - 1:s] if s else "", text[e:e + 1])
+             for s, e in spans]
+    out = _replaced(text, list(spans))
+    if not any(a in _EDGY or b in _EDGY or c == "\\" or d == "\\" for a, b, c, d in edges):
+        return out
+    levels = _json_levels(text)
+    if not levels or _json_levels(out) == levels:
+        return out
+    tokens = [m.span() for m in _JSON_STRING.finditer(text)]
+    starts = [t[0] for t in tokens]
+    whole: list[tuple[int, int]] = []
+    for s, e in spans:
+        k = bisect.bisect_right(starts, s) - 1
+        if k < 0 or tokens[k][1] < e:
+            return REDACTED  # a span outside one string: the safe side
+        whole.append((tokens[k][0] + 1, tokens[k][1] - 1))
+    out = _replaced(text, whole)
+    return out if _json_levels(out) else REDACTED
+
+
+_EDGY = frozenset(('"', "\\"))
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+"""A JSON string token (its quotes included; linear: no alternative backtracks)."""
+
+
+def _json_levels(text: str, depth: int = 0) -> int:
+    """How many levels of JSON ``text`` is: 0 when it is none, 1 when it parses, and one
+    more for each level of a string inside it that is JSON text itself (``{...}`` or
+    ``[...]``), up to three."""
+    try:
+        data = json.loads(text)
+    except Exception:
+        return 0
+    if depth >= 2:
+        return 1
+    deepest = 0
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item[:1] in ("{", "[") and item[-1:] in ("}", "]"):
+            deepest = max(deepest, _json_levels(item, depth + 1))
+    return 1 + deepest
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
