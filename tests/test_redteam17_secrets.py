@@ -376,3 +376,18 @@ def test_a_replacement_never_starts_inside_a_run_of_backslashes(around: str) -> 
         form = _serialized("json-in-json", around + secret + around)
         out = Scrubber([secret])(form)
         assert secret not in _readable("json-in-json", out)
+
+
+@pytest.mark.parametrize(("kind", "secret", "around"), [
+    ("php", '""009<', "\n"), ("php", '009<""', "\n"), ("json-in-json", "0009<\\", "a"),
+    ("json-in-json", "<0009=", "\\a"), ("json-in-json-ascii", '"Zq9\\', "\\")])
+def test_a_value_of_quotes_and_backslashes_leaves_the_json_json(
+        kind: str, secret: str, around: str) -> None:
+    """Found by the property above: a value that starts or ends with quotes or a backslash,
+    in JSON (or JSON inside JSON), was replaced over a string's delimiter or half an
+    escape, and the result was no JSON. Such a span's result is checked, and where it broke
+    the JSON, the strings it touches are replaced whole (``scrub._json_kept``)."""
+    form = _serialized(kind, around + secret + around)
+    out = Scrubber([secret])(form)
+    assert "[REDACTED]" in out and secret not in _readable(kind, out)
+    assert json.loads(out)

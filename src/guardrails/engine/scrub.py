@@ -25,8 +25,8 @@ import re2
 from guardrails.engine.decision import REDACTED
 from guardrails.expr.textforms import EXOTIC, NORMAL_TABLE, _astral, exotic, normal
 
-__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_SUBSTRING_LENGTH", "Scrubber",
-           "redact_escaped", "spellings"]
+__all__ = ["MAX_ESCAPES", "MAX_OCCURRENCES", "MAX_TEXTS", "MIN_ENCODED_BYTES",
+           "MIN_SUBSTRING_LENGTH", "Scrubber", "redact_escaped", "spellings"]
 
 MAX_TEXTS = 2048
 """Distinct texts a scrubber knows, all its layers together (a guard remembers 1,024
@@ -43,8 +43,8 @@ not be walked to the end to find it holds one text, or none)."""
 
 MAX_LAYER_CHARS = 1 << 13
 """Characters of the values a ``with_values`` layer spells (a call's secret arguments). Each
-value is searched in some twenty spellings (escaped, percent-encoded, normal forms), a
-cost linear in its length, paid on every call for what the model sent: past the bound
+value is searched in some twenty spellings (escaped, percent-encoded, normal forms) and its
+encoded cores (``_encoded``: 7 to 11 characters a byte more), a cost linear in its length, paid on every call for what the model sent: past the bound
 (8,192 characters: a PEM private key or a JWT fits) the layer is opaque, like past
 ``MAX_TEXTS``, and the call is blocked (its call id cannot be checked). A guard's memory
 of injected values is spelled once, not per call, and is bounded by the guard instead."""
@@ -88,7 +88,7 @@ class Scrubber:
     """
 
     __slots__ = ("_anchors", "_base", "_needles", "_opaque", "_pending", "_redact", "_regex",
-                 "_texts")
+                 "_sizes", "_texts")
 
     def __init__(self, values: Iterable[Any] | Callable[[], Iterable[Any]] = (),
                  redact: Callable[[str], str] | None = None, *,
@@ -99,7 +99,8 @@ class Scrubber:
         self._texts: frozenset[str] = frozenset()
         self._needles: tuple[str, ...] = ()
         self._regex: Any = None
-        self._anchors: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+        self._anchors: tuple[tuple[str, ...], ...] | None = None
+        self._sizes: tuple[int, ...] | None = None
         self._opaque = False
         if callable(values):
             self._pending = values
@@ -222,7 +223,7 @@ class Scrubber:
                 may_escape(text) and not self._find_escaped(text, spans)):
             return REDACTED  # more occurrences than are worth finding: fail closed
         if spans:
-            text = _replaced(text, spans)
+            text = _json_kept(text, spans)
         if self._redact is None:
             return text
         try:
@@ -298,11 +299,18 @@ class Scrubber:
         self._compute()
         needles = self._needles
         if len(needles) <= _SCAN_NEEDLES:
-            if self._anchors is None:
-                self._anchors = tuple((n, _anchors(n)) for n in needles)
-            ascii_text = text.isascii()
-            for n, anchors in self._anchors:
-                if not ascii_text and any(a not in text for a in anchors):
+            if self._sizes is None:
+                self._sizes = tuple(-len(n) for n in needles)
+            anchors = None
+            if not text.isascii():  # the parts are worked out for such a text only
+                if self._anchors is None:
+                    self._anchors = tuple(_anchors(n) for n in needles)
+                anchors = self._anchors
+            # Longest first: a text skips the needles longer than itself (a short field
+            # and a value's long encoded cores).
+            for i in range(bisect.bisect_left(self._sizes, -len(text)), len(needles)):
+                n = needles[i]
+                if anchors is not None and any(a not in text for a in anchors[i]):
                     continue
                 if not folded:
                     folded.append(_folded(text))
@@ -332,12 +340,20 @@ def _anchors(needle: str) -> tuple[str, ...]:
     (digits, punctuation, spaces). No character upper- or lower-cases to one of them but
     itself (checked over every code point: tests/test_redteam25_secrets.py), so an
     occurrence of the needle in any case holds each run as it is. Longest first (the
-    rarest in a text, likely), each once, and none that is part of a longer one."""
+    rarest in a text, likely), each once, and none that is part of a longer one; at most
+    ``_ANCHORS`` (any of them missing skips the needle, so fewer are as sound: a long
+    value's hex or base64 core holds hundreds of runs, and keeping all was quadratic)."""
     kept: list[str] = []
     for run in sorted(set(_CASE_FREE.findall(needle)), key=lambda r: (-len(r), r)):
         if not any(run in k for k in kept):
             kept.append(run)
+            if len(kept) == _ANCHORS:
+                break
     return tuple(kept)
+
+
+_ANCHORS = 4
+"""Case-free runs kept per needle (``_anchors``)."""
 
 
 def _folded(text: str) -> str:
@@ -353,6 +369,68 @@ def _folded(text: str) -> str:
     if len(low) != len(text):
         low = "".join(c if len(f := c.lower()) != 1 else f for c in text)
     return low
+
+
+def _json_kept(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with ``spans`` replaced (``_replaced``), and still JSON at every level it was.
+
+    A span that starts or ends on a quote or next to a backslash may cut an escape or a
+    string's delimiter (a value holding quotes or a backslash, found in JSON inside JSON
+    through a chain of views: red team 17's property, ``'0009<\\'`` in ``{"body": "..."}``
+    left ``\\"a[REDACTED]"``). Only then is the result checked: where the text was JSON
+    (and the JSON texts its strings hold, three levels down) and the result is not, each
+    string of the text that a span touches is replaced whole (``"[REDACTED]"``: the text
+    stays JSON, a string that held JSON holds the marker), and if even that is no JSON,
+    the whole text. A check costs two parses, and only such a span
+    pays it."""
+    edges = [(text[s:s + 1], text[e - 1:e], text[s - 1:s] if s else "", text[e:e + 1])
+             for s, e in spans]
+    out = _replaced(text, list(spans))
+    if not any(a in _EDGY or b in _EDGY or c == "\\" or d == "\\" for a, b, c, d in edges):
+        return out
+    levels = _json_levels(text)
+    if not levels or _json_levels(out) == levels:
+        return out
+    tokens = [m.span() for m in _JSON_STRING.finditer(text)]
+    starts = [t[0] for t in tokens]
+    whole: list[tuple[int, int]] = []
+    for s, e in spans:
+        k = bisect.bisect_right(starts, s) - 1
+        if k < 0 or tokens[k][1] < e:
+            return REDACTED  # a span outside one string: the safe side
+        whole.append((tokens[k][0] + 1, tokens[k][1] - 1))
+    out = _replaced(text, whole)
+    return out if _json_levels(out) else REDACTED
+
+
+_EDGY = frozenset(('"', "\\"))
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+"""A JSON string token (its quotes included; linear: no alternative backtracks)."""
+
+
+def _json_levels(text: str, depth: int = 0) -> int:
+    """How many levels of JSON ``text`` is: 0 when it is none, 1 when it parses, and one
+    more for each level of a string inside it that is JSON text itself (``{...}`` or
+    ``[...]``), up to three."""
+    try:
+        data = json.loads(text)
+    except Exception:
+        return 0
+    if depth >= 2:
+        return 1
+    deepest = 0
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item[:1] in ("{", "[") and item[-1:] in ("}", "]"):
+            deepest = max(deepest, _json_levels(item, depth + 1))
+    return 1 + deepest
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -412,10 +490,13 @@ took 0.7 s, a second and more through a guard's memory). A text holding more (to
 the attacker wrote around a value the model chose) is replaced whole: it fails closed, and
 its cost stays bounded."""
 
-_SCAN_NEEDLES = 16
+_SCAN_NEEDLES = 32
 """Up to this many needles, ``in`` tests find out whether a text needs replacing at all;
 beyond it (a guard remembers up to 1,024 injected values, each in several spellings) one
-RE2 search is far cheaper than a scan per needle."""
+RE2 search is far cheaper than a scan per needle. 16 until red team 27, whose encoded cores
+give an ASCII key 5 needles: a call's four keys then compiled an RE2 search on every call;
+up to six are scanned now (measured, a call's 4-8 keys: 200 short texts 0.5x, a 64 kB text
+1.0-1.2x the compiled search, ``/tmp`` script, one run)."""
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.max_mem = 256 << 20  # thousands of literals stay in one DFA (not the slow NFA)
@@ -423,11 +504,14 @@ _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.case_sensitive = False  # a value in any case (the needles are lowered)
 
 
-_CHUNK_CHARS = 1 << 15
+_CHUNK_CHARS = 1 << 16
 """Pattern characters per RE2 automaton. One alternation of every needle of a full memory
 (20,000 spellings of 1,024 values) outgrows RE2's memory: its DFA falls back to the slow
 NFA, or the pattern to Python's ``re`` (measured: 1.3 s to scrub a 12 KB text). Chunks
-this size stay fast, and the text is searched once per chunk (linear each)."""
+this size stay fast, and the text is searched once per chunk (linear each, some 2 ns a
+character whatever the chunk's size). 32 KiB until red team 27, whose encoded cores
+(``_encoded``) made a layer of 128 plain keys two chunks instead of one; at 64 KiB it is
+one again (``benchmarks/encoded_bench.py``)."""
 
 
 _Chunks = tuple[tuple[tuple[str, ...], Any], ...]
@@ -476,6 +560,11 @@ def spellings(text: str) -> set[str]:
     normal form (NFC, NFD, NFKC, NFKD: the same characters, composed or not), each of
     those escaped again as above.
 
+    And the encoded cores of a value of ``MIN_ENCODED_BYTES`` or more (``_encoded``):
+    its UTF-8 bytes in base64 (either alphabet, at each byte alignment) and in hex, so a
+    tool that hands it back encoded (Basic auth, a data: URI, a hex dump) is found; and
+    those of its JSON-escaped forms (a JSON document base64-encoded).
+
     The scrubber removes each of them, so a secret holding quotes, backslashes, newlines
     or non-ASCII characters is removed in whichever serialized text carries it.
     """
@@ -508,7 +597,54 @@ def spellings(text: str) -> set[str]:
         quoted = _percent_encoded(variant)
         # ``quote`` (``/`` kept) and ``quote_plus`` (space as ``+``), quoting once.
         forms |= {quoted, quoted.replace("%2F", "/"), quoted.replace("%20", "+")}
+    # Encoded: the value's bytes, and those of its JSON forms (a JSON document base64'd:
+    # a JWT's payload, a data: URI of JSON; the same bytes for most values).
+    for form in {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}:
+        forms |= _encoded(form)
     return {f for f in forms if f}
+
+
+MIN_ENCODED_BYTES = 8
+"""UTF-8 bytes a value needs for its encoded cores to be searched (``_encoded``). The
+shortest core of 8 bytes is 10 base64 characters at every alignment (16 hex digits),
+matched in any case: some 52 bits (a letter matches 2 of 64 characters, a digit 1), so a
+full memory of 1,024 such values (some 7,000 cores) would meet one by chance in random
+base64 about once in 500,000 megabytes (a longer value's core, far more rarely), and a
+core is the value's own bytes (bar at most 4 bits at each edge), not a run ordinary text
+or a hash holds. A value of 4-7 bytes has cores of 4-9 characters: a few megabytes of any
+base64 image hold one by chance, so a short value is found written out, never encoded."""
+
+def _encoded(text: str) -> set[str]:
+    """The *cores* of ``text``'s UTF-8 bytes encoded (red team 27's limit: a tool that
+    returns a secret base64-encoded, in ``Authorization: Basic`` of ``user:secret``, a data:
+    URI ``Content.from_data`` builds, or a hex dump, gave the model a decodable form).
+
+    A core is the run of characters the value's bytes alone determine, whatever bytes come
+    before or after it in the blob: in base64, at each of the 3 alignments the value may
+    start at (``k`` bytes after a 3-byte group's start), the characters whose 6 bits all
+    fall inside the value, in the standard alphabet and the URL-safe one (``-_`` for
+    ``+/``); in hex, its digits (folded, so either case). Replacing a core leaves the
+    blob's edge characters, which hold at most 4 bits of the value's first and last byte
+    (with bits of the neighbours). Base64 is matched in any case as every needle is
+    (``_folded``): a core in another case is other bytes, so this is more than exact and
+    errs on the safe side. Empty for a value under ``MIN_ENCODED_BYTES``.
+
+    Not base32 (pure Python in 3.11, five alignments: 1 ms per 8 KiB value per alignment,
+    paid on every call for its secret arguments), nor encodings of other bytes than the
+    UTF-8 (UTF-16 base64, as PowerShell's ``-EncodedCommand``), nor hex with separators.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) < MIN_ENCODED_BYTES:
+        return set()
+    bits = 8 * len(data)
+    forms = {data.hex()}
+    for k in range(3):
+        blob = binascii.b2a_base64(bytes(k) + data, newline=False).decode("ascii")
+        core = blob[(8 * k + 5) // 6:(8 * k + bits) // 6]
+        forms.add(core)
+        if "+" in core or "/" in core:
+            forms.add(core.replace("+", "-").replace("/", "_"))
+    return forms
 
 
 _PYDANTIC_INPUT_BYTES = 50
