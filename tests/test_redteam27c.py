@@ -60,8 +60,13 @@ Turkish-insensitive ``ToLower``, German capitalisation)."""
 
 @pytest.mark.parametrize("memory", [False, True], ids=["few", "memory"])
 @pytest.mark.parametrize("case", list(CASE_FORMS))
-def test_a_value_in_each_case_form_is_found(case: str, memory: bool) -> None:
+def test_a_value_in_each_case_form_is_found(case: str, memory: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each case form, by the few-needle scan (its folding) and a memory's RE2 search (RE2's
+    folding) alike; the text around it is kept."""
     secret, form = CASE_FORMS[case]
+    if not memory:  # a value's case forms may take it past _SCAN_NEEDLES on their own
+        monkeypatch.setattr(sc, "_SCAN_NEEDLES", 1 << 20)
     scrub = Scrubber([secret, *(_many() if memory else [])])
     assert (len(scrub._needles) > sc._SCAN_NEEDLES) is memory
     out = scrub("val " + form + " end")
@@ -98,3 +103,22 @@ async def _leaked_as(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(redteam20, "decoded",
                         lambda text: secret if target in reader(text) else "")
     return await _leaked(tmp_path, monkeypatch, caplog, secret=secret)
+
+
+def test_the_fold_is_one_character_each_and_keeps_anchors() -> None:
+    """``_folded`` maps each character on its own (a text and any slice of it fold alike,
+    whatever the neighbours: the sigma), to one character (spans fit the text), and never to
+    an ASCII character other than a letter but that character itself (``_anchors`` stays
+    sound)."""
+    import sys
+
+    for x in range(sys.maxunicode + 1):
+        c = chr(x)
+        if 0xD800 <= x < 0xE000:
+            continue
+        f = sc._folded(c)
+        assert len(f) == 1, hex(x)
+        assert not (f.isascii() and not f.isalpha() and f != c), hex(x)
+        assert sc._folded("A" + c + "b") == "a" + f + "b", hex(x)
+    text = "ΟΔΟΣ straße İstanbul ΣΑΣ ẞ ﬁ x"
+    assert sc._folded(text) == "".join(sc._folded(c) for c in text)
