@@ -12,17 +12,32 @@ the dotted ``İ`` lowered by Python (``i`` and a combining dot) or without its d
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from agent_framework import AgentSession, Content, Message
 
+from guardrails.agent_framework import ScriptedChatClient, guard
+from guardrails.agent_framework.scripted import call, text
 from guardrails.engine import scrub as sc
 from guardrails.engine.scrub import Scrubber
 from tests import test_redteam20_escapes as redteam20
+from tests.af_support import (
+    STREAMING,
+    agent_with,
+    approve_all,
+    clear_calls_fixture,
+    policies_fixture,
+    run,
+)
+from tests.af_tools import CALLS, send_money
 from tests.escape_families import decoded
 from tests.test_redteam20_escapes import CASE, WAYS, _leaked
+from tests.test_redteam27_approvals import delete_all
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +137,105 @@ def test_the_fold_is_one_character_each_and_keeps_anchors() -> None:
         assert sc._folded("A" + c + "b") == "a" + f + "b", hex(x)
     text = "ΟΔΟΣ straße İstanbul ΣΑΣ ẞ ﬁ x"
     assert sc._folded(text) == "".join(sc._folded(c) for c in text)
+
+
+# --- approvals (promise 6): the legit flows still work, the attacks do not ----------------
+
+_clear_calls = clear_calls_fixture()
+policies = policies_fixture()
+
+
+def _pay(recipient: str, amount: float, call_id: str) -> Content:
+    return Content.from_function_call(call_id=call_id, name="send_money", id=call_id,
+                                      arguments={"recipient": recipient, "amount": amount})
+
+
+def _restored(session: Any) -> Any:
+    """The session saved as JSON and read back (a process restart in between)."""
+    return AgentSession.from_dict(json.loads(json.dumps(session.to_dict())))
+
+
+@STREAMING
+async def test_a_batch_of_guard_approvals_answered_across_two_messages(
+        policies: Any, stream: bool) -> None:
+    """Two payments that need approval in one batch; the user answers one, then the other
+    in a later message. The framework replays the batch once both are answered: each runs
+    once."""
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1"), _pay("DE99", 6000, "c2")]],
+                                default=[text("done")])
+    agent = agent_with(client, [send_money], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("pay both", session=session)
+    answers = [r.to_function_approval_response(approved=True)
+               for r in first.user_input_requests]
+    assert len(answers) == 2
+    for group in (answers[:1], answers[1:]):
+        await run(agent, Message(role="user", contents=group), session=session, stream=stream)
+    assert sorted(CALLS, key=str) == [("send_money", {"recipient": "DE99", "amount": 6000.0}),
+                                      ("send_money", {"recipient": "UK12", "amount": 5000.0})]
+
+
+@pytest.mark.parametrize("framework", [False, True], ids=["guard", "always-require"])
+async def test_an_answer_after_a_restart(policies: Any, framework: bool) -> None:
+    """The session saved after the request and restored before the answer: the answer
+    runs the call once."""
+    first_call = (call("delete_all", "d1", what="tmp") if framework
+                  else _pay("UK12", 5000, "c1"))
+    client = ScriptedChatClient([[first_call]], default=[text("done")])
+    tools = [delete_all] if framework else [send_money]
+    agent = agent_with(client, tools, guard(policies))
+    session = agent.create_session()
+    first = await agent.run("go", session=session)
+    session = _restored(session)
+    agent = agent_with(client, tools, guard(policies))  # a new process: a new agent and guard
+    await agent.run(approve_all(first), session=session)
+    await agent.run(approve_all(first), session=_restored(session))
+    ran = [("delete_all", {"what": "tmp"})] if framework else [
+        ("send_money", {"recipient": "UK12", "amount": 5000.0})]
+    assert ran == CALLS
+
+
+async def test_an_answer_beside_the_users_words(policies: Any) -> None:
+    """The user's message holds words and the answer: it runs the call."""
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")]], default=[text("done")])
+    agent = agent_with(client, [send_money], guard(policies))
+    session = agent.create_session()
+    first = await agent.run("pay", session=session)
+    [request] = first.user_input_requests
+    await agent.run(Message(role="user", contents=[
+        Content.from_text("yes, go ahead"), request.to_function_approval_response(approved=True),
+        Content.from_text("thanks")]), session=session)
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5000.0})]
+
+
+class _Principal(dict):  # type: ignore[type-arg]
+    """A host's principal object: a mapping with behaviour."""
+
+    def can(self, what: str) -> bool:
+        return what in self.get("roles", [])
+
+
+PRINCIPALS: dict[str, Any] = {
+    "callable": lambda context: {"sub": "alice", "roles": ["payer"]},
+    "async-callable": None,  # filled below
+    "object": _Principal(sub="alice", roles=["payer"]),
+    "callable-of-object": lambda context: _Principal(sub="alice", roles=["payer"]),
+}
+
+
+async def _async_principal(context: Any) -> Any:
+    return {"sub": "alice", "roles": ["payer"]}
+
+PRINCIPALS["async-callable"] = _async_principal
+
+
+@pytest.mark.parametrize("principal", list(PRINCIPALS))
+async def test_an_answer_with_a_principal_source(policies: Any, principal: str) -> None:
+    """The principal given as a callable (sync or async) or an object: the approval the
+    user gives runs the call."""
+    client = ScriptedChatClient([[_pay("UK12", 5000, "c1")]], default=[text("done")])
+    agent = agent_with(client, [send_money], guard(policies, principal=PRINCIPALS[principal]))
+    session = agent.create_session()
+    first = await agent.run("pay", session=session)
+    await agent.run(approve_all(first), session=session)
+    assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5000.0})]
