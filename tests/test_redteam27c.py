@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import AgentSession, Content, Message
+from agent_framework import Agent, AgentSession, Content, Message, tool
 
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, text
@@ -31,6 +31,7 @@ from tests.af_support import (
     agent_with,
     approve_all,
     clear_calls_fixture,
+    load_text,
     policies_fixture,
     run,
 )
@@ -239,3 +240,61 @@ async def test_an_answer_with_a_principal_source(policies: Any, principal: str) 
     first = await agent.run("pay", session=session)
     await agent.run(approve_all(first), session=session)
     assert CALLS == [("send_money", {"recipient": "UK12", "amount": 5000.0})]
+
+
+@tool(name="delete_all", approval_mode="always_require")
+def treasury_delete_all(what: str) -> str:
+    """Delete everything of the treasury's (another agent's tool of the same name)."""
+    CALLS.append(("treasury_delete_all", {"what": what}))
+    return "deleted from the treasury"
+
+
+@pytest.mark.parametrize("shared_guard", [True, False], ids=["one-guard", "a-guard-each"])
+async def test_a_framework_approval_for_one_agent_runs_nothing_of_another(
+        policies: Any, shared_guard: bool) -> None:
+    """Promise 6 says an approval covers the agent that made the call; the framework's own
+    approvals (``always_require``) too: the user's answer to the personal agent's request,
+    handed to the treasury agent's run in the same session, must not run the treasury's
+    tool of the same name."""
+    personal_guard = guard(policies)
+    personal = Agent(client=ScriptedChatClient([[call("delete_all", "d1", what="tmp")]],
+                                               default=[text("done")]),
+                     tools=[delete_all], middleware=personal_guard, name="personal")
+    treasury = Agent(client=ScriptedChatClient(default=[text("done")]),
+                     tools=[treasury_delete_all], name="treasury",
+                     middleware=personal_guard if shared_guard else guard(policies))
+    session = personal.create_session()
+    first = await personal.run("clean tmp", session=session)
+    assert len(first.user_input_requests) == 1
+    await treasury.run(approve_all(first), session=session)
+    assert CALLS == []
+
+
+FRAMEWORK_PER_PRINCIPAL = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: deletes}
+spec:
+  match: {tools: ["delete_all"]}
+  rules:
+    - {name: frozen, when: 'principal.user == "frozen"', action: deny}
+"""
+
+
+@pytest.mark.parametrize("answered_as", ["alice", "mallory"])
+async def test_a_framework_approval_for_one_principal_runs_for_no_other(
+        tmp_path: Path, answered_as: str) -> None:
+    """The framework asked, for alice's call, approval of ``delete_all``; the answer given
+    in a run the host makes for mallory (a shared session, a forwarded answer) must not run
+    it as mallory's call."""
+    who = {"user": "alice"}
+    client = ScriptedChatClient([[call("delete_all", "d1", what="tmp")]],
+                                default=[text("done")])
+    agent = agent_with(client, [delete_all],
+                       guard(load_text(tmp_path, FRAMEWORK_PER_PRINCIPAL),
+                             principal=lambda _ctx: dict(who)))
+    session = agent.create_session()
+    first = await agent.run("clean tmp", session=session)
+    assert len(first.user_input_requests) == 1
+    who["user"] = answered_as
+    await agent.run(approve_all(first), session=session)
+    assert ([("delete_all", {"what": "tmp"})] if answered_as == "alice" else []) == CALLS
