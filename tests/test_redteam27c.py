@@ -249,9 +249,10 @@ def treasury_delete_all(what: str) -> str:
     return "deleted from the treasury"
 
 
+@STREAMING
 @pytest.mark.parametrize("shared_guard", [True, False], ids=["one-guard", "a-guard-each"])
 async def test_a_framework_approval_for_one_agent_runs_nothing_of_another(
-        policies: Any, shared_guard: bool) -> None:
+        policies: Any, shared_guard: bool, stream: bool) -> None:
     """Promise 6 says an approval covers the agent that made the call; the framework's own
     approvals (``always_require``) too: the user's answer to the personal agent's request,
     handed to the treasury agent's run in the same session, must not run the treasury's
@@ -264,10 +265,23 @@ async def test_a_framework_approval_for_one_agent_runs_nothing_of_another(
                      tools=[treasury_delete_all], name="treasury",
                      middleware=personal_guard if shared_guard else guard(policies))
     session = personal.create_session()
-    first = await personal.run("clean tmp", session=session)
+    first = await run(personal, "clean tmp", session=session, stream=stream)
     assert len(first.user_input_requests) == 1
-    await treasury.run(approve_all(first), session=session)
+    await run(treasury, approve_all(first), session=session, stream=stream)
     assert CALLS == []
+
+
+@STREAMING
+async def test_a_framework_approval_runs_for_the_agent_that_asked(policies: Any,
+                                                                  stream: bool) -> None:
+    """The control: a named agent's request, answered in its own run, runs once."""
+    personal = Agent(client=ScriptedChatClient([[call("delete_all", "d1", what="tmp")]],
+                                               default=[text("done")]),
+                     tools=[delete_all], middleware=guard(policies), name="personal")
+    session = personal.create_session()
+    first = await run(personal, "clean tmp", session=session, stream=stream)
+    await run(personal, approve_all(first), session=session, stream=stream)
+    assert CALLS == [("delete_all", {"what": "tmp"})]
 
 
 FRAMEWORK_PER_PRINCIPAL = """apiVersion: guardrails/v1
@@ -280,7 +294,10 @@ spec:
 """
 
 
-@pytest.mark.parametrize("answered_as", ["alice", "mallory"])
+@pytest.mark.parametrize("answered_as", [
+    "alice", pytest.param("mallory", marks=pytest.mark.xfail(strict=True, reason=(
+        "limit: the guard never sees a call the framework asks approval for, so it cannot "
+        "resolve the principal the call was made for")))])
 async def test_a_framework_approval_for_one_principal_runs_for_no_other(
         tmp_path: Path, answered_as: str) -> None:
     """The framework asked, for alice's call, approval of ``delete_all``; the answer given
