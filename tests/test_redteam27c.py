@@ -123,20 +123,33 @@ async def _leaked_as(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 def test_the_fold_is_one_character_each_and_keeps_anchors() -> None:
     """``_folded`` maps each character on its own (a text and any slice of it fold alike,
-    whatever the neighbours: the sigma), to one character (spans fit the text), and never to
-    an ASCII character other than a letter but that character itself (``_anchors`` stays
-    sound)."""
+    whatever the neighbours: the sigma), to one character (spans fit the text), never to an
+    ASCII character other than a letter but that character itself (``_anchors`` stays
+    sound), and alike for a character and each one-character case form of it, but the
+    dotless i's ``I`` (a case form of the value: ``_case_forms``); ``_ODD_FOLDS`` is what
+    ``str.lower`` leaves apart, worked out here over every code point."""
     import sys
 
+    image = set()
     for x in range(sys.maxunicode + 1):
-        c = chr(x)
         if 0xD800 <= x < 0xE000:
             continue
+        c = chr(x)
+        if len(c.lower()) == 1:
+            image.add(c.lower())
         f = sc._folded(c)
         assert len(f) == 1, hex(x)
         assert not (f.isascii() and not f.isalpha() and f != c), hex(x)
         assert sc._folded("A" + c + "b") == "a" + f + "b", hex(x)
-    text = "ΟΔΟΣ straße İstanbul ΣΑΣ ẞ ﬁ x"
+        assert sc._folded("A" + c) == "a" + f, hex(x)
+        for form in (c.lower(), c.upper(), c.casefold()):
+            if len(form) == 1 and c != "\u0131":
+                assert sc._folded(form) == f, (hex(x), form)
+    odd = {ord(x): ord(x.casefold()) for x in image
+           if len(x.casefold()) == 1 and x.casefold() != x and x.casefold() in image
+           and x.casefold().lower() == x.casefold()}
+    assert odd == sc._ODD_FOLDS
+    text = "ΟΔΟΣ straße İstanbul ΣΑΣ ẞ ﬁ µ ſ x"
     assert sc._folded(text) == "".join(sc._folded(c) for c in text)
 
 

@@ -129,8 +129,10 @@ class Scrubber:
             return
         self._texts = every
         # Every spelling our serializers give a value (see ``spellings``), longest first.
-        forms = {_folded(form) for t in texts - done if len(t) >= MIN_SUBSTRING_LENGTH
-                 for cased in _case_forms(t) for form in spellings(cased)}
+        fresh = [t for t in texts - done if len(t) >= MIN_SUBSTRING_LENGTH]
+        forms = {_folded(form) for t in fresh for form in spellings(t)}
+        # A non-ASCII value's other case forms, as they are (escaped, the views read them).
+        forms.update(_folded(cased) for t in fresh for cased in _case_forms(t)[1:])
         if spelled is not None:
             forms.update(spelled._needles)
         self._needles = tuple(sorted(forms, key=len, reverse=True))
@@ -362,45 +364,38 @@ def _folded(text: str) -> str:
     capitals, a token upper-cased by a log line; red team 25's limit, closed in the
     fifteenth session). Needles are folded alike.
 
-    Each character is mapped on its own, by ``str.casefold`` (``σ`` for ``ς`` and ``Σ``,
-    ``μ`` for the micro sign, ``s`` for the long s), not ``str.lower``, which reads a
-    capital sigma by its neighbours: a value ending in ``Σ`` (its needle ``...ς``) written
-    before a letter lowered to ``...σ`` and went out verbatim (red team 27c). A character
-    that folds to several (``ß``, ``İ``, ``ﬁ``: ``_MULTI_FOLD``) is kept as its lower case
-    instead, or itself, so the length holds; the case forms that make other characters of
-    it (``SS``, ``i``) are needles of their own (``_case_forms``). An ASCII text is lowered
-    (the same map, faster); costs one pass, 0.3 ns a character of ASCII, about 4 ns of
-    other scripts (one split more for a text with a character of ``_MULTI_FOLD``)."""
+    ``str.lower``, then the 22 characters it leaves apart from a letter they fold with
+    (``_ODD_FOLDS``: the final sigma, the micro sign, the long s, Greek symbol forms)
+    mapped to it. ``str.lower`` alone is not a map of characters: it writes a capital sigma
+    as a final one when no letter follows, so a value ending in ``Σ`` (its needle
+    ``...ς``) handed back before a letter (``...σb``) went out verbatim (red team 27c).
+    ``str.lower`` keeps the length of every character but the dotted capital I (``U+0130``,
+    an ``i`` and a combining dot): a text holding one is lowered a character at a time,
+    that one kept. A character that folds to several (``ß``) stays one: the case forms
+    that spell it otherwise (``SS``) are needles of their own (``_case_forms``). Costs one
+    pass over the text, 0.5 ns a character of ASCII, about 6 ns of other scripts, and a
+    replace or a translation where an odd character occurs (Greek: its final sigma)."""
+    low = text.lower()
     if text.isascii():
-        return text.lower()
-    low = text.casefold()
+        return low
     if len(low) != len(text):
-        multi = _multi_fold()
-        parts = multi.pattern.split(text)
-        for i in range(0, len(parts), 2):
-            parts[i] = parts[i].casefold()
-        for i in range(1, len(parts), 2):
-            parts[i] = multi.one[parts[i]]
-        low = "".join(parts)
+        low = "".join(c if len(f := c.lower()) != 1 else f for c in text)
+    if "\u03c2" in low:
+        low = low.replace("\u03c2", "\u03c3")
+    if _ODD.search(low) is not None:
+        low = low.translate(_ODD_FOLDS)
     return low
 
 
-class _MultiFold(NamedTuple):
-    pattern: re.Pattern[str]
-    one: dict[str, str]
-
-
-@functools.cache
-def _multi_fold() -> _MultiFold:
-    """The characters ``str.casefold`` maps to several (104, all below U+FB18), and the one
-    ``_folded`` maps each to: its lower case if that is one character, else itself. Worked
-    out when a text first holds one."""
-    one: dict[str, str] = {}
-    for x in range(0xFB18):
-        c = chr(x)
-        if len(c.casefold()) != 1:
-            one[c] = c.lower() if len(c.lower()) == 1 else c
-    return _MultiFold(re.compile("([" + "".join(map(re.escape, one)) + "])"), one)
+_ODD_FROM = ("\u00b5\u017f\u0345\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1c80\u1c81"
+             "\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88\u1e9b\u1fbe")
+_ODD_TO = ("\u03bc\u0073\u03b9\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u0432\u0434"
+           "\u043e\u0441\u0442\u0442\u044a\u0463\ua64b\u1e61\u03b9")
+_ODD_FOLDS = str.maketrans(_ODD_FROM + "\u03c2", _ODD_TO + "\u03c3")
+"""The lower-case characters ``str.lower`` leaves apart from the letter they case-fold to
+(the final sigma, ``µ``, ``ſ``, ``ͅ``, Greek symbol forms, Cyrillic variants, ``ẛ``, ``ι``):
+worked out over every code point by tests/test_redteam27c.py."""
+_ODD = re.compile(f"[{_ODD_FROM}]")
 
 
 def _case_forms(text: str) -> list[str]:
