@@ -1,5 +1,5 @@
-"""Cost of red team 27c's case folding (``scrub._folded`` by ``str.casefold`` a character at
-a time, a non-ASCII value's case forms as needles: ``scrub._case_forms``), this tree against
+"""Cost of red team 27c's case folding (``scrub._folded`` mapping ``_ODD_FOLDS`` after
+``str.lower``, a non-ASCII value's case forms as needles: ``scrub._case_forms``), this tree against
 a base tree's ``src``, three processes each, alternated; CPU time, medians.
 
     .venv/bin/python benchmarks/fold_bench.py --against <base>/src

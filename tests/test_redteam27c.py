@@ -328,3 +328,20 @@ async def test_a_framework_approval_for_one_principal_runs_for_no_other(
     who["user"] = answered_as
     await agent.run(approve_all(first), session=session)
     assert ([("delete_all", {"what": "tmp"})] if answered_as == "alice" else []) == CALLS
+
+
+@pytest.mark.parametrize("order", ["ascii-below", "greek-below"])
+def test_layers_asking_about_other_odd_characters(order: str) -> None:
+    """A layer looks at the ``_ODD_FOLDS`` characters that fold to its needles' letters
+    only (``Scrubber._odd_folded``); the text lowered once serves every layer, folded whole
+    once for those that need it: an ASCII layer's ``ſ`` and a Greek layer's final sigma in
+    one text, whichever layer comes first."""
+    ascii_value, greek_value = "password-77", "κλειδισ-99"
+    below, above = ((ascii_value, greek_value) if order == "ascii-below"
+                    else (greek_value, ascii_value))
+    scrub = Scrubber([below]).with_values([above])
+    for given, out in {"PAſſWORD-77 and ΚΛΕΙΔΙΣ-99": "[REDACTED] and [REDACTED]",
+                      "ΚΛΕΙΔΙΣ-99 and paſsword-77": "[REDACTED] and [REDACTED]",
+                      "κλειδις-99 only": "[REDACTED] only",
+                      "paßword-77 kept": "paßword-77 kept"}.items():
+        assert scrub(given) == out, given
