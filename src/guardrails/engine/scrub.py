@@ -290,13 +290,15 @@ class Scrubber:
         kept as ``folded[1]``) when it holds one of ``_ODD_FOLDS``'s characters that folds
         to a letter of this layer's needles: an ASCII layer asks about ``ſ`` alone (one
         fast ``in``), not all 22 (a regular expression's pass, 0.15 ms on 64 kB)."""
+        low = folded[0]
+        if low.isascii():
+            return low
         odd = self._odd
         if odd is None:
             letters = set("".join(self._needles))
             chars = "".join(chr(c) for c, t in _ODD_FOLDS.items() if chr(t) in letters)
             odd = self._odd = chars if len(chars) <= 1 else re.compile(f"[{chars}]")
-        low = folded[0]
-        if not odd or low.isascii() or (
+        if not odd or (
                 low.find(odd) < 0 if isinstance(odd, str) else odd.search(low) is None):
             return low
         if len(folded) == 1:
