@@ -4,7 +4,8 @@ a base tree's ``src``, three processes each, alternated; CPU time, medians.
 
     .venv/bin/python benchmarks/fold_bench.py --against <base>/src
 
-Cases: a call's keys (three ASCII, or two ASCII and a German one with ``ß``) on 64 kB of
+Cases: a call's keys (three ASCII, or two ASCII and a German one with ``ß`` or a Greek one
+with a final sigma: its layer asks about ``_ODD_FOLDS``) on 64 kB of
 English, German (``ß`` in every line: the fold's split path), Russian and Greek prose and
 a tool result; spelling that call's layer (paid per call); a guard's full memory of 1,024
 values with ``ß`` (twice the needles now) on a tool result. One run, one machine: ratios,
@@ -45,6 +46,7 @@ def measure() -> dict[str, float]:
     alphabet = string.ascii_letters + string.digits
     keys = ["".join(rng.choices(alphabet, k=24)) for _ in range(3)]
     german_keys = [*keys[:2], "Grüße-Schlüssel-8812-straße"]
+    greek_keys = [*keys[:2], "κλειδί-ΛΟΓΑΡΙΑΣΜΟΣ-4417"]
     pages = {
         "English": "The quick brown fox jumps over the lazy dog near the river bank. " * 1000,
         "German": "Größe und Straße: die Grüße aus München schließen die Tür. " * 1100,
@@ -56,7 +58,8 @@ def measure() -> dict[str, float]:
     result = json.dumps({f"k{i}": v for i, v in enumerate(fields)})
     one = memory_of(["tok-" + "".join(rng.choices(alphabet, k=30))])
     out: dict[str, float] = {}
-    for label, ks in (("3 ASCII keys", keys), ("2 ASCII + 1 German key", german_keys)):
+    for label, ks in (("3 ASCII keys", keys), ("2 ASCII + 1 German key", german_keys),
+                      ("2 ASCII + 1 Greek key", greek_keys)):
         layer = one.with_values(ks)
         layer("x")
         for page, text in pages.items():
