@@ -4,8 +4,9 @@
 
 Per run the boundary looks for approval responses in the run's input (``_resumes_approval``)
 and reads the agent's name; per call the function middleware asks whether the call is an
-approved replay (``is_approved_response``). Runs without an answer (nearly all) do nothing
-else. The script times a guarded run of one allowed call in the real loop, then the added
+approved replay (``is_approved_response``); after the run the boundary reads its response
+for the framework's own approval requests (``remember_requests``, red team 27c: a call and
+its result, with a session). Runs without an answer (nearly all) do nothing else. The script times a guarded run of one allowed call in the real loop, then the added
 steps alone on the same inputs, and prints their sum as a ratio of the run.
 """
 
@@ -28,15 +29,22 @@ async def _measure(runs: int) -> tuple[float, float]:
 
     from guardrails.agent_framework import ScriptedChatClient, guard
     from guardrails.agent_framework._approvals import is_approved_response
-    from guardrails.agent_framework._boundary import _resumes_approval, agent_name
+    from guardrails.agent_framework._boundary import (
+        _resumes_approval,
+        agent_name,
+        remember_requests,
+    )
     from guardrails.agent_framework.scripted import call, text
 
     client = ScriptedChatClient(default=[text("ok")])
     agent = agent_with(client, [send_money], guard(load_fixture()))
 
+    last: list[object] = []
+    session = agent.create_session()
+
     async def one() -> None:
         client.turns += [[call("send_money", recipient="UK12", amount=5)], [text("ok")]]
-        await agent.run("pay UK12 5")
+        last[:] = [await agent.run("pay UK12 5")]
         CALLS.clear()
 
     for _ in range(50):
@@ -54,6 +62,7 @@ async def _measure(runs: int) -> tuple[float, float]:
         _resumes_approval(context)  # type: ignore[arg-type]
         agent_name(agent)
         is_approved_response(call_context)  # type: ignore[arg-type]
+        remember_requests(session, last[0], "agent")  # red team 27c: the run's response read
     added_s = (time.perf_counter() - started) / steps
     return run_s, added_s
 

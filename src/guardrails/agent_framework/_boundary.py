@@ -119,16 +119,21 @@ class GuardRunMiddleware(AgentMiddleware):
                     raise
                 raise violation from _cause(violation, exc)
             result = context.result
+            session = context.session
             if context.stream and isinstance(result, ResponseStream):
                 result.with_pull_context_manager(
                     lambda: self._stream_scope(state, run_span, mcp_tools))
+                result.with_result_hook(
+                    lambda final: remember_requests(session, final, state.agent_name))
                 if run_span is not None:
                     result.with_cleanup_hook(lambda: telemetry.end_run_span(run_span))
                     streaming = True
-            elif state.halted:
-                # Halted, yet the run went on (a middleware or tool swallowed the halt): it
-                # still ends as a halt.
-                raise self._violation(state, None) or PolicyViolation(state.halted[0])
+            else:
+                if state.halted:
+                    # Halted, yet the run went on (a middleware or tool swallowed the halt):
+                    # it still ends as a halt.
+                    raise self._violation(state, None) or PolicyViolation(state.halted[0])
+                remember_requests(session, result, state.agent_name)
         finally:
             if run_span is not None:
                 telemetry.detach_run_span(span_token)
@@ -343,6 +348,35 @@ def remember_answers(state: dict[str, Any] | None, calls: dict[str, str] | None)
         kept[ident] = digest
     while len(kept) > ANSWERS_KEPT:
         del kept[next(iter(kept))]
+
+
+def remember_requests(session: Any, response: Any, agent: str | None) -> None:
+    """Keep, for each of the framework's own approval requests a run ends with (those
+    without our token: ``approval_mode="always_require"``), the agent that made the call
+    (its name, "" without one), by the request's id and its call's: the guard never sees
+    such a call until it is replayed, and an answer handed to another agent's run of the
+    session ran that agent's tool of the same name (red team 27c;
+    ``_function._answered_by_the_user`` compares). Returns nothing, changes no response."""
+    state = session_state(session, create=True) if session is not None else None
+    messages = getattr(response, "messages", None)
+    if state is None or not isinstance(messages, list):
+        return
+    asked = state.get("asked")
+    for message in messages:
+        for c in getattr(message, "contents", None) or ():
+            if (getattr(c, "type", None) != "function_approval_request"
+                    or APPROVAL_TOKEN_KEY in (c.additional_properties or {})):
+                continue
+            if not isinstance(asked, dict):
+                asked = state["asked"] = {}
+            call = c.function_call
+            for ident in (c.id, call.id if call is not None else None,
+                          call.call_id if call is not None else None):
+                if type(ident) is str:
+                    asked.pop(ident, None)
+                    asked[ident] = agent or ""
+    while isinstance(asked, dict) and len(asked) > 3 * ANSWERS_KEPT:
+        del asked[next(iter(asked))]
 
 
 def _resumes_approval(context: AgentContext) -> bool:

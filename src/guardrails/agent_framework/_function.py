@@ -1282,9 +1282,13 @@ def _answered_by_the_user(context: FunctionInvocationContext, run: RunState | No
     call = getattr(response, "function_call", None)
     ids = [i for i in (getattr(response, "id", None), getattr(call, "id", None))
            if isinstance(i, str)]
+    state = session_state(context.session)
+    asked = state.get("asked") if state is not None else None
+    if isinstance(asked, dict) and any(isinstance(asked.get(i), str)
+                                       and asked[i] != (run.agent_name or "") for i in ids):
+        return False  # asked for another agent's call (``_boundary.remember_requests``)
     given = run.answer_calls
     found = given is not None and any(given.get(i) == digest for i in ids)
-    state = session_state(context.session)
     kept = state.get("answered") if state is not None else None
     if isinstance(kept, dict):
         for i in ids:
