@@ -9,7 +9,10 @@ framework's real loop (``ScriptedChatClient`` + ``Agent`` + ``guard(policies)``)
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +171,140 @@ async def test_the_admin_principal_runs_the_call(tmp_path: Path) -> None:
                                             principal=lambda _c: {"role": "admin"}))
     await agent.run("go")
     assert RAN == [("pay", 5)]
+
+
+# -- logging handlers that raise -----------------------------------------------------------
+
+
+class _RaisingHandler(logging.Handler):
+    """A host's handler that raises from ``emit`` (``Handler.handle`` does not catch it)."""
+
+    def __init__(self, error: type[BaseException] = RuntimeError) -> None:
+        super().__init__()
+        self.error = error
+
+    def emit(self, record: logging.LogRecord) -> None:
+        raise self.error("handler down")
+
+
+@contextmanager
+def _raising_handler(name: str = "guardrails",
+                     error: type[BaseException] = RuntimeError) -> Iterator[None]:
+    handler = _RaisingHandler(error)
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+HALTING = POLICY.replace("rules:\n", "rules:\n    - {name: stop, when: 'args.amount > 1000',"
+                         " action: halt, message: Absurd.}\n")
+
+
+@STREAMING
+async def test_a_halt_survives_a_logging_handler_that_raises(tmp_path: Path,
+                                                             stream: bool) -> None:
+    client = ScriptedChatClient([[call("pay", amount=5000), call("pay", amount=5, call_id="c2")],
+                                 [call("pay", amount=6)], [text("went on")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path, HALTING)))
+    with _raising_handler(), pytest.raises(guardrails.PolicyViolation):
+        await run(agent, "go", stream=stream)
+    assert ("pay", 5000) not in RAN and ("pay", 6) not in RAN
+    assert len(client.received) == 1  # the model was never asked again
+
+
+@STREAMING
+async def test_a_guard_error_is_blocked_under_a_logging_handler_that_raises(
+        tmp_path: Path, stream: bool) -> None:
+    client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path),
+                                            principal=_raising(RuntimeError("down"))))
+    with _raising_handler():
+        response = await run(agent, "go", stream=stream)
+    assert RAN == []
+    assert [result_text(r) for r in client.tool_results()] == [BLOCKED]
+    assert response.text == "done"
+
+
+# -- the engine at a host's low recursion limit ---------------------------------------------
+
+IGNORE_DEEP = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: deep}
+spec:
+  match: {tools: ["put"]}
+  failurePolicy: Ignore
+  rules:
+    - {name: same, when: 'args.a == args.b', action: deny, message: The two must differ.}
+"""
+"""A rule whose evaluation recurses as deep as the arguments (list equality, in C, counts
+against ``sys.getrecursionlimit()``), under ``Ignore``."""
+
+
+@tool(name="put")
+def put(a: Any, b: Any = None) -> str:
+    """Stores two documents."""
+    RAN.append(("put", a))
+    return "stored"
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
+    return depth
+
+
+DEEP_DOC = _nested(25)  # within the 32 levels of the input bound
+
+
+def test_a_rule_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> None:
+    """The engine alone: at a limit where the arguments are read (within the bounds) but
+    the rule's evaluation runs out of stack, ``Ignore`` skipped the policy and the call was
+    allowed. Now the call is over a bound, like one over the cost budget."""
+    ps = _policies(tmp_path, IGNORE_DEEP)
+    assert ps.evaluate("put", {"a": DEEP_DOC, "b": DEEP_DOC}).effect == guardrails.Effect.DENY
+    seen_too_deep = False
+    old = sys.getrecursionlimit()
+    for headroom in range(20, 120, 2):
+        sys.setrecursionlimit(_stack_depth() + headroom)
+        try:
+            decision = ps.evaluate("put", {"a": DEEP_DOC, "b": DEEP_DOC})
+        except RecursionError:  # (ours, outside the engine: too low to call it at all)
+            continue
+        finally:
+            sys.setrecursionlimit(old)
+        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
+        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
+    assert seen_too_deep  # the attack is real at some limit on this stack
+
+
+async def test_in_the_real_loop_a_low_recursion_limit_runs_no_deep_call(tmp_path: Path) -> None:
+    """The same in the framework's loop, at every limit from where nothing can be read to
+    where everything is (measured: 100-125 on a script's stack ran the call)."""
+    ps = _policies(tmp_path, IGNORE_DEEP)
+    results: list[str] = []
+    old = sys.getrecursionlimit()
+    base = _stack_depth()
+    for headroom in range(40, 160, 4):
+        client = ScriptedChatClient([[call("put", a=_nested(25), b=_nested(25))], [text("done")]])
+        agent = agent_with(client, [put], guard(ps))
+        sys.setrecursionlimit(base + headroom)
+        try:
+            await agent.run("go")
+        except RecursionError:  # the framework's own, too low to run at all
+            continue
+        finally:
+            sys.setrecursionlimit(old)
+        results += [result_text(r) for r in client.tool_results()]
+    assert RAN == []
+    assert any("rules.same failed" in r for r in results)  # the rule did run out of stack
