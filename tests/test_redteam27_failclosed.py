@@ -308,3 +308,63 @@ async def test_in_the_real_loop_a_low_recursion_limit_runs_no_deep_call(tmp_path
         results += [result_text(r) for r in client.tool_results()]
     assert RAN == []
     assert any("rules.same failed" in r for r in results)  # the rule did run out of stack
+
+
+COSTLY_MATCH = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: costly}
+spec:
+  match: {tools: ["put"], when: 'args.a.exists(x, args.a.exists(y, x == y + 100000))'}
+  failurePolicy: Ignore
+  rules:
+    - {name: always, when: 'true', action: deny}
+"""
+"""A policy whose ``match.when`` costs the square of the list's length, under ``Ignore``."""
+
+DEEP_MATCH = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: deep}
+spec:
+  match: {tools: ["put"], when: 'args.a == args.b'}
+  failurePolicy: Ignore
+  rules:
+    - {name: always, when: 'true', action: deny}
+"""
+
+
+def test_a_match_condition_run_over_the_cost_budget_selects_its_policy(tmp_path: Path) -> None:
+    """Under ``Ignore`` the erring ``match.when`` left the policy unmatched, and the end of
+    the call, which denies every matched policy of a call over a bound, had none: 3,000
+    numbers (within the size bound) ran the call past its only policy."""
+    ps = _policies(tmp_path, COSTLY_MATCH)
+    assert ps.evaluate("put", {"a": list(range(10))}).effect == guardrails.Effect.ALLOW
+    decision = ps.evaluate("put", {"a": list(range(3000))})
+    assert decision.effect == guardrails.Effect.DENY, decision.errors
+    assert any(e.element == "input" for e in decision.errors)
+
+
+def test_a_match_condition_that_runs_out_of_stack_selects_its_policy(tmp_path: Path) -> None:
+    ps = _policies(tmp_path, DEEP_MATCH)
+    seen_too_deep = False
+    old = sys.getrecursionlimit()
+    for headroom in range(20, 120, 2):
+        sys.setrecursionlimit(_stack_depth() + headroom)
+        try:
+            decision = ps.evaluate("put", {"a": _nested(25), "b": _nested(25)})
+        except RecursionError:
+            continue
+        finally:
+            sys.setrecursionlimit(old)
+        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
+        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
+    assert seen_too_deep
+
+
+@STREAMING
+async def test_in_the_real_loop_a_costly_match_condition_runs_no_call(tmp_path: Path,
+                                                                      stream: bool) -> None:
+    client = ScriptedChatClient([[call("put", a=list(range(3000)))],
+                                 [call("put", a=list(range(10)))], [text("done")]])
+    agent = agent_with(client, [put], guard(_policies(tmp_path, COSTLY_MATCH)))
+    await run(agent, "go", stream=stream)
+    assert [("put", list(range(10)))] == RAN

@@ -1464,6 +1464,17 @@ def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, index: int,
     return hit
 
 
+def _over_a_bound(base: Mapping[str, Any], origins: Origins | None) -> bool:
+    """Whether the call ran out of its cost budget, its stack (``Meter.deep``) or its
+    provenance scan budget so far. A ``match.when`` (or binding selector) that erred so
+    selects its policy whatever the failurePolicy: under ``Ignore`` the policy was not
+    matched, and the end of the call, which denies every matched policy over a bound
+    (``_over_bound``), had none to deny: arguments within the depth bound, on a low
+    recursion limit, ran a call past its only policy (red team 27d)."""
+    meter: Meter = base[METER]
+    return meter.left < 0 or meter.deep or (origins is not None and origins.scan.left < 0)
+
+
 def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
              origins: Origins | None, scrub: Scrubber, errors: list[EvaluationError],
              pt: PolicyTrace | None) -> bool:
@@ -1483,8 +1494,9 @@ def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
         if pt is not None:
             pt.steps.append(Step("match.when", error=message))
         # Fail closed: an unreadable match condition counts as a match, so the policy's
-        # rules (its restrictions) still apply to the call.
-        matched = policy.failure_policy == "Fail"
+        # rules (its restrictions) still apply to the call. So does one that ran the call
+        # over a bound, whatever the failurePolicy: the policy is one the call is denied by.
+        matched = policy.failure_policy == "Fail" or _over_a_bound(base, origins)
         if pt is not None:
             pt.matched = matched
         return matched
@@ -1672,7 +1684,7 @@ def _evaluate_call(
                 errors.append(EvaluationError(policy.name, "binding.match.when", message,
                                               handled))
                 # Fail closed as for match.when: an unreadable selector selects.
-                value = policy.failure_policy == "Fail"
+                value = policy.failure_policy == "Fail" or _over_a_bound(base, origins)
                 if pt is not None:
                     pt.steps.append(Step("binding.match.when", error=message))
             if not value:
