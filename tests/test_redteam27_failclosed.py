@@ -368,3 +368,36 @@ async def test_in_the_real_loop_a_costly_match_condition_runs_no_call(tmp_path: 
     agent = agent_with(client, [put], guard(_policies(tmp_path, COSTLY_MATCH)))
     await run(agent, "go", stream=stream)
     assert [("put", list(range(10)))] == RAN
+
+
+PARSED = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: parsed}
+spec:
+  match: {tools: ["put"]}
+  failurePolicy: Ignore
+  rules:
+    - {name: any-document, when: 'size(parseJSON(args.a)) > 0', action: deny}
+"""
+
+
+def test_a_library_function_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> None:
+    """``parseJSON`` of a text within its depth bound (32) on a low limit: its own
+    ``RecursionError`` (and any library function's, mapped to a ``CelError``) was an
+    error of the rule, which ``Ignore`` skipped."""
+    ps = _policies(tmp_path, PARSED)
+    document = "[" * 30 + "1" + "]" * 30
+    assert ps.evaluate("put", {"a": document}).effect == guardrails.Effect.DENY
+    seen_too_deep = False
+    old = sys.getrecursionlimit()
+    for headroom in range(10, 120, 2):
+        sys.setrecursionlimit(_stack_depth() + headroom)
+        try:
+            decision = ps.evaluate("put", {"a": document})
+        except RecursionError:
+            continue
+        finally:
+            sys.setrecursionlimit(old)
+        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
+        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
+    assert seen_too_deep
