@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import tool
+from agent_framework import Content, tool
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -401,3 +401,229 @@ def test_a_library_function_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: 
         seen_too_deep |= any("too deep" in e.message for e in decision.errors)
         assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
     assert seen_too_deep
+
+
+# -- the host's secret provider and counter store -----------------------------------------
+
+SECRET_POLICY = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: api}
+spec:
+  match: {tools: ["call_api"]}
+  secrets:
+    arguments: [api_key]
+    inject:
+      api_key: {env: RT27D_KEY}
+  rules:
+    - {name: internal, when: '!args.endpoint.startsWith("https://api.internal/")', action: deny}
+"""
+
+
+@tool(name="call_api")
+def call_api(endpoint: str, api_key: str) -> str:
+    """Calls an API with an injected key."""
+    RAN.append(("call_api", endpoint))
+    return "ok"
+
+
+class _Vault:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def get(self, ref: str) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+class _Shouting(str):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@STREAMING
+@pytest.mark.parametrize("answer", [RuntimeError("vault down"), _Unprintable(), KeyError("x"),
+                                    None, 12345, b"bytes-key", ["k"]],
+                         ids=["runtime", "unprintable", "keyerror", "none", "int", "bytes",
+                              "list"])
+async def test_a_secret_provider_that_fails_blocks_the_call(tmp_path: Path, stream: bool,
+                                                            answer: Any) -> None:
+    client = ScriptedChatClient([[call("call_api", endpoint="https://api.internal/x",
+                                       api_key="model-chosen")], [text("done")]])
+    agent = agent_with(client, [call_api], guard(_policies(tmp_path, SECRET_POLICY),
+                                                 secrets=_Vault(answer)))
+    response = await run(agent, "go", stream=stream)
+    assert RAN == []
+    assert "could not evaluate the call to call_api" in result_text(client.tool_results()[0])
+    assert response.text == "done"
+
+
+async def test_a_secret_that_is_a_str_subclass_runs_as_its_data(tmp_path: Path) -> None:
+    """The oracle of the test above: a provider that answers (a str subclass whose
+    ``__str__`` raises) runs the call, with the data injected."""
+    got: list[str] = []
+
+    @tool(name="call_api")
+    def checking(endpoint: str, api_key: str) -> str:
+        """Calls an API with an injected key."""
+        got.append(api_key)
+        return "ok"
+
+    client = ScriptedChatClient([[call("call_api", endpoint="https://api.internal/x",
+                                       api_key="model-chosen")], [text("done")]])
+    agent = agent_with(client, [checking], guard(_policies(tmp_path, SECRET_POLICY),
+                                                 secrets=_Vault(_Shouting("s3cr3t-value"))))
+    await agent.run("go")
+    assert got == ["s3cr3t-value"] and type(got[0]) is str
+
+
+COUNTED = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: daily}
+spec:
+  match: {tools: ["pay"]}
+  counters:
+    - {name: spent, key: '"all"', window: 1d, limit: 100, cost: 'args.amount',
+       failurePolicy: Fail}
+  rules:
+    - {name: over, when: 'counters.spent.exceeded', action: deny}
+"""
+
+
+class _OddStore:
+    """A counter store answering with what a store never should."""
+
+    def __init__(self, answer: Any, blocking: bool) -> None:
+        self.answer, self.blocking = answer, blocking
+
+    def reserve(self, requests: Any) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer(requests) if callable(self.answer) else self.answer
+
+    def release(self, reservations: Any) -> None:
+        raise RuntimeError("release down")
+
+
+def _granted_bool(requests: Any) -> Any:
+    from guardrails.engine.counters import CounterResult
+    return [CounterResult(True, True, None) for _ in requests]  # type: ignore[arg-type]
+
+
+def _too_few(requests: Any) -> Any:
+    return []
+
+
+def _not_results(requests: Any) -> Any:
+    return [{"count": 0, "granted": True} for _ in requests]
+
+
+def _generator(requests: Any) -> Any:
+    raise StopIteration  # a generator's end, raised from a plain function
+
+
+@STREAMING
+@pytest.mark.parametrize("blocking", [False, True], ids=["in-loop", "in-thread"])
+@pytest.mark.parametrize("answer", [RuntimeError("down"), _Unprintable(), _granted_bool,
+                                    _too_few, _not_results, None, 7, _generator],
+                         ids=["runtime", "unprintable", "bool-count", "too-few", "dicts",
+                              "none", "int", "stopiteration"])
+async def test_a_counter_store_that_answers_oddly_denies_under_fail(
+        tmp_path: Path, stream: bool, blocking: bool, answer: Any) -> None:
+    client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path, COUNTED),
+                                            counters=_OddStore(answer, blocking)))
+    response = await run(agent, "go", stream=stream)
+    assert RAN == []
+    assert response.text == "done"
+
+
+# -- the tool's own attributes ------------------------------------------------------------
+
+
+async def test_a_tool_whose_description_raises_is_blocked(tmp_path: Path) -> None:
+    from agent_framework import FunctionTool
+
+    class Raising(FunctionTool):
+        @property  # type: ignore[override]
+        def description(self) -> str:
+            raise RuntimeError("no description")
+
+        @description.setter
+        def description(self, value: str) -> None:
+            pass
+
+    def pay_fn(amount: int) -> str:
+        RAN.append(("pay", amount))
+        return "paid"
+
+    raising = Raising(name="pay", description="x", func=pay_fn)
+    client = ScriptedChatClient([[call("pay", amount=500)], [call("pay", amount=5)],
+                                 [text("done")]])
+    agent = agent_with(client, [raising], guard(_policies(tmp_path)))
+    response = await agent.run("go")
+    assert ("pay", 500) not in RAN
+    assert response.text == "done"
+
+
+# -- what the framework hands over --------------------------------------------------------
+
+
+@tool(name="pay_later")
+def pay_later(amount: int = 500) -> str:
+    """Pays an amount, 500 unless told."""
+    RAN.append(("pay_later", amount))
+    return f"paid {amount}"
+
+
+@STREAMING
+@pytest.mark.parametrize("arguments", ["null", "true", "1.5", '"amount"', "[]", "[500]",
+                                       '{"amount": 500, "amount": 5}'])
+async def test_arguments_that_are_json_but_no_object_never_run_unjudged(
+        tmp_path: Path, stream: bool, arguments: str) -> None:
+    """A tool whose every parameter has a default: what runs is what was judged (its
+    default of 500 is over the cap), or nothing runs."""
+    raw = Content.from_function_call(call_id="c1", name="pay_later", arguments=arguments)
+    client = ScriptedChatClient([[raw], [text("done")]])
+    agent = agent_with(client, [pay_later], guard(_policies(tmp_path)))
+    response = await run(agent, "go", stream=stream)
+    assert [r for r in RAN if r[1] > 100] == []
+    assert response.text == "done"
+
+
+@STREAMING
+async def test_duplicate_call_ids_in_one_batch_are_each_judged(tmp_path: Path,
+                                                               stream: bool) -> None:
+    client = ScriptedChatClient([[call("pay", amount=5, call_id="same"),
+                                  call("pay", amount=5000, call_id="same"),
+                                  call("pay", amount=6, call_id="same")], [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path)))
+    await run(agent, "go", stream=stream)
+    assert ("pay", 5000) not in RAN
+
+
+@STREAMING
+async def test_tools_given_at_run_time_are_guarded(tmp_path: Path, stream: bool) -> None:
+    client = ScriptedChatClient([[call("pay", amount=5000)], [call("pay", amount=5)],
+                                 [text("done")]])
+    agent = agent_with(client, [], guard(_policies(tmp_path)))
+    await run(agent, "go", stream=stream, tools=[pay])
+    assert RAN == [("pay", 5)]
+
+
+@STREAMING
+async def test_a_function_middleware_given_at_run_time_does_not_unguard(
+        tmp_path: Path, stream: bool) -> None:
+    """A host's own function middleware passed per run (outside or inside the guard's)
+    changes nothing of what the guard decides."""
+    from agent_framework import FunctionInvocationContext, FunctionMiddleware
+
+    class Passing(FunctionMiddleware):
+        async def process(self, context: FunctionInvocationContext, call_next: Any) -> None:
+            await call_next()
+
+    client = ScriptedChatClient([[call("pay", amount=5000)], [call("pay", amount=5)],
+                                 [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path)))
+    await run(agent, "go", stream=stream, middleware=[Passing()])
+    assert RAN == [("pay", 5)]
