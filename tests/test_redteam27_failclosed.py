@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from agent_framework import Content, tool
+from pydantic import BaseModel, field_validator
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
@@ -107,7 +108,7 @@ async def test_a_principal_that_raises_blocks_the_call_and_the_run_goes_on(
                          ids=["own-baseexception", "generatorexit", "cancelled"])
 async def test_a_principal_that_raises_a_base_exception_never_runs_the_call(
         tmp_path: Path, exc: BaseException) -> None:
-    client = ScriptedChatClient([[call("pay", amount=5), call("pay", amount=6, call_id="c2")],
+    client = ScriptedChatClient([[call("pay", amount=5), call("pay", "c2", amount=6)],
                                  [text("done")]])
     agent = agent_with(client, [pay], guard(_policies(tmp_path), principal=_raising(exc)))
     # (The run ends: asyncio's own exceptions are not the guard's to swallow. A
@@ -206,7 +207,7 @@ HALTING = POLICY.replace("rules:\n", "rules:\n    - {name: stop, when: 'args.amo
 @STREAMING
 async def test_a_halt_survives_a_logging_handler_that_raises(tmp_path: Path,
                                                              stream: bool) -> None:
-    client = ScriptedChatClient([[call("pay", amount=5000), call("pay", amount=5, call_id="c2")],
+    client = ScriptedChatClient([[call("pay", amount=5000), call("pay", "c2", amount=5)],
                                  [call("pay", amount=6)], [text("went on")]])
     agent = agent_with(client, [pay], guard(_policies(tmp_path, HALTING)))
     with _raising_handler(), pytest.raises(guardrails.PolicyViolation):
@@ -594,12 +595,13 @@ async def test_arguments_that_are_json_but_no_object_never_run_unjudged(
 @STREAMING
 async def test_duplicate_call_ids_in_one_batch_are_each_judged(tmp_path: Path,
                                                                stream: bool) -> None:
-    client = ScriptedChatClient([[call("pay", amount=5, call_id="same"),
-                                  call("pay", amount=5000, call_id="same"),
-                                  call("pay", amount=6, call_id="same")], [text("done")]])
+    client = ScriptedChatClient([[call("pay", "same", amount=5),
+                                  call("pay", "same", amount=5000),
+                                  call("pay", "same", amount=6)], [text("done")]])
     agent = agent_with(client, [pay], guard(_policies(tmp_path)))
     await run(agent, "go", stream=stream)
-    assert ("pay", 5000) not in RAN
+    assert sorted(RAN) == [("pay", 5), ("pay", 6)]
+    assert sum("Over the cap" in result_text(r) for r in client.tool_results()) == 1
 
 
 @STREAMING
@@ -627,3 +629,80 @@ async def test_a_function_middleware_given_at_run_time_does_not_unguard(
     agent = agent_with(client, [pay], guard(_policies(tmp_path)))
     await run(agent, "go", stream=stream, middleware=[Passing()])
     assert RAN == [("pay", 5)]
+
+
+# -- parallel calls where one evaluation raises --------------------------------------------
+
+
+@STREAMING
+async def test_one_failing_evaluation_in_a_parallel_batch_blocks_only_its_call(
+        tmp_path: Path, stream: bool) -> None:
+    async def principal(context: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)  # the siblings decide meanwhile
+        if context.metadata.get("call_id") == "c2":
+            raise RuntimeError("directory down for this one")
+        return {}
+
+    client = ScriptedChatClient([[call("pay", "c1", amount=5),
+                                  call("pay", "c2", amount=6),
+                                  call("pay", "c3", amount=5000)], [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path), principal=principal))
+    response = await run(agent, "go", stream=stream)
+    assert RAN == [("pay", 5)]
+    results = [result_text(r) for r in client.tool_results()]
+    assert results[0] == "paid 5"
+    assert results[1] == BLOCKED
+    assert "Over the cap" in results[2]
+    assert response.text == "done"
+
+
+async def test_a_base_exception_in_one_parallel_evaluation_runs_no_sibling_after_it(
+        tmp_path: Path) -> None:
+    """The framework cancels the batch on a loud escape: a sibling still deciding never
+    runs; one that was decided before may have run (it was allowed)."""
+    async def principal(context: Any) -> dict[str, Any]:
+        if context.metadata.get("call_id") == "c1":
+            raise _HostDown()
+        await asyncio.sleep(0.05)
+        return {}
+
+    client = ScriptedChatClient([[call("pay", "c1", amount=5),
+                                  call("pay", "c2", amount=6)], [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path), principal=principal))
+    with pytest.raises(_HostDown):
+        await agent.run("go")
+    assert RAN == []
+
+
+# -- the tool's own validation raising something else than a ValidationError ---------------
+
+
+class Payment(BaseModel):
+    amount: int
+
+    @field_validator("amount")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value > 100:
+            raise LookupError("a validator's own bug")  # not a ValueError
+        return value
+
+
+async def test_a_validator_that_raises_another_error_runs_nothing(tmp_path: Path) -> None:
+    """Pinned as a limit: the framework validates the arguments before any function
+    middleware and lets anything but a ``ValidationError`` (pydantic wraps ``ValueError``
+    and ``AssertionError`` only) end the run, guarded or not. Nothing runs."""
+    @tool(name="pay")
+    def pay_model(payment: Payment) -> str:
+        """Pays."""
+        RAN.append(("pay", payment.amount))
+        return "paid"
+
+    policy = POLICY.replace("args.amount > 100", "args.payment.amount > 1000")
+    client = ScriptedChatClient([[call("pay", payment={"amount": 500})],
+                                 [call("pay", payment={"amount": 5})], [text("done")]])
+    agent = agent_with(client, [pay_model], guard(_policies(tmp_path, policy)))
+    with pytest.raises(LookupError):
+        await agent.run("go")
+    assert RAN == []
+    assert len(client.received) == 1  # the model was never asked again
