@@ -23,7 +23,7 @@ from pydantic import BaseModel, field_validator
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, result_text, text
-from tests.af_support import STREAMING, agent_with, load_text, run
+from tests.af_support import STREAMING, RecordingTelemetry, agent_with, guarded, load_text, run
 
 RAN: list[tuple[str, Any]] = []
 
@@ -706,3 +706,25 @@ async def test_a_validator_that_raises_another_error_runs_nothing(tmp_path: Path
         await agent.run("go")
     assert RAN == []
     assert len(client.received) == 1  # the model was never asked again
+
+
+# -- what never answers ---------------------------------------------------------------------
+
+
+@STREAMING
+async def test_a_principal_that_never_answers_blocks_the_call_in_time(tmp_path: Path,
+                                                                     stream: bool) -> None:
+    """Bounded like a store's round trip (``store_timeout``); it held the run forever."""
+    async def principal(_context: Any) -> dict[str, Any]:
+        await asyncio.Event().wait()  # a directory that never answers
+        return {}
+
+    telemetry = RecordingTelemetry()
+    client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
+    agent = agent_with(client, [pay], guarded(_policies(tmp_path), telemetry,
+                                              principal=principal, store_timeout=0.2))
+    response = await asyncio.wait_for(run(agent, "go", stream=stream), 10)
+    assert RAN == []
+    assert [type(f) for f in telemetry.failures] == [TimeoutError]
+    assert [result_text(r) for r in client.tool_results()] == [BLOCKED]
+    assert response.text == "done"

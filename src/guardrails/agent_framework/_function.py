@@ -12,6 +12,7 @@ guard's own blocks the call, and once a run is halted nothing else in it runs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import fnmatch
@@ -832,7 +833,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return source
         value = source(context)
         if inspect.isawaitable(value):
-            value = await value
+            # Bounded as a store's round trip (``store_timeout``): a directory that never
+            # answers held the call, and the run, forever (red team 27d). Not answering
+            # in time blocks the call (``TimeoutError``).
+            value = await asyncio.wait_for(value, self._store_timeout)
         if value is None:
             return {}
         if not isinstance(value, Mapping):
