@@ -18,12 +18,17 @@ from typing import Any
 
 import pytest
 from agent_framework import Content, tool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, field_validator
 
 import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, result_text, text
+from guardrails.telemetry import GuardTelemetry
 from tests.af_support import STREAMING, RecordingTelemetry, agent_with, guarded, load_text, run
+from tests.test_af_halts import BROKEN_TELEMETRY
 
 RAN: list[tuple[str, Any]] = []
 
@@ -728,3 +733,38 @@ async def test_a_principal_that_never_answers_blocks_the_call_in_time(tmp_path: 
     assert [type(f) for f in telemetry.failures] == [TimeoutError]
     assert [result_text(r) for r in client.tool_results()] == [BLOCKED]
     assert response.text == "done"
+
+
+# -- telemetry that raises while the guard blocks a call ----------------------------------
+
+
+@pytest.mark.parametrize("broken", BROKEN_TELEMETRY)
+@pytest.mark.parametrize("exc", [RuntimeError("down"), _Unprintable()], ids=["runtime",
+                                                                             "unprintable"])
+async def test_a_guard_error_is_blocked_whatever_telemetry_raises(
+        tmp_path: Path, broken: Any, exc: BaseException) -> None:
+    telemetry = GuardTelemetry(**broken())
+    client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
+    agent = agent_with(client, [pay], guarded(_policies(tmp_path), telemetry,
+                                              principal=_raising(exc)))
+    response = await agent.run("go")
+    assert RAN == []
+    assert [result_text(r) for r in client.tool_results()] == [BLOCKED]
+    assert response.text == "done"
+
+
+async def test_a_guard_error_with_an_unprintable_text_reaches_a_real_exporter(
+        tmp_path: Path) -> None:
+    """The real SDK, recording: the guard span ends with an error status naming the type
+    only (the text of ``_Unprintable`` cannot be made)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = GuardTelemetry(tracer_provider=provider)
+    client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
+    agent = agent_with(client, [pay], guarded(_policies(tmp_path), telemetry,
+                                              principal=_raising(_Unprintable())))
+    await agent.run("go")
+    assert RAN == []
+    [span] = [s for s in exporter.get_finished_spans() if s.name.startswith("guardrails.guard")]
+    assert span.status.status_code.name == "ERROR"
