@@ -768,3 +768,52 @@ async def test_a_guard_error_with_an_unprintable_text_reaches_a_real_exporter(
     assert RAN == []
     [span] = [s for s in exporter.get_finished_spans() if s.name.startswith("guardrails.guard")]
     assert span.status.status_code.name == "ERROR"
+
+
+# -- a session whose guard state is garbage (restored from a store the host does not own) ---
+
+
+class _Raising(dict):  # type: ignore[type-arg]
+    def __getitem__(self, key: Any) -> Any:
+        raise RuntimeError("unreadable")
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        raise RuntimeError("unreadable")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("unreadable")
+
+
+GARBAGE = [None, "text", 7, [1, 2], {"x": 1}, [None, "x", 3, {"tool": 5}], _Raising(),
+           [{"tool": "pay", "args": "not a map", "effect": 9}]]
+
+
+@pytest.mark.parametrize("key", ["history", "approvals", "request", "answered"])
+@pytest.mark.parametrize("value", GARBAGE, ids=lambda v: type(v).__name__)
+async def test_garbage_guard_state_never_runs_a_denied_call_nor_crashes_the_run(
+        tmp_path: Path, key: str, value: Any) -> None:
+    from agent_framework import AgentSession
+
+    session = AgentSession()
+    session.state["guardrails"] = {key: value}
+    client = ScriptedChatClient([[call("pay", amount=5000)], [call("pay", amount=5)],
+                                 [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path)))
+    response = await agent.run("go", session=session)
+    assert ("pay", 5000) not in RAN
+    assert response.text == "done"
+
+
+@pytest.mark.parametrize("value", GARBAGE, ids=lambda v: type(v).__name__)
+async def test_a_garbage_guard_state_itself_never_crashes_the_run(tmp_path: Path,
+                                                                  value: Any) -> None:
+    from agent_framework import AgentSession
+
+    session = AgentSession()
+    session.state["guardrails"] = value
+    client = ScriptedChatClient([[call("pay", amount=5000)], [call("pay", amount=5)],
+                                 [text("done")]])
+    agent = agent_with(client, [pay], guard(_policies(tmp_path)))
+    response = await agent.run("go", session=session)
+    assert ("pay", 5000) not in RAN
+    assert response.text == "done"
