@@ -159,7 +159,10 @@ def _self_referencing() -> dict[str, Any]:
     {"role": _Liar("user")},
     {"role": "admin", "blob": "x" * 3_000_000},
     {"role": "admin", **{f"k{i}": i for i in range(200_000)}},
-], ids=["list", "str", "self-reference", "evil-key", "evil-value", "liar-value", "huge-text", "huge-dict"])
+    {"role": "admin", "groups": {"a", "b"}},
+    {"role": "admin", 7: "not a str key"},
+], ids=["list", "str", "self-reference", "evil-key", "evil-value", "liar-value", "huge-text",
+        "huge-dict", "set", "int-key"])
 async def test_a_principal_that_cannot_be_read_blocks_the_call(tmp_path: Path,
                                                                value: Any) -> None:
     client = ScriptedChatClient([[call("pay", amount=5)], [text("done")]])
