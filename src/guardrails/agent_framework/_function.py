@@ -835,8 +835,10 @@ class GuardFunctionMiddleware(FunctionMiddleware):
         if inspect.isawaitable(value):
             # Bounded as a store's round trip (``store_timeout``): a directory that never
             # answers held the call, and the run, forever (red team 27d). Not answering
-            # in time blocks the call (``TimeoutError``).
-            value = await asyncio.wait_for(value, self._store_timeout)
+            # in time blocks the call (``TimeoutError``). (``timeout``, not ``wait_for``:
+            # in the call's own task, about half the cost.)
+            async with asyncio.timeout(self._store_timeout):
+                value = await value
         if value is None:
             return {}
         if not isinstance(value, Mapping):
