@@ -820,3 +820,37 @@ async def test_a_garbage_guard_state_itself_never_crashes_the_run(tmp_path: Path
     response = await agent.run("go", session=session)
     assert ("pay", 5000) not in RAN
     assert response.text == "done"
+
+
+VARIABLE_DEEP = """apiVersion: guardrails/v1
+kind: ToolPolicy
+metadata: {name: deep}
+spec:
+  match: {tools: ["put"]}
+  failurePolicy: Ignore
+  variables:
+    - {name: same, expression: 'args.a == args.b'}
+  rules:
+    - {name: same, when: 'variables.same || size(args.a) > 5', action: deny}
+"""
+
+
+def test_a_variable_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> None:
+    """Through a variable (evaluated on the call's meter) and under ``||``: wherever the
+    stack runs out, the call is over its bound."""
+    ps = _policies(tmp_path, VARIABLE_DEEP)
+    assert ps.evaluate("put", {"a": _nested(25), "b": _nested(25)}).effect == \
+        guardrails.Effect.DENY
+    seen_too_deep = False
+    old = sys.getrecursionlimit()
+    for headroom in range(20, 120, 2):
+        sys.setrecursionlimit(_stack_depth() + headroom)
+        try:
+            decision = ps.evaluate("put", {"a": _nested(25), "b": _nested(25)})
+        except RecursionError:
+            continue
+        finally:
+            sys.setrecursionlimit(old)
+        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
+        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
+    assert seen_too_deep
