@@ -12,6 +12,7 @@ guard's own blocks the call, and once a run is halted nothing else in it runs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import fnmatch
@@ -832,7 +833,12 @@ class GuardFunctionMiddleware(FunctionMiddleware):
             return source
         value = source(context)
         if inspect.isawaitable(value):
-            value = await value
+            # Bounded as a store's round trip (``store_timeout``): a directory that never
+            # answers held the call, and the run, forever (red team 27d). Not answering
+            # in time blocks the call (``TimeoutError``). (``timeout``, not ``wait_for``:
+            # in the call's own task, about half the cost.)
+            async with asyncio.timeout(self._store_timeout):
+                value = await value
         if value is None:
             return {}
         if not isinstance(value, Mapping):
@@ -1135,24 +1141,24 @@ class GuardFunctionMiddleware(FunctionMiddleware):
 
     def _deny_unreadable(self, context: FunctionInvocationContext, tool: str,
                          why: str) -> None:
-        _log.warning("guardrails: the arguments of a call to %s could not be read; the call "
-                     "was denied", tool)
         self._record_blocked(context, tool)
         context.result = f"Error: the call to {tool} was denied by policy. {why}"
+        _logged(logging.WARNING, "guardrails: the arguments of a call to %s could not be "
+                "read; the call was denied", tool)
 
     def _block_on_guard_error(self, context: FunctionInvocationContext, tool: str,
                               exc: BaseException) -> None:
+        self._record_blocked(context, tool)
+        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
+                          "so it was blocked.")
         # Type only: an exception's text may hold argument or secret values. A
         # SecretUnavailable's text names references, never values: it says what to fix.
         reason = type(exc).__name__
         if isinstance(exc, SecretUnavailable):  # scrubbed all the same: a provider wrote it
             with contextlib.suppress(Exception):
                 reason = self._memory(f"{type(exc).__name__}: {exc}")
-        _log.error("guardrails: evaluating a call to %s failed (%s); the call was blocked",
-                   tool, reason)
-        self._record_blocked(context, tool)
-        context.result = (f"Error: the guard could not evaluate the call to {tool}, "
-                          "so it was blocked.")
+        _logged(logging.ERROR, "guardrails: evaluating a call to %s failed (%s); the call "
+                "was blocked", tool, reason)
 
     def _record_blocked(self, context: FunctionInvocationContext, tool: str) -> None:
         """A call blocked before its arguments could be read (or trusted): history keeps
@@ -1296,6 +1302,14 @@ def _answered_by_the_user(context: FunctionInvocationContext, run: RunState | No
                 found = True
                 del kept[i]
     return found
+
+
+def _logged(level: int, message: str, *args: object) -> None:
+    """Log a blocked call, after its result is set: a host's handler that raises from
+    ``emit`` (``Handler.handle`` does not catch it) replaced the guard's answer with the
+    framework's "Function failed" (red team 27d). The call stays blocked either way."""
+    with contextlib.suppress(Exception):  # (nothing to report it to: logging failed)
+        _log.log(level, message, *args)
 
 
 def _agent_name(run: RunState | None) -> str | None:

@@ -1043,10 +1043,10 @@ def decide(candidates: Candidates, revision: str, known_secrets: Scrubber | None
     # reads the variables after the rules.
     bindings["variables"] = _NO_VARIABLES
 
-    if meter.left < 0:
+    if meter.left < 0 or meter.deep:
         if errors is None:
             errors = []
-        effect = _over_cost(policies, errors, effect)
+        effect = _over_cost(policies, errors, effect, meter)
     # ``args`` is this call's own dict, never written after the decision: a read-only view
     # of it needs no second copy.
     decision = _decision(tool, effect, MappingProxyType(args),
@@ -1311,10 +1311,10 @@ def _short_source(variables: tuple[bool, ...], tool: bool, request: bool, now: b
     if any(variables):
         lines.append("        b['variables'] = _NO_VARIABLES  # the cycle (see decide)")
     lines += [
-        "        if meter.left < 0:",
+        "        if meter.left < 0 or meter.deep:",
         "            if errors is None:",
         "                errors = []",
-        "            effect = _over_cost(_C.policies, errors, effect)",
+        "            effect = _over_cost(_C.policies, errors, effect, meter)",
         "        decision = _decision(tool, effect, _MappingProxyType(args), _C.policy_names,",
         "                             revision, _C.secret_names, scrub)",
     ]
@@ -1464,6 +1464,17 @@ def _shared_fired(policy: CompiledPolicy, rule: CompiledRule, index: int,
     return hit
 
 
+def _over_a_bound(base: Mapping[str, Any], origins: Origins | None) -> bool:
+    """Whether the call ran out of its cost budget, its stack (``Meter.deep``) or its
+    provenance scan budget so far. A ``match.when`` (or binding selector) that erred so
+    selects its policy whatever the failurePolicy: under ``Ignore`` the policy was not
+    matched, and the end of the call, which denies every matched policy over a bound
+    (``_over_bound``), had none to deny: arguments within the depth bound, on a low
+    recursion limit, ran a call past its only policy (red team 27d)."""
+    meter: Meter = base[METER]
+    return meter.left < 0 or meter.deep or (origins is not None and origins.scan.left < 0)
+
+
 def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
              origins: Origins | None, scrub: Scrubber, errors: list[EvaluationError],
              pt: PolicyTrace | None) -> bool:
@@ -1483,8 +1494,9 @@ def _matches(policy: CompiledPolicy, when: Run, base: Mapping[str, Any],
         if pt is not None:
             pt.steps.append(Step("match.when", error=message))
         # Fail closed: an unreadable match condition counts as a match, so the policy's
-        # rules (its restrictions) still apply to the call.
-        matched = policy.failure_policy == "Fail"
+        # rules (its restrictions) still apply to the call. So does one that ran the call
+        # over a bound, whatever the failurePolicy: the policy is one the call is denied by.
+        matched = policy.failure_policy == "Fail" or _over_a_bound(base, origins)
         if pt is not None:
             pt.matched = matched
         return matched
@@ -1608,9 +1620,10 @@ def _over_bound(matched: Sequence[CompiledPolicy], errors: list[EvaluationError]
 
 
 def _over_cost(matched: Sequence[CompiledPolicy], errors: list[EvaluationError],
-               effect: Effect) -> Effect:
-    """The call ran out of its cost budget (``_over_bound``)."""
-    return _over_bound(matched, errors, effect, COST_ERROR)
+               effect: Effect, meter: Meter) -> Effect:
+    """The call ran out of its cost budget, or an evaluation of it ran out of stack
+    (``Meter.deep``; ``limits.too_deep``): ``_over_bound``."""
+    return _over_bound(matched, errors, effect, DEPTH_ERROR if meter.deep else COST_ERROR)
 
 
 def _evaluate_call(
@@ -1671,7 +1684,7 @@ def _evaluate_call(
                 errors.append(EvaluationError(policy.name, "binding.match.when", message,
                                               handled))
                 # Fail closed as for match.when: an unreadable selector selects.
-                value = policy.failure_policy == "Fail"
+                value = policy.failure_policy == "Fail" or _over_a_bound(base, origins)
                 if pt is not None:
                     pt.steps.append(Step("binding.match.when", error=message))
             if not value:
@@ -1754,8 +1767,8 @@ def _evaluate_call(
             if _SEVERITY[result] > _SEVERITY[effect]:
                 effect = result
 
-    if meter.left < 0:
-        effect = _over_cost(matched, errors, effect)
+    if meter.left < 0 or meter.deep:
+        effect = _over_cost(matched, errors, effect, meter)
     elif origins is not None and origins.scan.left < 0:
         # Spent by a provenance function: the rule that ran it out erred (its text says
         # so), and an error ``||`` absorbed or ``Ignore`` skipped must not let the call
@@ -1891,6 +1904,7 @@ def _release(store: CounterStore | None, reservations: Sequence[Reservation]) ->
 
 
 COST_ERROR = "the call exceeds the evaluation cost bound"
+DEPTH_ERROR = "the call's evaluation ran out of stack (nested too deeply for the recursion limit)"
 SCAN_ERROR = "the call exceeds the provenance scanning budget"
 
 

@@ -51,6 +51,7 @@ from guardrails.expr.limits import (
     match_units,
     pattern_arg,
     pattern_charge,
+    too_deep,
     with_work,
 )
 from guardrails.expr.program import FusedRun, Program
@@ -174,8 +175,10 @@ def _overflow() -> NoReturn:
     raise CelError("integer overflow")
 
 
-def _too_deep() -> NoReturn:
-    raise CelError("expression evaluation too deep") from None
+def _too_deep(meter: Meter | None) -> NoReturn:
+    """The stack ran out (``RecursionError``): an error of the call, not of the rule, that
+    ``meter`` keeps (``Meter.deep``), so ``Ignore`` cannot skip it (``too_deep``)."""
+    raise too_deep(meter) from None
 
 
 def _failed(e: Exception) -> NoReturn:
@@ -186,7 +189,7 @@ Hits = list[tuple[int, Any, Exception | None]]
 """A fused function's result: ``(rule index, value, error)`` of each rule not false."""
 
 
-def _rule_error(hits: Hits | None, i: int, error: Exception) -> Hits:
+def _rule_error(hits: Hits | None, i: int, error: Exception, meter: Meter) -> Hits:
     """Rule ``i`` of a fused function raised ``error``: kept as the error its own function
     raises (``_HANDLERS``: a ``CelError`` as it is, a ``RecursionError`` as too deep, any
     other as failed, or what reading that one's text raised), without its traceback
@@ -195,7 +198,7 @@ def _rule_error(hits: Hits | None, i: int, error: Exception) -> Hits:
     was a third of its bytecode, on the path of an error that is rare."""
     if not isinstance(error, CelError):
         if isinstance(error, RecursionError):
-            error = CelError("expression evaluation too deep")
+            error = too_deep(meter)
         else:
             try:
                 error = CelError(f"evaluation failed: {type(error).__name__}: {error}")
@@ -1276,7 +1279,7 @@ def _generate(checked: Checked) -> tuple[str, list[Any], list[tuple[int, ast.Lit
             "        except _CelError:",
             "            raise",
             "        except RecursionError:",
-            "            _too_deep()",
+            "            _too_deep(_m)",
             "        except Exception as _x:",
             "            _failed(_x)",
             *tail,
@@ -1568,7 +1571,7 @@ _DIRECT_HEAD: Final = ("        _m = b.get(_METER)", "        if _m is None: _m 
 _CHECK_HEAD: Final = ("        _m = b.get(_METER)",
                       "        if _m is not None and _m.left < 0: _cost_exceeded()")
 _HANDLERS: Final = ["        except _CelError:", "            raise",
-                    "        except RecursionError:", "            _too_deep()",
+                    "        except RecursionError:", "            _too_deep(_m)",
                     "        except Exception as _x:", "            _failed(_x)"]
 _LOCAL_TAIL: Final = ["        finally:", "            if _m is not None: _m.left -= _b0 - _bud"]
 
@@ -1793,7 +1796,7 @@ def _fused_source(pieces: list[tuple[_Parts, tuple[Any, ...]]], stops: Sequence[
             lines.append(pad + "    if _m.left < 0: _cost_exceeded()")
         lines += [pad + "    " + line for line in body.split("\n")]
         lines += [pad + "except Exception as _e:",
-                  pad + f"    _hits = _rule_error(_hits, {i}, _e)",
+                  pad + f"    _hits = _rule_error(_hits, {i}, _e, _m)",
                   pad + "else:",
                   pad + "    if _v is not False:",
                   pad + f"        _hits = _rule_hit(_hits, {i}, _v)"]

@@ -33,8 +33,10 @@ def no_overload(name: str, *args: Any) -> CelError:
     return CelError(f"no matching overload for {name}({type_names(args)})")
 
 
-_MAPPED_ERRORS = (ValueError, IndexError, KeyError, RecursionError, OverflowError,
-                  UnicodeError, AttributeError)
+_MAPPED_ERRORS = (ValueError, IndexError, KeyError, OverflowError, UnicodeError,
+                  AttributeError)
+"""(Not ``RecursionError``: the stack ran out, an error of the call the backends note in
+its meter, ``limits.too_deep``, rather than one of the rule that ``Ignore`` skips.)"""
 
 
 def library_error(name: str, exc: Exception, args: tuple[Any, ...]) -> Exception:

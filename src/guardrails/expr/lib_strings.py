@@ -696,8 +696,8 @@ def parse_json(text: Any) -> Any:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise CelError(f"parseJSON: {exc}") from None
-    except RecursionError:
-        raise CelError(f"parseJSON: nesting deeper than {MAX_JSON_DEPTH}") from None
+    # (A RecursionError is not caught: the depth was checked above, so the stack ran out,
+    # which the backends note as an error of the call, ``limits.too_deep``.)
     except ValueError as exc:  # e.g. int() digit limit
         raise CelError(f"parseJSON: {exc}") from None
     if (

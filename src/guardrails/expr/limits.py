@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from guardrails.expr.values import CelError
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -179,13 +181,31 @@ class Meter:
     returns (or raises), so the bound holds for the call as a whole: many cheap rules over
     a large input cannot add up to more than one budget."""
 
-    __slots__ = ("free", "left", "matches", "seen")
+    __slots__ = ("deep", "free", "left", "matches", "seen")
 
     def __init__(self, left: int, free: frozenset[str] = frozenset()) -> None:
         self.left = left
+        self.deep = False
+        """Whether an evaluation of this call ran out of stack (``too_deep``): the call is
+        then over a bound, denied whatever the policies' ``failurePolicy``."""
         self.free = free
         """Run-time patterns that cost nothing: its policies' ``params`` strings."""
         self.seen: set[str] | None = None
         """Run-time patterns this call has been charged for (``pattern_charge``)."""
         self.matches = 0
         """Regex matches this call has been charged for (``match_units``)."""
+
+
+TOO_DEEP = "expression evaluation too deep"
+
+
+def too_deep(meter: Meter | None) -> CelError:
+    """The error of an evaluation that ran out of stack (``RecursionError``), noted in the
+    call's ``meter``. The stack is the caller's doing as much as the rule's: arguments
+    nested within the depth bound, on a host's low recursion limit or a deep stack, made
+    a rule err (red team 27d); under ``Ignore`` the policy was skipped and the call ran.
+    Like the cost budget, a call that runs out of it is denied whatever the policies'
+    ``failurePolicy`` (the engine reads ``Meter.deep`` where it reads ``Meter.left``)."""
+    if meter is not None:
+        meter.deep = True
+    return CelError(TOO_DEEP)

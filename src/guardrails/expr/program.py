@@ -12,7 +12,7 @@ from typing import Any
 
 from guardrails.expr import ast
 from guardrails.expr.ast import TreeShape
-from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter
+from guardrails.expr.limits import DEFAULT_LIMITS, METER, Limits, Meter, too_deep
 from guardrails.expr.stdlib import Activation
 from guardrails.expr.values import CelError, CostLimitExceeded
 
@@ -58,7 +58,7 @@ class Program:
         except CelError:
             raise
         except RecursionError:
-            raise CelError("expression evaluation too deep") from None
+            raise too_deep(meter) from None
         except Exception as e:  # fail closed: a non-CEL exception is an evaluation error
             raise CelError(f"evaluation failed: {type(e).__name__}: {e}") from e
         finally:
