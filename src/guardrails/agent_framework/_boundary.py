@@ -340,14 +340,17 @@ def remember_answers(state: dict[str, Any] | None, calls: dict[str, str] | None)
     takes them out as they are used)."""
     if state is None or not calls:
         return
-    kept = state.get("answered")
-    if not isinstance(kept, dict):
-        kept = state["answered"] = {}
-    for ident, digest in calls.items():
-        kept.pop(ident, None)
-        kept[ident] = digest
-    while len(kept) > ANSWERS_KEPT:
-        del kept[next(iter(kept))]
+    try:
+        kept = state.get("answered")
+        if not isinstance(kept, dict):
+            kept = state["answered"] = {}
+        for ident, digest in calls.items():
+            kept.pop(ident, None)
+            kept[ident] = digest
+        while len(kept) > ANSWERS_KEPT:
+            del kept[next(iter(kept))]
+    except Exception:  # a session state that cannot be written (restored garbage): the
+        return  # answers are not kept, so their replays are not the user's: none runs
 
 
 def remember_requests(session: Any, response: Any, agent: str | None) -> None:
@@ -357,6 +360,13 @@ def remember_requests(session: Any, response: Any, agent: str | None) -> None:
     such a call until it is replayed, and an answer handed to another agent's run of the
     session ran that agent's tool of the same name (red team 27c;
     ``_function._answered_by_the_user`` compares). Returns nothing, changes no response."""
+    try:
+        _remember_requests(session, response, agent)
+    except Exception:  # a session state that cannot be written (restored garbage) must not
+        return  # end the run: the guard reads that state on every call and blocks them
+
+
+def _remember_requests(session: Any, response: Any, agent: str | None) -> None:
     state = session_state(session, create=True) if session is not None else None
     messages = getattr(response, "messages", None)
     if state is None or not isinstance(messages, list):
