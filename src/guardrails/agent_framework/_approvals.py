@@ -36,7 +36,7 @@ from guardrails.engine import Action, Decision
 
 __all__ = ["APPROVALS_LIMIT", "APPROVAL_TOKEN_KEY", "APPROVAL_TTL", "ApprovalStore",
            "answered_call", "approval_id_for", "approval_matches", "approval_record", "approval_request",
-           "approved_replay", "caller_of", "hold_approval", "is_approved_response", "new_token",
+           "caller_of", "hold_approval", "is_approved_response", "new_token",
            "response_token", "spend", "take_held"]
 
 APPROVAL_TOKEN_KEY = "guardrails_approval"
@@ -228,25 +228,6 @@ def hold_approval(state: dict[str, Any], approval_id: str, tool: str,
     while len(approvals) > APPROVALS_LIMIT:
         del approvals[next(iter(approvals))]
     return token
-
-
-def approved_replay(context: FunctionInvocationContext, state: dict[str, Any] | None,
-                    approval_id: str, tool: str, arguments: Mapping[str, Any],
-                    decision: Decision, *, key: bytes | None = None,
-                    caller: Mapping[str, Any] | None = None) -> bool:
-    """Whether this call is the replay of the approved call the human was shown, unchanged.
-
-    The response must carry the token of the request held for this id (the request the
-    human answered, not another that reused its id), and the call must have the held
-    fingerprint. A replay uses up what is held, matching or not, and its token
-    (``spend``): one approval, one call.
-    """
-    if not is_approved_response(context):
-        return False
-    held = take_held(state, approval_id)
-    token = response_token(context)
-    return approval_matches(held, approval_id, token, tool, arguments, decision,
-                            key, caller) and spend(token)
 
 
 def release_approval(state: dict[str, Any] | None, approval_id: str) -> bool:
