@@ -23,11 +23,9 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
 import random
 import statistics
 import string
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scrub_bench import memory_of
+from scrub_bench import against, memory_of
 
 from guardrails.engine import scrub as scrub_module
 from guardrails.engine.scrub import MAX_LAYER_CHARS, Scrubber
@@ -185,26 +183,8 @@ def main() -> int:
     return 0
 
 
-def against(base: str) -> int:
-    here = str(Path(__file__).resolve().parent.parent / "src")
-    runs: dict[str, list[dict[str, float]]] = {here: [], base: []}
-    for _ in range(3):
-        for tree in (here, base):
-            env = dict(os.environ, PYTHONPATH=tree)
-            done = subprocess.run([sys.executable, __file__, "--measure"], env=env,
-                                  capture_output=True, text=True, check=True)
-            runs[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    names = list(runs[here][0])
-    width = max(map(len, names))
-    print(f"{'':{width}}  {'this tree':>10}  {'base':>10}  ratio")
-    for name in names:
-        a = statistics.median(r[name] for r in runs[here])
-        b = statistics.median(r[name] for r in runs[base])
-        print(f"{name:{width}}  {a:8.1f}µs  {b:8.1f}µs  {a / b:5.2f}x")
-    return 0
-
 
 if __name__ == "__main__":
     if "--against" in sys.argv:
-        sys.exit(against(sys.argv[sys.argv.index("--against") + 1]))
+        sys.exit(against(__file__, sys.argv[sys.argv.index("--against") + 1]))
     sys.exit(main())

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import statistics
 import string
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from guardrails.agent_framework._function import _MEMORY_LAYER
 from guardrails.engine import scrub as scrub_module
@@ -47,6 +50,30 @@ def memory_of(values: list[str]) -> Scrubber:
         memory = (memory.with_values([v]) if memory.top_layer_size >= _MEMORY_LAYER
                   else memory.merged([v]))
     return memory
+
+
+
+def against(script: str, base: str, *, runs: int = 3) -> int:
+    """Runs ``script --measure`` (which prints one JSON map of µs) with this tree's ``src``
+    and with ``base`` on ``PYTHONPATH``, alternated ``runs`` times in fresh processes, and
+    prints the medians side by side: on a shared machine the only honest "before"."""
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    found: dict[str, list[dict[str, float]]] = {here: [], base: []}
+    for _ in range(runs):
+        for tree in (here, base):
+            env = dict(os.environ, PYTHONPATH=tree)
+            done = subprocess.run([sys.executable, script, "--measure"], env=env,
+                                  capture_output=True, text=True, check=True)
+            found[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    names = list(found[here][0])
+    width = max(map(len, names))
+    print(f"{'':{width}}  {'this tree':>10}  {'base':>10}  ratio")
+    for name in names:
+        a = statistics.median(r[name] for r in found[here])
+        b = statistics.median(r[name] for r in found[base])
+        print(f"{name:{width}}  {a:8.1f}µs  {b:8.1f}µs  {a / b:5.2f}x")
+    print("load average:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    return 0
 
 
 def main() -> int:
