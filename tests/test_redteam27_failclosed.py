@@ -276,12 +276,10 @@ def _stack_depth() -> int:
 DEEP_DOC = _nested(25)  # within the 32 levels of the input bound
 
 
-def test_a_rule_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> None:
-    """The engine alone: at a limit where the arguments are read (within the bounds) but
-    the rule's evaluation runs out of stack, ``Ignore`` skipped the policy and the call was
-    allowed. Now the call is over a bound, like one over the cost budget."""
-    ps = _policies(tmp_path, IGNORE_DEEP)
-    assert ps.evaluate("put", {"a": DEEP_DOC, "b": DEEP_DOC}).effect == guardrails.Effect.DENY
+def _denied_at_every_low_limit(ps: guardrails.PolicySet) -> None:
+    """Evaluates the deep call at recursion limits just above this stack: wherever the
+    evaluation runs out of stack, the call is denied (and at some limit it does run out:
+    the attack is real on this stack)."""
     seen_too_deep = False
     old = sys.getrecursionlimit()
     for headroom in range(20, 120, 2):
@@ -294,7 +292,16 @@ def test_a_rule_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> Non
             sys.setrecursionlimit(old)
         seen_too_deep |= any("too deep" in e.message for e in decision.errors)
         assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
-    assert seen_too_deep  # the attack is real at some limit on this stack
+    assert seen_too_deep
+
+
+def test_a_rule_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) -> None:
+    """The engine alone: at a limit where the arguments are read (within the bounds) but
+    the rule's evaluation runs out of stack, ``Ignore`` skipped the policy and the call was
+    allowed. Now the call is over a bound, like one over the cost budget."""
+    ps = _policies(tmp_path, IGNORE_DEEP)
+    assert ps.evaluate("put", {"a": DEEP_DOC, "b": DEEP_DOC}).effect == guardrails.Effect.DENY
+    _denied_at_every_low_limit(ps)
 
 
 async def test_in_the_real_loop_a_low_recursion_limit_runs_no_deep_call(tmp_path: Path) -> None:
@@ -354,19 +361,7 @@ def test_a_match_condition_run_over_the_cost_budget_selects_its_policy(tmp_path:
 
 def test_a_match_condition_that_runs_out_of_stack_selects_its_policy(tmp_path: Path) -> None:
     ps = _policies(tmp_path, DEEP_MATCH)
-    seen_too_deep = False
-    old = sys.getrecursionlimit()
-    for headroom in range(20, 120, 2):
-        sys.setrecursionlimit(_stack_depth() + headroom)
-        try:
-            decision = ps.evaluate("put", {"a": _nested(25), "b": _nested(25)})
-        except RecursionError:
-            continue
-        finally:
-            sys.setrecursionlimit(old)
-        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
-        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
-    assert seen_too_deep
+    _denied_at_every_low_limit(ps)
 
 
 @STREAMING
@@ -841,16 +836,4 @@ def test_a_variable_that_runs_out_of_stack_is_no_skipped_rule(tmp_path: Path) ->
     ps = _policies(tmp_path, VARIABLE_DEEP)
     assert ps.evaluate("put", {"a": _nested(25), "b": _nested(25)}).effect == \
         guardrails.Effect.DENY
-    seen_too_deep = False
-    old = sys.getrecursionlimit()
-    for headroom in range(20, 120, 2):
-        sys.setrecursionlimit(_stack_depth() + headroom)
-        try:
-            decision = ps.evaluate("put", {"a": _nested(25), "b": _nested(25)})
-        except RecursionError:
-            continue
-        finally:
-            sys.setrecursionlimit(old)
-        seen_too_deep |= any("too deep" in e.message for e in decision.errors)
-        assert decision.effect == guardrails.Effect.DENY, (headroom, decision.errors)
-    assert seen_too_deep
+    _denied_at_every_low_limit(ps)
