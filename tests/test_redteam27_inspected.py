@@ -9,7 +9,6 @@ receive, ``_private._as_received``); the others are pinned here so that they sta
 from __future__ import annotations
 
 import enum
-import json
 import math
 import sys
 from collections.abc import AsyncIterator
@@ -38,10 +37,10 @@ from pydantic import (
     field_serializer,
 )
 
-import guardrails
 from guardrails.agent_framework import ScriptedChatClient, guard
 from guardrails.agent_framework.scripted import call, result_text, text
 from tests.af_support import agent_with, approve_all, load_text
+from tests.test_redteam22_schema import one_call, received
 
 SERVER = Path(__file__).parent / "mcp_schema_server27.py"
 
@@ -53,25 +52,6 @@ def _clear_ran() -> Any:
     RAN.clear()
     yield
     RAN.clear()
-
-
-def received(text: str) -> dict[str, Any] | None:
-    """What the MCP server echoed it received, or None when it did not run."""
-    if text.startswith('{"result": '):
-        text = json.loads(text)["result"]
-    if not text.startswith("received "):
-        return None
-    value = json.loads(text.removeprefix("received "))
-    assert isinstance(value, dict)
-    return value
-
-
-async def one_call(tools: list[Any], policies: guardrails.PolicySet, name: str,
-                   **arguments: Any) -> str:
-    client = ScriptedChatClient([[call(name, **arguments)]])
-    await agent_with(client, tools, guard(policies)).run("go")
-    [result] = client.tool_results()
-    return result_text(result)
 
 
 # --- MCP: a parameter named as the framework's context parameter ----------------------------
